@@ -1,0 +1,268 @@
+"""One error tree for batchor.
+
+Every error a user can meet is a `BatchorError` with a stable `code` (for scripts and CI) and an
+`exit_code` (for the CLI). Messages say what went wrong, where, and how to fix it. Provider
+failures are split into transient ones (retry) and terminal ones (fail the row at once).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+# CLI exit codes (documented in README "Exit codes").
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_PENDING = 2
+EXIT_ROWS_FAILED = 3
+EXIT_COST_LIMIT = 4
+EXIT_STALE_PLAN = 5
+EXIT_APPROVAL = 6
+EXIT_IN_FLIGHT = 7
+EXIT_LOCKED = 8
+EXIT_USAGE = 64
+EXIT_INTERRUPTED = 130
+
+
+class BatchorError(Exception):
+    """Root of every error batchor raises on purpose."""
+
+    code: ClassVar[str] = "error"
+    exit_code: ClassVar[int] = EXIT_ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  fix: {self.hint}" if self.hint else self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.hint:
+            data["hint"] = self.hint
+        return data
+
+
+# --- spec and input -------------------------------------------------------------------------
+
+
+class SpecError(BatchorError):
+    """The spec file is malformed or invalid (file:line and key path in the message)."""
+
+    code = "spec_invalid"
+
+
+class SpecYamlError(SpecError):
+    code = "spec_yaml"
+
+
+class EnvVarMissingError(SpecError):
+    code = "env_missing"
+
+
+class TemplateError(SpecError):
+    """A Jinja template does not parse."""
+
+    code = "template_syntax"
+
+
+class TemplateUndefinedError(SpecError):
+    """A template references a column or step field that does not exist."""
+
+    code = "template_undefined"
+
+
+class SchemaError(SpecError):
+    """An output JSON schema is invalid or unusable."""
+
+    code = "schema_invalid"
+
+
+class ProviderSchemaError(SchemaError):
+    """A schema the chosen provider cannot accept."""
+
+    code = "schema_unsupported"
+
+
+class InputError(BatchorError):
+    code = "input_invalid"
+
+
+class InputMissingError(InputError):
+    code = "input_missing"
+
+
+class InputEmptyError(InputError):
+    code = "input_empty"
+
+
+class InputEncodingError(InputError):
+    code = "input_encoding"
+
+
+class DuplicateKeyError(InputError):
+    code = "duplicate_key"
+
+
+class UnknownProviderError(SpecError):
+    code = "unknown_provider"
+
+
+class UnknownModelError(SpecError):
+    code = "unknown_model"
+
+
+# --- plan and budget ------------------------------------------------------------------------
+
+
+class NoPriceError(BatchorError):
+    code = "no_price"
+    exit_code = EXIT_COST_LIMIT
+
+
+class CostLimitError(BatchorError):
+    """The plan's upper bound (or the running spend) would pass --max-cost."""
+
+    code = "cost_limit"
+    exit_code = EXIT_COST_LIMIT
+
+    def __init__(self, message: str, *, plan: Any = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.plan = plan
+
+
+class PlanFileError(BatchorError):
+    """A plan file is truncated, tampered with or from a newer batchor."""
+
+    code = "plan_invalid"
+    exit_code = EXIT_STALE_PLAN
+
+
+class StalePlanError(BatchorError):
+    """A saved plan no longer matches its input or state."""
+
+    code = "stale_plan"
+    exit_code = EXIT_STALE_PLAN
+
+
+class ApprovalRequiredError(BatchorError):
+    code = "approval_required"
+    exit_code = EXIT_APPROVAL
+
+
+# --- state ----------------------------------------------------------------------------------
+
+
+class StateError(BatchorError):
+    code = "state_error"
+
+
+class StateLockedError(StateError):
+    code = "state_locked"
+    exit_code = EXIT_LOCKED
+
+
+class StateVersionError(StateError):
+    code = "state_version"
+
+
+class StateCorruptError(StateError):
+    code = "state_corrupt"
+
+
+class OutputError(BatchorError):
+    """The output file cannot be written (path is a directory, disk full, no permission)."""
+
+    code = "output_unwritable"
+
+
+class RunNotFoundError(BatchorError):
+    code = "run_not_found"
+
+
+# --- providers (raised by adapters, classified by the engine) ------------------------------
+
+
+class NoApiKeyError(BatchorError):
+    code = "no_api_key"
+
+
+class ProviderError(BatchorError):
+    """A provider call failed. `transient` decides whether the engine retries."""
+
+    code = "provider_error"
+    transient: ClassVar[bool] = False
+    consumes_attempt: ClassVar[bool] = True
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None, **kw: Any
+    ) -> None:
+        super().__init__(message, **kw)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class RateLimitedError(ProviderError):
+    """429 / rate limit: wait and retry; does not use up an attempt."""
+
+    code = "rate_limited"
+    transient = True
+    consumes_attempt = False
+
+
+class QuotaExhaustedError(ProviderError):
+    """Billing or quota exhausted: retrying does not help; the run pauses."""
+
+    code = "quota_exhausted"
+
+
+class TransientProviderError(ProviderError):
+    """5xx, timeouts, connection errors: retry with backoff."""
+
+    code = "provider_unavailable"
+    transient = True
+
+
+class InvalidRequestError(ProviderError):
+    """4xx invalid request: fail the row at once with the provider's message."""
+
+    code = "invalid_request"
+
+
+class ContentRefusedError(ProviderError):
+    code = "content_refused"
+
+
+class ContextLengthError(InvalidRequestError):
+    code = "context_length"
+
+
+class AuthenticationError(ProviderError):
+    code = "auth_failed"
+
+
+class InvalidOutputError(ProviderError):
+    """The model's answer does not match the step's schema (re-asked a bounded number of times)."""
+
+    code = "invalid_output"
+    transient = True
+
+
+class RunFailedError(BatchorError):
+    code = "run_failed"
+    exit_code = EXIT_ROWS_FAILED
+
+
+class InterruptedRunError(BatchorError):
+    code = "interrupted"
+    exit_code = EXIT_INTERRUPTED
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """Remove secret values (API keys) from text before it reaches logs, state or errors."""
+    for secret in secrets:
+        if secret and len(secret) >= 6:
+            text = text.replace(secret, "[REDACTED]")
+    return text

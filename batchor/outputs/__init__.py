@@ -1,0 +1,1 @@
+"""Output stage: validate structured answers against their JSON schema and export results."""

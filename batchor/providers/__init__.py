@@ -1,0 +1,59 @@
+"""Provider registry: one word in the spec picks an adapter, a key variable and a base URL.
+
+SDKs are imported lazily inside each adapter module, so planning and validation never import
+them and never need a key.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from batchor.errors import UnknownProviderError
+from batchor.providers.base import Provider, ProviderConfig
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    name: str
+    adapter: str  # module under batchor.providers
+    key_env: str | None  # default API key variable (None: no key needed)
+    base_url: str | None = None  # default base URL (OpenAI-compatible presets)
+    first_party: bool = True  # False: base_url is part of the request identity
+    batch: bool = False
+    structured: str = "json_schema"  # how structured output is sent
+
+
+_COMPAT = "openai"  # OpenAI-compatible endpoints reuse the OpenAI adapter
+
+REGISTRY: dict[str, ProviderInfo] = {
+    "openai": ProviderInfo("openai", "openai", "OPENAI_API_KEY", batch=True),
+    "anthropic": ProviderInfo("anthropic", "anthropic", "ANTHROPIC_API_KEY", batch=True,
+                              structured="output_config json_schema"),
+    "gemini": ProviderInfo("gemini", "gemini", "GEMINI_API_KEY", batch=True,
+                           structured="response_json_schema"),
+    "mock": ProviderInfo("mock", "mock", None, structured="generated locally"),
+    "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, "OPENAI_API_KEY", first_party=False),
+    "openrouter": ProviderInfo("openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False),
+    "xai": ProviderInfo("xai", _COMPAT, "XAI_API_KEY", "https://api.x.ai/v1", False),
+    "together": ProviderInfo("together", _COMPAT, "TOGETHER_API_KEY", "https://api.together.xyz/v1", False),
+    "groq": ProviderInfo("groq", _COMPAT, "GROQ_API_KEY", "https://api.groq.com/openai/v1", False),
+    "vllm": ProviderInfo("vllm", _COMPAT, None, "http://localhost:8000/v1", False),
+    "ollama": ProviderInfo("ollama", _COMPAT, None, "http://localhost:11434/v1", False),
+    "llamacpp": ProviderInfo("llamacpp", _COMPAT, None, "http://localhost:8080/v1", False),
+}
+
+
+def provider_info(name: str) -> ProviderInfo:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(REGISTRY))
+        raise UnknownProviderError(f"unknown provider '{name}'", hint=f"use one of: {known}") from None
+
+
+def create_provider(config: ProviderConfig) -> Provider:
+    """Instantiate the adapter for a resolved provider config (imports its SDK now)."""
+    info = provider_info(config.provider)
+    module = importlib.import_module(f"batchor.providers.{info.adapter}")
+    return module.create(config, info)

@@ -1,0 +1,83 @@
+"""The provider seam: what the engine needs from any LLM API, and nothing more.
+
+An adapter turns a provider-neutral `LLMRequest` into one SDK call and the answer back into a
+`Completion`. Translation is pure (`to_body`/`parse_result` in each module, tested on JSON);
+the SDK call sits in one place per adapter, wrapped by the adapter's error mapping so the
+engine only ever sees `batchor.errors.ProviderError` subclasses.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from batchor.errors import NoApiKeyError
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    """One request exactly as planned (the request key is a hash of these fields)."""
+
+    key: str
+    model: str
+    messages: tuple[dict[str, str], ...]  # [{"role": "system"|"user", "content": str}]
+    params: dict[str, Any]  # temperature, max_tokens, top_p, seed, ...
+    schema: dict[str, Any] | None = None  # JSON schema for structured output, None for text
+    schema_name: str = "output"
+
+
+@dataclass(slots=True)
+class Completion:
+    """A provider's answer, normalised."""
+
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    finish_reason: str | None = None
+    model: str | None = None  # model name the provider reports
+    raw: dict[str, Any] | None = None  # raw response body, kept for audit when enabled
+    rate_limits: dict[str, float] = field(default_factory=dict)  # parsed ratelimit headers
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    structured_output: bool = True
+    batch: bool = False
+    exact_token_counts: bool = False  # tiktoken counts are exact for this provider's models
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    """Connection settings resolved from the spec; the key itself is read from env at call time."""
+
+    provider: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 60.0
+    options: dict[str, Any] = field(default_factory=dict)  # provider-specific (api: responses)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str
+    capabilities: Capabilities
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        """Send one request; raise a ProviderError subclass on failure."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def read_api_key(env_var: str, provider: str) -> str:
+    """The key from the environment, or a `no_api_key` error naming the variable to set."""
+    value = os.environ.get(env_var, "").strip()
+    if not value:
+        raise NoApiKeyError(
+            f"No API key for provider '{provider}': environment variable {env_var} is not set.",
+            hint=f"set {env_var}, or add `api_key_env: OTHER_VAR` to the model block, "
+            "or rehearse offline with `--mock`",
+        )
+    return value

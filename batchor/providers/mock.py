@@ -1,0 +1,44 @@
+"""The offline rehearsal provider: instant, deterministic, free answers valid against the schema.
+
+It exercises the whole engine and state without a network or a key; answers depend only on the
+request key, so re-runs are reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from batchor.outputs.sample_values import sample_value
+from batchor.providers.base import Capabilities, Completion, LLMRequest, ProviderConfig
+
+
+def to_body(request: LLMRequest) -> dict[str, Any]:
+    return {"model": request.model, "messages": list(request.messages), "schema": request.schema}
+
+
+def answer(request: LLMRequest) -> Completion:
+    """The deterministic answer for a request (pure: a function of the request only)."""
+    if request.schema is not None:
+        text = json.dumps(sample_value(request.schema, request.key), ensure_ascii=False)
+    else:
+        user = request.messages[-1]["content"]
+        text = f"mock answer to: {user[:60]}"
+    prompt_chars = sum(len(m["content"]) for m in request.messages)
+    return Completion(text=text, input_tokens=prompt_chars // 4 + 1, output_tokens=len(text) // 4 + 1,
+                      finish_reason="stop", model=request.model)
+
+
+class MockProvider:
+    name = "mock"
+    capabilities = Capabilities(structured_output=True, batch=False, exact_token_counts=False)
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        return answer(request)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def create(config: ProviderConfig, info: Any) -> MockProvider:
+    return MockProvider()

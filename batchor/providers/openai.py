@@ -1,0 +1,158 @@
+"""OpenAI (and OpenAI-compatible endpoints): Chat Completions or the Responses API.
+
+`to_body`/`parse_result` are pure and tested on JSON; the SDK call is in `complete`, wrapped by
+`_mapped_errors`. Responses are read raw (no SDK model parsing): cheaper per call, and the same
+JSON the tests and the batch API see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from batchor.errors import InvalidOutputError, TransientProviderError
+from batchor.providers.base import Capabilities, Completion, LLMRequest, ProviderConfig, read_api_key
+from batchor.providers.errors_map import classify, parse_retry_after
+
+_TOKEN_PARAM_FIRST_PARTY = "max_completion_tokens"
+
+
+def to_body(request: LLMRequest, *, api: str = "chat", strict: bool = True, first_party: bool = True) -> dict[str, Any]:
+    """The JSON body for /v1/chat/completions or /v1/responses."""
+    if api == "responses":
+        return _responses_body(request, strict)
+    params = dict(request.params)
+    if first_party and "max_tokens" in params:
+        params[_TOKEN_PARAM_FIRST_PARTY] = params.pop("max_tokens")
+    body: dict[str, Any] = {"model": request.model, "messages": list(request.messages), **params}
+    if request.schema is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": _schema_name(request.schema_name), "schema": request.schema, "strict": strict}}
+    return body
+
+
+def _responses_body(request: LLMRequest, strict: bool) -> dict[str, Any]:
+    params = dict(request.params)
+    if "max_tokens" in params:
+        params["max_output_tokens"] = params.pop("max_tokens")
+    system = [m["content"] for m in request.messages if m["role"] == "system"]
+    body: dict[str, Any] = {"model": request.model, "input": [m for m in request.messages if m["role"] != "system"],
+                            **params}
+    if system:
+        body["instructions"] = "\n\n".join(system)
+    if request.schema is not None:
+        body["text"] = {"format": {"type": "json_schema", "name": _schema_name(request.schema_name),
+                                   "schema": request.schema, "strict": strict}}
+    return body
+
+
+def parse_result(data: dict[str, Any], *, api: str = "chat") -> Completion:
+    """A Completion from a Chat Completions or Responses JSON body."""
+    if api == "responses":
+        return _parse_responses(data)
+    choices = data.get("choices") or []
+    if not choices:
+        raise TransientProviderError("answer has no choices")
+    message = choices[0].get("message") or {}
+    if message.get("refusal"):
+        raise InvalidOutputError(f"model refused: {message['refusal']}")
+    usage = data.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    return Completion(text=message.get("content") or "", input_tokens=int(usage.get("prompt_tokens") or 0),
+                      output_tokens=int(usage.get("completion_tokens") or 0),
+                      cached_input_tokens=int(details.get("cached_tokens") or 0),
+                      finish_reason=choices[0].get("finish_reason"), model=data.get("model"), raw=data)
+
+
+def _parse_responses(data: dict[str, Any]) -> Completion:
+    texts = []
+    for item in data.get("output") or []:
+        for part in item.get("content") or [] if item.get("type") == "message" else []:
+            if part.get("type") == "output_text":
+                texts.append(part.get("text") or "")
+            elif part.get("type") == "refusal":
+                raise InvalidOutputError(f"model refused: {part.get('refusal')}")
+    usage = data.get("usage") or {}
+    details = usage.get("input_tokens_details") or {}
+    return Completion(text="".join(texts), input_tokens=int(usage.get("input_tokens") or 0),
+                      output_tokens=int(usage.get("output_tokens") or 0),
+                      cached_input_tokens=int(details.get("cached_tokens") or 0),
+                      finish_reason=data.get("status"), model=data.get("model"), raw=data)
+
+
+def _schema_name(name: str) -> str:
+    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)
+    return cleaned[:64] or "output"
+
+
+def rate_limit_headers(headers: Any) -> dict[str, float]:
+    """x-ratelimit-* headers as numbers (requests/tokens limit and remaining)."""
+    found = {}
+    for name in ("limit-requests", "remaining-requests", "limit-tokens", "remaining-tokens"):
+        value = headers.get(f"x-ratelimit-{name}")
+        if value is not None:
+            try:
+                found[name] = float(value)
+            except ValueError:
+                pass
+    return found
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(self, client: Any, *, api: str, strict: bool, first_party: bool, secret: str | None) -> None:
+        self.client, self.api, self.strict, self.first_party = client, api, strict, first_party
+        self.capabilities = Capabilities(structured_output=True, batch=first_party, exact_token_counts=first_party)
+        self._secret = secret
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        body = to_body(request, api=self.api, strict=self.strict, first_party=self.first_party)
+        async with _mapped_errors(self._secret):
+            if self.api == "responses":
+                response = await self.client.responses.with_raw_response.create(**body)
+            else:
+                response = await self.client.chat.completions.with_raw_response.create(**body)
+            data = json.loads(response.text)
+        completion = parse_result(data, api=self.api)
+        completion.rate_limits = rate_limit_headers(response.headers)
+        return completion
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+@asynccontextmanager
+async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
+    import openai
+
+    from batchor.errors import redact
+
+    try:
+        yield
+    except openai.APIStatusError as exc:
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error", body) if isinstance(body, dict) else {}
+        code = error.get("code") if isinstance(error, dict) else None
+        message = redact(str(error.get("message") if isinstance(error, dict) and error.get("message") else exc),
+                         [secret or ""])
+        raise classify(exc.status_code, message, code, parse_retry_after(exc.response.headers)) from None
+    except openai.APITimeoutError:
+        raise TransientProviderError("request timed out") from None
+    except openai.APIConnectionError as exc:
+        raise TransientProviderError(f"connection error: {redact(str(exc), [secret or ''])}") from None
+    except json.JSONDecodeError as exc:
+        raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
+
+
+def create(config: ProviderConfig, info: Any) -> OpenAIProvider:
+    import openai
+
+    key_env = config.api_key_env or info.key_env
+    secret = read_api_key(key_env, config.provider) if key_env else os.environ.get("OPENAI_API_KEY", "not-needed")
+    base_url = config.base_url or info.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    client = openai.AsyncOpenAI(api_key=secret, base_url=base_url, max_retries=0, timeout=config.timeout_s)
+    return OpenAIProvider(client, api=config.options.get("api", "chat"), strict=bool(config.options.get("strict")),
+                          first_party=info.first_party, secret=secret)

@@ -1,0 +1,1 @@
+"""Spec stage: YAML -> validated JobSpec, templates and input rows."""

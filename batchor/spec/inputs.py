@@ -1,0 +1,225 @@
+"""Input rows: files read by DuckDB and streamed as Arrow batches, each row with a stable key.
+
+Rows are never materialised as Python objects here: DuckDB parses the file, applies the spec's
+`sql` and `limit`, and computes row keys vectorised; callers pull Arrow record batches.
+CSV/TSV cells are read as text, exactly as written ("012" stays "012").
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+import pyarrow as pa
+
+from batchor.errors import (
+    DuplicateKeyError,
+    InputEmptyError,
+    InputEncodingError,
+    InputError,
+    InputMissingError,
+)
+
+ROW_KEY = "_row_key"
+_READERS = {
+    "csv": "read_csv({files}, all_varchar=true, header=true, auto_detect=true, strict_mode=false)",
+    "tsv": "read_csv({files}, all_varchar=true, header=true, delim='\\t', quote='', auto_detect=true)",
+    "jsonl": "read_json({files}, format='newline_delimited')",
+    "parquet": "read_parquet({files})",
+}
+_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+               ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".xlsx": "xlsx"}
+
+
+@dataclass(frozen=True)
+class InputSource:
+    """A resolved input: concrete files, format, query and key columns."""
+
+    files: tuple[Path, ...]
+    format: str
+    sql: str | None
+    limit: int | None
+    key_columns: tuple[str, ...]
+
+    def fingerprint(self) -> str:
+        """Content hash of the files plus the query: a changed input makes a saved plan stale."""
+        digest = hashlib.sha256()
+        for path in self.files:
+            digest.update(path.name.encode() + b"\0")
+            with open(path, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+        digest.update(f"\0{self.format}\0{self.sql}\0{self.limit}\0{self.key_columns}".encode())
+        return digest.hexdigest()
+
+
+def resolve_input(pattern: str, base_dir: Path, fmt: str | None, sql: str | None,
+                  limit: int | None, key_columns: list[str]) -> InputSource:
+    path = Path(pattern).expanduser()
+    full = path if path.is_absolute() else base_dir / path
+    if any(ch in pattern for ch in "*?["):
+        files = tuple(sorted(Path(p) for p in globlib.glob(str(full), recursive=True) if Path(p).is_file()))
+        if not files:
+            raise InputMissingError(f"input: no files match '{pattern}' (looked in {base_dir})",
+                                    hint="check the glob; paths are relative to the spec file")
+    else:
+        if not full.exists():
+            raise InputMissingError(f"input: file not found: {full}",
+                                    hint="check input.path; it is relative to the spec file")
+        if full.is_dir():
+            raise InputError(f"input: {full} is a directory", hint="point input.path at a file or a glob")
+        files = (full,)
+    fmt = fmt or _EXTENSIONS.get(files[0].suffix.lower())
+    if fmt is None:
+        raise InputError(f"input: cannot tell the format of {files[0].name}",
+                         hint="set input.format: csv | tsv | jsonl | parquet | xlsx")
+    return InputSource(files, fmt, sql, limit, tuple(key_columns))
+
+
+class InputReader:
+    """Runs the input query in an in-memory DuckDB and streams keyed rows."""
+
+    def __init__(self, source: InputSource) -> None:
+        self.source = source
+        self.db = duckdb.connect(":memory:")
+        self.db.execute("SET preserve_insertion_order = true")
+        self._register_input()
+        self.columns = self._describe()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _register_input(self) -> None:
+        src = self.source
+        for path in src.files:
+            _check_readable(path)
+        if src.format == "xlsx":
+            self.db.register("input", _read_xlsx(src.files))
+            base = "SELECT * FROM input"
+        else:
+            files = "[" + ", ".join(_sql_str(str(p)) for p in src.files) + "]"
+            base = f"SELECT * FROM {_READERS[src.format].format(files=files)}"
+            self._run(f"CREATE VIEW input AS {base}")
+        query = src.sql or "SELECT * FROM input"
+        limit = f" LIMIT {int(src.limit)}" if src.limit else ""
+        self._run(f"CREATE VIEW source AS SELECT * FROM ({query}){limit}")
+
+    def _run(self, sql: str) -> duckdb.DuckDBPyConnection:
+        try:
+            return self.db.execute(sql)
+        except duckdb.Error as exc:
+            raise _input_error(exc, self.source) from None
+
+    def _describe(self) -> list[str]:
+        columns = [row[0] for row in self._run("DESCRIBE source").fetchall()]
+        if ROW_KEY in columns:
+            raise InputError(f"input: column name {ROW_KEY} is reserved", hint="rename that column in input.sql")
+        for key in self.source.key_columns:
+            if key not in columns:
+                raise InputError(f"input.key: column '{key}' not in the input (columns: {', '.join(columns)})",
+                                 hint="fix input.key")
+        return columns
+
+    def count(self) -> int:
+        (n,) = self._run("SELECT count(*) FROM source").fetchone()
+        return int(n)
+
+    def key_expression(self) -> str:
+        keys = self.source.key_columns
+        if keys:
+            return " || '|' || ".join(f"coalesce(CAST({_ident(k)} AS VARCHAR), '')" for k in keys)
+        return "md5(to_json(s))"
+
+    def check_keys(self) -> set[str]:
+        """Raise on duplicate or empty explicit keys; return duplicated content hashes."""
+        expr = self.key_expression()
+        dups = self._run(f"SELECT k, count(*) c FROM (SELECT {expr} AS k FROM source s) GROUP BY k "
+                         "HAVING count(*) > 1 ORDER BY c DESC LIMIT 10000").fetchall()
+        keys = self.source.key_columns
+        if keys and dups:
+            sample = ", ".join(f"'{k}' ({c}x)" for k, c in dups[:5])
+            raise DuplicateKeyError(f"input.key: duplicate row keys in {', '.join(keys)}: {sample}",
+                                    hint="make the key unique, add columns to input.key, or drop input.key "
+                                         "to key rows by content")
+        if keys:
+            (empty,) = self._run(f"SELECT count(*) FROM (SELECT {expr} AS k FROM source s) WHERE k = '' "
+                                 "OR k IS NULL").fetchone()
+            if empty:
+                raise DuplicateKeyError(f"input.key: {empty} row(s) have an empty key in {', '.join(keys)}",
+                                        hint="fill the key column, or choose another key")
+        return {k for k, _ in dups}
+
+    def batches(self, batch_size: int = 65536) -> Iterator[pa.RecordBatch]:
+        """Rows with their key first, streamed in order; duplicate content gets `~2`, `~3`..."""
+        dup_hashes = self.check_keys()
+        seen: dict[str, int] = {}
+        reader = self._run(f"SELECT {self.key_expression()} AS {ROW_KEY}, s.* FROM source s"
+                           ).fetch_record_batch(batch_size)
+        total = 0
+        for batch in reader:
+            total += batch.num_rows
+            if dup_hashes and not self.source.key_columns:
+                batch = _disambiguate(batch, dup_hashes, seen)
+            yield batch
+        if total == 0:
+            raise InputEmptyError(f"input: no rows in {', '.join(p.name for p in self.source.files)}"
+                                  + (" after input.sql/limit" if self.source.sql else ""),
+                                  hint="check the file has a header and data rows")
+
+
+def _disambiguate(batch: pa.RecordBatch, dups: set[str], seen: dict[str, int]) -> pa.RecordBatch:
+    keys = batch.column(0).to_pylist()
+    for i, key in enumerate(keys):
+        if key in dups:
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] > 1:
+                keys[i] = f"{key}~{seen[key]}"
+    return batch.set_column(0, ROW_KEY, pa.array(keys, pa.string()))
+
+
+def _check_readable(path: Path) -> None:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1)
+    except PermissionError:
+        raise InputError(f"input: cannot read {path} (permission denied)", hint="check file permissions") from None
+    if not head:
+        raise InputEmptyError(f"input: {path} is empty", hint="the file has no header and no rows")
+
+
+def _read_xlsx(files: tuple[Path, ...]) -> pa.Table:
+    try:
+        import openpyxl
+    except ImportError:
+        raise InputError("input: reading .xlsx needs openpyxl", hint="pip install 'batchor[excel]'") from None
+    tables = []
+    for path in files:
+        sheet = openpyxl.load_workbook(path, read_only=True, data_only=True).active
+        rows = sheet.iter_rows(values_only=True)
+        header = [str(h) if h is not None else f"column{i + 1}" for i, h in enumerate(next(rows, []))]
+        data = [dict(zip(header, row)) for row in rows if any(v is not None for v in row)]
+        tables.append(pa.Table.from_pylist(data) if data else pa.table({h: pa.array([], pa.string()) for h in header}))
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _input_error(exc: duckdb.Error, source: InputSource) -> InputError:
+    text = str(exc).splitlines()[0][:400]
+    names = ", ".join(p.name for p in source.files)
+    if "unicode" in text.lower() or "utf-8" in text.lower() or "utf8" in text.lower():
+        return InputEncodingError(f"input: {names} is not valid UTF-8 ({text})",
+                                  hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    if source.sql and ("Binder Error" in text or "Parser Error" in text or "Catalog Error" in text):
+        return InputError(f"input.sql: {text}", hint="the input is available as the table `input`")
+    return InputError(f"input: cannot read {names}: {text}", hint="check the file format and contents")
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -1,0 +1,125 @@
+"""Spec loading: YAML text -> validated `JobSpec`, errors pointing at file:line and key path."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from batchor.errors import SchemaError, SpecError
+from batchor.spec.model import JobSpec, SchemaOutput
+from batchor.spec.yaml_loader import Lines, load_yaml, read_spec_text
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated spec plus where it came from (relative paths resolve against `base_dir`)."""
+
+    spec: JobSpec
+    base_dir: Path
+    source: str  # file path or "<string>"
+    text: str  # the spec as written, for the plan snapshot
+    schemas: dict[str, dict[str, Any] | None]  # step -> resolved JSON schema (None: text)
+
+    def resolve(self, relative: str) -> Path:
+        path = Path(relative).expanduser()
+        return path if path.is_absolute() else (self.base_dir / path)
+
+
+def load_spec(spec: str | Path | dict[str, Any], *, base_dir: Path | None = None) -> LoadedSpec:
+    """Load a spec from a file path, a YAML string or a dict."""
+    if isinstance(spec, dict):
+        text, source, data, lines = json.dumps(spec), "<dict>", spec, {}
+        base = base_dir or Path.cwd()
+    elif isinstance(spec, Path) or ("\n" not in spec and spec.endswith((".yaml", ".yml"))):
+        path = Path(spec)
+        text, source, base = read_spec_text(path), str(path), (base_dir or path.parent.resolve())
+        data, lines = load_yaml(text, source)
+    else:
+        text, source, base = spec, "<string>", base_dir or Path.cwd()
+        data, lines = load_yaml(text, source)
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: a spec must be a YAML mapping (name:, input:, model:, ...)")
+    try:
+        job = JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _spec_error(exc, source, lines, data) from None
+    schemas = {name: _resolve_schema(step.output, base, source, lines, name) for name, step in job.steps.items()}
+    return LoadedSpec(spec=job, base_dir=base, source=source, text=text, schemas=schemas)
+
+
+def _spec_error(exc: ValidationError, source: str, lines: Lines, data: Any) -> SpecError:
+    problems = []
+    for err in exc.errors()[:8]:
+        path = _key_path(err["loc"], data)
+        line = _line_for(path, lines)
+        where = f"{source}:{line}" if line else source
+        dotted = ".".join(str(p) for p in path) or "(top level)"
+        problems.append(f"{where}: {dotted}: {_message(err)}")
+    more = len(exc.errors()) - 8
+    text = "invalid spec:\n  " + "\n  ".join(problems) + (f"\n  ... and {more} more" if more > 0 else "")
+    return SpecError(text, hint="see the spec reference in README.md or schemas/batchor-spec.schema.json")
+
+
+def _message(err: dict[str, Any]) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key (check its spelling; see the spec reference)"
+    if err["type"] == "missing":
+        return "required key is missing"
+    return err["msg"]
+
+
+def _key_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """Keep only the parts of a pydantic location that are real keys in the data."""
+    path: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            path.append(part)
+            node = node[part]
+        elif isinstance(part, str) and not part.startswith(("function-", "literal[", "str", "dict")) and "[" not in part:
+            path.append(part)  # a missing or unknown key: still worth naming
+            node = None
+    return tuple(path)
+
+
+def _line_for(path: tuple[Any, ...], lines: Lines) -> int | None:
+    for cut in range(len(path), -1, -1):
+        if path[:cut] in lines:
+            return lines[path[:cut]]
+    return None
+
+
+def _resolve_schema(output: Any, base: Path, source: str, lines: Lines, step: str) -> dict[str, Any] | None:
+    if not isinstance(output, SchemaOutput):
+        return None
+    where = f"steps.{step}.output.schema"
+    line = lines.get(("steps", step, "output", "schema"))
+    loc = f"{source}:{line}" if line else source
+    if isinstance(output.schema_, dict):
+        return output.schema_
+    path = _find_schema_file(output.schema_, base)
+    if path is None:
+        raise SchemaError(
+            f"{loc}: {where}: schema file '{output.schema_}' not found "
+            f"(looked next to the spec and in a schemas/ folder)",
+            hint="give a path relative to the spec file, or put the schema inline",
+        )
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SchemaError(f"{loc}: {where}: cannot read JSON schema {path}: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise SchemaError(f"{loc}: {where}: {path} must hold a JSON object (a JSON schema)")
+    return loaded
+
+
+def _find_schema_file(name: str, base: Path) -> Path | None:
+    candidates = [base / name, base / "schemas" / name, base.parent / "schemas" / name, Path.cwd() / "schemas" / name]
+    return next((p for p in candidates if p.is_file()), None)

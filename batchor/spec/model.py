@@ -1,0 +1,182 @@
+"""The job spec (YAML, version 1) as strict pydantic models.
+
+Unknown keys are errors (`extra="forbid"`), field docstrings become the descriptions in the
+generated JSON Schema (`schemas/batchor-spec.schema.json`) that editors use for autocomplete.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PROVIDERS = ("openai", "anthropic", "gemini", "openai-compatible", "mock")
+OUTPUT_FORMATS = ("csv", "tsv", "parquet", "jsonl", "json", "duckdb")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class InputSpec(_Strict):
+    """Where the rows come from."""
+
+    path: str
+    """File path or glob, relative to the spec file (CSV, TSV, JSONL, Parquet, XLSX)."""
+    format: Literal["csv", "tsv", "jsonl", "parquet", "xlsx"] | None = None
+    """File format; by default taken from the extension."""
+    key: str | list[str] | None = None
+    """Column(s) giving each row a stable identity. Default: a hash of the row's content."""
+    sql: str | None = None
+    """DuckDB SQL over the input, which is available as the table `input`."""
+    limit: int | None = Field(default=None, ge=1)
+    """Use only the first N rows (after `sql`)."""
+
+    def key_columns(self) -> list[str]:
+        if self.key is None:
+            return []
+        return [self.key] if isinstance(self.key, str) else list(self.key)
+
+
+class PriceSpec(_Strict):
+    """A price for a model the built-in table does not know (USD per million tokens)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    batch_input_per_mtok: float | None = Field(default=None, ge=0)
+    batch_output_per_mtok: float | None = Field(default=None, ge=0)
+
+
+class ModelSpec(_Strict):
+    """Which model answers, and how to reach it."""
+
+    provider: str
+    """openai | anthropic | gemini | openai-compatible | mock (or an OpenAI-compatible preset)."""
+    name: str
+    """The provider's model name, e.g. gpt-4.1-mini."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Sampling parameters sent with every request: temperature, max_tokens, top_p, seed, ..."""
+    base_url: str | None = None
+    """API base URL; for openai also read from OPENAI_BASE_URL."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (default per provider, e.g. OPENAI_API_KEY)."""
+    api: Literal["chat", "responses"] | None = None
+    """OpenAI only: Chat Completions (default) or the Responses API."""
+    price: PriceSpec | None = None
+    """Price override, needed for models the price table does not know."""
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("model name must not be empty")
+        return value
+
+
+class ModelOverride(_Strict):
+    """Per-step changes to the job's model block."""
+
+    provider: str | None = None
+    name: str | None = None
+    params: dict[str, Any] | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api: Literal["chat", "responses"] | None = None
+    price: PriceSpec | None = None
+
+
+class SchemaOutput(_Strict):
+    """A structured output: a JSON schema, inline or a file path."""
+
+    schema_: dict[str, Any] | str = Field(alias="schema")
+    """Inline JSON schema, or a path relative to the spec (or to a `schemas/` folder)."""
+    name: str | None = None
+    """Schema name sent to the provider (default: the step name)."""
+
+
+class LLMStep(_Strict):
+    """One LLM call per row."""
+
+    system: str | None = None
+    """System prompt (Jinja template)."""
+    prompt: str
+    """User prompt: a Jinja template over `row.<column>` and earlier steps' outputs."""
+    output: Literal["text"] | SchemaOutput = "text"
+    """`text`, or `{schema: ...}` for structured output validated locally."""
+    model: ModelOverride | None = None
+    """Model overrides for this step."""
+    when: str | None = None
+    """Jinja expression; rows where it is false skip this step (cost nothing)."""
+    depends_on: list[str] = Field(default_factory=list)
+    """Steps this one needs (inferred from the templates when omitted)."""
+    mode: Literal["realtime", "batch", "auto"] | None = None
+    """Realtime API or provider Batch API (half price); default from `limits.mode`."""
+
+
+class OutputSpec(_Strict):
+    """Where results are written."""
+
+    path: str
+    """Output file relative to the spec; format from the extension (csv, tsv, parquet, jsonl)."""
+    format: Literal["csv", "tsv", "parquet", "jsonl", "json", "duckdb"] | None = None
+
+
+class LimitsSpec(_Strict):
+    """Budget, speed and retry limits."""
+
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    """Refuse to start above this upper-bound cost; never spend more while running."""
+    concurrency: int = Field(default=32, ge=1, le=4096)
+    """Requests in flight at once."""
+    rpm: int | None = Field(default=None, ge=1)
+    """Requests per minute."""
+    tpm: int | None = Field(default=None, ge=1)
+    """Tokens per minute (input + expected output)."""
+    max_attempts: int = Field(default=4, ge=1, le=50)
+    """Attempts per request for transient failures and invalid outputs (429s are not counted)."""
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    """Timeout for one provider call."""
+    max_output_tokens: int = Field(default=1024, ge=1)
+    """Sent as max_tokens when the model params do not set one; bounds the cost estimate."""
+    mode: Literal["realtime", "batch", "auto"] = "realtime"
+    """Default execution mode for steps."""
+
+
+class JobSpec(_Strict):
+    """A batchor job: input rows, LLM steps, output file, limits."""
+
+    version: Literal[1] = 1
+    """Spec format version."""
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    """Job name (letters, digits, `_.-`)."""
+    description: str | None = None
+    input: InputSpec
+    model: ModelSpec
+    steps: dict[str, LLMStep] = Field(min_length=1)
+    """Named steps, run in dependency order."""
+    output: OutputSpec
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    state: str | None = None
+    """State location: a DuckDB file path or postgresql:// URL (default .batchor/state.duckdb)."""
+    keep_raw: bool = True
+    """Keep raw request/response payloads of every attempt for audit."""
+
+    @field_validator("steps")
+    @classmethod
+    def _step_names(cls, steps: dict[str, LLMStep]) -> dict[str, LLMStep]:
+        for name in steps:
+            if not isinstance(name, str) or not name.isidentifier() or name == "row":
+                raise ValueError(
+                    f"step name '{name}' must be a Python-style identifier (letters, digits, _) "
+                    "and not 'row', so templates can refer to it"
+                )
+        return steps
+
+    @model_validator(mode="after")
+    def _check_deps(self) -> "JobSpec":
+        for name, step in self.steps.items():
+            for dep in step.depends_on:
+                if dep not in self.steps:
+                    raise ValueError(f"step '{name}' depends on unknown step '{dep}'")
+        return self

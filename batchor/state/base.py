@@ -1,0 +1,87 @@
+"""The state interface: what the planner and engine need from durable storage.
+
+Named transitions (`start_run`, `record_results`, `finish_run`, ...) are each one transaction.
+The result cache is keyed by request key, so any spec or run using the same state reuses answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol
+
+import pyarrow as pa
+
+RESULT_SCHEMA = pa.schema([
+    ("request_key", pa.string()),
+    ("step", pa.string()),
+    ("status", pa.string()),  # succeeded | failed
+    ("output", pa.string()),  # answer text (JSON text for structured steps)
+    ("error_code", pa.string()),
+    ("error", pa.string()),
+    ("attempts", pa.int16()),
+    ("input_tokens", pa.int32()),
+    ("output_tokens", pa.int32()),
+    ("cost_usd", pa.float64()),
+    ("run_id", pa.string()),
+])
+
+ATTEMPT_SCHEMA = pa.schema([
+    ("request_key", pa.string()),
+    ("run_id", pa.string()),
+    ("attempt", pa.int16()),
+    ("outcome", pa.string()),  # ok | error code
+    ("status_code", pa.int16()),
+    ("error", pa.string()),
+    ("duration_ms", pa.int32()),
+    ("raw", pa.binary()),  # zlib-compressed raw response, when kept
+])
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    job_id: str
+    plan_id: str
+    name: str
+    status: str = "running"
+    mocked: bool = False
+    requests: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cached: int = 0
+    skipped: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    paused_reason: str | None = None
+    output_path: str | None = None
+    plan_path: str | None = None
+    started_at: Any = None
+    finished_at: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class StateStore(Protocol):
+    location: str
+
+    def cached_keys(self, keys: pa.Array) -> set[str]:
+        """Which of these request keys already have a succeeded answer."""
+        ...
+
+    def record_results(self, results: pa.Table, attempts: pa.Table | None) -> None: ...
+
+    def add_run_requests(self, job_id: str, step: str, table: pa.Table) -> None: ...
+
+    def start_run(self, run: RunRecord) -> None: ...
+
+    def finish_run(self, run: RunRecord) -> None: ...
+
+    def get_run(self, run_id: str | None) -> RunRecord: ...
+
+    def list_runs(self, limit: int = 50) -> list[RunRecord]: ...
+
+    def failures_by_reason(self, run_id: str) -> dict[str, int]: ...
+
+    def output_relation_sql(self, job_id: str) -> Iterator[Any]: ...
+
+    def close(self) -> None: ...

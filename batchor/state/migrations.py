@@ -1,0 +1,29 @@
+"""Ordered schema migrations for the state database (applied once each, in order).
+
+Append new migrations; never edit a released one. The version is stored in `batchor_meta`.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, [
+        """CREATE TABLE IF NOT EXISTS runs (
+            run_id VARCHAR PRIMARY KEY, job_id VARCHAR, plan_id VARCHAR, name VARCHAR,
+            status VARCHAR, mocked BOOLEAN, requests BIGINT, succeeded BIGINT, failed BIGINT,
+            cached BIGINT, skipped BIGINT, input_tokens BIGINT, output_tokens BIGINT,
+            cost_usd DOUBLE, paused_reason VARCHAR, output_path VARCHAR, plan_path VARCHAR,
+            started_at TIMESTAMP, finished_at TIMESTAMP)""",
+        """CREATE TABLE IF NOT EXISTS results (
+            request_key VARCHAR PRIMARY KEY, step VARCHAR, status VARCHAR, output VARCHAR,
+            error_code VARCHAR, error VARCHAR, attempts SMALLINT, input_tokens INTEGER,
+            output_tokens INTEGER, cost_usd DOUBLE, run_id VARCHAR, finished_at TIMESTAMP)""",
+        """CREATE TABLE IF NOT EXISTS job_requests (
+            job_id VARCHAR, step VARCHAR, row_key VARCHAR, request_key VARCHAR,
+            PRIMARY KEY (job_id, step, row_key))""",
+        """CREATE TABLE IF NOT EXISTS attempts (
+            request_key VARCHAR, run_id VARCHAR, attempt SMALLINT, outcome VARCHAR,
+            status_code SMALLINT, error VARCHAR, duration_ms INTEGER, raw BLOB, at TIMESTAMP)""",
+    ]),
+]
