@@ -1,0 +1,211 @@
+"""The `batchor` command line: parse, call `batchor.api`, print. One handler maps errors to exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import typer
+
+from batchor import api
+from batchor.cli import render
+from batchor.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_ROWS_FAILED,
+    EXIT_USAGE,
+    ApprovalRequiredError,
+    BatchorError,
+)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Run LLM prompts over every row of a dataset, declaratively.")
+
+StateOpt = typer.Option(None, "--state", help="State file or postgresql:// URL (default .batchor/state.duckdb)")
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output (NDJSON events for apply)")
+MockOpt = typer.Option(False, "--mock", help="Swap the provider for the offline mock (free, deterministic)")
+ModelOpt = typer.Option(None, "--model", help="Override the model: provider:name, e.g. openai:gpt-4.1-mini")
+
+
+def _out(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@app.command()
+def validate(specs: list[Path] = typer.Argument(..., help="Spec files"), as_json: bool = JsonOpt,
+             model: Optional[str] = ModelOpt, mock: bool = MockOpt) -> None:
+    """Check specs offline: YAML, keys, templates, input columns, schemas, prices."""
+    reports = [api.validate(spec, model=model, mock=mock) for spec in specs]
+    if as_json:
+        _out([r.to_dict() for r in reports])
+        return
+    for report in reports:
+        typer.echo(f"ok  {report.spec} ({len(report.steps)} step(s))")
+        for warning in report.warnings:
+            typer.echo(f"    warning: {warning}")
+
+
+@app.command()
+def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str] = StateOpt,
+         as_json: bool = JsonOpt, fmt: str = typer.Option("text", "--format", help="text | markdown | json"),
+         model: Optional[str] = ModelOpt, mock: bool = MockOpt,
+         mode: Optional[str] = typer.Option(None, "--mode", help="realtime | batch | auto"),
+         refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
+         no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers"),
+         out: Optional[Path] = typer.Option(None, "--out", help="Where to save the plan file"),
+         max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Show the plan against this budget"),
+         detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode",
+                                                help="Exit 0 when nothing would run, 2 when work is pending")) -> None:
+    """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
+    compiled = api.plan(spec, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh),
+                        no_cache=no_cache, save=out or True)
+    fmt = "json" if as_json else fmt
+    if fmt == "json":
+        _out(render.plan_dict(compiled))
+    elif fmt == "markdown":
+        typer.echo(render.plan_markdown(compiled))
+    else:
+        typer.echo(render.plan_text(compiled, max_cost))
+    if detailed_exitcode and compiled.header.totals.to_run > 0:
+        raise typer.Exit(EXIT_PENDING)
+
+
+@app.command()
+def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan file"),
+          max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Budget in USD (also approves the run)"),
+          yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation"),
+          state: Optional[str] = StateOpt, as_json: bool = JsonOpt, model: Optional[str] = ModelOpt,
+          mock: bool = MockOpt, mode: Optional[str] = typer.Option(None, "--mode", help="realtime | batch | auto"),
+          refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
+          output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead")) -> None:
+    """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
+    from_file = api.is_plan_file(target)
+    compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh))
+    if not as_json:
+        typer.echo(render.plan_text(compiled, max_cost), err=True)
+    if not from_file and compiled.header.totals.to_run > 0:
+        _approve(yes, max_cost)
+    printer = render.EventPrinter(as_json)
+    try:
+        outcome = api.apply_compiled(compiled, max_cost=max_cost, state=state, refresh=set(refresh),
+                                     output=output, on_event=printer)
+    finally:
+        printer.close()
+    _report(outcome, target, as_json)
+
+
+def _approve(yes: bool, max_cost: float | None) -> None:
+    if yes:
+        return
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        if not typer.confirm("Run this plan?", default=False, err=True):
+            raise ApprovalRequiredError("not approved; nothing was sent")
+        return
+    if max_cost is None:
+        raise ApprovalRequiredError("apply needs approval: not on a terminal, and neither --yes nor --max-cost given",
+                                    hint="add --max-cost USD (the budget is the approval) or --yes")
+
+
+def _report(outcome: Any, target: Path, as_json: bool) -> None:
+    p = outcome.progress
+    if not as_json:
+        typer.echo(f"{outcome.status}: {p['succeeded']:,} answered, {p['failed']:,} failed, {outcome.cached:,} cached, "
+                   f"{outcome.skipped:,} skipped; cost {render.money(outcome.cost_usd)}; "
+                   f"{outcome.duration_s:.1f}s; output {outcome.output_path}", err=True)
+    if outcome.status == "interrupted":
+        typer.echo(f"interrupted: finished work is saved. Resume with: batchor apply {target}", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if outcome.status in ("budget", "paused"):
+        typer.echo(f"stopped: {outcome.stop_reason}. Run `batchor apply {target}` again to continue.", err=True)
+        raise typer.Exit(4 if outcome.status == "budget" else 1)
+    if outcome.status in ("partial", "failed"):
+        raise typer.Exit(EXIT_ROWS_FAILED)
+
+
+@app.command()
+def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
+           state: Optional[str] = StateOpt, as_json: bool = JsonOpt) -> None:
+    """Show a run: progress, spend, failures by reason."""
+    from batchor.ops import run_status
+
+    data = run_status(run, state)
+    if as_json:
+        _out(data)
+        return
+    for key, value in data.items():
+        typer.echo(f"{key:14} {value}")
+
+
+@app.command()
+def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
+         limit: int = typer.Option(20, "--limit")) -> None:
+    """Run history with cost."""
+    from batchor.ops import list_runs
+
+    rows = list_runs(state, limit)
+    if as_json:
+        _out(rows)
+        return
+    for r in rows:
+        typer.echo(f"{r['run_id']}  {r['name']:20} {r['status']:12} {r['succeeded']:>8} ok {r['failed']:>6} failed "
+                   f"{render.money(r['cost_usd'] or 0.0):>10}  {r['started_at']}")
+
+
+@app.command("spec-schema")
+def spec_schema(write: bool = typer.Option(False, "--write", help="Write schemas/batchor-spec.schema.json")) -> None:
+    """Print (or write) the JSON Schema of the spec format."""
+    from batchor.spec.json_schema import SCHEMA_FILE, spec_json_schema_text
+
+    if write:
+        SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
+        SCHEMA_FILE.write_text(spec_json_schema_text(), encoding="utf-8")
+        typer.echo(f"wrote {SCHEMA_FILE}")
+    else:
+        sys.stdout.write(spec_json_schema_text())
+
+
+def run(argv: list[str] | None = None) -> None:
+    """Console entry point: runs the app and turns errors into documented exit codes."""
+    _load_dotenv()
+    try:
+        result = app(args=argv, standalone_mode=False)
+        code = result if isinstance(result, int) else EXIT_OK
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        code = EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        code = EXIT_USAGE
+    except BatchorError as exc:
+        _print_error(exc, "--json" in (argv or sys.argv))
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        code = EXIT_INTERRUPTED
+    sys.exit(code)
+
+
+def _print_error(exc: BatchorError, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps({"event": "error", **exc.to_dict()}) + "\n")
+    typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+    if exc.hint:
+        typer.echo(f"  fix: {exc.hint}", err=True)
+
+
+def _load_dotenv() -> None:
+    """The CLI (not the library) reads a .env from the working directory."""
+    env = Path(".env")
+    if env.is_file():
+        from dotenv import load_dotenv
+
+        load_dotenv(env, override=False)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,1 @@
+"""Engine: executes a compiled plan (realtime now, batch later), emitting events."""

@@ -1,0 +1,51 @@
+"""Engine events: the engine never prints, it emits these; the CLI or a callback renders them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+
+@dataclass
+class Event:
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": self.type, "at": round(self.at, 3), **self.data}
+
+
+EventSink = Callable[[Event], None]
+
+
+def ignore(_: Event) -> None:
+    """The default sink: drop events."""
+
+
+@dataclass
+class Progress:
+    """Counters a progress display needs, updated by the engine and sent with `progress` events."""
+
+    total: int = 0
+    done: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cached: int = 0
+    skipped: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    in_flight: int = 0
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def snapshot(self) -> dict[str, Any]:
+        data = asdict(self)
+        elapsed = max(time.monotonic() - data.pop("started"), 1e-9)
+        data["elapsed_s"] = round(elapsed, 3)
+        data["rate_per_s"] = round(self.done / elapsed, 1)
+        data["cost_usd"] = round(self.cost_usd, 6)
+        return data

@@ -1,0 +1,229 @@
+"""Apply: execute exactly one compiled plan against the state, then write the output.
+
+Order of checks before any call: budget (upper bound vs --max-cost, unpriced models), the plan
+still matches its input and the cache, the provider keys exist. Then steps run wave by wave
+(a wave = steps whose inputs are ready); every answer is stored as it arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from batchor.engine.budget import Budget
+from batchor.engine.events import Event, EventSink, Progress, ignore
+from batchor.engine.realtime import RealtimeExecutor, StepRuntime, StopSignal, WorkItem
+from batchor.engine.sink import ResultSink
+from batchor.engine.work import StepWork
+from batchor.errors import CostLimitError, NoPriceError, StalePlanError
+from batchor.outputs.export import write_output
+from batchor.plan.compile import check_input_unchanged
+from batchor.plan.model import StepPlan
+from batchor.plan.prices import ModelPrice
+from batchor.plan.store import CompiledPlan
+from batchor.providers import create_provider
+from batchor.providers.base import ProviderConfig
+from batchor.state.base import RunRecord
+
+
+@dataclass
+class ApplyOptions:
+    max_cost: float | None = None
+    refresh: frozenset[str] = frozenset()
+    emit: EventSink = ignore
+    output_path: Path | None = None
+    handle_signals: bool = True
+    seed: int | None = None
+    limits: dict[str, Any] = field(default_factory=dict)  # overrides of the plan's limits
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    status: str  # succeeded | partial | failed | interrupted | budget | paused
+    stop_reason: str | None
+    progress: dict[str, Any]
+    output_path: str | None
+    cost_usd: float
+    duration_s: float
+    cached: int
+    skipped: int
+    requests: int
+
+
+def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
+    """Refuse before any call when the plan's upper bound passes --max-cost."""
+    if max_cost is None:
+        return
+    totals = plan.header.totals
+    if totals.unpriced_models:
+        raise NoPriceError(
+            f"no price known for {', '.join(totals.unpriced_models)}, so --max-cost cannot be enforced",
+            hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block")
+    if totals.cost_upper > max_cost + 1e-12:
+        raise CostLimitError(
+            f"the plan may cost up to ${totals.cost_upper:.4f} (expected ${totals.cost_expected:.4f}), "
+            f"above --max-cost {max_cost:g}; nothing was sent",
+            hint="raise --max-cost, lower max_tokens, or add input.limit", plan=plan)
+
+
+def apply_plan(plan: CompiledPlan, store: Any, options: ApplyOptions) -> RunOutcome:
+    header = plan.header
+    check_budget(plan, options.max_cost)
+    reason = check_input_unchanged(header)
+    if reason:
+        raise StalePlanError(f"plan {header.plan_id} is stale: {reason}", hint="re-plan with `batchor plan SPEC`")
+    limits = {**header.limits, **options.limits}
+    run = RunRecord(run_id=_new_run_id(), job_id=plan.job_id, plan_id=header.plan_id, name=header.name,
+                    mocked=header.mocked, plan_path=str(plan.saved_path) if plan.saved_path else None)
+    store.start_run(run)
+    options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
+    started = time.monotonic()
+    progress = Progress()
+    stop = _Runner(plan, store, options, run, progress, limits).run()
+    return _finish(plan, store, options, run, progress, stop, started)
+
+
+class _Runner:
+    """Runs the waves of one plan; owns providers and signal handling for the run."""
+
+    def __init__(self, plan: CompiledPlan, store: Any, options: ApplyOptions, run: RunRecord,
+                 progress: Progress, limits: dict[str, Any]) -> None:
+        self.plan, self.store, self.options, self.run_record = plan, store, options, run
+        self.progress, self.limits = progress, limits
+        self.budget = Budget(options.max_cost)
+        self.stop = StopSignal()
+        self.runtimes: dict[str, StepRuntime] = {}
+
+    def run(self) -> StopSignal:
+        self._create_providers()
+        try:
+            for wave in self.plan.header.waves():
+                works = [self._scan(step) for step in wave]
+                items = _chain_items(works)
+                if any(w.pending for w in works):
+                    asyncio.run(self._execute(items))
+                if self.stop.stopped:
+                    break
+        finally:
+            asyncio.run(self._close_providers())
+        return self.stop
+
+    def _scan(self, step: StepPlan) -> StepWork:
+        refresh = step.name in self.options.refresh or "*" in self.options.refresh
+        work = StepWork(self.plan, step, self.store, refresh=refresh)
+        work.scan()
+        if not step.depends_on and not refresh and len(work.pending) > step.counts.to_run:
+            gone = len(work.pending) - step.counts.to_run
+            raise StalePlanError(
+                f"plan {self.plan.plan_id} is stale: {gone} answer(s) it counted as cached for step "
+                f"'{step.name}' are no longer in the state", hint="re-plan with `batchor plan SPEC`")
+        p = self.progress
+        p.total += len(work.pending)
+        p.cached += work.cached
+        p.skipped += work.skipped
+        self.options.emit(Event("step_started", {"step": step.name, "pending": len(work.pending),
+                                                 "cached": work.cached, "skipped": work.skipped}))
+        return work
+
+    def _create_providers(self) -> None:
+        """Build clients for steps with work; a missing key fails here, before any call."""
+        for step in self.plan.header.steps:
+            if step.counts.to_run == 0 and not step.counts.estimated and not self.options.refresh:
+                continue
+            config = ProviderConfig(provider=step.provider, base_url=step.base_url, api_key_env=step.api_key_env,
+                                    timeout_s=float(self.limits.get("request_timeout_s", 120)),
+                                    options={"api": step.api or "chat", "strict": step.strict})
+            price = ModelPrice.from_dict(step.price) if step.price else None
+            self.runtimes[step.name] = StepRuntime(step, create_provider(config), price)
+
+    async def _execute(self, items: Iterator[WorkItem]) -> None:
+        sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw)
+        executor = RealtimeExecutor(self.runtimes, limits=self.limits, budget=self.budget, sink=sink,
+                                    progress=self.progress, emit=self.options.emit, stop=self.stop,
+                                    seed=self.options.seed)
+        with _signals(self.stop, self.options.handle_signals):
+            await executor.run(items)
+
+    async def _close_providers(self) -> None:
+        for runtime in self.runtimes.values():
+            await runtime.provider.aclose()
+
+
+def _chain_items(works: list[StepWork]) -> Iterator[WorkItem]:
+    for work in works:
+        yield from work.items()
+
+
+class _signals:
+    """First Ctrl+C/SIGTERM: stop sending, let in-flight calls finish. Second: cancel them."""
+
+    def __init__(self, stop: StopSignal, enabled: bool) -> None:
+        self.stop, self.enabled = stop, enabled and threading.current_thread() is threading.main_thread()
+        self.count = 0
+
+    def __enter__(self) -> "_signals":
+        if self.enabled:
+            self.loop = asyncio.get_running_loop()
+            self.task = asyncio.current_task()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.loop.add_signal_handler(sig, self._on_signal)
+        return self
+
+    def _on_signal(self) -> None:
+        self.count += 1
+        self.stop.stop("interrupted", "stopped by signal")
+        if self.count >= 2 and self.task is not None:
+            self.task.cancel()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.loop.remove_signal_handler(sig)
+
+
+def _finish(plan: CompiledPlan, store: Any, options: ApplyOptions, run: RunRecord, progress: Progress,
+            stop: StopSignal, started: float) -> RunOutcome:
+    status = _status(progress, stop)
+    output = write_output(plan, store, options.output_path)
+    run.status, run.paused_reason = status, stop.detail if stop.reason in ("quota", "budget") else None
+    run.requests, run.succeeded, run.failed = progress.total, progress.succeeded, progress.failed
+    run.cached, run.skipped, run.cost_usd = progress.cached, progress.skipped, progress.cost_usd
+    run.input_tokens, run.output_tokens, run.output_path = progress.input_tokens, progress.output_tokens, str(output)
+    store.finish_run(run)
+    outcome = RunOutcome(run_id=run.run_id, status=status, stop_reason=stop.detail, progress=progress.snapshot(),
+                         output_path=str(output), cost_usd=progress.cost_usd,
+                         duration_s=time.monotonic() - started, cached=progress.cached, skipped=progress.skipped,
+                         requests=progress.total)
+    options.emit(Event("run_finished", {"run_id": run.run_id, "status": status, "output": str(output),
+                                        "reason": stop.detail, **progress.snapshot()}))
+    return outcome
+
+
+def _status(progress: Progress, stop: StopSignal) -> str:
+    if stop.reason == "interrupted":
+        return "interrupted"
+    if stop.reason == "quota":
+        return "paused"
+    if stop.reason == "budget":
+        return "budget"
+    if progress.failed:
+        return "partial" if progress.succeeded or progress.cached else "failed"
+    return "succeeded"
+
+
+def _new_run_id() -> str:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"r{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")

@@ -1,0 +1,74 @@
+"""Result buffering: finished requests reach the state in batched transactions, not one per row.
+
+A flush happens when the buffer is full or the flush interval passed; the DuckDB write runs in a
+worker thread (DuckDB releases the GIL) so the event loop keeps sending meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from typing import Any
+
+import pyarrow as pa
+
+from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA
+
+
+class ResultSink:
+    def __init__(self, store: Any, run_id: str, *, flush_rows: int = 2000, flush_interval_s: float = 1.0,
+                 keep_raw: bool = True) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.flush_rows = flush_rows
+        self.flush_interval_s = flush_interval_s
+        self.keep_raw = keep_raw
+        self._results: dict[str, list[Any]] = {f.name: [] for f in RESULT_SCHEMA}
+        self._attempts: dict[str, list[Any]] = {f.name: [] for f in ATTEMPT_SCHEMA}
+        self._last_flush = time.monotonic()
+        self._lock = asyncio.Lock()
+        self.flushed = 0
+
+    def add_result(self, *, key: str, step: str, status: str, output: str | None, error_code: str | None,
+                   error: str | None, attempts: int, input_tokens: int, output_tokens: int,
+                   cost_usd: float) -> None:
+        values = (key, step, status, output, error_code, error, attempts, input_tokens, output_tokens,
+                  cost_usd, self.run_id)
+        for name, value in zip(self._results, values):
+            self._results[name].append(value)
+
+    def add_attempt(self, *, key: str, attempt: int, outcome: str, status_code: int | None,
+                    error: str | None, duration_ms: int, raw: bytes | None = None) -> None:
+        packed = zlib.compress(raw, 6) if (raw and self.keep_raw) else None
+        values = (key, self.run_id, attempt, outcome, status_code, error, duration_ms, packed)
+        for name, value in zip(self._attempts, values):
+            self._attempts[name].append(value)
+
+    def due(self) -> bool:
+        pending = len(self._results["request_key"])
+        return pending >= self.flush_rows or (
+            pending > 0 and time.monotonic() - self._last_flush >= self.flush_interval_s)
+
+    def _take(self) -> tuple[pa.Table | None, pa.Table | None]:
+        if not self._results["request_key"] and not self._attempts["request_key"]:
+            return None, None
+        results = pa.table(self._results, schema=RESULT_SCHEMA)
+        attempts = pa.table(self._attempts, schema=ATTEMPT_SCHEMA)
+        self._results = {f.name: [] for f in RESULT_SCHEMA}
+        self._attempts = {f.name: [] for f in ATTEMPT_SCHEMA}
+        self._last_flush = time.monotonic()
+        return results, attempts
+
+    async def flush(self) -> None:
+        async with self._lock:
+            results, attempts = self._take()
+            if results is not None:
+                await asyncio.to_thread(self.store.record_results, results, attempts)
+                self.flushed += results.num_rows
+
+    def flush_sync(self) -> None:
+        results, attempts = self._take()
+        if results is not None:
+            self.store.record_results(results, attempts)
+            self.flushed += results.num_rows

@@ -1,0 +1,126 @@
+"""Work lists: which requests of a step still need an answer.
+
+Steps that only use the row were rendered by the planner; their requests are read from the plan
+data. Steps that use earlier steps' answers are rendered here, once those answers are stored.
+Either way the row -> request mapping is recorded in state (for output and status) and cached
+keys are filtered out batch by batch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from batchor.engine.realtime import WorkItem
+from batchor.fingerprint import canonical_json, request_key_from_json
+from batchor.plan.model import StepPlan, req_column
+from batchor.plan.store import CompiledPlan
+from batchor.plan.tokens import get_counter
+from batchor.spec.inputs import ROW_KEY
+from batchor.spec.templates import compile_step, make_environment, render_error
+
+
+class StepWork:
+    """Pending requests of one step of one job."""
+
+    def __init__(self, plan: CompiledPlan, step: StepPlan, store: Any, *, refresh: bool = False) -> None:
+        self.plan, self.step, self.store, self.refresh = plan, step, store, refresh
+        self.pending: dict[str, None] = {}  # insertion-ordered set of keys to send
+        self.blocked = 0  # rows whose upstream step failed
+        self.cached = 0
+        self.skipped = 0
+        self.rows = 0
+
+    def scan(self) -> None:
+        """Pass 1: map rows to requests, record the mapping, find the keys without an answer."""
+        record = bool(self.step.depends_on) or not self.store.has_job_requests(self.plan.job_id, self.step.name)
+        for row_keys, keys, _, _ in self._requests(with_messages=False):
+            self.rows += len(keys)
+            if record:
+                self.store.add_run_requests(self.plan.job_id, self.step.name,
+                                            pa.table({"row_key": row_keys, "request_key": keys}))
+            present = [k for k in keys.to_pylist() if k is not None]
+            self.skipped += len(keys) - len(present)
+            cached = set() if self.refresh else self.store.cached_keys(pa.array(present, pa.string()))
+            for key in present:
+                if key in cached:
+                    self.cached += 1
+                else:
+                    self.pending[key] = None
+
+    def items(self) -> Iterator[WorkItem]:
+        """Pass 2: the messages of pending requests, each key once."""
+        if not self.pending:
+            return
+        remaining = set(self.pending)
+        for _, keys, bodies, tokens in self._requests(with_messages=True):
+            for key, body, n in zip(keys.to_pylist(), bodies, tokens):
+                if key in remaining:
+                    remaining.discard(key)
+                    yield WorkItem(key, self.step.name, tuple(json.loads(body)), int(n or 0))
+            if not remaining:
+                return
+
+    def _requests(self, *, with_messages: bool) -> Iterator[tuple[pa.Array, pa.Array, list, list]]:
+        if not self.step.depends_on:
+            yield from self._planned(with_messages)
+        else:
+            yield from self._rendered()
+
+    def _planned(self, with_messages: bool) -> Iterator[tuple[pa.Array, pa.Array, list, list]]:
+        name = self.step.name
+        cols = [ROW_KEY, req_column(name, "key")]
+        if with_messages:
+            cols += [req_column(name, "messages"), req_column(name, "tokens")]
+        for batch in self.plan.iter_batches(cols):
+            bodies = batch.column(2).to_pylist() if with_messages else []
+            tokens = batch.column(3).to_pylist() if with_messages else []
+            yield batch.column(0), batch.column(1), bodies, tokens
+
+    def _rendered(self) -> Iterator[tuple[pa.Array, pa.Array, list, list]]:
+        """Render a dependent step for rows whose upstream answers all succeeded."""
+        upstream = {dep: self._answers(dep) for dep in self.step.depends_on}
+        env = make_environment()
+        tpl = compile_step(env, self.step.name, self.step.system, self.step.prompt, self.step.when,
+                           set(self.step.depends_on))
+        counter = get_counter(self.step.provider, self.step.model)
+        columns = [c for c in self.plan.data_columns() if not c.startswith("__req.")]
+        for batch in self.plan.iter_batches(columns):
+            row_keys = batch.column(0).to_pylist()
+            keys, bodies, lists = [], [], []
+            for row_key, row in zip(row_keys, batch.to_pylist()):
+                row.pop(ROW_KEY, None)
+                answers = {dep: upstream[dep].get(row_key) for dep in upstream}
+                if any(a is None for a in answers.values()):
+                    keys.append(None), bodies.append(None)
+                    self.blocked += 1
+                    continue
+                body, messages = self._render(tpl, row_key, {"row": row, **answers})
+                keys.append(None if body is None else request_key_from_json(self.step.key_prefix, body))
+                bodies.append(body)
+                if messages is not None:
+                    lists.append(messages)
+            counts = iter(counter.count_messages_batch(lists))
+            tokens = [next(counts) if b is not None else None for b in bodies]
+            yield pa.array(row_keys, pa.string()), pa.array(keys, pa.string()), bodies, tokens
+
+    def _render(self, tpl: Any, row_key: str, context: dict) -> tuple[str | None, list | None]:
+        try:
+            if not tpl.should_run(context):
+                return None, None
+            messages = tpl.render_messages(context)
+        except Exception as exc:  # noqa: BLE001
+            raise render_error(self.step.name, exc, row_key) from None
+        return canonical_json(messages), messages
+
+    def _answers(self, dep: str) -> dict[str, Any]:
+        table = self.store.job_results(self.plan.job_id, dep)
+        plan = self.plan.header.step(dep)
+        answers: dict[str, Any] = {}
+        for row_key, status, output in zip(table.column("row_key").to_pylist(), table.column("status").to_pylist(),
+                                           table.column("output").to_pylist()):
+            if status == "succeeded":
+                answers[row_key] = json.loads(output) if plan.schema is not None else output
+        return answers

@@ -1,0 +1,1 @@
+"""Planning: spec + input + state -> a frozen, priced, hashed plan."""

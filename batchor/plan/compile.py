@@ -1,0 +1,216 @@
+"""Planning: spec + input + read-only state -> a frozen, priced `CompiledPlan`.
+
+Rows stream from DuckDB as Arrow batches; each batch is rendered, keyed, token-counted (in one
+batched tokenizer call) and checked against the result cache, then appended to the plan's
+parquet data. Nothing holds the whole input in Python objects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import batchor
+from batchor.errors import InputError, SpecError
+from batchor.fingerprint import canonical_json, request_key_from_json
+from batchor.plan.model import InputInfo, OutputInfo, PlanHeader, PlanTotals, StepCounts, StepPlan, req_column
+from batchor.plan.prices import ModelPrice
+from batchor.plan.steps import Overrides, resolve_steps
+from batchor.plan.store import CompiledPlan, file_sha256, plan_id_for
+from batchor.plan.tokens import get_counter
+from batchor.spec.inputs import ROW_KEY, InputReader, resolve_input
+from batchor.spec.load import LoadedSpec
+from batchor.spec.templates import StepTemplates, check_columns, render_error
+
+_OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet",
+                   ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}
+
+
+@dataclass
+class _Tally:
+    """Running counts of one step while rows stream through."""
+
+    rows: int = 0
+    skipped: int = 0
+    cached: int = 0
+    to_run: int = 0
+    input_tokens: int = 0  # of requests to run
+    run_keys: set[str] = field(default_factory=set)
+
+
+def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), state: Any = None,
+                 refresh: frozenset[str] = frozenset(), state_location: str | None = None) -> CompiledPlan:
+    """Compile a loaded spec against its input and the cache in `state` (None: nothing cached)."""
+    spec = loaded.spec
+    steps, templates = resolve_steps(loaded, overrides)
+    unknown = refresh - set(spec.steps) - {"*"}
+    if unknown:
+        raise SpecError(f"--refresh names unknown step(s): {', '.join(sorted(unknown))}")
+    source = resolve_input(spec.input.path, loaded.base_dir, spec.input.format, spec.input.sql,
+                           spec.input.limit, spec.input.key_columns())
+    reader = InputReader(source)
+    try:
+        for name, compiled in templates.items():
+            check_columns(compiled, reader.columns)
+        roots = [s for s in steps if not s.depends_on]
+        fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
+        os.close(fd)
+        tallies = _write_data(reader, Path(tmp), roots, templates, state, refresh)
+        columns, fingerprint = reader.columns, source.fingerprint()
+    finally:
+        reader.close()
+    rows = tallies[roots[0].name].rows if roots else 0
+    counted = [_with_counts(s, tallies.get(s.name), rows) for s in steps]
+    header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
+    header = header.model_copy(update={"data_sha256": file_sha256(Path(tmp))})
+    header = header.model_copy(update={"plan_id": plan_id_for(header)})
+    return CompiledPlan(header, data_path=Path(tmp), cleanup=True)
+
+
+def _write_data(reader: InputReader, path: Path, roots: list[StepPlan], templates: dict[str, StepTemplates],
+                state: Any, refresh: frozenset[str]) -> dict[str, _Tally]:
+    tallies = {s.name: _Tally() for s in roots}
+    needed = _needed_columns(roots, templates, reader.columns)
+    writer: pq.ParquetWriter | None = None
+    try:
+        for batch in reader.batches():
+            extra = {}
+            row_keys = batch.column(0).to_pylist()
+            rows = batch.select(needed).to_pylist() if needed else [{} for _ in row_keys]
+            for step in roots:
+                use_cache = state is not None and step.name not in refresh and "*" not in refresh
+                extra.update(_render_step(step, templates[step.name], row_keys, rows, tallies[step.name],
+                                          state if use_cache else None))
+            table = pa.Table.from_batches([batch])
+            for name, column in extra.items():
+                table = table.append_column(name, column)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+    return tallies
+
+
+def _needed_columns(roots: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]) -> list[str]:
+    if any(templates[s.name].dynamic_row_access for s in roots):
+        return columns
+    wanted = set().union(*(templates[s.name].row_columns for s in roots)) if roots else set()
+    return [c for c in columns if c in wanted]
+
+
+def _render_step(step: StepPlan, tpl: StepTemplates, row_keys: list[str], rows: list[dict],
+                 tally: _Tally, state: Any) -> dict[str, pa.Array]:
+    keys: list[str | None] = []
+    bodies: list[str | None] = []
+    message_lists: list[list[dict[str, str]]] = []
+    prefix = step.key_prefix
+    for row_key, row in zip(row_keys, rows):
+        context = {"row": row}
+        try:
+            if not tpl.should_run(context):
+                keys.append(None), bodies.append(None)
+                continue
+            messages = tpl.render_messages(context)
+        except Exception as exc:  # noqa: BLE001 - any render failure names the row
+            raise render_error(step.name, exc, row_key) from None
+        body = canonical_json(messages)
+        keys.append(request_key_from_json(prefix, body))
+        bodies.append(body)
+        message_lists.append(messages)
+    counter = get_counter(step.provider, step.model)
+    counts = iter(counter.count_messages_batch(message_lists))
+    tokens = [next(counts) if k is not None else None for k in keys]
+    present = [k for k in keys if k is not None]
+    cached = state.cached_keys(pa.array(present, pa.string())) if state is not None and present else set()
+    tally.rows += len(keys)
+    tally.skipped += len(keys) - len(present)
+    for key, n in zip(keys, tokens):
+        if key is None or key in cached or key in tally.run_keys:
+            tally.cached += key is not None and key in cached
+            continue
+        tally.run_keys.add(key)
+        tally.to_run += 1
+        tally.input_tokens += n
+    return {req_column(step.name, "key"): pa.array(keys, pa.string()),
+            req_column(step.name, "messages"): pa.array(bodies, pa.string()),
+            req_column(step.name, "tokens"): pa.array(tokens, pa.int32())}
+
+
+def _with_counts(step: StepPlan, tally: _Tally | None, rows: int) -> StepPlan:
+    price = ModelPrice.from_dict(step.price) if step.price else None
+    if tally is None:  # depends on other steps: project from the row count
+        per_row = 200  # rendered after upstream answers arrive; refined by the pipeline planner
+        counts = _priced(price, step, rows, 0, 0, rows, rows * per_row, estimated=True)
+    else:
+        counts = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run,
+                         tally.input_tokens, estimated=not step.token_count_exact)
+    tally and tally.run_keys.clear()
+    return step.model_copy(update={"counts": counts})
+
+
+def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, skipped: int, to_run: int,
+            input_tokens: int, *, estimated: bool) -> StepCounts:
+    out_expected = to_run * step.expected_output_tokens
+    out_upper = to_run * step.max_tokens
+    upper_in = int(input_tokens * step.token_upper_factor)
+    batch = step.mode == "batch"
+    cost_expected = price.cost(input_tokens, out_expected, batch=batch) if price else 0.0
+    cost_upper = price.cost(upper_in, out_upper, batch=batch) if price else 0.0
+    return StepCounts(rows=rows, to_run=to_run, cached=cached, skipped=skipped, input_tokens=input_tokens,
+                      output_tokens_expected=out_expected, output_tokens_upper=out_upper,
+                      cost_expected=cost_expected, cost_upper=cost_upper, estimated=estimated)
+
+
+def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], fingerprint: str, source: Any,
+            rows: int, overrides: Overrides, state_location: str | None) -> PlanHeader:
+    spec = loaded.spec
+    out_path = loaded.resolve(spec.output.path)
+    out_format = spec.output.format or _OUTPUT_FORMATS.get(out_path.suffix.lower())
+    if out_format is None:
+        raise SpecError(f"output.path: cannot tell the format of '{spec.output.path}'",
+                        hint="use .csv, .tsv, .parquet, .jsonl or .duckdb, or set output.format")
+    unpriced = sorted({f"{s.provider}:{s.model}" for s in steps if s.price is None and s.counts.to_run})
+    totals = PlanTotals(
+        rows=rows, requests=sum(s.counts.rows - s.counts.skipped for s in steps),
+        to_run=sum(s.counts.to_run for s in steps), cached=sum(s.counts.cached for s in steps),
+        skipped=sum(s.counts.skipped for s in steps), input_tokens=sum(s.counts.input_tokens for s in steps),
+        output_tokens_expected=sum(s.counts.output_tokens_expected for s in steps),
+        output_tokens_upper=sum(s.counts.output_tokens_upper for s in steps),
+        cost_expected=sum(s.counts.cost_expected for s in steps),
+        cost_upper=sum(s.counts.cost_upper for s in steps), unpriced_models=unpriced,
+        estimates=any(s.counts.estimated for s in steps))
+    return PlanHeader(
+        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        batchor_version=batchor.__version__, name=spec.name, spec_source=loaded.source,
+        spec_text=loaded.text, spec=spec.model_dump(mode="json", by_alias=True), base_dir=str(loaded.base_dir),
+        input=InputInfo(files=[str(p) for p in source.files], format=source.format, fingerprint=fingerprint,
+                        columns=columns, rows=rows, sql=source.sql, limit=source.limit,
+                        key_columns=list(source.key_columns)),
+        output=OutputInfo(path=str(out_path), format=out_format), steps=steps,
+        limits=spec.limits.model_dump(mode="json"), keep_raw=spec.keep_raw, totals=totals,
+        state_location=state_location, mocked=overrides.mock)
+
+
+def check_input_unchanged(header: PlanHeader) -> str | None:
+    """None when the plan's input files still hash the same (or are gone); else a reason."""
+    from batchor.spec.inputs import InputSource
+
+    files = tuple(Path(p) for p in header.input.files)
+    if not all(p.exists() for p in files):
+        return None
+    source = InputSource(files, header.input.format, header.input.sql, header.input.limit,
+                         tuple(header.input.key_columns))
+    try:
+        current = source.fingerprint()
+    except OSError as exc:
+        raise InputError(f"input: cannot read {exc.filename}") from None
+    return None if current == header.input.fingerprint else "the input file(s) changed since the plan was made"

@@ -1,0 +1,138 @@
+"""The compiled plan: frozen, serialisable, hashed.
+
+A plan file is a zip holding `plan.json` (this header) and `data.parquet` (one row per input row:
+the row key, the input columns, and for each step that depends only on the row its request key,
+rendered messages and input token count). `apply` executes exactly it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PLAN_FORMAT_VERSION = 1
+REQ_PREFIX = "__req."
+
+
+def req_column(step: str, part: str) -> str:
+    """Column of the plan data holding one part (key, messages, tokens) of a step's request."""
+    return f"{REQ_PREFIX}{step}.{part}"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepCounts(_Frozen):
+    rows: int = 0
+    to_run: int = 0
+    cached: int = 0
+    skipped: int = 0
+    input_tokens: int = 0
+    output_tokens_expected: int = 0
+    output_tokens_upper: int = 0
+    cost_expected: float = 0.0
+    cost_upper: float = 0.0
+    estimated: bool = False  # counts of a step that depends on other steps are projections
+
+
+class StepPlan(_Frozen):
+    """Everything needed to build and price one step's requests, pinned at plan time."""
+
+    name: str
+    provider: str
+    model: str
+    api: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None  # the variable's name, never its value
+    params: dict[str, Any]
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    sent_schema: dict[str, Any] | None = None
+    strict: bool = False
+    schema_notes: list[str] = Field(default_factory=list)
+    system: str | None = None
+    prompt: str
+    when: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    mode: str = "realtime"
+    price: dict[str, Any] | None = None
+    token_count_exact: bool = False
+    token_upper_factor: float = 1.0
+    max_tokens: int
+    expected_output_tokens: int
+    key_prefix: str  # canonical provider/model/params/schema part of the request key
+    counts: StepCounts = Field(default_factory=StepCounts)
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @property
+    def schema(self) -> dict[str, Any] | None:  # type: ignore[override]
+        return self.schema_
+
+
+class InputInfo(_Frozen):
+    files: list[str]
+    format: str
+    fingerprint: str
+    columns: list[str]
+    rows: int
+    sql: str | None = None
+    limit: int | None = None
+    key_columns: list[str] = Field(default_factory=list)
+
+
+class OutputInfo(_Frozen):
+    path: str
+    format: str
+
+
+class PlanTotals(_Frozen):
+    rows: int
+    requests: int
+    to_run: int
+    cached: int
+    skipped: int
+    input_tokens: int
+    output_tokens_expected: int
+    output_tokens_upper: int
+    cost_expected: float
+    cost_upper: float
+    unpriced_models: list[str] = Field(default_factory=list)
+    estimates: bool = False  # some token counts are estimates (non-OpenAI tokenizers)
+
+
+class PlanHeader(_Frozen):
+    format_version: int = PLAN_FORMAT_VERSION
+    plan_id: str = ""
+    created_at: str
+    batchor_version: str
+    name: str
+    spec_source: str
+    spec_text: str
+    spec: dict[str, Any]
+    base_dir: str
+    input: InputInfo
+    output: OutputInfo
+    steps: list[StepPlan]
+    limits: dict[str, Any]
+    keep_raw: bool = True
+    totals: PlanTotals
+    state_location: str | None = None
+    mocked: bool = False
+    data_sha256: str = ""
+
+    def step(self, name: str) -> StepPlan:
+        return next(s for s in self.steps if s.name == name)
+
+    def waves(self) -> list[list[StepPlan]]:
+        """Steps grouped in dependency order: each wave only needs earlier waves."""
+        done: set[str] = set()
+        waves: list[list[StepPlan]] = []
+        remaining = list(self.steps)
+        while remaining:
+            wave = [s for s in remaining if set(s.depends_on) <= done]
+            waves.append(wave)
+            done |= {s.name for s in wave}
+            remaining = [s for s in remaining if s.name not in done]
+        return waves

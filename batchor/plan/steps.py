@@ -1,0 +1,121 @@
+"""Resolve each spec step into a pinned `StepPlan`: model, params, schema as sent, price.
+
+This is the part of planning that needs no input rows, so `validate` runs it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from batchor.errors import SpecError
+from batchor.fingerprint import request_prefix
+from batchor.outputs.adapt import adapt_schema
+from batchor.outputs.schemas import check_schema, estimate_output_tokens
+from batchor.plan.model import StepPlan
+from batchor.plan.prices import lookup_price
+from batchor.plan.tokens import get_counter
+from batchor.providers import provider_info
+from batchor.spec.load import LoadedSpec
+from batchor.spec.model import ModelSpec
+from batchor.spec.templates import StepTemplates, compile_step, make_environment
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line changes to a spec: `--model provider:name`, `--mock`, `--mode`."""
+
+    model: str | None = None
+    mock: bool = False
+    mode: str | None = None
+
+
+def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPlan], dict[str, StepTemplates]]:
+    spec = loaded.spec
+    env = make_environment(loaded.base_dir)
+    names = set(spec.steps)
+    templates: dict[str, StepTemplates] = {}
+    plans: list[StepPlan] = []
+    for name, step in spec.steps.items():
+        compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name})
+        templates[name] = compiled
+        deps = sorted(set(step.depends_on) | compiled.step_refs)
+        model = _effective_model(spec.model, step.model, overrides)
+        plans.append(_step_plan(loaded, name, model, deps, overrides, step.mode or spec.limits.mode))
+    _check_acyclic(plans)
+    return plans, templates
+
+
+def _effective_model(base: ModelSpec, override: Any, overrides: Overrides) -> ModelSpec:
+    data = base.model_dump(exclude_none=True)
+    if override is not None:
+        changes = override.model_dump(exclude_none=True)
+        if "provider" in changes and changes["provider"] != base.provider:
+            data.pop("base_url", None), data.pop("api_key_env", None), data.pop("api", None)
+            data.pop("price", None)
+        data.update(changes)
+    if overrides.model:
+        provider, _, name = overrides.model.partition(":")
+        if not name:
+            raise SpecError(f"--model '{overrides.model}' must be provider:model, e.g. openai:gpt-4.1-mini")
+        if provider != data["provider"]:
+            for key in ("base_url", "api_key_env", "api", "price"):
+                data.pop(key, None)
+        data.update(provider=provider, name=name)
+    return ModelSpec.model_validate(data)
+
+
+def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
+               overrides: Overrides, mode: str) -> StepPlan:
+    spec = loaded.spec
+    step = spec.steps[name]
+    provider = "mock" if overrides.mock else model.provider
+    info = provider_info(provider)
+    schema = loaded.schemas[name]
+    params = dict(model.params)
+    params.setdefault("max_tokens", spec.limits.max_output_tokens)
+    max_tokens = int(params["max_tokens"])
+    sent_schema, strict, notes = None, False, []
+    if schema is not None:
+        check_schema(schema, where=f"steps.{name}.output.schema")
+        adapted = adapt_schema(schema, provider)
+        sent_schema, strict, notes = adapted.schema, adapted.strict, list(adapted.notes)
+    price = None if overrides.mock else lookup_price(
+        provider, model.name, override=model.price.model_dump(exclude_none=True) if model.price else None)
+    if overrides.mock:
+        price = lookup_price("mock", model.name)
+    counter = get_counter(provider, model.name)
+    base_url = model.base_url or info.base_url
+    identity = provider if info.first_party else f"{provider}@{base_url}"
+    key_params = {**params, "_api": model.api or "chat", "_strict": strict}
+    return StepPlan(
+        name=name, provider=provider, model=model.name, api=model.api, base_url=model.base_url,
+        api_key_env=model.api_key_env or info.key_env, params=params, schema=schema,
+        sent_schema=sent_schema, strict=strict, schema_notes=notes, system=step.system,
+        prompt=step.prompt, when=step.when, depends_on=deps, mode=overrides.mode or mode,
+        price=price.to_dict() if price else None, token_count_exact=counter.exact,
+        token_upper_factor=counter.upper_factor, max_tokens=max_tokens,
+        expected_output_tokens=min(max_tokens, estimate_output_tokens(schema)),
+        key_prefix=request_prefix(identity, model.name, key_params, sent_schema),
+    )
+
+
+def _check_acyclic(plans: list[StepPlan]) -> None:
+    deps = {p.name: set(p.depends_on) for p in plans}
+    visiting: set[str] = set()
+    done: set[str] = set()
+
+    def visit(node: str, trail: list[str]) -> None:
+        if node in done:
+            return
+        if node in visiting:
+            cycle = " -> ".join(trail[trail.index(node):] + [node])
+            raise SpecError(f"steps: dependency cycle {cycle}", hint="a step can only use steps before it")
+        visiting.add(node)
+        for dep in deps[node]:
+            visit(dep, trail + [node])
+        visiting.discard(node)
+        done.add(node)
+
+    for name in deps:
+        visit(name, [])

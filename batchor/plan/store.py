@@ -1,0 +1,148 @@
+"""Plan files: save and load a compiled plan as one self-contained, content-hashed file.
+
+Layout: a zip with `plan.json` (the header, including `plan_id` = hash of the header and
+`data_sha256` = hash of the data) and `data.parquet` (stored uncompressed in the zip so it is read
+in place). Loading verifies both hashes: a truncated or edited plan is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from batchor.errors import PlanFileError
+from batchor.fingerprint import canonical_json, sha256_hex
+from batchor.plan.model import PLAN_FORMAT_VERSION, PlanHeader
+
+HEADER_MEMBER = "plan.json"
+DATA_MEMBER = "data.parquet"
+
+
+def plan_id_for(header: PlanHeader) -> str:
+    """Hash of the header without its id and creation time: same content, same id."""
+    body = header.model_dump(mode="json", by_alias=True, exclude={"plan_id", "created_at"})
+    return sha256_hex(canonical_json(body))[:16]
+
+
+def job_id_for(header: PlanHeader) -> str:
+    """Identity of the work (input + request definitions), stable across re-plans of one spec."""
+    steps = [(s.name, s.key_prefix, s.system, s.prompt, s.when, s.depends_on) for s in header.steps]
+    return sha256_hex(canonical_json([header.input.fingerprint, steps, header.mocked]))[:16]
+
+
+class CompiledPlan:
+    """A header plus its data (a parquet file on disk, or a member of a saved plan zip)."""
+
+    def __init__(self, header: PlanHeader, data_path: Path | None = None, zip_path: Path | None = None,
+                 cleanup: bool = False) -> None:
+        self.header = header
+        self._data_path = data_path
+        self._zip_path = zip_path
+        self._cleanup = cleanup
+        self.saved_path: Path | None = zip_path
+
+    @property
+    def plan_id(self) -> str:
+        return self.header.plan_id
+
+    @property
+    def job_id(self) -> str:
+        return job_id_for(self.header)
+
+    def iter_batches(self, columns: list[str] | None = None, batch_size: int = 65536) -> Iterator[pa.RecordBatch]:
+        if self._data_path is not None:
+            yield from pq.ParquetFile(self._data_path).iter_batches(batch_size=batch_size, columns=columns)
+            return
+        with zipfile.ZipFile(self._zip_path) as archive, archive.open(DATA_MEMBER) as member:
+            yield from pq.ParquetFile(member).iter_batches(batch_size=batch_size, columns=columns)
+
+    def data_columns(self) -> list[str]:
+        if self._data_path is not None:
+            return pq.read_schema(self._data_path).names
+        with zipfile.ZipFile(self._zip_path) as archive, archive.open(DATA_MEMBER) as member:
+            return pq.ParquetFile(member).schema_arrow.names
+
+    def save(self, path: Path) -> Path:
+        """Write atomically (temp file + rename), owner-only."""
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plan-", suffix=".tmp")
+        os.close(fd)
+        try:
+            with zipfile.ZipFile(tmp, "w") as archive:
+                archive.writestr(HEADER_MEMBER, self.header.model_dump_json(by_alias=True, indent=1),
+                                 compress_type=zipfile.ZIP_DEFLATED)
+                if self._data_path is not None:
+                    archive.write(self._data_path, DATA_MEMBER, compress_type=zipfile.ZIP_STORED)
+                else:
+                    with zipfile.ZipFile(self._zip_path) as src, src.open(DATA_MEMBER) as member, \
+                            archive.open(DATA_MEMBER, "w") as out:
+                        while chunk := member.read(1 << 20):
+                            out.write(chunk)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        self.saved_path = path
+        return path
+
+    def close(self) -> None:
+        if self._cleanup and self._data_path is not None and self._data_path.exists():
+            self._data_path.unlink()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+def load_plan(path: Path) -> CompiledPlan:
+    """Open a saved plan, refusing truncated, edited or newer-format files."""
+    if not path.is_file():
+        raise PlanFileError(f"plan file not found: {path}", hint="run `batchor plan SPEC` to create one")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            raw = json.loads(archive.read(HEADER_MEMBER))
+            data_hash = _member_sha256(archive, DATA_MEMBER)
+    except (zipfile.BadZipFile, KeyError, EOFError, OSError, ValueError) as exc:
+        raise PlanFileError(f"{path} is not a readable batchor plan ({exc.__class__.__name__}: {exc})",
+                            hint="the file is truncated or damaged; re-create it with `batchor plan`") from None
+    version = raw.get("format_version") if isinstance(raw, dict) else None
+    if not isinstance(version, int) or version > PLAN_FORMAT_VERSION:
+        raise PlanFileError(f"{path} has plan format {version}; this batchor reads up to {PLAN_FORMAT_VERSION}",
+                            hint="upgrade batchor, or re-plan with this version")
+    try:
+        header = PlanHeader.model_validate(raw)
+    except ValidationError as exc:
+        raise PlanFileError(f"{path}: plan header is invalid ({exc.error_count()} problems)",
+                            hint="re-create the plan with `batchor plan`") from None
+    if plan_id_for(header) != header.plan_id or data_hash != header.data_sha256:
+        raise PlanFileError(f"{path} was modified after it was created (content hash mismatch)",
+                            hint="plans are immutable: re-create it with `batchor plan`")
+    return CompiledPlan(header, zip_path=path)
+
+
+def _member_sha256(archive: zipfile.ZipFile, name: str) -> str:
+    digest = hashlib.sha256()
+    with archive.open(name) as member:
+        while chunk := member.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,363 @@
+"""Provider-neutral heart of the fake: config, stats, and the path every model call takes.
+
+Each provider module only translates its wire format to a ``Call`` and an ``Answer`` back to
+its wire format; the decisions that tests care about (rate limits, injected faults, latency,
+duplicate counting) are made once, here, the same way for every provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .answers import (
+    estimate_tokens,
+    malformed_text,
+    prompt_key,
+    schema_answer,
+    text_answer,
+    violating_value,
+)
+from .limits import Limiter, Snapshot
+from .wire import Response, json_response
+
+DEFAULTS: dict[str, Any] = {
+    "latency_ms": 0.0,  # added to every answered or faulted request
+    "latency_jitter_ms": 0.0,  # plus a uniform random share of this
+    "rpm": None,  # requests per minute per (provider, model)
+    "tpm": None,  # tokens (input + output) per minute per (provider, model)
+    "burst_s": 2.0,  # bucket capacity in seconds of rate: how big a burst passes
+    "seed": 0,  # seeds the fault and jitter RNGs
+    "error_500": 0.0,  # fault probabilities, drawn once per admitted request
+    "error_429": 0.0,
+    "error_400": 0.0,
+    "timeout": 0.0,
+    "malformed": 0.0,
+    "timeout_hold_s": 30.0,  # a "timeout" holds the request this long, then drops it
+    "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
+    "quota_exhausted": False,  # true, or a provider-specific variant name
+    "fail_matching": {},  # {substring of last user message: status | "timeout" | ...}
+}
+FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
+FORCED_ACTIONS = ("timeout", "malformed", "quota")
+
+
+def merge_config(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``config`` updated by ``changes``; unknown keys raise, so a typo never passes silently."""
+    unknown = sorted(set(changes) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown config keys {unknown}; known: {sorted(DEFAULTS)}")
+    merged = dict(config)
+    for key, value in changes.items():
+        merged[key] = DEFAULTS[key] if value is None else value
+    for substring, action in (merged["fail_matching"] or {}).items():
+        if not isinstance(action, int) and action not in FORCED_ACTIONS:
+            raise ValueError(f"fail_matching[{substring!r}] must be a status or {FORCED_ACTIONS}")
+    return merged
+
+
+@dataclass(slots=True)
+class Call:
+    """What a model request asks for, whatever its provider."""
+
+    provider: str
+    model: str
+    prompt: str  # text of the last user message: the key for by_prompt and fail_matching
+    input_text: str  # everything the model reads, for token estimates and answer seeds
+    schema: Any = None  # JSON Schema of a structured answer, if one was asked for
+    tool: str | None = None  # forced tool: answer with a tool call carrying the object
+    max_output: int | None = None
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def content_text(content: Any) -> str:
+    """Text of a message's content, whether a plain string or a list of typed parts; parts
+    without text (images, files, tool results) are skipped, as a prompt key needs none."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return ""
+    texts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "\n".join(texts)
+
+
+@dataclass(slots=True)
+class Answer:
+    text: str  # the reply text (JSON text for structured output)
+    value: Any  # parsed object for tool calls, None otherwise
+    input_tokens: int
+    output_tokens: int
+    truncated: bool = False  # hit max_output: finish reason "length" and cut-off text
+
+
+def build_answer(call: Call, malformed: bool = False) -> Answer:
+    value = None
+    if call.tool is not None:
+        value = schema_answer(call.schema, call.input_text)
+        value = violating_value(call.schema, value) if malformed else value
+        text = json.dumps(value)
+    elif call.schema is not None:
+        if malformed:
+            text = malformed_text(call.schema, call.input_text)
+        else:
+            text = json.dumps(schema_answer(call.schema, call.input_text))
+    else:
+        text = text_answer(call.prompt)
+    output_tokens = estimate_tokens(text)
+    truncated = (
+        call.tool is None and call.max_output is not None and output_tokens > call.max_output
+    )
+    if truncated:
+        text, output_tokens = text[: 4 * int(call.max_output or 0)], int(call.max_output or 0)
+    return Answer(text, value, estimate_tokens(call.input_text), output_tokens, truncated)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A model endpoint: a path pattern plus the pure parse/render pair for its payloads."""
+
+    method: str
+    pattern: str  # regular expression matched against the whole path
+    endpoint: str  # name used in stats, e.g. "openai.chat_completions"
+    parse: Callable[[dict[str, Any], dict[str, str]], Call]
+    render: Callable[[Call, Answer, str], dict[str, Any]]  # (call, answer, fresh id)
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """How one provider shapes errors and rate-limit headers, so its SDK raises the right
+    exception classes."""
+
+    name: str
+    routes: tuple[Route, ...]
+    # (status, message, call, retry_after_s) -> error body
+    error_body: Callable[[int, str, Call | None, float], dict[str, Any]]
+    quota_error: Callable[[Any], tuple[int, dict[str, Any]]]  # variant -> (status, body)
+    limit_headers: Callable[[Snapshot], dict[str, str]]
+    request_id_header: str
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.requests = 0
+        self.by_endpoint: Counter[str] = Counter()
+        self.by_status: Counter[int] = Counter()
+        self.by_prompt: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()
+        self.rate_limited = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "by_endpoint": dict(self.by_endpoint),
+            "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
+            "sent_429": self.by_status[429],
+            "sent_500": self.by_status[500],
+            "rate_limited": self.rate_limited,
+            "faults": dict(self.faults),
+            "answered": sum(self.by_prompt.values()),
+            "by_prompt": dict(self.by_prompt),
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+
+class Fake:
+    """Server state shared by all connections (one event loop, so no locks)."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.initial = merge_config(DEFAULTS, config or {})
+        self.config = self.initial
+        self.stats = Stats()
+        self.ids = itertools.count(1)
+        self._rearm()
+
+    def configure(self, changes: dict[str, Any]) -> dict[str, Any]:
+        old, self.config = self.config, merge_config(self.config, changes)
+        # Only a change of limits refills the buckets, and only a new seed restarts the RNGs:
+        # a benchmark that changes latency mid-run must not get a free burst.
+        if any(old[k] != self.config[k] for k in ("rpm", "tpm", "burst_s")):
+            self._rearm_limits()
+        if old["seed"] != self.config["seed"]:
+            self._rearm_rngs()
+        return self.config
+
+    def reset(self, config: bool = False) -> None:
+        """Zero the counters and refill the buckets; with ``config``, also restore the start
+        config, so one server can serve many tests."""
+        self.stats = Stats()
+        if config:
+            self.config = self.initial
+        self._rearm()
+
+    def _rearm(self) -> None:
+        self._rearm_limits()
+        self._rearm_rngs()
+
+    def _rearm_limits(self) -> None:
+        cfg = self.config
+        self.limiter = Limiter(cfg["rpm"], cfg["tpm"], float(cfg["burst_s"]))
+
+    def _rearm_rngs(self) -> None:
+        self.fault_rng = random.Random(self.config["seed"])
+        self.jitter_rng = random.Random(f"jitter-{self.config['seed']}")
+
+    async def handle(
+        self, provider: Provider, route: Route, body: Any, params: dict[str, str]
+    ) -> Response | None:
+        stats = self.stats
+        stats.requests += 1
+        stats.by_endpoint[route.endpoint] += 1
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        try:
+            response = await self._answer(provider, route, body, params)
+        finally:
+            stats.in_flight -= 1
+        if response is not None:
+            stats.by_status[response.status] += 1
+        return response
+
+    async def _answer(
+        self, provider: Provider, route: Route, body: Any, params: dict[str, str]
+    ) -> Response | None:
+        try:
+            if not isinstance(body, dict):
+                raise TypeError("the body must be a JSON object")
+            call = route.parse(body, params)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return self._error(provider, 400, f"Invalid request: {exc}", None)
+        action = self._forced_action(call)
+        if action == "quota" or (action is None and self.config["quota_exhausted"]):
+            status, payload = provider.quota_error(self.config["quota_exhausted"] or True)
+            return self._reply(provider, status, payload)
+        if action is not None and action != "malformed":
+            await self._latency()
+            return await self._fault(provider, call, action)
+        answer = build_answer(call)
+        headers, refusal = self._rate_limit(provider, call, answer)
+        if refusal is not None:
+            return refusal
+        action = action or self._draw_fault()
+        await self._latency()
+        if action == "malformed":
+            self.stats.faults["malformed"] += 1
+            answer = build_answer(call, malformed=True)
+        elif action is not None:
+            return await self._fault(provider, call, action, headers)
+        self.stats.by_prompt[prompt_key(call.prompt)] += 1
+        self.stats.input_tokens += answer.input_tokens
+        self.stats.output_tokens += answer.output_tokens
+        payload = route.render(call, answer, f"{next(self.ids):012d}")
+        return self._reply(provider, 200, payload, headers)
+
+    def _rate_limit(
+        self, provider: Provider, call: Call, answer: Answer
+    ) -> tuple[dict[str, str], Response | None]:
+        """Rate-limit headers for the reply, and the 429 to send instead if over the limit."""
+        tokens = answer.input_tokens + answer.output_tokens
+        snap = self.limiter.admit((provider.name, call.model), tokens)
+        headers = provider.limit_headers(snap) if snap.limited else {}
+        if snap.retry_after_s <= 0:
+            return headers, None
+        self.stats.rate_limited += 1
+        message = _limit_message(call, snap)
+        return headers, self._error(provider, 429, message, call, snap.retry_after_s, headers)
+
+    def _forced_action(self, call: Call) -> int | str | None:
+        for substring, action in (self.config["fail_matching"] or {}).items():
+            if substring in call.prompt:
+                return action
+        return None
+
+    def _draw_fault(self) -> str | None:
+        cfg = self.config
+        if not any(cfg[name] for name in FAULTS):
+            return None
+        roll = self.fault_rng.random()
+        for name in FAULTS:
+            roll -= float(cfg[name])
+            if roll < 0:
+                return name
+        return None
+
+    async def _latency(self) -> None:
+        cfg = self.config
+        delay = float(cfg["latency_ms"])
+        if cfg["latency_jitter_ms"]:
+            delay += self.jitter_rng.random() * float(cfg["latency_jitter_ms"])
+        if delay > 0:
+            await asyncio.sleep(delay / 1000)
+
+    async def _fault(
+        self,
+        provider: Provider,
+        call: Call,
+        action: int | str,
+        headers: dict[str, str] | None = None,
+    ) -> Response | None:
+        self.stats.faults[str(action)] += 1
+        if action == "timeout":
+            await asyncio.sleep(float(self.config["timeout_hold_s"]))
+            return None  # drop the connection without a word, as a hung upstream would
+        status = int(action.removeprefix("error_")) if isinstance(action, str) else action
+        retry_after = float(self.config["retry_after_s"]) if status == 429 else 0.0
+        return self._error(provider, status, _fault_message(status), call, retry_after, headers)
+
+    def _error(
+        self,
+        provider: Provider,
+        status: int,
+        message: str,
+        call: Call | None,
+        retry_after_s: float = 0.0,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        headers = dict(headers or {})
+        if retry_after_s > 0 and provider.name != "gemini":  # Gemini puts it in the body
+            headers["retry-after"] = f"{retry_after_s:.3f}".rstrip("0").rstrip(".")
+            headers["retry-after-ms"] = str(max(1, round(retry_after_s * 1000)))
+        payload = provider.error_body(status, message, call, retry_after_s)
+        return self._reply(provider, status, payload, headers)
+
+    def _reply(
+        self,
+        provider: Provider,
+        status: int,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        headers = dict(headers or {})
+        headers[provider.request_id_header] = f"req_fake{next(self.ids):012d}"
+        return json_response(status, payload, headers)
+
+
+def _limit_message(call: Call, snap: Snapshot) -> str:
+    unit = snap.refused_by
+    limit = snap.rpm if unit == "requests" else snap.tpm
+    return (
+        f"Rate limit reached for {call.model} on {unit} per min: limit {limit}. "
+        f"Please try again in {snap.retry_after_s:.3f}s."
+    )
+
+
+def _fault_message(status: int) -> str:
+    if status == 429:
+        return "Rate limit reached (injected fault). Please try again later."
+    if status >= 500:
+        return "The server had an error while processing your request (injected fault)."
+    return f"Request rejected with status {status} (injected fault)."

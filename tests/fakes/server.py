@@ -1,0 +1,162 @@
+"""Fake LLM provider server: OpenAI, Anthropic and Gemini endpoints on one local port.
+
+Run it in its own process so its cost is never measured with the client's::
+
+    python -m tests.fakes.server --port 0 --config '{"latency_ms": 20, "rpm": 600}'
+
+It prints ``LISTENING <port>`` once ready. ``/_fake/*`` endpoints (never rate limited nor
+counted) read stats and change the config at run time; ``tests/fakes/handle.py`` wraps them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a file: resolve the relative imports below through the repo root
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parents[1]))
+    __package__ = "tests.fakes"
+
+import argparse
+import asyncio
+import json
+import os
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import anthropic_routes, gemini_routes, openai_routes
+from .core import Fake, Provider, Route
+from .wire import Request, Response, json_response, serve
+
+PROVIDERS: tuple[Provider, ...] = (
+    openai_routes.PROVIDER,
+    anthropic_routes.PROVIDER,
+    gemini_routes.PROVIDER,
+)
+RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
+
+
+class App:
+    """Routes requests: exact paths through a dict (the hot path), patterns in order after.
+
+    Further endpoints (batch jobs, file uploads) register with ``add`` and share ``fake``.
+    """
+
+    def __init__(self, fake: Fake, providers: tuple[Provider, ...] = PROVIDERS) -> None:
+        self.fake = fake
+        self.exact: dict[tuple[str, str], RouteHandler] = {}
+        self.patterns: list[tuple[str, re.Pattern[str], RouteHandler]] = []
+        for provider in providers:
+            for route in provider.routes:
+                self.add(route.method, route.pattern, self._model_handler(provider, route))
+
+    def add(self, method: str, pattern: str, handler: RouteHandler) -> None:
+        if re.escape(pattern) == pattern:
+            self.exact[(method, pattern)] = handler
+        else:
+            self.patterns.append((method, re.compile(pattern), handler))
+
+    def _model_handler(self, provider: Provider, route: Route) -> RouteHandler:
+        async def handle(request: Request, params: dict[str, str]) -> Response | None:
+            try:
+                body = request.json()
+            except ValueError:
+                body = None  # the core answers it with the provider's 400
+            return await self.fake.handle(provider, route, body, params)
+
+        return handle
+
+    async def __call__(self, request: Request) -> Response | None:
+        if request.path.startswith("/_fake/"):
+            return self._admin(request)
+        handler = self.exact.get((request.method, request.path))
+        params: dict[str, str] = {}
+        if handler is None:
+            for method, pattern, candidate in self.patterns:
+                match = pattern.fullmatch(request.path)
+                if match and method == request.method:
+                    handler, params = candidate, match.groupdict()
+                    break
+        if handler is None:
+            message = f"no fake route for {request.method} {request.path}"
+            return json_response(404, {"error": {"message": message, "type": "not_found"}})
+        return await handler(request, params)
+
+    def _admin(self, request: Request) -> Response:
+        fake, action = self.fake, (request.method, request.path.rstrip("/"))
+        try:
+            body = request.json() or {}
+        except ValueError:
+            return json_response(400, {"error": "body is not JSON"})
+        if action == ("GET", "/_fake/stats"):
+            return json_response(200, fake.stats.as_dict())
+        if action == ("POST", "/_fake/reset"):
+            fake.reset(config=bool(body.get("config")))
+            return json_response(200, {"ok": True, "config": fake.config})
+        if action == ("GET", "/_fake/config"):
+            return json_response(200, fake.config)
+        if action == ("POST", "/_fake/config"):
+            try:
+                return json_response(200, fake.configure(body))
+            except (ValueError, TypeError) as exc:
+                return json_response(400, {"error": str(exc)})
+        if action == ("GET", "/_fake/health"):
+            return json_response(200, {"ok": True})
+        return json_response(404, {"error": f"unknown admin endpoint {action}"})
+
+
+async def run(host: str, port: int, config: dict[str, Any], exit_with_parent: bool) -> None:
+    _raise_file_limit()
+    app = App(Fake(config))
+    server = await serve(app, host, port)
+    bound = server.sockets[0].getsockname()[1]
+    print(f"LISTENING {bound}", flush=True)
+    if exit_with_parent:
+        asyncio.get_running_loop().create_task(_watch_parent(os.getppid()))
+    async with server:
+        await server.serve_forever()
+
+
+def _raise_file_limit() -> None:
+    """Thousands of requests in flight need as many sockets; many systems start at 1024."""
+    try:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+async def _watch_parent(parent: int) -> None:
+    """Exit when the process that started us is gone, so a killed test run leaves no server."""
+    while os.getppid() == parent:
+        await asyncio.sleep(1.0)
+    os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--config", default="{}", help="JSON object; see core.DEFAULTS")
+    parser.add_argument("--exit-with-parent", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        config = json.loads(args.config)
+        if not isinstance(config, dict):
+            raise TypeError("must be a JSON object")
+        Fake(config)  # validate before announcing a port
+    except (ValueError, TypeError) as exc:
+        parser.error(f"--config: {exc}")
+    try:
+        asyncio.run(run(args.host, args.port, config, args.exit_with_parent))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Pure parts of the fake server: schema-valid answers, Gemini schemas, multipart bodies."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from .answers import malformed_text, schema_answer, violating_value
+from .gemini_routes import from_openapi_schema
+from .limits import Limiter
+from .wire import parse_multipart
+
+HARD = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+            "required": ["name", "kids"],
+        },
+        "colour": {"enum": ["red", "green", "blue", "cyan", "plum"]},
+    },
+    "type": "object",
+    "properties": {
+        "tree": {"$ref": "#/$defs/node"},
+        "maybe": {"anyOf": [{"type": "integer", "minimum": 3, "maximum": 4}, {"type": "null"}]},
+        "choice": {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer"}]},
+        "nullable": {"type": ["null", "number"], "exclusiveMinimum": -1.5, "exclusiveMaximum": -1},
+        "even": {"type": "integer", "minimum": 10, "maximum": 20, "multipleOf": 4},
+        "short": {"type": "string", "minLength": 2, "maxLength": 3},
+        "long": {"type": "string", "minLength": 40},
+        "when": {"type": "string", "format": "date-time"},
+        "email": {"type": "string", "format": "email"},
+        "id": {"type": "string", "format": "uuid"},
+        "colours": {
+            "type": "array",
+            "items": {"$ref": "#/$defs/colour"},
+            "minItems": 3,
+            "maxItems": 4,
+            "uniqueItems": True,
+        },
+        "many": {"type": "array", "items": {"type": "boolean"}, "minItems": 5, "maxItems": 6},
+        "pair": {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}, {"const": "x"}],
+            "minItems": 2,
+            "maxItems": 2,
+        },
+        "merged": {
+            "allOf": [
+                {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]},
+            ]
+        },
+        "fixed": {"const": 42},
+        "anything": {},
+    },
+    "required": ["tree", "maybe", "fixed"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("seed", [f"prompt {i}" for i in range(40)])
+def test_schema_answers_are_valid(seed):
+    value = schema_answer(HARD, seed)
+    jsonschema.Draft202012Validator(HARD, format_checker=jsonschema.FormatChecker()).validate(value)
+    assert set(value) == set(HARD["properties"])
+    assert schema_answer(HARD, seed) == value
+
+
+def test_answers_vary_with_the_prompt():
+    labels = {schema_answer(HARD, f"p{i}")["colours"][0] for i in range(30)}
+    assert len(labels) >= 3
+
+
+@pytest.mark.parametrize("seed", [f"s{i}" for i in range(20)])
+def test_malformed_answers_never_validate(seed):
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+    with pytest.raises((json.JSONDecodeError, jsonschema.ValidationError)):
+        jsonschema.validate(json.loads(malformed_text(schema, seed)), schema)
+    broken = violating_value(schema, schema_answer(schema, seed))
+    assert isinstance(broken, dict)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_gemini_openapi_schema_becomes_json_schema():
+    openapi = {
+        "type": "OBJECT",
+        "properties": {
+            "tags": {"type": "ARRAY", "items": {"type": "STRING"}, "minItems": "2"},
+            "score": {"type": "INTEGER", "nullable": True},
+        },
+        "required": ["tags"],
+        "property_ordering": ["tags", "score"],
+    }
+    schema = from_openapi_schema(openapi)
+    assert schema["properties"]["tags"] == {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": 2,
+    }
+    assert schema["properties"]["score"]["type"] == ["integer", "null"]
+    jsonschema.validate(schema_answer(schema, "x"), schema)
+
+
+def test_limiter_refills_over_time():
+    limiter = Limiter(rpm=120, tpm=None, burst_s=1.0)  # 2 per second, bucket of 2
+    key = ("openai", "m")
+    assert limiter.admit(key, 0, now=0.0).retry_after_s == 0
+    assert limiter.admit(key, 0, now=0.0).retry_after_s == 0
+    refused = limiter.admit(key, 0, now=0.0)
+    assert refused.refused_by == "requests" and refused.retry_after_s == pytest.approx(0.5)
+    assert limiter.admit(key, 0, now=0.5).retry_after_s == 0
+    assert limiter.admit(("openai", "other-model"), 0, now=0.5).retry_after_s == 0
+
+
+def test_parse_multipart():
+    body = (
+        b"--XyZ\r\n"
+        b'Content-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+        b"--XyZ\r\n"
+        b'Content-Disposition: form-data; name="file"; filename="in.jsonl"\r\n'
+        b"Content-Type: application/jsonl\r\n\r\n"
+        b'{"a": 1}\r\n{"a": 2}\r\n'
+        b"--XyZ--\r\n"
+    )
+    parts = parse_multipart(body, 'multipart/form-data; boundary="XyZ"')
+    assert parts["purpose"].data == b"batch"
+    assert parts["file"].filename == "in.jsonl"
+    assert parts["file"].content_type == "application/jsonl"
+    assert parts["file"].data == b'{"a": 1}\r\n{"a": 2}'
