@@ -82,6 +82,8 @@ def apply_plan(plan: CompiledPlan, store: Any, options: ApplyOptions) -> RunOutc
     if reason:
         raise StalePlanError(f"plan {header.plan_id} is stale: {reason}", hint="re-plan with `batchor plan SPEC`")
     limits = {**header.limits, **options.limits}
+    if header.mocked:  # rate limits describe the real provider; a rehearsal runs at full speed
+        limits.update(rpm=None, tpm=None)
     run = RunRecord(run_id=_new_run_id(), job_id=plan.job_id, plan_id=header.plan_id, name=header.name,
                     mocked=header.mocked, plan_path=str(plan.saved_path) if plan.saved_path else None)
     store.start_run(run)

@@ -173,7 +173,7 @@ def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, sk
 def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], fingerprint: str, source: Any,
             rows: int, overrides: Overrides, state_location: str | None) -> PlanHeader:
     spec = loaded.spec
-    out_path = loaded.resolve(spec.output.path)
+    out_path = Path(os.path.normpath(loaded.resolve(spec.output.path)))
     out_format = spec.output.format or _OUTPUT_FORMATS.get(out_path.suffix.lower())
     if out_format is None:
         raise SpecError(f"output.path: cannot tell the format of '{spec.output.path}'",

@@ -125,7 +125,7 @@ class InputReader:
         return columns
 
     def count(self) -> int:
-        (n,) = self._run("SELECT count(*) FROM source").fetchone()
+        (n,) = self._run("SELECT count(*) FROM source").fetchall()[0]
         return int(n)
 
     def key_expression(self) -> str:
@@ -147,7 +147,7 @@ class InputReader:
                                          "to key rows by content")
         if keys:
             (empty,) = self._run(f"SELECT count(*) FROM (SELECT {expr} AS k FROM source s) WHERE k = '' "
-                                 "OR k IS NULL").fetchone()
+                                 "OR k IS NULL").fetchall()[0]
             if empty:
                 raise DuplicateKeyError(f"input.key: {empty} row(s) have an empty key in {', '.join(keys)}",
                                         hint="fill the key column, or choose another key")
@@ -157,8 +157,11 @@ class InputReader:
         """Rows with their key first, streamed in order; duplicate content gets `~2`, `~3`..."""
         dup_hashes = self.check_keys()
         seen: dict[str, int] = {}
-        reader = self._run(f"SELECT {self.key_expression()} AS {ROW_KEY}, s.* FROM source s"
-                           ).fetch_record_batch(batch_size)
+        try:
+            reader = self.db.sql(f"SELECT {self.key_expression()} AS {ROW_KEY}, s.* FROM source s"
+                                 ).to_arrow_reader(batch_size)
+        except duckdb.Error as exc:
+            raise _input_error(exc, self.source) from None
         total = 0
         for batch in reader:
             total += batch.num_rows

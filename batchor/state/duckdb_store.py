@@ -86,7 +86,7 @@ class DuckDBStore:
 
     def _migrate(self, db: duckdb.DuckDBPyConnection) -> None:
         db.execute("CREATE TABLE IF NOT EXISTS batchor_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        row = db.execute("SELECT value FROM batchor_meta WHERE key = 'schema_version'").fetchone()
+        row = _first(db.execute("SELECT value FROM batchor_meta WHERE key = 'schema_version'").fetchall())
         current = int(row[0]) if row else 0
         if current > SCHEMA_VERSION:
             raise StateVersionError(
@@ -149,8 +149,8 @@ class DuckDBStore:
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.connection() as db:
             row = db.execute("SELECT 1 FROM job_requests WHERE job_id = ? AND step = ? LIMIT 1",
-                             [job_id, step]).fetchone()
-        return row is not None
+                             [job_id, step]).fetchall()
+        return bool(row)
 
     def start_run(self, run: RunRecord) -> None:
         with self.connection() as db:
@@ -169,7 +169,8 @@ class DuckDBStore:
         where, args = ("WHERE run_id = ? OR run_id LIKE ?", [run_id, f"{run_id}%"]) if run_id else ("", [])
         with self.connection() as db:
             row = db.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {where} "
-                             "ORDER BY started_at DESC LIMIT 1", args).fetchone()
+                             "ORDER BY started_at DESC LIMIT 1", args).fetchall()
+        row = _first(row)
         return RunRecord(**dict(zip(_RUN_COLUMNS, row))) if row else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
@@ -188,17 +189,17 @@ class DuckDBStore:
     def job_results(self, job_id: str, step: str) -> pa.Table:
         """Per row of a job's step: request key and its result (null when not answered yet)."""
         with self.connection() as db:
-            return db.execute(
+            return db.sql(
                 "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
                 "FROM job_requests j LEFT JOIN results r USING (request_key) "
-                "WHERE j.job_id = ? AND j.step = ?", [job_id, step]).fetch_arrow_table()
+                "WHERE j.job_id = ? AND j.step = ?", params=[job_id, step]).to_arrow_table()
 
     def results_for_keys(self, keys: pa.Array) -> pa.Table:
         probe = pa.table({"k": keys})
         with self.connection() as db:
             db.register("probe", probe)
-            table = db.execute("SELECT r.request_key, r.status, r.output FROM results r "
-                               "JOIN probe p ON r.request_key = p.k").fetch_arrow_table()
+            table = db.sql("SELECT r.request_key, r.status, r.output FROM results r "
+                           "JOIN probe p ON r.request_key = p.k").to_arrow_table()
             db.unregister("probe")
         return table
 
@@ -214,6 +215,11 @@ class DuckDBStore:
         """Read-only queries for operator commands."""
         with self.connection() as db:
             return db.execute(sql, args or []).fetchall()
+
+
+def _first(rows: list[tuple]) -> tuple | None:
+    """First row of a fully fetched result (DuckDB 2 refuses new work while a result is open)."""
+    return rows[0] if rows else None
 
 
 def _open_error(path: Path, text: str) -> StateError:

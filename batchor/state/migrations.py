@@ -24,6 +24,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             PRIMARY KEY (job_id, step, row_key))""",
         """CREATE TABLE IF NOT EXISTS attempts (
             request_key VARCHAR, run_id VARCHAR, attempt SMALLINT, outcome VARCHAR,
-            status_code SMALLINT, error VARCHAR, duration_ms INTEGER, raw BLOB, at TIMESTAMP)""",
+            status_code SMALLINT, error VARCHAR, duration_ms INTEGER, raw BLOB, created_at TIMESTAMP)""",
     ]),
 ]

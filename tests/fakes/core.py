@@ -41,8 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "malformed": 0.0,
     "timeout_hold_s": 30.0,  # a "timeout" holds the request this long, then drops it
     "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
-    "quota_exhausted": False,  # true, or a provider-specific variant name
-    "fail_matching": {},  # {substring of last user message: status | "timeout" | ...}
+    "quota_exhausted": False,  # true; Anthropic also "credit_balance" or "spend_limit"
+    # {substring of the last user message: status code | "timeout" | "malformed" | "quota"}
+    "fail_matching": {},
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
 FORCED_ACTIONS = ("timeout", "malformed", "quota")
@@ -146,6 +147,10 @@ class Provider:
 
 
 class Stats:
+    """Counters behind ``GET /_fake/stats``. ``by_prompt`` counts 200 answers (malformed ones
+    included) per ``prompt_key`` of the last user message: more than one means a duplicate
+    call, which resumable runs must avoid."""
+
     def __init__(self) -> None:
         self.requests = 0
         self.by_endpoint: Counter[str] = Counter()

@@ -302,6 +302,25 @@ def test_fail_matching_targets_rows(server, oai):
         ask(oai, "NOPE")
 
 
+def test_fail_matching_malformed_tool_input(server, claude):
+    server.configure(fail_matching={"GARBLE": "malformed"})
+    message = claude.messages.create(
+        model="claude-test", max_tokens=500, messages=[{"role": "user", "content": "GARBLE"}],
+        tools=[{"name": "record", "input_schema": SCHEMA}],
+        tool_choice={"type": "tool", "name": "record"},
+    )  # fmt: skip
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(message.content[0].input, SCHEMA)
+
+
+def test_unrelated_config_change_keeps_rate_buckets(server, oai):
+    server.configure(rpm=60, burst_s=1)
+    ask(oai, "a")
+    server.configure(latency_ms=1)
+    with pytest.raises(openai.RateLimitError):
+        ask(oai, "b")
+
+
 def test_stats_count_duplicates_and_reset(server, oai):
     for text in ["same", "same", "same", "other"]:
         ask(oai, text)

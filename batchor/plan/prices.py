@@ -1,0 +1,306 @@
+"""Plan stage: a dated, offline price per model, so every plan states its cost before it runs.
+
+Prices come from genai-prices' bundled snapshot (never its network updater), resolved for the
+day the plan is made: dated price changes, batch and cached-input rates where it knows them.
+A plan pins the resolved `ModelPrice` as JSON, so applying it later costs what it said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["BATCH_DISCOUNT", "ModelPrice", "list_prices", "lookup_price", "price_table_info"]
+
+BATCH_DISCOUNT = 0.5
+"""Batch APIs of OpenAI, Anthropic and Gemini bill 50 % of realtime; assumed where unknown."""
+
+_BATCH_PROVIDERS = frozenset({"openai", "anthropic", "gemini"})
+_LOCAL_PROVIDERS = frozenset({"vllm", "ollama", "llamacpp"})  # self-hosted: no per-token bill
+_GENAI_IDS = {"gemini": "google", "xai": "x-ai"}  # ours -> genai-prices; others are the same
+_LISTED = ("openai", "anthropic", "gemini", "openrouter", "xai", "together", "groq")
+_BATCH_CONTEXT = {"processing": "batch"}
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """USD per million tokens for one model, as of one day; `None` means not offered/unknown."""
+
+    provider: str
+    model: str
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+    batch_input_per_mtok: float | None = None
+    batch_output_per_mtok: float | None = None
+    source: str = "spec"
+    as_of: str = ""
+    notes: tuple[str, ...] = ()
+    batch_cached_input_per_mtok: float | None = None
+
+    def cost(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        batch: bool = False,
+        cached_input_tokens: int = 0,
+    ) -> float:
+        """USD for one usage; `cached_input_tokens` is the part of `input_tokens` read from cache."""
+        rate_in, rate_out, rate_cached = self._rates(batch)
+        fresh = max(input_tokens - cached_input_tokens, 0)
+        total = fresh * rate_in + cached_input_tokens * rate_cached + output_tokens * rate_out
+        return total / 1_000_000
+
+    def _rates(self, batch: bool) -> tuple[float, float, float]:
+        cached = self.cached_input_per_mtok
+        if not batch:
+            return self.input_per_mtok, self.output_per_mtok, _or(cached, self.input_per_mtok)
+        rate_in = _or(self.batch_input_per_mtok, self.input_per_mtok)
+        rate_out = _or(self.batch_output_per_mtok, self.output_per_mtok)
+        # Without a batch cache rate, a cache read never costs more than a batch input token.
+        rate_cached = _or(self.batch_cached_input_per_mtok, min(_or(cached, rate_in), rate_in))
+        return rate_in, rate_out, rate_cached
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelPrice:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["notes"] = tuple(values.get("notes", ()))
+        return cls(**values)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def lookup_price(
+    provider: str,
+    model: str,
+    *,
+    override: dict[str, Any] | None = None,
+    at: datetime | None = None,
+) -> ModelPrice | None:
+    """The price of `model` on `provider` on the day of `at` (default today, UTC); None if unknown.
+
+    A spec `override` wins over the table. `mock` and self-hosted servers cost nothing; a bare
+    `openai-compatible` endpoint could be anything, so it needs an override.
+    """
+    day = _day(at)
+    if override:
+        return _with_batch_default(_override_price(provider, model, override, day))
+    if provider == "mock" or provider in _LOCAL_PROVIDERS:
+        note = "mock provider" if provider == "mock" else "self-hosted server: no per-token charge"
+        source = "mock" if provider == "mock" else "local"
+        return ModelPrice(
+            provider, model, 0.0, 0.0, 0.0, 0.0, 0.0, source, day.isoformat(), (note,)
+        )
+    if provider == "openai-compatible":
+        return None
+    return _table_price(provider, model, day)
+
+
+def _override_price(provider: str, model: str, override: dict[str, Any], day: date) -> ModelPrice:
+    known = (
+        "input_per_mtok",
+        "output_per_mtok",
+        "cached_input_per_mtok",
+        "batch_input_per_mtok",
+        "batch_output_per_mtok",
+    )
+    values = {k: float(v) for k, v in override.items() if k in known and v is not None}
+    return ModelPrice(provider, model, source="spec", as_of=day.isoformat(), **values)
+
+
+@lru_cache(maxsize=1024)
+def _table_price(provider: str, model: str, day: date) -> ModelPrice | None:
+    from genai_prices import data_snapshot
+
+    ref = model.removeprefix("models/") if provider == "gemini" else model
+    try:
+        _, info = data_snapshot.get_snapshot().find_provider_model(
+            ref, None, _GENAI_IDS.get(provider, provider), None
+        )
+    except LookupError:
+        return None
+    return _catalog_price(provider, model, info, day)
+
+
+def _catalog_price(provider: str, model: str, info: Any, day: date) -> ModelPrice | None:
+    """Resolve a genai-prices ModelInfo for `day`; None when it has no per-token prices."""
+    realtime = _resolve(info, day, None)
+    if realtime["input_mtok"] is None or realtime["output_mtok"] is None:
+        return None
+    batch = _resolve(info, day, _BATCH_CONTEXT) if _has_batch(info, day) else {}
+    price = ModelPrice(
+        provider,
+        model,
+        realtime["input_mtok"],
+        realtime["output_mtok"],
+        realtime["cache_read_mtok"],
+        batch.get("input_mtok"),
+        batch.get("output_mtok"),
+        source=f"genai-prices {_version()}",
+        as_of=day.isoformat(),
+        notes=tuple(_notes(model, info, day)),
+        batch_cached_input_per_mtok=batch.get("cache_read_mtok"),
+    )
+    return _with_batch_default(price)
+
+
+def _with_batch_default(price: ModelPrice) -> ModelPrice:
+    """Fill unknown batch rates with the published 50 % discount, and say so."""
+    if price.provider not in _BATCH_PROVIDERS or price.batch_input_per_mtok is not None:
+        return price
+    note = f"batch price assumed {BATCH_DISCOUNT:.0%} of realtime (not in the price table)"
+    return replace(
+        price,
+        batch_input_per_mtok=price.input_per_mtok * BATCH_DISCOUNT,
+        batch_output_per_mtok=price.output_per_mtok * BATCH_DISCOUNT,
+        notes=(*price.notes, note),
+    )
+
+
+_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok")
+
+
+def _resolve(info: Any, day: date, context: dict[str, str] | None) -> dict[str, float | None]:
+    """Rates on `day`; where a price varies by time of day, the day's highest rate (a bound)."""
+    moments = _day_grid(day) if _time_of_day(info) else [_noon(day)]
+    best: dict[str, float | None] = dict.fromkeys(_KEYS)
+    for moment in moments:
+        prices = info.get_prices(moment, context)
+        for key in _KEYS:
+            value = _base(getattr(prices, key, None))
+            if value is not None and (best[key] is None or value > best[key]):
+                best[key] = value
+    return best
+
+
+def _base(value: Any) -> float | None:
+    """Decimal -> float; tiered prices -> their base rate (tiers are described in the notes)."""
+    if value is None:
+        return None
+    return float(getattr(value, "base", value))
+
+
+def _has_batch(info: Any, day: date) -> bool:
+    return any(
+        v.when == _BATCH_CONTEXT and (v.constraint is None or v.constraint.active(_noon(day)))
+        for v in info.price_variants or ()
+    )
+
+
+def _time_of_day(info: Any) -> bool:
+    conditional = info.prices if isinstance(info.prices, list) else []
+    return any(hasattr(c.constraint, "start_time") for c in conditional)
+
+
+def _notes(model: str, info: Any, day: date) -> list[str]:
+    ref = model.lower().removeprefix("models/")
+    notes = [] if info.id.lower() == ref else [f"matched price-table model '{info.id}'"]
+    if info.deprecated:
+        notes.append("model is marked deprecated")
+    if _time_of_day(info):
+        notes.append("price varies by time of day (UTC); the day's highest rates are used")
+    notes.extend(_tier_notes(info.get_prices(_noon(day))))
+    notes.extend(_scheduled_notes(info, day))
+    return notes
+
+
+def _tier_notes(prices: Any) -> list[str]:
+    notes = []
+    for key, label in (("input_mtok", "input"), ("output_mtok", "output")):
+        for tier in getattr(getattr(prices, key, None), "tiers", None) or ():
+            notes.append(
+                f"{label} is ${float(tier.price):g}/MTok for requests above {tier.start:,} input "
+                "tokens (base rate used here)"
+            )
+    return notes
+
+
+def _scheduled_notes(info: Any, day: date) -> list[str]:
+    conditional = info.prices if isinstance(info.prices, list) else []
+    notes = []
+    for c in conditional:
+        start = getattr(c.constraint, "start_date", None)
+        if start is not None and start > day:
+            rates = f"input ${_base(c.prices.input_mtok)}, output ${_base(c.prices.output_mtok)}"
+            notes.append(f"price changes on {start.isoformat()} to {rates} per MTok")
+    return notes
+
+
+def _day(at: datetime | None) -> date:
+    if at is None:
+        return datetime.now(UTC).date()
+    return (at.astimezone(UTC) if at.tzinfo else at).date()
+
+
+def _noon(day: date) -> datetime:
+    return datetime.combine(day, time(12), UTC)
+
+
+def _day_grid(day: date) -> list[datetime]:
+    start = datetime.combine(day, time(0), UTC)
+    return [start + timedelta(minutes=15 * i) for i in range(96)]
+
+
+def _version() -> str:
+    from genai_prices import __version__
+
+    return __version__
+
+
+def list_prices(provider: str | None = None, query: str | None = None) -> list[ModelPrice]:
+    """Table prices for today, for one provider (default: the providers batchor ships)."""
+    from genai_prices import data_snapshot
+
+    day, needle = _day(None), (query or "").lower()
+    by_id = {p.id: p for p in data_snapshot.get_snapshot().providers}
+    out: list[ModelPrice] = []
+    for ours in (provider,) if provider else _LISTED:
+        table = by_id.get(_GENAI_IDS.get(ours, ours))
+        for info in table.models if table else ():
+            if needle in info.id.lower() or needle in (info.name or "").lower():
+                price = _catalog_price(ours, info.id, info, day)
+                out.extend([price] if price else [])
+    return sorted(out, key=lambda p: (p.provider, p.model))
+
+
+def price_table_info() -> dict[str, Any]:
+    """What the price table is and how fresh, for `batchor prices`."""
+    from genai_prices import data_snapshot
+
+    snapshot = data_snapshot.get_snapshot()
+    today = _day(None)
+    starts = sorted(
+        c.constraint.start_date
+        for p in snapshot.providers
+        for m in p.models
+        if isinstance(m.prices, list)
+        for c in m.prices
+        if hasattr(c.constraint, "start_date")
+    )
+    return {
+        "source": "genai-prices",
+        "version": _version(),
+        "offline": not snapshot.from_auto_update,
+        "providers": len(snapshot.providers),
+        "models": sum(len(p.models) for p in snapshot.providers),
+        "latest_dated_change": _iso(max((d for d in starts if d <= today), default=None)),
+        "next_scheduled_change": _iso(min((d for d in starts if d > today), default=None)),
+        "provider_ids": {p: _GENAI_IDS.get(p, p) for p in _LISTED},
+        "batch_default": f"{BATCH_DISCOUNT:.0%} of realtime for {', '.join(sorted(_BATCH_PROVIDERS))}"
+        " when the table has no batch price",
+    }
+
+
+def _iso(day: date | None) -> str | None:
+    return day.isoformat() if day else None

