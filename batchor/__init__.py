@@ -1,3 +1,46 @@
-"""batchor: run LLM prompts over every row of a dataset, declaratively."""
+"""batchor: run LLM prompts over every row of a dataset, declaratively.
+
+    import batchor
+    plan = batchor.plan("specs/reviews.yaml")          # priced, saved, replayable
+    result = batchor.apply(plan, max_cost=5)            # durable, resumable
+    result.data                                         # the rows with their answers
+"""
 
 __version__ = "0.1.0"
+
+from batchor.api import Plan, ValidationReport, apply, plan, validate  # noqa: E402
+from batchor.engine.events import Event  # noqa: E402
+from batchor.errors import (  # noqa: E402
+    BatchorError,
+    CostLimitError,
+    InputError,
+    NoApiKeyError,
+    NoPriceError,
+    PlanFileError,
+    SpecError,
+    StalePlanError,
+    StateLockedError,
+    TemplateUndefinedError,
+)
+from batchor.result import Result  # noqa: E402
+
+__all__ = [
+    "BatchorError",
+    "CostLimitError",
+    "Event",
+    "InputError",
+    "NoApiKeyError",
+    "NoPriceError",
+    "Plan",
+    "PlanFileError",
+    "Result",
+    "SpecError",
+    "StalePlanError",
+    "StateLockedError",
+    "TemplateUndefinedError",
+    "ValidationReport",
+    "__version__",
+    "apply",
+    "plan",
+    "validate",
+]

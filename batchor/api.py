@@ -1,6 +1,8 @@
 """The Python API, and what the CLI calls: validate, plan, apply.
 
 Everything a user can do goes through here, so the CLI stays a thin layer of parsing and printing.
+`spec` is a path, a YAML string or a dict; `data` (a pandas/polars DataFrame, an Arrow table or a
+path) replaces the spec's input.
 """
 
 from __future__ import annotations
@@ -11,15 +13,19 @@ from typing import Any, Callable
 
 from batchor.engine.events import Event
 from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget
+from batchor.frames import frame_kind, materialize
+from batchor.outputs.export import output_columns
 from batchor.plan.compile import compile_plan
-from batchor.plan.store import CompiledPlan, load_plan
 from batchor.plan.steps import Overrides, resolve_steps
-from batchor.spec.inputs import InputReader, resolve_input
+from batchor.plan.store import CompiledPlan, load_plan
+from batchor.result import Result
+from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec, load_spec
 from batchor.spec.templates import check_columns
 from batchor.state import apply_lock, open_state, state_location
 
 SpecLike = str | Path | dict[str, Any]
+Plan = CompiledPlan
 
 
 @dataclass
@@ -36,10 +42,7 @@ def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) ->
     """Check a spec without network or keys: spec, templates, columns, schemas, prices."""
     loaded = load_spec(spec)
     steps, templates = resolve_steps(loaded, Overrides(model=model, mock=mock))
-    s = loaded.spec
-    source = resolve_input(s.input.path, loaded.base_dir, s.input.format, s.input.sql, s.input.limit,
-                           s.input.key_columns())
-    reader = InputReader(source)
+    reader = InputReader(input_source(loaded))
     try:
         for compiled in templates.values():
             check_columns(compiled, reader.columns)
@@ -57,26 +60,46 @@ def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) ->
     return report
 
 
-def plan(spec: SpecLike, *, state: str | None = None, model: str | None = None, mock: bool = False,
-         mode: str | None = None, refresh: frozenset[str] | set[str] = frozenset(), no_cache: bool = False,
-         save: bool | Path = True) -> CompiledPlan:
+def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: str | None = None,
+         mock: bool = False, mode: str | None = None, refresh: frozenset[str] | set[str] = frozenset(),
+         no_cache: bool = False, limit: int | None = None, sample: int | None = None, seed: int | None = None,
+         save: bool | str | Path = True) -> CompiledPlan:
     """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`."""
     loaded = load_spec(spec)
     location = state_location(state, loaded.spec.state)
+    loaded = _with_input(loaded, data, location, limit=limit, sample=sample, seed=seed)
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     store = open_state(location)
     compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
                             refresh=refresh, state_location=location)
     if save:
-        target = save if isinstance(save, Path) else plans_dir(location) / f"{compiled.plan_id}.plan"
+        target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
         compiled.save(target)
     return compiled
 
 
+def _with_input(loaded: LoadedSpec, data: Any, location: str, **changes: Any) -> LoadedSpec:
+    """Replace the spec's input by `data` and apply --limit/--sample overrides."""
+    updates = {k: v for k, v in changes.items() if v is not None}
+    if data is not None:
+        if frame_kind(data) == "path":
+            path = Path(data).resolve()
+        else:
+            path = materialize(data, _state_dir(location) / "inputs")
+        updates.update(path=str(path), format=None if frame_kind(data) == "path" else "parquet")
+    if not updates:
+        return loaded
+    new_input = loaded.spec.input.model_copy(update=updates)
+    return LoadedSpec(spec=loaded.spec.model_copy(update={"input": new_input}), base_dir=loaded.base_dir,
+                      source=loaded.source, text=loaded.text, schemas=loaded.schemas)
+
+
+def _state_dir(location: str) -> Path:
+    return Path(".batchor") if "://" in location else Path(location).parent
+
+
 def plans_dir(location: str) -> Path:
-    if "://" in location:
-        return Path(".batchor") / "plans"
-    return Path(location).parent / "plans"
+    return _state_dir(location) / "plans"
 
 
 def is_plan_file(path: str | Path) -> bool:
@@ -90,15 +113,29 @@ def is_plan_file(path: str | Path) -> bool:
         return False
 
 
-def apply(spec_or_plan: SpecLike | CompiledPlan, *, max_cost: float | None = None, state: str | None = None,
-          model: str | None = None, mock: bool = False, mode: str | None = None,
-          refresh: frozenset[str] | set[str] = frozenset(), output: str | Path | None = None,
-          on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
-          limits: dict[str, Any] | None = None) -> RunOutcome:
-    """Plan (unless given a plan or plan file) and execute it; returns the run's outcome."""
-    compiled = load_or_plan(spec_or_plan, state=state, model=model, mock=mock, mode=mode, refresh=refresh)
-    return apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
-                          on_event=on_event, handle_signals=handle_signals, limits=limits)
+def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: float | None = None,
+          state: str | None = None, model: str | None = None, mock: bool = False, mode: str | None = None,
+          refresh: frozenset[str] | set[str] = frozenset(), limit: int | None = None, sample: int | None = None,
+          output: str | Path | None = None, on_event: Callable[[Event], None] | None = None,
+          handle_signals: bool = True, limits: dict[str, Any] | None = None) -> Result:
+    """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
+    check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume."""
+    compiled = load_or_plan(spec_or_plan, data=data, state=state, model=model, mock=mock, mode=mode,
+                            refresh=refresh, limit=limit, sample=sample)
+    outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
+                             on_event=on_event, handle_signals=handle_signals, limits=limits)
+    kind = frame_kind(data) if data is not None else "path"
+    return to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
+
+
+def to_result(outcome: RunOutcome, compiled: CompiledPlan, kind: str = "path", original: Any = None) -> Result:
+    p = outcome.progress
+    return Result(run_id=outcome.run_id, status=outcome.status, succeeded=p["succeeded"], failed=p["failed"],
+                  cached=outcome.cached, skipped=outcome.skipped, input_tokens=p["input_tokens"],
+                  output_tokens=p["output_tokens"], cost_usd=outcome.cost_usd, duration_s=outcome.duration_s,
+                  output_path=outcome.output_path, stop_reason=outcome.stop_reason,
+                  answer_columns=output_columns(compiled.header.steps) + ["_row_key", "_status", "_error"],
+                  _kind=kind, _original=original)
 
 
 def load_or_plan(spec_or_plan: SpecLike | CompiledPlan, **plan_args: Any) -> CompiledPlan:
@@ -112,16 +149,16 @@ def load_or_plan(spec_or_plan: SpecLike | CompiledPlan, **plan_args: Any) -> Com
 def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, state: str | None = None,
                    refresh: frozenset[str] | set[str] = frozenset(), output: str | Path | None = None,
                    on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
-                   limits: dict[str, Any] | None = None) -> RunOutcome:
+                   limits: dict[str, Any] | None = None, wait: bool = True) -> RunOutcome:
     check_budget(compiled, max_cost)
     location = state_location(state, compiled.header.state_location)
     with apply_lock(location):
         store = open_state(location)
         options = ApplyOptions(max_cost=max_cost, refresh=frozenset(refresh), emit=on_event or (lambda e: None),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,
-                               limits=limits or {})
+                               limits=limits or {}, wait=wait)
         return apply_plan(compiled, store, options)
 
 
-__all__ = ["ValidationReport", "apply", "apply_compiled", "is_plan_file", "load_or_plan", "plan", "validate",
-           "LoadedSpec", "load_spec"]
+__all__ = ["Plan", "Result", "ValidationReport", "apply", "apply_compiled", "is_plan_file", "load_or_plan",
+           "plan", "validate"]

@@ -1,25 +1,102 @@
-"""Operator views over the state: run status and history (read-only, safe during an apply)."""
+"""Operator views and chores over the state: status, history, export, prune, prices.
+
+All of them open the state with short connections, so they work while an apply is running.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import zlib
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from batchor.errors import RunNotFoundError
+from batchor.errors import PlanFileError, RunNotFoundError
 from batchor.state import open_state, state_location
+from batchor.state.base import RunRecord
 
 
-def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
-    store = open_state(state_location(state))
+def _run(store: Any, run_id: str | None) -> RunRecord:
     run = store.get_run(run_id)
     if run is None:
         raise RunNotFoundError(f"no run {run_id!r} in state {store.location}" if run_id else
                                f"no runs yet in state {store.location}", hint="see `batchor runs`")
+    return run
+
+
+def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
+    store = open_state(state_location(state))
+    run = _run(store, run_id)
     data = {k: v for k, v in asdict(run).items() if k != "extra"}
     data["failures_by_reason"] = store.failures_by_reason(run.job_id)
+    batches = getattr(store, "list_batches", None)
+    if batches is not None:
+        data["batches"] = batches(run.job_id)
     return data
 
 
 def list_runs(state: str | None, limit: int = 20) -> list[dict[str, Any]]:
     store = open_state(state_location(state))
     return [{k: v for k, v in asdict(r).items() if k != "extra"} for r in store.list_runs(limit)]
+
+
+def export_results(run_id: str | None, state: str | None, output: Path, fmt: str | None = None) -> dict[str, Any]:
+    """Write a run's results (finished or not: unanswered rows show `_status` pending)."""
+    from batchor.outputs.export import write_output
+    from batchor.plan.store import load_plan
+
+    store = open_state(state_location(state))
+    run = _run(store, run_id)
+    if not run.plan_path or not Path(run.plan_path).exists():
+        raise PlanFileError(f"the plan of run {run.run_id} is not available ({run.plan_path})",
+                            hint="export needs the saved plan file the run was applied from")
+    plan = load_plan(Path(run.plan_path))
+    fmt = fmt or {".parquet": "parquet", ".jsonl": "jsonl", ".tsv": "tsv", ".duckdb": "duckdb"}.get(output.suffix, "csv")
+    path = write_output(plan, store, output, fmt)
+    return {"run_id": run.run_id, "output": str(path), "format": fmt}
+
+
+def export_attempts(run_id: str | None, state: str | None, output: Path) -> dict[str, Any]:
+    """Every attempt of a run as JSONL, raw provider responses decompressed (the audit trail)."""
+    store = open_state(state_location(state))
+    run = _run(store, run_id)
+    rows = store.execute("SELECT request_key, attempt, outcome, status_code, error, duration_ms, raw, created_at "
+                         "FROM attempts WHERE run_id = ? ORDER BY created_at", [run.run_id])
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("w", encoding="utf-8") as handle:
+        for key, attempt, outcome, status, error, ms, raw, at in rows:
+            body = json.loads(zlib.decompress(raw)) if raw else None
+            handle.write(json.dumps({"request_key": key, "attempt": attempt, "outcome": outcome, "status": status,
+                                     "error": error, "duration_ms": ms, "at": str(at), "raw": body},
+                                    ensure_ascii=False) + "\n")
+    return {"run_id": run.run_id, "output": str(output), "attempts": len(rows)}
+
+
+def prune(state: str | None, *, older_than_days: float | None, finished: bool, answers: bool) -> dict[str, int]:
+    """Drop raw payloads (and, only when asked, answers) to shrink the state."""
+    store = open_state(state_location(state))
+    conditions, args = [], []
+    if older_than_days is not None:
+        cutoff = dt.datetime.now() - dt.timedelta(days=older_than_days)
+        conditions.append("created_at < ?")
+        args.append(cutoff)
+    if finished:
+        conditions.append("run_id IN (SELECT run_id FROM runs WHERE finished_at IS NOT NULL)")
+    where = " AND ".join(conditions) or "TRUE"
+    (raw,) = store.execute(f"SELECT count(*) FROM attempts WHERE raw IS NOT NULL AND {where}", args)[0]
+    store.execute(f"UPDATE attempts SET raw = NULL WHERE raw IS NOT NULL AND {where}", args)
+    dropped = 0
+    if answers:
+        result_where = where.replace("created_at", "finished_at")
+        (dropped,) = store.execute(f"SELECT count(*) FROM results WHERE {result_where}", args)[0]
+        store.execute(f"DELETE FROM results WHERE {result_where}", args)
+    store.execute("CHECKPOINT")
+    return {"raw_payloads_dropped": int(raw), "answers_dropped": int(dropped)}
+
+
+def prices(query: str | None, provider: str | None) -> dict[str, Any]:
+    from batchor.plan.prices import list_prices, price_table_info
+
+    found = list_prices(provider=provider, query=query) if (query or provider) else []
+    return {"table": price_table_info(), "models": [p.to_dict() for p in found]}

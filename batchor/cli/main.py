@@ -57,12 +57,14 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
          refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
          no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers"),
          out: Optional[Path] = typer.Option(None, "--out", help="Where to save the plan file"),
+         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows"),
+         sample: Optional[int] = typer.Option(None, "--sample", help="N random rows (seeded: same rows each time)"),
          max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Show the plan against this budget"),
          detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode",
                                                 help="Exit 0 when nothing would run, 2 when work is pending")) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
     compiled = api.plan(spec, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh),
-                        no_cache=no_cache, save=out or True)
+                        no_cache=no_cache, save=out or True, limit=limit, sample=sample)
     fmt = "json" if as_json else fmt
     if fmt == "json":
         _out(render.plan_dict(compiled))
@@ -81,10 +83,13 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
           state: Optional[str] = StateOpt, as_json: bool = JsonOpt, model: Optional[str] = ModelOpt,
           mock: bool = MockOpt, mode: Optional[str] = typer.Option(None, "--mode", help="realtime | batch | auto"),
           refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
-          output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead")) -> None:
+          output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
+          limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows"),
+          sample: Optional[int] = typer.Option(None, "--sample", help="N random rows (seeded)")) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
     from_file = api.is_plan_file(target)
-    compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh))
+    compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh),
+                                limit=limit, sample=sample)
     if not as_json:
         typer.echo(render.plan_text(compiled, max_cost), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
@@ -153,6 +158,50 @@ def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
     for r in rows:
         typer.echo(f"{r['run_id']}  {r['name']:20} {r['status']:12} {r['succeeded']:>8} ok {r['failed']:>6} failed "
                    f"{render.money(r['cost_usd'] or 0.0):>10}  {r['started_at']}")
+
+
+@app.command()
+def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
+           output: Path = typer.Option(..., "--output", "-o", help="File to write (.csv .parquet .jsonl .duckdb)"),
+           state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
+           attempts: bool = typer.Option(False, "--attempts", help="Export every attempt with raw payloads (JSONL)")) -> None:
+    """Write a run's results (also while it runs: unanswered rows are `pending`)."""
+    from batchor import ops
+
+    data = ops.export_attempts(run, state, output) if attempts else ops.export_results(run, state, output)
+    _out(data) if as_json else typer.echo(f"wrote {data['output']}")
+
+
+app.command("results", help="Same as `export`.")(export)
+
+
+@app.command()
+def prune(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
+          older_than: Optional[float] = typer.Option(None, "--older-than", help="Only attempts older than DAYS"),
+          finished: bool = typer.Option(False, "--finished", help="Only attempts of finished runs"),
+          answers: bool = typer.Option(False, "--answers", help="Also delete cached answers (they will be paid again)")) -> None:
+    """Drop raw request/response payloads to shrink the state; answers stay unless --answers."""
+    from batchor import ops
+
+    data = ops.prune(state, older_than_days=older_than, finished=finished, answers=answers)
+    _out(data) if as_json else typer.echo(", ".join(f"{k}: {v}" for k, v in data.items()))
+
+
+@app.command()
+def prices(query: Optional[str] = typer.Argument(None, help="Model name or part of it"),
+           provider: Optional[str] = typer.Option(None, "--provider"), as_json: bool = JsonOpt) -> None:
+    """Show the price table in use (version, date) and look up models."""
+    from batchor import ops
+
+    data = ops.prices(query, provider)
+    if as_json:
+        _out(data)
+        return
+    typer.echo("  ".join(f"{k}: {v}" for k, v in data["table"].items() if not isinstance(v, (list, dict))))
+    for p in data["models"]:
+        batch = f"  batch {p['batch_input_per_mtok']}/{p['batch_output_per_mtok']}" if p.get("batch_input_per_mtok") else ""
+        typer.echo(f"{p['provider']:10} {p['model']:40} in {p['input_per_mtok']:>8} out {p['output_per_mtok']:>8}"
+                   f" $/Mtok{batch}  (as of {p['as_of']})")
 
 
 @app.command("spec-schema")

@@ -1,4 +1,4 @@
-"""Human and machine renderings of plans, runs and events (the engine itself never prints)."""
+"""Live rendering of engine events: NDJSON (--json) or a rich progress bar on a TTY."""
 
 from __future__ import annotations
 
@@ -7,63 +7,9 @@ import sys
 from typing import Any, TextIO
 
 from batchor.engine.events import Event
-from batchor.plan.store import CompiledPlan
+from batchor.plan.summary import money, plan_dict, plan_markdown, plan_text
 
-
-def money(value: float) -> str:
-    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
-
-
-def plan_dict(plan: CompiledPlan) -> dict[str, Any]:
-    h = plan.header
-    return {
-        "plan_id": h.plan_id, "plan_file": str(plan.saved_path) if plan.saved_path else None, "name": h.name,
-        "rows": h.totals.rows, "totals": h.totals.model_dump(), "input": {"files": h.input.files,
-                                                                          "fingerprint": h.input.fingerprint},
-        "output": h.output.model_dump(),
-        "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "depends_on": s.depends_on,
-                   "price": s.price, "token_count_exact": s.token_count_exact, "schema_notes": s.schema_notes,
-                   **s.counts.model_dump()} for s in h.steps],
-    }
-
-
-def plan_text(plan: CompiledPlan, max_cost: float | None = None) -> str:
-    """The five-second summary: rows, work, cache, tokens, cost, budget."""
-    h, t = plan.header, plan.header.totals
-    lines = [f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
-             f"  rows        {t.rows:,}",
-             f"  requests    {t.to_run:,} to run, {t.cached:,} cached, {t.skipped:,} skipped"]
-    approx = "~" if t.estimates else ""
-    lines.append(f"  tokens      {approx}{t.input_tokens:,} in, ~{t.output_tokens_expected:,} out expected "
-                 f"(<= {t.output_tokens_upper:,})")
-    lines.append(f"  cost        {money(t.cost_expected)} expected, {money(t.cost_upper)} at most")
-    if max_cost is not None:
-        verdict = "within" if t.cost_upper <= max_cost else "ABOVE"
-        lines.append(f"  budget      {money(max_cost)} ({verdict} budget)")
-    if t.unpriced_models:
-        lines.append(f"  no price    {', '.join(t.unpriced_models)} (add `price:` to the model block)")
-    for s in h.steps:
-        c = s.counts
-        est = " (projected)" if c.estimated and s.depends_on else ""
-        lines.append(f"  step {s.name}: {s.provider}:{s.model} [{s.mode}] {c.to_run:,} to run, {c.cached:,} cached, "
-                     f"{c.skipped:,} skipped, {money(c.cost_expected)} (<= {money(c.cost_upper)}){est}")
-        lines += [f"    note: {n}" for n in s.schema_notes]
-    if plan.saved_path:
-        lines.append(f"  saved       {plan.saved_path}")
-    return "\n".join(lines)
-
-
-def plan_markdown(plan: CompiledPlan) -> str:
-    h, t = plan.header, plan.header.totals
-    rows = ["| step | model | to run | cached | skipped | cost (expected) | cost (at most) |",
-            "|---|---|---:|---:|---:|---:|---:|"]
-    for s in h.steps:
-        c = s.counts
-        rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {c.cached:,} | {c.skipped:,} | "
-                    f"{money(c.cost_expected)} | {money(c.cost_upper)} |")
-    head = (f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
-            f"{t.cached:,} cached. Expected cost **{money(t.cost_expected)}** (at most {money(t.cost_upper)}).\n")
-    return head + "\n" + "\n".join(rows) + "\n"
+__all__ = ["EventPrinter", "money", "plan_dict", "plan_markdown", "plan_text"]
 
 
 class EventPrinter:

@@ -43,6 +43,7 @@ class ApplyOptions:
     handle_signals: bool = True
     seed: int | None = None
     limits: dict[str, Any] = field(default_factory=dict)  # overrides of the plan's limits
+    wait: bool = True  # False: submit batch work and return (apply --no-wait)
 
 
 @dataclass
@@ -90,8 +91,38 @@ def apply_plan(plan: CompiledPlan, store: Any, options: ApplyOptions) -> RunOutc
     options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
     started = time.monotonic()
     progress = Progress()
-    stop = _Runner(plan, store, options, run, progress, limits).run()
+    runner = _Runner(plan, store, options, run, progress, limits)
+    stop = _off_running_loop(runner.run, runner.stop)
     return _finish(plan, store, options, run, progress, stop, started)
+
+
+def _off_running_loop(fn: Any, stop: StopSignal) -> StopSignal:
+    """Run `fn` here, or on a worker thread when this thread already runs an event loop (Jupyter).
+
+    There, KeyboardInterrupt reaches this thread: it stops the run gracefully instead of killing it.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="batchor-apply", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        try:
+            thread.join(0.2)
+        except KeyboardInterrupt:
+            stop.stop("interrupted", "stopped by KeyboardInterrupt")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 class _Runner:
@@ -104,19 +135,35 @@ class _Runner:
         self.budget = Budget(options.max_cost)
         self.stop = StopSignal()
         self.runtimes: dict[str, StepRuntime] = {}
+        self._user_emit = options.emit
+        self._last_saved = time.monotonic()
+        self.options = _with_emit(options, self._emit)
+
+    def _emit(self, event: Event) -> None:
+        """Pass events on; every few seconds also store the run's progress so `status` sees it."""
+        self._user_emit(event)
+        if event.type == "progress" and time.monotonic() - self._last_saved >= 2.0:
+            self._last_saved = time.monotonic()
+            p, r = self.progress, self.run_record
+            r.requests, r.succeeded, r.failed, r.cached = p.total, p.succeeded, p.failed, p.cached
+            r.skipped, r.cost_usd, r.input_tokens, r.output_tokens = p.skipped, p.cost_usd, p.input_tokens, p.output_tokens
+            self.store.finish_run(r, final=False)
 
     def run(self) -> StopSignal:
         self._create_providers()
-        try:
-            for wave in self.plan.header.waves():
-                works = [self._scan(step) for step in wave]
-                items = _chain_items(works)
-                if any(w.pending for w in works):
-                    asyncio.run(self._execute(items))
-                if self.stop.stopped:
-                    break
-        finally:
-            asyncio.run(self._close_providers())
+        # One event loop for every wave and the final close: SDK clients keep connections bound
+        # to the loop that opened them, so closing them on a fresh loop fails.
+        with asyncio.Runner() as runner:
+            try:
+                for wave in self.plan.header.waves():
+                    works = [self._scan(step) for step in wave]
+                    items = _chain_items(works)
+                    if any(w.pending for w in works):
+                        runner.run(self._execute(items))
+                    if self.stop.stopped:
+                        break
+            finally:
+                runner.run(self._close_providers())
         return self.stop
 
     def _scan(self, step: StepPlan) -> StepWork:
@@ -158,6 +205,12 @@ class _Runner:
     async def _close_providers(self) -> None:
         for runtime in self.runtimes.values():
             await runtime.provider.aclose()
+
+
+def _with_emit(options: ApplyOptions, emit: EventSink) -> ApplyOptions:
+    from dataclasses import replace
+
+    return replace(options, emit=emit)
 
 
 def _chain_items(works: list[StepWork]) -> Iterator[WorkItem]:

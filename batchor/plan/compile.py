@@ -25,7 +25,7 @@ from batchor.plan.prices import ModelPrice
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.store import CompiledPlan, file_sha256, plan_id_for
 from batchor.plan.tokens import get_counter
-from batchor.spec.inputs import ROW_KEY, InputReader, resolve_input
+from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates, check_columns, render_error
 
@@ -53,8 +53,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     unknown = refresh - set(spec.steps) - {"*"}
     if unknown:
         raise SpecError(f"--refresh names unknown step(s): {', '.join(sorted(unknown))}")
-    source = resolve_input(spec.input.path, loaded.base_dir, spec.input.format, spec.input.sql,
-                           spec.input.limit, spec.input.key_columns())
+    source = input_source(loaded)
     reader = InputReader(source)
     try:
         for name, compiled in templates.items():
@@ -173,8 +172,9 @@ def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, sk
 def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], fingerprint: str, source: Any,
             rows: int, overrides: Overrides, state_location: str | None) -> PlanHeader:
     spec = loaded.spec
-    out_path = Path(os.path.normpath(loaded.resolve(spec.output.path)))
-    out_format = spec.output.format or _OUTPUT_FORMATS.get(out_path.suffix.lower())
+    output = spec.output.path if spec.output else f"out/{spec.name}.parquet"
+    out_path = Path(os.path.normpath(loaded.resolve(output)))
+    out_format = (spec.output.format if spec.output else None) or _OUTPUT_FORMATS.get(out_path.suffix.lower())
     if out_format is None:
         raise SpecError(f"output.path: cannot tell the format of '{spec.output.path}'",
                         hint="use .csv, .tsv, .parquet, .jsonl or .duckdb, or set output.format")
@@ -194,6 +194,7 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
         spec_text=loaded.text, spec=spec.model_dump(mode="json", by_alias=True), base_dir=str(loaded.base_dir),
         input=InputInfo(files=[str(p) for p in source.files], format=source.format, fingerprint=fingerprint,
                         columns=columns, rows=rows, sql=source.sql, limit=source.limit,
+                        sample=source.sample, seed=source.seed,
                         key_columns=list(source.key_columns)),
         output=OutputInfo(path=str(out_path), format=out_format), steps=steps,
         limits=spec.limits.model_dump(mode="json"), keep_raw=spec.keep_raw, totals=totals,
@@ -208,7 +209,7 @@ def check_input_unchanged(header: PlanHeader) -> str | None:
     if not all(p.exists() for p in files):
         return None
     source = InputSource(files, header.input.format, header.input.sql, header.input.limit,
-                         tuple(header.input.key_columns))
+                         tuple(header.input.key_columns), header.input.sample, header.input.seed)
     try:
         current = source.fingerprint()
     except OSError as exc:

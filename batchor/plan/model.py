@@ -79,6 +79,8 @@ class InputInfo(_Frozen):
     rows: int
     sql: str | None = None
     limit: int | None = None
+    sample: int | None = None
+    seed: int = 0
     key_columns: list[str] = Field(default_factory=list)
 
 

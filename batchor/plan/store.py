@@ -54,6 +54,50 @@ class CompiledPlan:
     def plan_id(self) -> str:
         return self.header.plan_id
 
+    # --- the notebook / script face ------------------------------------------------------------
+
+    @property
+    def rows(self) -> int:
+        return self.header.totals.rows
+
+    @property
+    def to_run(self) -> int:
+        return self.header.totals.to_run
+
+    @property
+    def cost(self) -> dict[str, float]:
+        """Estimated cost in USD: `expected` and the `upper` bound that --max-cost checks."""
+        t = self.header.totals
+        return {"expected": t.cost_expected, "upper": t.cost_upper}
+
+    @property
+    def steps(self) -> dict[str, dict]:
+        """Per-step counts: rows, to_run, cached, skipped, tokens, cost."""
+        return {s.name: s.counts.model_dump() for s in self.header.steps}
+
+    @classmethod
+    def load(cls, path: str | Path) -> "CompiledPlan":
+        return load_plan(Path(path))
+
+    def __str__(self) -> str:
+        from batchor.plan.summary import plan_text
+
+        return plan_text(self)
+
+    def __repr__(self) -> str:
+        t = self.header.totals
+        return f"<Plan {self.plan_id} {self.header.name!r}: {t.rows} rows, {t.to_run} to run, ${t.cost_expected:.4f}>"
+
+    def _repr_markdown_(self) -> str:
+        from batchor.plan.summary import plan_markdown
+
+        return plan_markdown(self)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(str(self)) + "</pre>"
+
     @property
     def job_id(self) -> str:
         return job_id_for(self.header)
@@ -71,8 +115,9 @@ class CompiledPlan:
         with zipfile.ZipFile(self._zip_path) as archive, archive.open(DATA_MEMBER) as member:
             return pq.ParquetFile(member).schema_arrow.names
 
-    def save(self, path: Path) -> Path:
+    def save(self, path: str | Path) -> Path:
         """Write atomically (temp file + rename), owner-only."""
+        path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plan-", suffix=".tmp")
         os.close(fd)

@@ -11,7 +11,7 @@ import glob as globlib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -44,6 +44,8 @@ class InputSource:
     sql: str | None
     limit: int | None
     key_columns: tuple[str, ...]
+    sample: int | None = None
+    seed: int = 0
 
     def fingerprint(self) -> str:
         """Content hash of the files plus the query: a changed input makes a saved plan stale."""
@@ -54,7 +56,17 @@ class InputSource:
                 while chunk := handle.read(1 << 20):
                     digest.update(chunk)
         digest.update(f"\0{self.format}\0{self.sql}\0{self.limit}\0{self.key_columns}".encode())
+        if self.sample:
+            digest.update(f"\0sample={self.sample}:{self.seed}".encode())
         return digest.hexdigest()
+
+
+def input_source(loaded: Any) -> InputSource:
+    """The InputSource a loaded spec describes."""
+    spec = loaded.spec.input
+    source = resolve_input(spec.path, loaded.base_dir, spec.format, spec.sql, spec.limit, spec.key_columns())
+    return InputSource(source.files, source.format, source.sql, source.limit, source.key_columns,
+                       spec.sample, spec.seed)
 
 
 def resolve_input(pattern: str, base_dir: Path, fmt: str | None, sql: str | None,
@@ -106,7 +118,7 @@ class InputReader:
             self._run(f"CREATE VIEW input AS {base}")
         query = src.sql or "SELECT * FROM input"
         limit = f" LIMIT {int(src.limit)}" if src.limit else ""
-        self._run(f"CREATE VIEW source AS SELECT * FROM ({query}){limit}")
+        self._run(f"CREATE VIEW source AS {_sampled(query, src)}{limit}")
 
     def _run(self, sql: str) -> duckdb.DuckDBPyConnection:
         try:
@@ -174,6 +186,15 @@ class InputReader:
                                   hint="check the file has a header and data rows")
 
 
+def _sampled(query: str, src: InputSource) -> str:
+    """`query`, or a seeded random sample of it kept in input order (the same rows every time)."""
+    if not src.sample:
+        return f"SELECT * FROM ({query})"
+    numbered = f"SELECT *, row_number() OVER () AS __rn FROM ({query})"
+    picked = f"SELECT * FROM ({numbered}) ORDER BY hash(__rn + {int(src.seed)}) LIMIT {int(src.sample)}"
+    return f"SELECT * EXCLUDE (__rn) FROM ({picked}) ORDER BY __rn"
+
+
 def _disambiguate(batch: pa.RecordBatch, dups: set[str], seen: dict[str, int]) -> pa.RecordBatch:
     keys = batch.column(0).to_pylist()
     for i, key in enumerate(keys):
@@ -210,9 +231,11 @@ def _read_xlsx(files: tuple[Path, ...]) -> pa.Table:
 
 
 def _input_error(exc: duckdb.Error, source: InputSource) -> InputError:
+    full = str(exc).lower()
     text = str(exc).splitlines()[0][:400]
     names = ", ".join(p.name for p in source.files)
-    if "unicode" in text.lower() or "utf-8" in text.lower() or "utf8" in text.lower():
+    # DuckDB's CSV reader names the encoding problem on a later line than its first one.
+    if any(marker in full for marker in ("unicode", "not utf-8", "invalid utf-8", "utf8")):
         return InputEncodingError(f"input: {names} is not valid UTF-8 ({text})",
                                   hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
     if source.sql and ("Binder Error" in text or "Parser Error" in text or "Catalog Error" in text):

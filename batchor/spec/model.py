@@ -31,6 +31,10 @@ class InputSpec(_Strict):
     """DuckDB SQL over the input, which is available as the table `input`."""
     limit: int | None = Field(default=None, ge=1)
     """Use only the first N rows (after `sql`)."""
+    sample: int | None = Field(default=None, ge=1)
+    """Use N rows drawn at random (seeded by `seed`, so the same rows every time)."""
+    seed: int = 0
+    """Seed for `sample`."""
 
     def key_columns(self) -> list[str]:
         if self.key is None:
@@ -112,6 +116,8 @@ class LLMStep(_Strict):
     """Steps this one needs (inferred from the templates when omitted)."""
     mode: Literal["realtime", "batch", "auto"] | None = None
     """Realtime API or provider Batch API (half price); default from `limits.mode`."""
+    deadline: str | None = None
+    """Overrides `limits.deadline` for this step (`mode: auto` stays realtime when set)."""
 
 
 class OutputSpec(_Strict):
@@ -141,6 +147,20 @@ class LimitsSpec(_Strict):
     """Sent as max_tokens when the model params do not set one; bounds the cost estimate."""
     mode: Literal["realtime", "batch", "auto"] = "realtime"
     """Default execution mode for steps."""
+    batch_threshold: int = Field(default=1000, ge=1)
+    """`mode: auto` uses the Batch API when a step has at least this many requests to run."""
+    deadline: str | None = None
+    """Results needed soon (e.g. `2h`): `mode: auto` then stays realtime (batches take up to 24 h)."""
+    batch_max_requests: int | None = Field(default=None, ge=1)
+    """Requests per provider batch (never above the provider's own limit)."""
+    batch_max_bytes: int | None = Field(default=None, ge=1024)
+    """Bytes of request lines per provider batch (never above the provider's own limit)."""
+    batch_enqueued_tokens: int | None = Field(default=None, ge=1)
+    """Input tokens allowed in flight in batches per model; more chunks wait for room."""
+    batch_poll_s: float = Field(default=5.0, gt=0)
+    """First wait between polls of live batches; doubles up to `batch_poll_max_s`."""
+    batch_poll_max_s: float = Field(default=60.0, gt=0)
+    """Longest wait between polls of live batches."""
 
 
 class JobSpec(_Strict):
@@ -155,7 +175,8 @@ class JobSpec(_Strict):
     model: ModelSpec
     steps: dict[str, LLMStep] = Field(min_length=1)
     """Named steps, run in dependency order."""
-    output: OutputSpec
+    output: OutputSpec | None = None
+    """Where results go (default: out/<name>.parquet next to the spec)."""
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     state: str | None = None
     """State location: a DuckDB file path or postgresql:// URL (default .batchor/state.duckdb)."""

@@ -1,0 +1,183 @@
+"""Anthropic Messages API: the system prompt apart, structured output via `output_config`.
+
+`to_body`/`parse_result` are pure and tested on JSON (the body is also what a Message Batches
+request carries as `params`); the SDK call is in `complete`, wrapped by `_mapped_errors`.
+The answer is read raw (no SDK model parsing).
+
+Structured output is sent as `output_config.format` (a JSON schema the API enforces). A forced
+tool call carrying the schema as `input_schema` is the fallback, used only where
+`output_config` cannot work: models older than structured outputs (`_TOOL_ONLY_MODELS`), a
+schema the API cannot enforce (`strict` False after adaptation: a tool schema is guidance, not
+a grammar), or `options={"structured": "tool"}` in the ProviderConfig.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from batchor.errors import ContentRefusedError, ProviderError, QuotaExhaustedError, TransientProviderError
+from batchor.providers.base import Capabilities, Completion, LLMRequest, ProviderConfig, read_api_key
+from batchor.providers.errors_map import classify, parse_retry_after
+
+OUTPUT_CONFIG, TOOL = "output_config", "tool"
+# Models released before structured outputs: they only follow a schema through a forced tool.
+_TOOL_ONLY_MODELS = ("claude-2", "claude-instant", "claude-3", "claude-sonnet-4-0", "claude-sonnet-4-2025",
+                     "claude-opus-4-0", "claude-opus-4-2025")
+# Chat Completions parameters with no Messages API equivalent: dropped, so a spec written for
+# OpenAI runs unchanged with `--model anthropic:...`.
+_OPENAI_ONLY = frozenset({
+    "seed", "response_format", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs",
+    "top_logprobs", "n", "user", "store", "parallel_tool_calls", "reasoning_effort", "stream",
+    "prediction", "modalities", "max_completion_tokens",
+})  # fmt: skip
+_QUOTA_CODES = ("billing_error", "spend_limit")  # error type / details.error_code fragments
+_REQUIRED = ("model", "max_tokens", "messages")  # typed SDK arguments; the rest goes in extra_body
+
+
+def structured_mode(model: str, *, strict: bool = True, option: str | None = None) -> str:
+    """`output_config` unless the model, the schema or an explicit option needs a forced tool."""
+    if option in (OUTPUT_CONFIG, TOOL):
+        return option
+    if not strict or model.startswith(_TOOL_ONLY_MODELS):
+        return TOOL
+    return OUTPUT_CONFIG
+
+
+def to_body(request: LLMRequest, *, structured: str = OUTPUT_CONFIG) -> dict[str, Any]:
+    """The JSON body for POST /v1/messages."""
+    params = _params(request.params)
+    system = [m["content"] for m in request.messages if m["role"] == "system"]
+    messages = [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"]
+    body: dict[str, Any] = {"model": request.model, "messages": messages, **params}
+    if system:
+        body["system"] = "\n\n".join(system)
+    if request.schema is not None and structured == TOOL:
+        name = _tool_name(request.schema_name)
+        body["tools"] = [{"name": name, "description": "Record the answer in the required structure.",
+                          "input_schema": request.schema}]
+        body["tool_choice"] = {"type": "tool", "name": name}
+    elif request.schema is not None:
+        body["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
+    return body
+
+
+def _params(params: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in params.items() if k not in _OPENAI_ONLY and k != "stop"}
+    if "max_tokens" not in out and "max_completion_tokens" in params:
+        out["max_tokens"] = params["max_completion_tokens"]
+    out["max_tokens"] = int(out.get("max_tokens") or 1024)
+    stop = params.get("stop")
+    if stop is not None and "stop_sequences" not in out:
+        out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+    return out
+
+
+def _tool_name(name: str) -> str:
+    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)
+    return cleaned[:64] or "output"
+
+
+def parse_result(data: dict[str, Any]) -> Completion:
+    """A Completion from a Messages JSON body (a forced tool's `input` becomes the JSON text)."""
+    if data.get("stop_reason") == "refusal":
+        raise ContentRefusedError("the model declined to answer (stop_reason: refusal)")
+    texts, tool_input = [], None
+    for block in data.get("content") or []:
+        if block.get("type") == "text":
+            texts.append(block.get("text") or "")
+        elif block.get("type") == "tool_use" and tool_input is None:
+            tool_input = block.get("input")
+    text = json.dumps(tool_input, ensure_ascii=False) if tool_input is not None else "".join(texts)
+    usage = data.get("usage") or {}
+    cache_read = int(usage.get("cache_read_input_tokens") or 0)
+    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+    return Completion(text=text, input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
+                      output_tokens=int(usage.get("output_tokens") or 0), cached_input_tokens=cache_read,
+                      finish_reason=data.get("stop_reason"), model=data.get("model"), raw=data)
+
+
+def rate_limit_headers(headers: Any) -> dict[str, float]:
+    """anthropic-ratelimit-* headers as numbers, named like the OpenAI adapter's."""
+    found = {}
+    for kind in ("requests", "tokens", "input-tokens", "output-tokens"):
+        for what in ("limit", "remaining"):
+            value = headers.get(f"anthropic-ratelimit-{kind}-{what}")
+            if value is not None:
+                try:
+                    found[f"{what}-{kind}"] = float(value)
+                except ValueError:
+                    pass
+    return found
+
+
+def error_for(status: int | None, body: Any, message: str, retry_after: float | None) -> ProviderError:
+    """Anthropic's quota signals (402 billing_error, 429 spend limits) first, then the shared map."""
+    error = body.get("error") if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    code = " ".join(str(x) for x in (error.get("type"), details.get("error_code")) if x)
+    if status == 402 or any(marker in code for marker in _QUOTA_CODES):
+        return QuotaExhaustedError(message, status=status)
+    return classify(status, message, code or None, retry_after)
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(self, client: Any, *, strict: bool, option: str | None, secret: str, batch: bool) -> None:
+        self.client, self.strict, self.option = client, strict, option
+        self.capabilities = Capabilities(structured_output=True, batch=batch, exact_token_counts=False)
+        self._secret = secret
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        mode = structured_mode(request.model, strict=self.strict, option=self.option)
+        body = to_body(request, structured=mode)
+        # Only the three required fields go as typed arguments: the rest rides in extra_body, so
+        # parameters the SDK does not type (top_k, temperature on newer SDKs) still pass through.
+        required = {key: body.pop(key) for key in _REQUIRED}
+        async with _mapped_errors(self._secret):
+            response = await self.client.messages.with_raw_response.create(**required, extra_body=body)
+            data = json.loads(await response.read())
+        completion = parse_result(data)
+        completion.rate_limits = rate_limit_headers(response.headers)
+        return completion
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+@asynccontextmanager
+async def _mapped_errors(secret: str) -> AsyncIterator[None]:
+    import anthropic
+
+    from batchor.errors import redact
+
+    try:
+        yield
+    except anthropic.APIStatusError as exc:
+        message = redact(str(exc.api_message or exc.message or exc), [secret])
+        raise error_for(exc.status_code, exc.body, message, parse_retry_after(exc.response.headers)) from None
+    except anthropic.APITimeoutError:
+        raise TransientProviderError("request timed out") from None
+    except anthropic.APIConnectionError as exc:
+        raise TransientProviderError(f"connection error: {redact(str(exc), [secret])}") from None
+    except json.JSONDecodeError as exc:
+        raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
+
+
+def create(config: ProviderConfig, info: Any) -> AnthropicProvider:
+    """The client; the key is read now, so a missing one fails before any request.
+
+    The base URL is `config.base_url`, else ANTHROPIC_BASE_URL (read by the SDK itself). The SDK
+    never retries (`max_retries=0`): the engine owns retries and rate-limit waits.
+    """
+    import anthropic
+
+    secret = read_api_key(config.api_key_env or info.key_env, config.provider)
+    client = anthropic.AsyncAnthropic(api_key=secret, base_url=config.base_url or None, max_retries=0,
+                                      timeout=config.timeout_s)
+    option = config.options.get("structured")
+    return AnthropicProvider(client, strict=bool(config.options.get("strict", True)), option=option,
+                             secret=secret, batch=info.batch)

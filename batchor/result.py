@@ -1,0 +1,72 @@
+"""`Result`: what `batchor.apply` returns: status, counts, spend, and the data itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from batchor.frames import as_kind, read_output
+
+
+@dataclass
+class Result:
+    run_id: str
+    status: str  # succeeded | partial | failed | interrupted | budget | paused | in_flight
+    succeeded: int
+    failed: int
+    cached: int
+    skipped: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    duration_s: float
+    output_path: str | None
+    stop_reason: str | None = None
+    answer_columns: list[str] = field(default_factory=list)
+    _kind: str = "path"
+    _original: Any = None
+    _table: pa.Table | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"succeeded": self.succeeded, "failed": self.failed, "cached": self.cached, "skipped": self.skipped}
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        return {"input": self.input_tokens, "output": self.output_tokens}
+
+    def to_arrow(self) -> pa.Table:
+        if self._table is None:
+            if self.output_path is None:
+                raise ValueError("this run wrote no output file")
+            self._table = read_output(self.output_path)
+        return self._table
+
+    def to_pandas(self) -> Any:
+        return as_kind(self.to_arrow(), "pandas", self._original if self._kind == "pandas" else None,
+                       self.answer_columns)
+
+    def to_polars(self) -> Any:
+        return as_kind(self.to_arrow(), "polars")
+
+    @property
+    def data(self) -> Any:
+        """The results in the type of the input given (`data=`), else an Arrow table."""
+        if self._kind == "pandas":
+            return self.to_pandas()
+        if self._kind == "polars":
+            return self.to_polars()
+        return self.to_arrow()
+
+    def errors(self) -> pa.Table:
+        """Rows that failed: row key, status, error."""
+        table = self.to_arrow()
+        mask = pc.equal(table.column("_status"), "failed")
+        return table.filter(mask).select(["_row_key", "_status", "_error"])
+
+    def __repr__(self) -> str:
+        return (f"<Result {self.run_id} {self.status}: {self.succeeded} succeeded, {self.failed} failed, "
+                f"{self.cached} cached, {self.skipped} skipped, ${self.cost_usd:.4f}>")
