@@ -114,6 +114,12 @@ class UnknownModelError(SpecError):
     code = "unknown_model"
 
 
+class BaseUrlMissingError(SpecError):
+    """An endpoint with no default URL (`openai-compatible`) and no `base_url` in the spec."""
+
+    code = "base_url_missing"
+
+
 # --- plan and budget ------------------------------------------------------------------------
 
 
@@ -266,3 +272,11 @@ def redact(text: str, secrets: list[str]) -> str:
         if secret and len(secret) >= 6:
             text = text.replace(secret, "[REDACTED]")
     return text
+
+
+class BatchCreateUnknownError(TransientProviderError):
+    """A batch create call timed out or lost its connection: the batch may exist remotely.
+
+    Never retried blindly: the engine looks the batch up by its tag first."""
+
+    code = "batch_create_unknown"

@@ -204,6 +204,18 @@ def prices(query: Optional[str] = typer.Argument(None, help="Model name or part 
                    f" $/Mtok{batch}  (as of {p['as_of']})")
 
 
+@app.command()
+def init(folder: Path = typer.Argument(Path("batchor-job"), help="Folder to create"),
+         name: Optional[str] = typer.Option(None, "--name", help="Job name (default: the folder name)"),
+         force: bool = typer.Option(False, "--force", help="Overwrite existing files")) -> None:
+    """Scaffold a spec, a JSON schema and a sample row file in a new folder."""
+    from batchor.scaffold import init_project
+
+    for path in init_project(folder, name, force):
+        typer.echo(f"created {path}")
+    typer.echo(f"next: batchor validate {folder}/job.yaml && batchor apply {folder}/job.yaml --mock --yes")
+
+
 @app.command("spec-schema")
 def spec_schema(write: bool = typer.Option(False, "--write", help="Write schemas/batchor-spec.schema.json")) -> None:
     """Print (or write) the JSON Schema of the spec format."""

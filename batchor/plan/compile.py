@@ -20,6 +20,8 @@ import pyarrow.parquet as pq
 import batchor
 from batchor.errors import InputError, SpecError
 from batchor.fingerprint import canonical_json, request_key_from_json
+from batchor.plan.mode import settle_mode
+from batchor.plan.dependent import DependentTally, dependent_tallies, first_row, projected_tokens
 from batchor.plan.model import InputInfo, OutputInfo, PlanHeader, PlanTotals, StepCounts, StepPlan, req_column
 from batchor.plan.prices import ModelPrice
 from batchor.plan.steps import Overrides, resolve_steps
@@ -61,16 +63,27 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
         roots = [s for s in steps if not s.depends_on]
         fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
         os.close(fd)
-        tallies = _write_data(reader, Path(tmp), roots, templates, state, refresh)
+        tallies: dict[str, Any] = _write_data(reader, Path(tmp), roots, templates, state, refresh)
+        tallies.update(_dependents(Path(tmp), steps, templates, state, refresh))
         columns, fingerprint = reader.columns, source.fingerprint()
     finally:
         reader.close()
     rows = tallies[roots[0].name].rows if roots else 0
-    counted = [_with_counts(s, tallies.get(s.name), rows) for s in steps]
+    counted = [_with_counts(s, tallies.get(s.name), rows, spec.limits.batch_threshold) for s in steps]
     header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
     header = header.model_copy(update={"data_sha256": file_sha256(Path(tmp))})
     header = header.model_copy(update={"plan_id": plan_id_for(header)})
     return CompiledPlan(header, data_path=Path(tmp), cleanup=True)
+
+
+def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates], state: Any,
+                refresh: frozenset[str]) -> dict[str, DependentTally]:
+    tallies = dependent_tallies(path, steps, templates, state, refresh)
+    if tallies:
+        sample, by_name = first_row(path), {s.name: s for s in steps}
+        for name, tally in tallies.items():
+            tally.projected_tokens_per_row = projected_tokens(by_name[name], templates[name], sample, by_name)
+    return tallies
 
 
 def _write_data(reader: InputReader, path: Path, roots: list[StepPlan], templates: dict[str, StepTemplates],
@@ -144,16 +157,33 @@ def _render_step(step: StepPlan, tpl: StepTemplates, row_keys: list[str], rows: 
             req_column(step.name, "tokens"): pa.array(tokens, pa.int32())}
 
 
-def _with_counts(step: StepPlan, tally: _Tally | None, rows: int) -> StepPlan:
+def _with_counts(step: StepPlan, tally: _Tally | None, rows: int, batch_threshold: int) -> StepPlan:
+    step = settle_mode(step, tally.to_run if tally is not None else rows, batch_threshold)
     price = ModelPrice.from_dict(step.price) if step.price else None
-    if tally is None:  # depends on other steps: project from the row count
-        per_row = 200  # rendered after upstream answers arrive; refined by the pipeline planner
-        counts = _priced(price, step, rows, 0, 0, rows, rows * per_row, estimated=True)
+    if isinstance(tally, DependentTally):
+        counts = _dependent_counts(price, step, tally)
     else:
         counts = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run,
                          tally.input_tokens, estimated=not step.token_count_exact)
     tally and tally.run_keys.clear()
     return step.model_copy(update={"counts": counts})
+
+
+def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: DependentTally) -> StepCounts:
+    """Known requests priced exactly; projected rows at the upper bound, expected x selectivity."""
+    known = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run, tally.input_tokens,
+                    estimated=not step.token_count_exact)
+    if not tally.projected:
+        return known
+    per_row = tally.projected_tokens_per_row
+    upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * per_row, estimated=True)
+    share = tally.selectivity
+    return known.model_copy(update={
+        "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + upper.input_tokens,
+        "output_tokens_expected": known.output_tokens_expected + int(upper.output_tokens_expected * share),
+        "output_tokens_upper": known.output_tokens_upper + upper.output_tokens_upper,
+        "cost_expected": known.cost_expected + upper.cost_expected * share,
+        "cost_upper": known.cost_upper + upper.cost_upper, "estimated": True, "projected": tally.projected})
 
 
 def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, skipped: int, to_run: int,

@@ -34,7 +34,8 @@ class StepCounts(_Frozen):
     output_tokens_upper: int = 0
     cost_expected: float = 0.0
     cost_upper: float = 0.0
-    estimated: bool = False  # counts of a step that depends on other steps are projections
+    estimated: bool = False  # token counts are estimates (non-OpenAI tokenizer or projected rows)
+    projected: int = 0  # rows whose upstream answers do not exist yet (counted at the upper bound)
 
 
 class StepPlan(_Frozen):
@@ -55,7 +56,8 @@ class StepPlan(_Frozen):
     prompt: str
     when: str | None = None
     depends_on: list[str] = Field(default_factory=list)
-    mode: str = "realtime"
+    mode: str = "realtime"  # realtime | batch (auto is settled when the plan is compiled)
+    mode_note: str | None = None  # why this mode, when it was chosen for the user
     price: dict[str, Any] | None = None
     token_count_exact: bool = False
     token_upper_factor: float = 1.0

@@ -12,6 +12,7 @@ from batchor.errors import SpecError
 from batchor.fingerprint import request_prefix
 from batchor.outputs.adapt import adapt_schema
 from batchor.outputs.schemas import check_schema, estimate_output_tokens
+from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
 from batchor.plan.tokens import get_counter
@@ -41,7 +42,8 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
         templates[name] = compiled
         deps = sorted(set(step.depends_on) | compiled.step_refs)
         model = _effective_model(spec.model, step.model, overrides)
-        plans.append(_step_plan(loaded, name, model, deps, overrides, step.mode or spec.limits.mode))
+        mode = overrides.mode or step.mode or spec.limits.mode
+        plans.append(_step_plan(loaded, name, model, deps, overrides, mode))
     _check_acyclic(plans)
     return plans, templates
 
@@ -88,11 +90,12 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
     base_url = model.base_url or info.base_url
     identity = provider if info.first_party else f"{provider}@{base_url}"
     key_params = {**params, "_api": model.api or "chat", "_strict": strict}
+    mode, mode_note = initial_mode(mode, info, step.deadline or spec.limits.deadline, f"steps.{name}")
     return StepPlan(
         name=name, provider=provider, model=model.name, api=model.api, base_url=model.base_url,
         api_key_env=model.api_key_env or info.key_env, params=params, schema=schema,
         sent_schema=sent_schema, strict=strict, schema_notes=notes, system=step.system,
-        prompt=step.prompt, when=step.when, depends_on=deps, mode=overrides.mode or mode,
+        prompt=step.prompt, when=step.when, depends_on=deps, mode=mode, mode_note=mode_note,
         price=price.to_dict() if price else None, token_count_exact=counter.exact,
         token_upper_factor=counter.upper_factor, max_tokens=max_tokens,
         expected_output_tokens=min(max_tokens, estimate_output_tokens(schema)),

@@ -19,7 +19,7 @@ def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
         "rows": h.totals.rows, "totals": h.totals.model_dump(), "input": {"files": h.input.files,
                                                                           "fingerprint": h.input.fingerprint},
         "output": h.output.model_dump(),
-        "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "depends_on": s.depends_on,
+        "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "mode_note": s.mode_note, "depends_on": s.depends_on,
                    "price": s.price, "token_count_exact": s.token_count_exact, "schema_notes": s.schema_notes,
                    **s.counts.model_dump()} for s in h.steps],
     }
@@ -42,8 +42,9 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         lines.append(f"  no price    {', '.join(t.unpriced_models)} (add `price:` to the model block)")
     for s in h.steps:
         c = s.counts
-        est = " (projected)" if c.estimated and s.depends_on else ""
-        lines.append(f"  step {s.name}: {s.provider}:{s.model} [{s.mode}] {c.to_run:,} to run, {c.cached:,} cached, "
+        est = f" ({c.projected:,} projected: upstream answers pending)" if c.projected else ""
+        mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
+        lines.append(f"  step {s.name}: {s.provider}:{s.model} [{mode}] {c.to_run:,} to run, {c.cached:,} cached, "
                      f"{c.skipped:,} skipped, {money(c.cost_expected)} (<= {money(c.cost_upper)}){est}")
         lines += [f"    note: {n}" for n in s.schema_notes]
     if plan.saved_path:

@@ -25,15 +25,18 @@ class ProviderInfo:
 
 
 _COMPAT = "openai"  # OpenAI-compatible endpoints reuse the OpenAI adapter
+# Presets: endpoints and key variables as each service documents them. Self-hosted servers
+# (vllm, ollama, llamacpp) and a bare `openai-compatible` endpoint need no key by default; set
+# `api_key_env` when yours does (OPENAI_API_KEY is never sent to another server on its own).
 
 REGISTRY: dict[str, ProviderInfo] = {
     "openai": ProviderInfo("openai", "openai", "OPENAI_API_KEY", batch=True),
     "anthropic": ProviderInfo("anthropic", "anthropic", "ANTHROPIC_API_KEY", batch=True,
-                              structured="output_config json_schema"),
-    "gemini": ProviderInfo("gemini", "gemini", "GEMINI_API_KEY", batch=True,
+                              structured="output_config json_schema (forced tool for older models)"),
+    "gemini": ProviderInfo("gemini", "gemini", "GEMINI_API_KEY", batch=True,  # or GOOGLE_API_KEY
                            structured="response_json_schema"),
     "mock": ProviderInfo("mock", "mock", None, structured="generated locally"),
-    "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, "OPENAI_API_KEY", first_party=False),
+    "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False),
     "openrouter": ProviderInfo("openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False),
     "xai": ProviderInfo("xai", _COMPAT, "XAI_API_KEY", "https://api.x.ai/v1", False),
     "together": ProviderInfo("together", _COMPAT, "TOGETHER_API_KEY", "https://api.together.xyz/v1", False),

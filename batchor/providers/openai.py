@@ -12,11 +12,18 @@ import os
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
-from batchor.errors import InvalidOutputError, TransientProviderError
+from batchor.errors import BaseUrlMissingError, InvalidOutputError, TransientProviderError
 from batchor.providers.base import Capabilities, Completion, LLMRequest, ProviderConfig, read_api_key
 from batchor.providers.errors_map import classify, parse_retry_after
 
 _TOKEN_PARAM_FIRST_PARTY = "max_completion_tokens"
+# Chat Completions parameters the Responses API rejects ("Unknown parameter"): dropped there.
+_CHAT_ONLY = frozenset({
+    "seed", "stop", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "n",
+    "response_format", "max_completion_tokens", "modalities", "prediction", "audio",
+})  # fmt: skip
+_TYPED = {"chat": ("model", "messages"), "responses": ("model", "input")}
+_NO_KEY = "not-needed"  # the SDK insists on some key; servers without auth ignore it
 
 
 def to_body(request: LLMRequest, *, api: str = "chat", strict: bool = True, first_party: bool = True) -> dict[str, Any]:
@@ -34,9 +41,12 @@ def to_body(request: LLMRequest, *, api: str = "chat", strict: bool = True, firs
 
 
 def _responses_body(request: LLMRequest, strict: bool) -> dict[str, Any]:
-    params = dict(request.params)
-    if "max_tokens" in params:
-        params["max_output_tokens"] = params.pop("max_tokens")
+    params = {k: v for k, v in request.params.items() if k not in _CHAT_ONLY}
+    tokens = params.pop("max_tokens", request.params.get("max_completion_tokens"))
+    if tokens is not None:
+        params.setdefault("max_output_tokens", tokens)
+    if "reasoning_effort" in params:
+        params.setdefault("reasoning", {"effort": params.pop("reasoning_effort")})
     system = [m["content"] for m in request.messages if m["role"] == "system"]
     body: dict[str, Any] = {"model": request.model, "input": [m for m in request.messages if m["role"] != "system"],
                             **params}
@@ -110,11 +120,14 @@ class OpenAIProvider:
 
     async def complete(self, request: LLMRequest) -> Completion:
         body = to_body(request, api=self.api, strict=self.strict, first_party=self.first_party)
+        # Only the required fields go as typed arguments; the rest rides in extra_body, so
+        # server-specific parameters (top_k on vLLM, Ollama...) pass through untouched.
+        typed = {key: body.pop(key) for key in _TYPED[self.api]}
         async with _mapped_errors(self._secret):
             if self.api == "responses":
-                response = await self.client.responses.with_raw_response.create(**body)
+                response = await self.client.responses.with_raw_response.create(**typed, extra_body=body)
             else:
-                response = await self.client.chat.completions.with_raw_response.create(**body)
+                response = await self.client.chat.completions.with_raw_response.create(**typed, extra_body=body)
             data = json.loads(response.text)
         completion = parse_result(data, api=self.api)
         completion.rate_limits = rate_limit_headers(response.headers)
@@ -148,11 +161,25 @@ async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
 
 
 def create(config: ProviderConfig, info: Any) -> OpenAIProvider:
+    """The client; the key is read now, so a missing one fails before any request.
+
+    Base URL: the spec's `base_url`, else the preset's, else (provider `openai` only)
+    OPENAI_BASE_URL. A plain `openai-compatible` endpoint has no default: it must say where.
+    Servers without a key variable (vllm, ollama, llamacpp, openai-compatible unless
+    `api_key_env` is set) get a placeholder key, never OPENAI_API_KEY: that key must not
+    travel to another server.
+    """
     import openai
 
     key_env = config.api_key_env or info.key_env
-    secret = read_api_key(key_env, config.provider) if key_env else os.environ.get("OPENAI_API_KEY", "not-needed")
-    base_url = config.base_url or info.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    secret = read_api_key(key_env, config.provider) if key_env else _NO_KEY
+    base_url = config.base_url or info.base_url
+    if base_url is None and not info.first_party:
+        raise BaseUrlMissingError(
+            f"provider '{config.provider}' needs a base URL: it has no default endpoint",
+            hint="add `base_url: http://host:port/v1` to the model block (or use a preset such as "
+                 "vllm, ollama, openrouter)")
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     client = openai.AsyncOpenAI(api_key=secret, base_url=base_url, max_retries=0, timeout=config.timeout_s)
-    return OpenAIProvider(client, api=config.options.get("api", "chat"), strict=bool(config.options.get("strict")),
-                          first_party=info.first_party, secret=secret)
+    return OpenAIProvider(client, api=config.options.get("api") or "chat", strict=bool(config.options.get("strict")),
+                          first_party=info.first_party, secret=None if secret == _NO_KEY else secret)

@@ -5,7 +5,7 @@ Append new migrations; never edit a released one. The version is stored in `batc
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -25,5 +25,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         """CREATE TABLE IF NOT EXISTS attempts (
             request_key VARCHAR, run_id VARCHAR, attempt SMALLINT, outcome VARCHAR,
             status_code SMALLINT, error VARCHAR, duration_ms INTEGER, raw BLOB, created_at TIMESTAMP)""",
+    ]),
+    # Provider batches (see state/batches.py): one row per remote batch, written as an intent
+    # before the create call, and the request keys each one carries.
+    (2, [
+        """CREATE TABLE IF NOT EXISTS batches (
+            batch_id VARCHAR PRIMARY KEY, job_id VARCHAR, run_id VARCHAR, step VARCHAR, step_fp VARCHAR,
+            provider VARCHAR, model VARCHAR, connection VARCHAR, chunk INTEGER, state VARCHAR,
+            remote_id VARCHAR, remote_status VARCHAR, requests INTEGER, input_tokens BIGINT, bytes BIGINT,
+            succeeded INTEGER, failed INTEGER, requeued INTEGER, error VARCHAR, created_at TIMESTAMP,
+            submitted_at TIMESTAMP, updated_at TIMESTAMP, ended_at TIMESTAMP)""",
+        """CREATE TABLE IF NOT EXISTS batch_requests (
+            batch_id VARCHAR, request_key VARCHAR, outcome VARCHAR)""",
     ]),
 ]

@@ -1,0 +1,51 @@
+"""Plan stage: which API each step uses, realtime or the provider's Batch API (half price).
+
+`auto` is settled at plan time, once the number of requests to run is known, so the plan prices
+every step at the rate of the mode it will really use and says why it chose it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from batchor.errors import SpecError
+from batchor.plan.model import StepPlan
+from batchor.providers import ProviderInfo
+
+BATCH_WINDOW_S = 24 * 3600  # every supported Batch API promises results within 24 h
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, where: str = "deadline") -> float:
+    """Seconds in `90s`, `30m`, `2h`, `1d` (or a bare number of seconds)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text or "")
+    if not match:
+        raise SpecError(f"{where}: '{text}' is not a duration", hint="write e.g. 90s, 30m, 2h or 1d")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def initial_mode(requested: str, info: ProviderInfo, deadline: str | None, where: str) -> tuple[str, str | None]:
+    """The mode before rows are counted: `auto` stays open unless something already rules batch out."""
+    if requested == "batch" and not info.batch:
+        if info.name == "mock":
+            return "realtime", "mock provider: the offline rehearsal answers in realtime"
+        raise SpecError(f"{where}: provider '{info.name}' has no Batch API",
+                        hint="use `mode: realtime`, or a provider with a Batch API (openai, anthropic, gemini)")
+    if requested != "auto":
+        return requested, None
+    if not info.batch:
+        return "realtime", f"auto: {info.name} has no Batch API"
+    if deadline is not None and parse_duration(deadline, f"{where}.deadline") < BATCH_WINDOW_S:
+        return "realtime", f"auto: deadline {deadline} is shorter than the 24 h batch window"
+    return "auto", None
+
+
+def settle_mode(step: StepPlan, to_run: int, threshold: int) -> StepPlan:
+    """Resolve `auto` from the count of requests to run (projected for dependent steps)."""
+    if step.mode != "auto":
+        return step
+    if to_run >= threshold:
+        mode, note = "batch", f"auto: {to_run:,} requests >= batch_threshold {threshold:,}"
+    else:
+        mode, note = "realtime", f"auto: {to_run:,} requests < batch_threshold {threshold:,}"
+    return step.model_copy(update={"mode": mode, "mode_note": note})

@@ -1,0 +1,255 @@
+"""Google Gemini through google-genai: the Developer API by key, or Vertex AI by config.
+
+`to_body` builds the SDK's `generate_content` arguments (model, contents, config) and
+`parse_result` reads the REST JSON answer; both are pure and tested on JSON. The SDK call is in
+`complete`, wrapped by `_mapped_errors`; the answer is read raw from `sdk_http_response.body`
+(the SDK skips building its response model), the same JSON a batch result line holds.
+
+Connection, from the ProviderConfig:
+- Developer API (default): key from GEMINI_API_KEY, else GOOGLE_API_KEY (or `api_key_env`);
+  base URL from `base_url`, else GOOGLE_GEMINI_BASE_URL (read by the SDK).
+- Vertex AI: `options={"vertexai": True, "project": ..., "location": ...}` (or the SDK's
+  GOOGLE_GENAI_USE_VERTEXAI / GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION variables);
+  credentials come from Application Default Credentials, so no key is read.
+- `options={"api_version": "v1beta"}` picks an API version other than the SDK's default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from batchor.errors import (
+    AuthenticationError,
+    ContentRefusedError,
+    ContextLengthError,
+    NoApiKeyError,
+    ProviderError,
+    QuotaExhaustedError,
+    RateLimitedError,
+    TransientProviderError,
+)
+from batchor.providers.base import Capabilities, Completion, LLMRequest, ProviderConfig, read_api_key
+from batchor.providers.errors_map import classify
+
+KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+_RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens",
+            "stop": "stop_sequences"}
+# Chat Completions parameters with no Gemini equivalent: dropped, so OpenAI specs run unchanged.
+_OPENAI_ONLY = frozenset({
+    "response_format", "logit_bias", "logprobs", "top_logprobs", "n", "user", "store",
+    "parallel_tool_calls", "reasoning_effort", "stream", "prediction", "modalities", "metadata",
+    "service_tier",
+})  # fmt: skip
+# Finish and block reasons meaning the answer was withheld: retrying the same prompt will not help.
+_REFUSALS = frozenset({"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "RECITATION", "IMAGE_SAFETY"})
+
+
+def to_body(request: LLMRequest) -> dict[str, Any]:
+    """Keyword arguments for `client.aio.models.generate_content` (config in SDK snake_case)."""
+    config = _params(request.params)
+    system = [m["content"] for m in request.messages if m["role"] == "system"]
+    if system:
+        config["system_instruction"] = "\n\n".join(system)
+    if request.schema is not None:
+        config["response_mime_type"] = "application/json"
+        config["response_json_schema"] = request.schema
+    contents = [{"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
+                for m in request.messages if m["role"] != "system"]
+    return {"model": request.model, "contents": contents, "config": config}
+
+
+def _params(params: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI-style names mapped; Gemini-native ones (top_k, seed, thinking_config...) kept."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if key in _OPENAI_ONLY:
+            continue
+        name = _RENAMED.get(key, key)
+        if name in out and key != name:
+            continue  # the Gemini spelling, when given too, wins
+        out[name] = value
+    stop = out.get("stop_sequences")
+    if isinstance(stop, str):
+        out["stop_sequences"] = [stop]
+    return out
+
+
+def _get(node: dict[str, Any], camel: str, snake: str) -> Any:
+    """REST answers are camelCase; SDK dumps (batch inline results) are snake_case."""
+    value = node.get(camel)
+    return node.get(snake) if value is None else value
+
+
+def parse_result(data: dict[str, Any]) -> Completion:
+    """A Completion from a generateContent JSON body; a blocked answer is a ContentRefusedError."""
+    feedback = _get(data, "promptFeedback", "prompt_feedback") or {}
+    blocked = _get(feedback, "blockReason", "block_reason")
+    if blocked:
+        raise ContentRefusedError(f"Gemini blocked the prompt (blockReason: {blocked})")
+    candidates = data.get("candidates") or []
+    if not candidates:
+        raise TransientProviderError("answer has no candidates")
+    candidate = candidates[0]
+    finish = _get(candidate, "finishReason", "finish_reason")
+    if finish in _REFUSALS:
+        raise ContentRefusedError(f"Gemini withheld the answer (finishReason: {finish})")
+    parts = (candidate.get("content") or {}).get("parts") or []
+    text = "".join(p.get("text") or "" for p in parts if not p.get("thought"))
+    usage = _get(data, "usageMetadata", "usage_metadata") or {}
+    # Thinking tokens are billed as output.
+    output = int(_get(usage, "candidatesTokenCount", "candidates_token_count") or 0)
+    output += int(_get(usage, "thoughtsTokenCount", "thoughts_token_count") or 0)
+    return Completion(text=text, input_tokens=int(_get(usage, "promptTokenCount", "prompt_token_count") or 0),
+                      output_tokens=output,
+                      cached_input_tokens=int(_get(usage, "cachedContentTokenCount", "cached_content_token_count")
+                                              or 0),
+                      finish_reason=finish, model=_get(data, "modelVersion", "model_version"), raw=data)
+
+
+def error_for(status: int | None, body: Any, message: str) -> ProviderError:
+    """A Google error body as a batchor error: RESOURCE_EXHAUSTED is a rate limit or a quota."""
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    error = error if isinstance(error, dict) else {}
+    details = [d for d in error.get("details") or [] if isinstance(d, dict)]
+    if status == 429:
+        return _resource_exhausted(message, details)
+    lowered = message.lower()
+    if any(d.get("reason") == "API_KEY_INVALID" for d in details) or "api key not valid" in lowered:
+        return AuthenticationError(message, status=status)
+    if status == 400 and "token count" in lowered and "exceed" in lowered:
+        return ContextLengthError(message, status=status)
+    return classify(status, message, error.get("status"))
+
+
+def _resource_exhausted(message: str, details: list[dict[str, Any]]) -> ProviderError:
+    """A per-minute limit carries a RetryInfo delay; a spent daily (or billing) quota does not,
+    or names a per-day quota: waiting seconds will not help, so the run pauses."""
+    delay = retry_delay(details)
+    quota_ids = [str(v.get("quotaId", "")) for d in details if str(d.get("@type", "")).endswith("QuotaFailure")
+                 for v in d.get("violations") or [] if isinstance(v, dict)]
+    if any("PerDay" in q for q in quota_ids) or (quota_ids and delay is None):
+        return QuotaExhaustedError(message, status=429)
+    return RateLimitedError(message, status=429, retry_after=delay)
+
+
+def retry_delay(details: list[dict[str, Any]]) -> float | None:
+    """Seconds from a google.rpc.RetryInfo detail (`"retryDelay": "1.5s"`), if any."""
+    for detail in details:
+        if str(detail.get("@type", "")).endswith("RetryInfo"):
+            try:
+                return max(0.0, float(str(detail.get("retryDelay", "")).removesuffix("s")))
+            except ValueError:
+                return None
+    return None
+
+
+class GeminiProvider:
+    name = "gemini"
+
+    def __init__(self, client: Any, *, secret: str | None, batch: bool) -> None:
+        self.client = client
+        self.capabilities = Capabilities(structured_output=True, batch=batch, exact_token_counts=False)
+        self._secret = secret
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        body = to_body(request)
+        body["config"]["should_return_http_response"] = True  # raw body, no SDK model parsing
+        async with _mapped_errors(self._secret):
+            response = await self.client.aio.models.generate_content(**body)
+            data = json.loads(response.sdk_http_response.body or "{}")
+        return parse_result(data)
+
+    async def aclose(self) -> None:
+        await self.client.aio.aclose()
+        self.client.close()
+
+
+@asynccontextmanager
+async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
+    import pydantic
+    from google.auth import exceptions as auth_errors
+    from google.genai import errors as genai_errors
+
+    from batchor.errors import InvalidRequestError, redact
+
+    try:
+        yield
+    except genai_errors.APIError as exc:
+        message = redact(str(exc.message or exc), [secret or ""])
+        raise error_for(exc.code, exc.details, message) from None
+    except pydantic.ValidationError as exc:  # a param the SDK's config model does not know
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise InvalidRequestError(f"Gemini rejected the request parameters: {where}: {first.get('msg')}",
+                                  hint="check model.params against GenerateContentConfig") from None
+    except auth_errors.GoogleAuthError as exc:
+        raise AuthenticationError(f"Google credentials failed: {redact(str(exc), [secret or ''])}") from None
+    except _transport_errors() as exc:
+        detail = redact(str(exc) or type(exc).__name__, [secret or ""])
+        raise TransientProviderError(f"connection error: {detail}") from None
+    except json.JSONDecodeError as exc:
+        raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """httpx/httpx2 transport errors (google-genai uses whichever is installed)."""
+    found: list[type[BaseException]] = []
+    for module in ("httpx2", "httpx"):
+        try:
+            found.append(__import__(module).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def client_kwargs(config: ProviderConfig, info: Any) -> dict[str, Any]:
+    """Arguments for `genai.Client`: Vertex AI when configured, else the Developer API key.
+
+    The SDK never retries (one attempt): the engine owns retries and rate-limit waits.
+    """
+    options = config.options
+    http: dict[str, Any] = {"timeout": int(config.timeout_s * 1000), "retry_options": {"attempts": 1}}
+    if config.base_url:
+        http["base_url"] = config.base_url
+    if options.get("api_version"):
+        http["api_version"] = options["api_version"]
+    if not _use_vertex(options):
+        return {"api_key": developer_key(config, info), "http_options": http}
+    kwargs: dict[str, Any] = {"vertexai": True, "http_options": http}
+    kwargs.update({k: options[k] for k in ("project", "location") if options.get(k)})
+    if config.api_key_env and config.api_key_env != info.key_env:  # Vertex AI express mode
+        kwargs["api_key"] = read_api_key(config.api_key_env, config.provider)
+    return kwargs
+
+
+def _use_vertex(options: dict[str, Any]) -> bool:
+    if "vertexai" in options:
+        return bool(options["vertexai"])
+    return os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in ("1", "true")
+
+
+def developer_key(config: ProviderConfig, info: Any) -> str:
+    """`api_key_env` when the spec names one; else GEMINI_API_KEY, then GOOGLE_API_KEY."""
+    if config.api_key_env and config.api_key_env != info.key_env:
+        return read_api_key(config.api_key_env, config.provider)
+    for env in KEY_ENVS:
+        if os.environ.get(env, "").strip():
+            return read_api_key(env, config.provider)
+    return read_api_key(KEY_ENVS[0], config.provider)  # raises, naming the variable to set
+
+
+def create(config: ProviderConfig, info: Any) -> GeminiProvider:
+    from google import genai
+    from google.auth import exceptions as auth_errors
+
+    kwargs = client_kwargs(config, info)
+    try:
+        client = genai.Client(**kwargs)
+    except (ValueError, auth_errors.GoogleAuthError) as exc:
+        raise NoApiKeyError(f"cannot set up Gemini on Vertex AI: {exc}",
+                            hint="set `project` and `location` (or GOOGLE_CLOUD_PROJECT and "
+                                 "GOOGLE_CLOUD_LOCATION) and run `gcloud auth application-default login`") from None
+    return GeminiProvider(client, secret=kwargs.get("api_key"), batch=info.batch)

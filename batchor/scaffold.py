@@ -1,0 +1,61 @@
+"""`batchor init`: a new folder with a working spec, a schema and sample rows, ready to plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from batchor.errors import BatchorError
+
+SPEC = """\
+# yaml-language-server: $schema=https://batchor.dev/schemas/batchor-spec.schema.json
+# Try it offline:  batchor apply {folder}/job.yaml --mock --yes
+version: 1
+name: {name}
+input:
+  path: rows.csv
+  key: id
+model:
+  provider: openai
+  name: gpt-4.1-mini
+  params: {{temperature: 0, max_tokens: 200}}
+steps:
+  label:
+    system: You label short texts.
+    prompt: |
+      Text: {{{{ row.text }}}}
+    output:
+      schema: output.schema.json
+output:
+  path: out/results.csv
+limits:
+  concurrency: 8
+  max_attempts: 4
+"""
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"label": {"type": "string", "enum": ["positive", "negative", "neutral"]},
+                   "reason": {"type": "string", "description": "One short sentence"}},
+    "required": ["label", "reason"], "additionalProperties": False,
+}
+
+ROWS = "id,text\n1,I love this product\n2,The delivery was late and the box was damaged\n3,It is a chair\n"
+
+
+def init_project(folder: Path, name: str | None = None, force: bool = False) -> list[Path]:
+    """Write job.yaml, output.schema.json and rows.csv into `folder` (refuses to overwrite)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {folder / "job.yaml": SPEC.format(name=name or _name(folder), folder=folder),
+             folder / "output.schema.json": json.dumps(SCHEMA, indent=2) + "\n", folder / "rows.csv": ROWS}
+    existing = [p for p in files if p.exists()]
+    if existing and not force:
+        raise BatchorError(f"{', '.join(str(p) for p in existing)} already exist(s)", hint="use --force to overwrite")
+    for path, text in files.items():
+        path.write_text(text, encoding="utf-8")
+    return list(files)
+
+
+def _name(folder: Path) -> str:
+    cleaned = "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in folder.resolve().name)
+    return cleaned.strip("-._") or "job"
