@@ -52,9 +52,8 @@ def export_results(run_id: str | None, state: str | None, output: Path, fmt: str
         raise PlanFileError(f"the plan of run {run.run_id} is not available ({run.plan_path})",
                             hint="export needs the saved plan file the run was applied from")
     plan = load_plan(Path(run.plan_path))
-    fmt = fmt or {".parquet": "parquet", ".jsonl": "jsonl", ".tsv": "tsv", ".duckdb": "duckdb"}.get(output.suffix, "csv")
     path = write_output(plan, store, output, fmt)
-    return {"run_id": run.run_id, "output": str(path), "format": fmt}
+    return {"run_id": run.run_id, "output": str(path)}
 
 
 def export_attempts(run_id: str | None, state: str | None, output: Path) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA
 
 
 class ResultSink:
-    def __init__(self, store: Any, run_id: str, *, flush_rows: int = 2000, flush_interval_s: float = 1.0,
+    def __init__(self, store: Any, run_id: str, *, flush_rows: int = 2000, flush_interval_s: float = 0.25,
                  keep_raw: bool = True) -> None:
         self.store = store
         self.run_id = run_id

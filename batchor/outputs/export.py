@@ -87,7 +87,7 @@ def _error_sql(steps: list[StepPlan]) -> str:
 def write_output(plan: CompiledPlan, store: Any, path: Path | None = None, fmt: str | None = None) -> Path:
     """Export the job's current results (finished or not) to the output file."""
     target = Path(path or plan.header.output.path)
-    fmt = fmt or plan.header.output.format
+    fmt = fmt or (format_for(target) if path else None) or plan.header.output.format
     _check_target(target)
     db = duckdb.connect(":memory:")
     try:
@@ -144,6 +144,12 @@ def _indexed_rows(plan: CompiledPlan) -> pa.RecordBatchReader:
 def _chain(first: pa.RecordBatch, rest: Any) -> Any:
     yield first
     yield from rest
+
+
+def format_for(path: Path) -> str | None:
+    """Output format from a file extension (None when it says nothing)."""
+    return {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl",
+            ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}.get(path.suffix.lower())
 
 
 def _check_target(target: Path) -> None:
