@@ -21,6 +21,7 @@ from batchor.engine.limiter import RateLimiter
 from batchor.engine.retry import backoff_delay
 from batchor.engine.sink import ResultSink
 from batchor.errors import (
+    ContextLengthError,
     InvalidOutputError,
     ProviderError,
     QuotaExhaustedError,
@@ -28,6 +29,7 @@ from batchor.errors import (
     TransientProviderError,
 )
 from batchor.outputs.schemas import parse_structured
+from batchor.plan.context import too_long
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
 from batchor.providers.base import Completion, LLMRequest, Provider
@@ -55,13 +57,26 @@ class StepRuntime:
         if self.price is None:
             return 0.0
         tokens_in = int(item.input_tokens * self.plan.token_upper_factor)
-        return self.price.cost(tokens_in, self.plan.max_tokens)
+        return self.price.cost(tokens_in, self.plan.max_tokens, batch=self.plan.mode == "batch")
 
     def cost(self, completion: Completion, item: WorkItem) -> float:
         if self.price is None:
             return 0.0
         tokens_in = completion.input_tokens or item.input_tokens
-        return self.price.cost(tokens_in, completion.output_tokens, cached_input_tokens=completion.cached_input_tokens)
+        return self.price.cost(tokens_in, completion.output_tokens, cached_input_tokens=completion.cached_input_tokens,
+                               batch=self.plan.mode == "batch")
+
+
+def check_output(plan: StepPlan, completion: Completion) -> str:
+    """The answer as stored: text, or compact JSON valid against the step's schema (else InvalidOutputError).
+
+    Shared by the realtime and batch executors, so a row is judged the same either way."""
+    if plan.schema is None:
+        return completion.text
+    value, errors = parse_structured(completion.text, plan.schema)
+    if errors:
+        raise InvalidOutputError("answer does not match the output schema: " + "; ".join(errors[:3]))
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class StopSignal:
@@ -138,6 +153,10 @@ class RealtimeExecutor:
     async def _process(self, item: WorkItem, step: StepRuntime) -> float:
         request = LLMRequest(item.key, step.plan.model, item.messages, step.plan.params, step.plan.sent_schema,
                              step.plan.name)
+        if too_long(item.input_tokens, step.plan.max_tokens, step.plan.context_window):
+            return self._fail(item, 0, ContextLengthError(
+                f"prompt has {item.input_tokens} tokens; with max_tokens {step.plan.max_tokens} it exceeds the "
+                f"{step.plan.context_window}-token context window of {step.plan.model} (not sent)"))
         attempt, waits = 0, 0
         while True:
             await self.limiter.acquire(item.input_tokens + step.plan.expected_output_tokens)
@@ -178,12 +197,7 @@ class RealtimeExecutor:
             raise TransientProviderError(f"no answer within {self.timeout:g} s (request_timeout_s)") from None
 
     def _check_output(self, plan: StepPlan, completion: Completion) -> str:
-        if plan.schema is None:
-            return completion.text
-        value, errors = parse_structured(completion.text, plan.schema)
-        if errors:
-            raise InvalidOutputError("answer does not match the output schema: " + "; ".join(errors[:3]))
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return check_output(plan, completion)
 
     def _succeed(self, item: WorkItem, step: StepRuntime, attempts: int, output: str, completion: Completion,
                  started: float) -> float:

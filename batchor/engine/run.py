@@ -101,9 +101,7 @@ def _off_running_loop(fn: Any, stop: StopSignal) -> StopSignal:
 
     There, KeyboardInterrupt reaches this thread: it stops the run gracefully instead of killing it.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not _loop_running():
         return fn()
     box: dict[str, Any] = {}
 
@@ -170,8 +168,9 @@ class _Runner:
         refresh = step.name in self.options.refresh or "*" in self.options.refresh
         work = StepWork(self.plan, step, self.store, refresh=refresh)
         work.scan()
-        if not step.depends_on and not refresh and len(work.pending) > step.counts.to_run:
-            gone = len(work.pending) - step.counts.to_run
+        planned = step.counts.to_run + step.counts.too_long
+        if not step.depends_on and not refresh and len(work.pending) > planned:
+            gone = len(work.pending) - planned
             raise StalePlanError(
                 f"plan {self.plan.plan_id} is stale: {gone} answer(s) it counted as cached for step "
                 f"'{step.name}' are no longer in the state", hint="re-plan with `batchor plan SPEC`")
@@ -205,6 +204,14 @@ class _Runner:
     async def _close_providers(self) -> None:
         for runtime in self.runtimes.values():
             await runtime.provider.aclose()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _with_emit(options: ApplyOptions, emit: EventSink) -> ApplyOptions:

@@ -21,6 +21,7 @@ import batchor
 from batchor.errors import InputError, SpecError
 from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.plan.mode import settle_mode
+from batchor.plan.context import too_long
 from batchor.plan.dependent import DependentTally, dependent_tallies, first_row, projected_tokens
 from batchor.plan.model import InputInfo, OutputInfo, PlanHeader, PlanTotals, StepCounts, StepPlan, req_column
 from batchor.plan.prices import ModelPrice
@@ -44,6 +45,7 @@ class _Tally:
     cached: int = 0
     to_run: int = 0
     input_tokens: int = 0  # of requests to run
+    too_long: int = 0  # over the context window: fail without a call, cost nothing
     run_keys: set[str] = field(default_factory=set)
 
 
@@ -150,6 +152,9 @@ def _render_step(step: StepPlan, tpl: StepTemplates, row_keys: list[str], rows: 
             tally.cached += key is not None and key in cached
             continue
         tally.run_keys.add(key)
+        if too_long(n, step.max_tokens, step.context_window):
+            tally.too_long += 1
+            continue
         tally.to_run += 1
         tally.input_tokens += n
     return {req_column(step.name, "key"): pa.array(keys, pa.string()),
@@ -165,6 +170,7 @@ def _with_counts(step: StepPlan, tally: _Tally | None, rows: int, batch_threshol
     else:
         counts = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run,
                          tally.input_tokens, estimated=not step.token_count_exact)
+        counts = counts.model_copy(update={"too_long": tally.too_long})
     tally and tally.run_keys.clear()
     return step.model_copy(update={"counts": counts})
 

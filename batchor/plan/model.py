@@ -36,6 +36,7 @@ class StepCounts(_Frozen):
     cost_upper: float = 0.0
     estimated: bool = False  # token counts are estimates (non-OpenAI tokenizer or projected rows)
     projected: int = 0  # rows whose upstream answers do not exist yet (counted at the upper bound)
+    too_long: int = 0  # requests over the model's context window: they fail without a call
 
 
 class StepPlan(_Frozen):
@@ -62,6 +63,7 @@ class StepPlan(_Frozen):
     token_count_exact: bool = False
     token_upper_factor: float = 1.0
     max_tokens: int
+    context_window: int | None = None
     expected_output_tokens: int
     key_prefix: str  # canonical provider/model/params/schema part of the request key
     counts: StepCounts = Field(default_factory=StepCounts)

@@ -13,6 +13,7 @@ from batchor.fingerprint import request_prefix
 from batchor.outputs.adapt import adapt_schema
 from batchor.outputs.schemas import check_schema, estimate_output_tokens
 from batchor.plan.mode import initial_mode
+from batchor.plan.context import context_window
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
 from batchor.plan.tokens import get_counter
@@ -98,6 +99,7 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
         prompt=step.prompt, when=step.when, depends_on=deps, mode=mode, mode_note=mode_note,
         price=price.to_dict() if price else None, token_count_exact=counter.exact,
         token_upper_factor=counter.upper_factor, max_tokens=max_tokens,
+        context_window=context_window(model.name, model.context_window),
         expected_output_tokens=min(max_tokens, estimate_output_tokens(schema)),
         key_prefix=request_prefix(identity, model.name, key_params, sent_schema),
     )

@@ -46,6 +46,9 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
         lines.append(f"  step {s.name}: {s.provider}:{s.model} [{mode}] {c.to_run:,} to run, {c.cached:,} cached, "
                      f"{c.skipped:,} skipped, {money(c.cost_expected)} (<= {money(c.cost_upper)}){est}")
+        if c.too_long:
+            lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
+                         "those rows will fail without a call")
         lines += [f"    note: {n}" for n in s.schema_notes]
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")

@@ -69,6 +69,8 @@ class ModelSpec(_Strict):
     """OpenAI only: Chat Completions (default) or the Responses API."""
     price: PriceSpec | None = None
     """Price override, needed for models the price table does not know."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Context window in tokens (known models have a default); longer rows fail alone."""
 
     @field_validator("name")
     @classmethod
@@ -88,6 +90,7 @@ class ModelOverride(_Strict):
     api_key_env: str | None = None
     api: Literal["chat", "responses"] | None = None
     price: PriceSpec | None = None
+    context_window: int | None = Field(default=None, ge=1)
 
 
 class SchemaOutput(_Strict):

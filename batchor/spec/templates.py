@@ -107,15 +107,21 @@ def _collect_refs(ast: nodes.Template, compiled: StepTemplates, where: str, know
             f"{where}: template uses '{name}', which is neither `row` nor an earlier step",
             hint=hint or "declare the step before using it",
         )
+    column_uses = 0
     for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
         target = node.node
         if isinstance(target, nodes.Name) and target.name == "row":
+            column_uses += 1
             if isinstance(node, nodes.Getattr):
                 compiled.row_columns.add(node.attr)
             elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
                 compiled.row_columns.add(node.arg.value)
             else:
                 compiled.dynamic_row_access = True
+    # `{{ row | tojson }}`, `{% for k in row %}` or an included template may read any column.
+    bare_row = sum(1 for n in ast.find_all(nodes.Name) if n.name == "row") > column_uses
+    if bare_row or any(True for _ in ast.find_all((nodes.Include, nodes.Import, nodes.FromImport))):
+        compiled.dynamic_row_access = True
 
 
 def check_columns(compiled: StepTemplates, columns: list[str]) -> None:

@@ -23,7 +23,8 @@ import pyarrow as pa
 LIVE_STATES = ("intent", "submitted", "completed", "failed", "expired", "cancelled")
 ENDED_STATES = ("completed", "failed", "expired", "cancelled")
 # Outcomes of a row in one batch. `retry` used an attempt; `retry_free` (rate limit, quota) and
-# `missing` (no result: batch expired or cancelled first) did not.
+# `missing` (no result: batch expired or cancelled first) did not; `unsent` (the create never
+# happened) is not an attempt at all.
 CONSUMED = ("ok", "failed", "retry")
 
 
@@ -48,6 +49,7 @@ class BatchRecord:
     failed: int = 0
     requeued: int = 0
     error: str | None = None
+    created_s: float = 0.0  # epoch seconds of the intent (compared with the provider's clock)
     created_at: Any = None
     submitted_at: Any = None
     updated_at: Any = None
@@ -139,6 +141,12 @@ class BatchLedger:
         found = self._select("WHERE batch_id = ?", [batch_id])
         return found[0] if found else None
 
+    def next_chunk(self, job_id: str, step: str) -> int:
+        with self.store.connection() as db:
+            rows = db.execute("SELECT coalesce(max(chunk) + 1, 0) FROM batches WHERE job_id = ? AND step = ?",
+                              [job_id, step]).fetchall()
+        return int(rows[0][0])
+
     def batch_keys(self, batch_id: str) -> list[str]:
         with self.store.connection() as db:
             rows = db.execute("SELECT request_key FROM batch_requests WHERE batch_id = ?", [batch_id]).fetchall()
@@ -169,7 +177,7 @@ class BatchLedger:
                 spent, free = 0, 0
             elif outcome in CONSUMED:
                 spent += 1
-            elif outcome == "retry_free":
+            elif outcome in ("retry_free", "missing"):
                 free += 1
             used[key] = (spent, free)
         return used

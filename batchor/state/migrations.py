@@ -33,7 +33,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             batch_id VARCHAR PRIMARY KEY, job_id VARCHAR, run_id VARCHAR, step VARCHAR, step_fp VARCHAR,
             provider VARCHAR, model VARCHAR, connection VARCHAR, chunk INTEGER, state VARCHAR,
             remote_id VARCHAR, remote_status VARCHAR, requests INTEGER, input_tokens BIGINT, bytes BIGINT,
-            succeeded INTEGER, failed INTEGER, requeued INTEGER, error VARCHAR, created_at TIMESTAMP,
+            succeeded INTEGER, failed INTEGER, requeued INTEGER, error VARCHAR, created_s DOUBLE, created_at TIMESTAMP,
             submitted_at TIMESTAMP, updated_at TIMESTAMP, ended_at TIMESTAMP)""",
         """CREATE TABLE IF NOT EXISTS batch_requests (
             batch_id VARCHAR, request_key VARCHAR, outcome VARCHAR)""",

@@ -1,0 +1,164 @@
+"""OpenAI Batch API: JSONL request files, batches tagged through `metadata`, output/error files.
+
+Lines reuse the realtime `to_body`/`parse_result` (chat or responses). The client never retries
+by itself (`max_retries=0`): an automatic retry of `batches.create` after a timeout can create the
+same batch twice, so an uncertain create surfaces as `BatchCreateUnknownError` and the engine
+reconciles through `find` (the local batch id is in the batch's metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, AsyncIterator
+
+from batchor.errors import (
+    BatchCreateUnknownError,
+    InvalidRequestError,
+    ProviderError,
+    RateLimitedError,
+    TransientProviderError,
+)
+from batchor.providers.base import LLMRequest, ProviderConfig, read_api_key
+from batchor.providers.batch import (
+    CANCELLED,
+    COMPLETED,
+    EXPIRED,
+    FAILED,
+    RUNNING,
+    BatchLimits,
+    BatchTag,
+    RemoteBatch,
+    RowResult,
+)
+from batchor.providers.errors_map import classify
+from batchor.providers.openai import _mapped_errors, parse_result, to_body
+
+LIMITS = BatchLimits(max_requests=50_000, max_bytes=200 * 1024 * 1024)
+TAG = "batchor_batch"
+RECONCILE_SKEW_S = 600.0  # provider and local clocks may disagree by this much
+_STATES = {"validating": RUNNING, "in_progress": RUNNING, "finalizing": RUNNING, "cancelling": RUNNING,
+           "completed": COMPLETED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
+_ENDPOINTS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+_MISSING_CODES = ("batch_expired", "batch_cancelled")
+
+
+def encode_line(request: LLMRequest, *, api: str = "chat", strict: bool = True) -> bytes:
+    """One JSONL line of the input file: custom_id = request key, body = the realtime body."""
+    line = {"custom_id": request.key, "method": "POST", "url": _ENDPOINTS[api],
+            "body": to_body(request, api=api, strict=strict)}
+    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def parse_line(line: dict[str, Any], *, api: str = "chat") -> RowResult:
+    """A row of the output or error file as a completion, a classified error, or missing."""
+    key = str(line.get("custom_id"))
+    response = line.get("response") or None
+    error = line.get("error") or None
+    if response is None:
+        code = str((error or {}).get("code") or "")
+        message = str((error or {}).get("message") or "no response")
+        if code in _MISSING_CODES:
+            return RowResult(key, missing=True)
+        return RowResult(key, error=classify(400, message, code))
+    status = int(response.get("status_code") or 0)
+    body = response.get("body") or {}
+    if status != 200:
+        detail = body.get("error", body) if isinstance(body, dict) else {}
+        detail = detail if isinstance(detail, dict) else {}
+        return RowResult(key, error=classify(status, str(detail.get("message") or f"HTTP {status}"),
+                                             detail.get("code")))
+    try:
+        return RowResult(key, completion=parse_result(body, api=api))
+    except ProviderError as exc:
+        return RowResult(key, error=exc)
+
+
+def remote_from(batch: Any) -> RemoteBatch:
+    """A RemoteBatch from the SDK's Batch model."""
+    metadata = batch.metadata or {}
+    counts = batch.request_counts
+    return RemoteBatch(remote_id=batch.id, status=batch.status, state=_STATES.get(batch.status, RUNNING),
+                       tag=metadata.get(TAG), created_at=float(batch.created_at or 0),
+                       requests=counts.total if counts else None, error=_batch_error(batch),
+                       handle=(batch.output_file_id, batch.error_file_id))
+
+
+def _batch_error(batch: Any) -> ProviderError | None:
+    if batch.status != "failed":
+        return None
+    errors = getattr(batch.errors, "data", None) or []
+    if not errors:
+        return InvalidRequestError("batch failed without a reason")
+    first = errors[0]
+    message = f"{first.message or 'batch failed'}" + (f" (line {first.line})" if first.line else "")
+    if first.code == "token_limit_exceeded":  # the enqueued-token limit: wait for room, then resubmit
+        return RateLimitedError(message)
+    return classify(400, message, first.code)
+
+
+class OpenAIBatchProvider:
+    name = "openai"
+
+    def __init__(self, client: Any, *, api: str, strict: bool, secret: str | None, limits: BatchLimits = LIMITS) -> None:
+        self.client, self.api, self.strict, self._secret = client, api, strict, secret
+        self.limits = limits
+
+    def encode(self, request: LLMRequest) -> bytes:
+        return encode_line(request, api=self.api, strict=self.strict)
+
+    async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
+        async with _mapped_errors(self._secret):
+            upload = await self.client.files.create(file=(f"{tag.batch_id}.jsonl", b"".join(lines)), purpose="batch")
+        metadata = {TAG: tag.batch_id, "batchor_job": tag.job_id, "batchor_step": tag.step,
+                    "batchor_chunk": str(tag.chunk)}
+        try:
+            async with _mapped_errors(self._secret):
+                batch = await self.client.batches.create(input_file_id=upload.id, endpoint=_ENDPOINTS[self.api],
+                                                         completion_window="24h", metadata=metadata)
+        except TransientProviderError as exc:
+            raise BatchCreateUnknownError(f"batch create for {tag.batch_id}: {exc.message}") from None
+        return remote_from(batch)
+
+    async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
+        async with _mapped_errors(self._secret):
+            async for batch in self.client.batches.list(limit=100):
+                if batch.created_at and batch.created_at < tag.created_at - RECONCILE_SKEW_S:
+                    return None  # listed newest first: older batches cannot be this one
+                if (batch.metadata or {}).get(TAG) == tag.batch_id:
+                    return remote_from(batch)
+        return None
+
+    async def poll(self, remote_id: str) -> RemoteBatch:
+        async with _mapped_errors(self._secret):
+            return remote_from(await self.client.batches.retrieve(remote_id))
+
+    async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
+        for file_id in remote.handle or ():
+            if not file_id:
+                continue
+            async with _mapped_errors(self._secret):
+                content = await self.client.files.content(file_id)
+                data = content.content
+            for raw in data.splitlines():
+                if raw.strip():
+                    yield parse_line(json.loads(raw), api=self.api)
+
+    async def cancel(self, remote_id: str) -> RemoteBatch:
+        async with _mapped_errors(self._secret):
+            return remote_from(await self.client.batches.cancel(remote_id))
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def create(config: ProviderConfig, info: Any) -> OpenAIBatchProvider:
+    import openai
+
+    key_env = config.api_key_env or info.key_env
+    secret = read_api_key(key_env, config.provider) if key_env else os.environ.get("OPENAI_API_KEY", "not-needed")
+    base_url = config.base_url or info.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    # max_retries=0: the SDK would retry a timed-out batches.create and could create it twice.
+    client = openai.AsyncOpenAI(api_key=secret, base_url=base_url, max_retries=0, timeout=config.timeout_s)
+    return OpenAIBatchProvider(client, api=config.options.get("api") or "chat",
+                               strict=bool(config.options.get("strict")), secret=secret)
