@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchor.errors import InputError
+from batchor.private import private_dir
 
 
 def frame_kind(data: Any) -> str:
@@ -47,7 +48,7 @@ def materialize(data: Any, folder: Path) -> Path:
     table = to_arrow(data, frame_kind(data))
     if table.num_rows == 0:
         raise InputError("data: the DataFrame has no rows")
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(folder)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     payload = sink.getvalue().to_pybytes()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.realtime import RealtimeExecutor, StepRuntime, StopSignal, WorkItem
@@ -44,6 +45,7 @@ class ApplyOptions:
     seed: int | None = None
     limits: dict[str, Any] = field(default_factory=dict)  # overrides of the plan's limits
     wait: bool = True  # False: submit batch work and return (apply --no-wait)
+    sleep: Any = None  # injected async sleep for batch polling (tests); None: real time
 
 
 @dataclass
@@ -133,6 +135,7 @@ class _Runner:
         self.budget = Budget(options.max_cost)
         self.stop = StopSignal()
         self.runtimes: dict[str, StepRuntime] = {}
+        self.in_flight = 0  # provider batches left running (apply --no-wait)
         self._user_emit = options.emit
         self._last_saved = time.monotonic()
         self.options = _with_emit(options, self._emit)
@@ -155,9 +158,8 @@ class _Runner:
             try:
                 for wave in self.plan.header.waves():
                     works = [self._scan(step) for step in wave]
-                    items = _chain_items(works)
                     if any(w.pending for w in works):
-                        runner.run(self._execute(items))
+                        runner.run(self._execute_wave(works))
                     if self.stop.stopped:
                         break
             finally:
@@ -193,13 +195,31 @@ class _Runner:
             price = ModelPrice.from_dict(step.price) if step.price else None
             self.runtimes[step.name] = StepRuntime(step, create_provider(config), price)
 
+    async def _execute_wave(self, works: list[StepWork]) -> None:
+        """Realtime steps and batch steps of one wave side by side, under one signal handler."""
+        batch = [w for w in works if w.step.mode == "batch" and w.pending]
+        realtime = [w for w in works if w.step.mode != "batch" and w.pending]
+        jobs = [self._execute(_chain_items(realtime))] if realtime else []
+        if batch:
+            jobs.append(self._execute_batches(batch))
+        with _signals(self.stop, self.options.handle_signals):
+            await asyncio.gather(*jobs)
+
     async def _execute(self, items: Iterator[WorkItem]) -> None:
         sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw)
         executor = RealtimeExecutor(self.runtimes, limits=self.limits, budget=self.budget, sink=sink,
                                     progress=self.progress, emit=self.options.emit, stop=self.stop,
                                     seed=self.options.seed)
-        with _signals(self.stop, self.options.handle_signals):
-            await executor.run(items)
+        await executor.run(items)
+
+    async def _execute_batches(self, works: list[StepWork]) -> None:
+        sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw,
+                          flush_rows=1 << 30, flush_interval_s=1e9)  # flushed once per collected batch
+        executor = BatchExecutor(self.runtimes, store=self.store, run_id=self.run_record.run_id,
+                                 job_id=self.plan.job_id, limits=self.limits, budget=self.budget, sink=sink,
+                                 progress=self.progress, emit=self.options.emit, stop=self.stop,
+                                 options=BatchOptions(wait=self.options.wait, sleep=self.options.sleep))
+        self.in_flight += await executor.run(works)
 
     async def _close_providers(self) -> None:
         for runtime in self.runtimes.values():

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from batchor.errors import PlanFileError
 from batchor.fingerprint import canonical_json, sha256_hex
 from batchor.plan.model import PLAN_FORMAT_VERSION, PlanHeader
+from batchor.private import private_dir
 
 HEADER_MEMBER = "plan.json"
 DATA_MEMBER = "data.parquet"
@@ -118,7 +119,7 @@ class CompiledPlan:
     def save(self, path: str | Path) -> Path:
         """Write atomically (temp file + rename), owner-only."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plan-", suffix=".tmp")
         os.close(fd)
         try:

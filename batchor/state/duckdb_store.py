@@ -17,6 +17,7 @@ import duckdb
 import pyarrow as pa
 
 from batchor.errors import StateCorruptError, StateError, StateLockedError, StateVersionError
+from batchor.private import private_dir
 from batchor.state.base import RunRecord
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -33,7 +34,7 @@ class DuckDBStore:
         self.location = str(path)
         self.connect_timeout_s = connect_timeout_s
         self._held: duckdb.DuckDBPyConnection | None = None
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
         with self.connection() as db:
             self._migrate(db)
         _owner_only(path)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from batchor.errors import StateLockedError
+from batchor.private import private_dir
 
 
 class ApplyLock:
@@ -22,7 +23,7 @@ class ApplyLock:
         self._fd: int | None = None
 
     def acquire(self) -> "ApplyLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

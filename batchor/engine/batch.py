@@ -1,0 +1,395 @@
+"""Batch execution: a step's requests go through the provider's Batch API, durably.
+
+Per step: re-attach to the live batches of its request family (reconciling unresolved creates
+with the provider), cut the other pending keys into chunks within the provider's limits, record
+each chunk as an intent *before* creating it, then poll every live batch (one call each per
+round, backing off from `batch_poll_s` to `batch_poll_max_s`) and collect finished ones: answers
+are stored, rows without an answer are queued again. With `wait=False` the executor returns once
+all it may submit is submitted; a later apply collects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from batchor.engine.batch_rows import REQUEUE, RowJudge
+from batchor.engine.budget import Budget
+from batchor.engine.events import Event, EventSink, Progress
+from batchor.engine.realtime import StepRuntime, StopSignal, WorkItem
+from batchor.engine.sink import ResultSink
+from batchor.engine.work import StepWork
+from batchor.errors import (
+    AuthenticationError,
+    BatchCreateUnknownError,
+    NoApiKeyError,
+    ProviderError,
+    QuotaExhaustedError,
+    RateLimitedError,
+    TransientProviderError,
+)
+from batchor.fingerprint import sha256_hex
+from batchor.providers.base import LLMRequest, ProviderConfig
+from batchor.providers.batch import (
+    FAILED,
+    BatchProvider,
+    BatchTag,
+    RemoteBatch,
+    RowResult,
+    capped,
+    create_batch_provider,
+)
+from batchor.state.batches import BatchLedger, BatchRecord
+
+CRASH_ENV = "BATCHOR_TEST_CRASH_AT"  # tests: die (SIGKILL) at a named point, e.g. after_create
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def step_fingerprint(key_prefix: str) -> str:
+    """Batches are re-attached by request family (provider, model, params, schema), not by plan."""
+    return sha256_hex(key_prefix)[:16]
+
+
+def connection_of(runtime: StepRuntime) -> dict[str, Any]:
+    plan = runtime.plan
+    return {"base_url": plan.base_url, "api_key_env": plan.api_key_env, "api": plan.api or "chat",
+            "strict": plan.strict}
+
+
+def batch_provider_for(provider: str, connection: dict[str, Any], timeout_s: float) -> BatchProvider:
+    config = ProviderConfig(provider=provider, base_url=connection.get("base_url"),
+                            api_key_env=connection.get("api_key_env"), timeout_s=timeout_s,
+                            options={"api": connection.get("api") or "chat", "strict": connection.get("strict")})
+    return create_batch_provider(config)
+
+
+@dataclass
+class BatchOptions:
+    wait: bool = True
+    sleep: Sleep | None = None  # injected by tests: polling then takes no real time
+    clock: Callable[[], float] = time.time
+
+
+@dataclass
+class _Chunk:
+    keys: list[str]
+    lines: list[bytes]
+    size: int
+    tokens: int
+    reserved: float
+
+
+class BatchExecutor:
+    """Runs the batch-mode steps of one wave until their batches are collected (or submitted)."""
+
+    def __init__(self, steps: dict[str, StepRuntime], *, store: Any, run_id: str, job_id: str,
+                 limits: dict[str, Any], budget: Budget, sink: ResultSink, progress: Progress, emit: EventSink,
+                 stop: StopSignal, options: BatchOptions) -> None:
+        self.steps, self.store, self.run_id, self.job_id = steps, store, run_id, job_id
+        self.ledger = BatchLedger(store)
+        self.limits, self.budget, self.sink, self.progress = limits, budget, sink, progress
+        self.emit, self.stop, self.options = emit, stop, options
+        self.poll_s = float(limits.get("batch_poll_s") or 5.0)
+        self.poll_max_s = float(limits.get("batch_poll_max_s") or 60.0)
+        self.enqueued_tokens = limits.get("batch_enqueued_tokens")
+        self.lanes: list[_Lane] = []
+
+    async def run(self, works: list[StepWork]) -> int:
+        """Returns the number of batches still live (in flight) when it stops."""
+        try:
+            self.lanes = [self._open(work) for work in works]
+            delay = self.poll_s
+            while True:
+                changed = False
+                for lane in self.lanes:
+                    changed |= await lane.submit_ready()
+                if self._interrupted() or not self.options.wait or not any(lane.live for lane in self.lanes):
+                    break
+                delay = self.poll_s if changed else delay
+                self.emit(Event("batch_waiting", {"live": sum(len(lane.live) for lane in self.lanes),
+                                                  "next_poll_s": delay}))
+                await self._sleep(delay)
+                if self._interrupted():
+                    break
+                for lane in self.lanes:
+                    changed |= await lane.poll_all()
+                delay = self.poll_s if changed else min(delay * 2, self.poll_max_s)
+        finally:
+            await self.sink.flush()
+            for lane in self.lanes:
+                await lane.provider.aclose()
+        return sum(len(lane.live) for lane in self.lanes)
+
+    def _open(self, work: StepWork) -> "_Lane":
+        runtime = self.steps[work.step.name]
+        connection = connection_of(runtime)
+        timeout = float(self.limits.get("request_timeout_s", 120))
+        provider = batch_provider_for(runtime.plan.provider, connection, timeout)
+        provider.limits = capped(provider.limits, self.limits.get("batch_max_requests"),
+                                 self.limits.get("batch_max_bytes"))
+        lane = _Lane(self, runtime, provider, connection)
+        lane.open(work)
+        return lane
+
+    def token_room(self, model: str) -> int | None:
+        """Input tokens that may still be enqueued for `model` (None: no limit set)."""
+        if not self.enqueued_tokens:
+            return None
+        used = sum(b.input_tokens or 0 for lane in self.lanes if lane.runtime.plan.model == model
+                   for b in lane.live.values())
+        return int(self.enqueued_tokens) - used
+
+    def _interrupted(self) -> bool:
+        return self.stop.reason == "interrupted"
+
+    async def _sleep(self, delay: float) -> None:
+        if self.options.sleep is not None:
+            await self.options.sleep(delay)
+            return
+        if self.stop.stopped:  # stopped for quota/budget: keep collecting what is in flight
+            await asyncio.sleep(delay)
+            return
+        try:
+            await asyncio.wait_for(self.stop.event.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+    def report(self) -> None:
+        self.emit(Event("progress", self.progress.snapshot()))
+
+
+class _Lane:
+    """One step's batches: its queue of keys, its live batches and its provider client."""
+
+    def __init__(self, ex: BatchExecutor, runtime: StepRuntime, provider: BatchProvider,
+                 connection: dict[str, Any]) -> None:
+        self.ex, self.runtime, self.provider, self.connection = ex, runtime, provider, connection
+        self.plan = runtime.plan
+        self.fp = step_fingerprint(self.plan.key_prefix)
+        self.live: dict[str, BatchRecord] = {}
+        self.keys_of: dict[str, list[str]] = {}
+        self.reserved: dict[str, float] = {}
+        self.items: dict[str, WorkItem] = {}
+        self.queue: deque[str] = deque()
+        self.create_failures = 0
+        self.judge: RowJudge | None = None
+
+    def open(self, work: StepWork) -> None:
+        ledger = self.ex.ledger
+        in_flight: set[str] = set()
+        for batch in ledger.live_batches(self.fp):
+            self.live[batch.batch_id] = batch
+            self.keys_of[batch.batch_id] = ledger.batch_keys(batch.batch_id)
+            in_flight.update(self.keys_of[batch.batch_id])
+        self.items = {item.key: item for item in work.items()}
+        self.queue = deque(k for k in self.items if k not in in_flight)
+        attempts = ledger.attempts_used(list(self.items))
+        self.judge = RowJudge(self.runtime, self.ex.sink, self.ex.progress, self.ex.stop,
+                              int(self.ex.limits.get("max_attempts", 4)), attempts)
+        self.chunk = ledger.next_chunk(self.ex.job_id, self.plan.name)
+        self.ex.emit(Event("batch_step", {"step": self.plan.name, "queued": len(self.queue),
+                                          "reattached": len(self.live), "in_flight_rows": len(in_flight)}))
+
+    # --- submitting ------------------------------------------------------------------------
+
+    async def submit_ready(self) -> bool:
+        changed = False
+        for batch in [b for b in self.live.values() if b.state == "intent"]:
+            changed |= await self._reconcile(batch)
+        while self.queue and not self.ex.stop.stopped:
+            if any(b.state == "intent" for b in self.live.values()):
+                break  # an unresolved create first: never two uncertain batches at once
+            chunk = self._next_chunk()
+            if chunk is None:
+                break
+            batch = self._record(chunk)
+            crash_point("after_intent")
+            if not await self._create(batch, chunk.lines):
+                break
+            changed = True
+        return changed
+
+    def _next_chunk(self) -> _Chunk | None:
+        limits, room = self.provider.limits, self.ex.token_room(self.plan.model)
+        if room is not None and room <= 0:
+            return None
+        chunk = _Chunk([], [], 0, 0, 0.0)
+        while self.queue and len(chunk.keys) < limits.max_requests:
+            item = self.items[self.queue[0]]
+            line = self.provider.encode(self._request(item))
+            if chunk.keys and (chunk.size + len(line) > limits.max_bytes
+                               or (room is not None and chunk.tokens + item.input_tokens > room)):
+                break
+            cost = self.runtime.upper_cost(item)
+            if not self.ex.budget.try_reserve(cost):
+                self.ex.stop.stop("budget", f"--max-cost {self.ex.budget.limit} reached")
+                break
+            self.queue.popleft()
+            chunk.keys.append(item.key)
+            chunk.lines.append(line)
+            chunk.size, chunk.tokens, chunk.reserved = (chunk.size + len(line), chunk.tokens + item.input_tokens,
+                                                        chunk.reserved + cost)
+        return chunk if chunk.keys else None
+
+    def _request(self, item: WorkItem) -> LLMRequest:
+        p = self.plan
+        return LLMRequest(item.key, p.model, item.messages, p.params, p.sent_schema, p.name)
+
+    def _record(self, chunk: _Chunk) -> BatchRecord:
+        batch = BatchRecord(
+            batch_id=f"batchor-{uuid.uuid4().hex[:20]}", job_id=self.ex.job_id, run_id=self.ex.run_id,
+            step=self.plan.name, step_fp=self.fp, provider=self.plan.provider, model=self.plan.model,
+            connection=json.dumps(self.connection, sort_keys=True), chunk=self.chunk, requests=len(chunk.keys),
+            input_tokens=chunk.tokens, bytes=chunk.size, created_s=self.ex.options.clock())
+        self.ex.ledger.record_intent(batch, chunk.keys)
+        self.chunk += 1
+        self.live[batch.batch_id] = batch
+        self.keys_of[batch.batch_id] = chunk.keys
+        self.reserved[batch.batch_id] = chunk.reserved
+        return batch
+
+    def _tag(self, batch: BatchRecord) -> BatchTag:
+        return BatchTag(batch.batch_id, batch.job_id, batch.step, batch.chunk, batch.requests, batch.created_s)
+
+    async def _create(self, batch: BatchRecord, lines: list[bytes]) -> bool:
+        """Create the remote batch once; an uncertain outcome stays an intent, to be reconciled."""
+        try:
+            remote = await self.provider.submit(self._tag(batch), lines)
+        except BatchCreateUnknownError as exc:
+            self._create_failed(batch, exc)
+            return False
+        except (TransientProviderError, RateLimitedError) as exc:  # refused before anything was created
+            self._create_failed(batch, exc)
+            self._abandon(batch, exc.message)
+            return False
+        except QuotaExhaustedError as exc:
+            self._abandon(batch, exc.message)
+            self.ex.stop.stop("quota", exc.message)
+            return False
+        except (AuthenticationError, NoApiKeyError):
+            raise
+        except ProviderError as exc:  # refused as a whole: every row used an attempt
+            await self._collect(batch, RemoteBatch(batch.remote_id or "", "refused", FAILED, error=exc), read=False)
+            return False
+        crash_point("after_create")
+        self._submitted(batch, remote)
+        crash_point("after_submit")
+        return True
+
+    def _create_failed(self, batch: BatchRecord, exc: ProviderError) -> None:
+        self.create_failures += 1
+        self.ex.emit(Event("batch_create_failed", {"step": batch.step, "batch_id": batch.batch_id,
+                                                   "error": exc.message, "failures": self.create_failures}))
+        if self.create_failures >= int(self.ex.limits.get("max_attempts", 4)):
+            raise exc
+
+    async def _reconcile(self, batch: BatchRecord) -> bool:
+        """An intent whose create may or may not have happened: look it up before anything else."""
+        try:
+            remote = await self.provider.find(self._tag(batch), self.ex.ledger.claimed_remote_ids(batch.provider))
+        except TransientProviderError:
+            return False
+        if remote is not None:
+            self._submitted(batch, remote, event="batch_reattached")
+        else:
+            self._abandon(batch, "not created at the provider")
+        return True
+
+    def _submitted(self, batch: BatchRecord, remote: RemoteBatch, event: str = "batch_submitted") -> None:
+        self.ex.ledger.mark_submitted(batch.batch_id, remote.remote_id, remote.status)
+        batch.state, batch.remote_id, batch.remote_status = "submitted", remote.remote_id, remote.status
+        self.create_failures = 0
+        self.ex.emit(Event(event, {"step": batch.step, "batch_id": batch.batch_id, "remote_id": remote.remote_id,
+                                   "requests": batch.requests, "chunk": batch.chunk}))
+
+    def _abandon(self, batch: BatchRecord, reason: str) -> None:
+        """Nothing exists remotely for this intent: its rows go back to the front of the queue."""
+        keys = self.keys_of.pop(batch.batch_id, None) or self.ex.ledger.batch_keys(batch.batch_id)
+        self.ex.ledger.mark_collected(batch.batch_id, dict.fromkeys(keys, "unsent"), error=reason)
+        self.ex.budget.settle(self.reserved.pop(batch.batch_id, 0.0), 0.0)
+        self.live.pop(batch.batch_id, None)
+        self.queue.extendleft(reversed([k for k in keys if k in self.items]))
+
+    # --- polling and collecting ------------------------------------------------------------
+
+    async def poll_all(self) -> bool:
+        changed = False
+        for batch in [b for b in self.live.values() if b.state != "intent"]:
+            try:
+                remote = await self.provider.poll(batch.remote_id or "")
+            except TransientProviderError:
+                continue
+            except (AuthenticationError, NoApiKeyError):
+                raise
+            except ProviderError as exc:  # gone (404) or refused: nothing more will come from it
+                remote = RemoteBatch(batch.remote_id or "", "error", FAILED, error=exc)
+                await self._collect(batch, remote, read=False)
+                changed = True
+                continue
+            crash_point("during_poll")
+            if not remote.ended:
+                if remote.status != batch.remote_status:
+                    self.ex.ledger.mark_polled(batch.batch_id, remote.status)
+                    batch.remote_status = remote.status
+                continue
+            changed |= await self._collect(batch, remote)
+        return changed
+
+    async def _collect(self, batch: BatchRecord, remote: RemoteBatch, read: bool = True) -> bool:
+        """Store a finished batch's answers; queue its rows without an answer again."""
+        error = remote.error.message if remote.error else None
+        if batch.state not in ("intent", remote.state):
+            self.ex.ledger.mark_ended(batch.batch_id, remote.state, remote.status, error)
+            batch.state = remote.state
+        try:
+            rows = [row async for row in self.provider.results(remote)] if read else []
+        except TransientProviderError:
+            return False  # read again at the next poll
+        keys = self.keys_of.get(batch.batch_id) or self.ex.ledger.batch_keys(batch.batch_id)
+        outcomes, cost = self._settle(keys, rows, remote)
+        await self.ex.sink.flush()
+        crash_point("after_results")
+        self.ex.ledger.mark_collected(batch.batch_id, outcomes, error)
+        self.ex.budget.settle(self.reserved.pop(batch.batch_id, 0.0), cost)
+        self.live.pop(batch.batch_id, None)
+        self.keys_of.pop(batch.batch_id, None)
+        self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)
+        counts = {o: sum(1 for v in outcomes.values() if v == o) for o in set(outcomes.values())}
+        self.ex.emit(Event("batch_collected", {"step": batch.step, "batch_id": batch.batch_id,
+                                               "remote_id": remote.remote_id, "state": remote.state,
+                                               "outcomes": counts, "error": error}))
+        self.ex.report()
+        return True
+
+    def _settle(self, keys: list[str], rows: list[RowResult], remote: RemoteBatch) -> tuple[dict[str, str], float]:
+        assert self.judge is not None
+        wanted, outcomes, cost = set(keys), {}, 0.0
+        for row in rows:
+            if row.key in wanted and row.key not in outcomes:
+                item, counted = self._item(row.key)
+                outcomes[row.key], spent = self.judge.settle(item, row, counted)
+                cost += spent
+        for key in keys:
+            if key not in outcomes:
+                item, counted = self._item(key)
+                if remote.error is not None:
+                    outcomes[key] = self.judge.judge_error(item, remote.error, counted)
+                else:
+                    outcomes[key] = self.judge.settle(item, RowResult(key, missing=True), counted)[0]
+        return outcomes, cost
+
+    def _item(self, key: str) -> tuple[WorkItem, bool]:
+        item = self.items.get(key)
+        return (item, True) if item is not None else (WorkItem(key, self.plan.name, (), 0), False)
