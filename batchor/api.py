@@ -117,13 +117,13 @@ def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: 
           state: str | None = None, model: str | None = None, mock: bool = False, mode: str | None = None,
           refresh: frozenset[str] | set[str] = frozenset(), limit: int | None = None, sample: int | None = None,
           output: str | Path | None = None, on_event: Callable[[Event], None] | None = None,
-          handle_signals: bool = True, limits: dict[str, Any] | None = None) -> Result:
+          handle_signals: bool = True, limits: dict[str, Any] | None = None, wait: bool = True) -> Result:
     """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
     check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume."""
     compiled = load_or_plan(spec_or_plan, data=data, state=state, model=model, mock=mock, mode=mode,
                             refresh=refresh, limit=limit, sample=sample)
     outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
-                             on_event=on_event, handle_signals=handle_signals, limits=limits)
+                             on_event=on_event, handle_signals=handle_signals, limits=limits, wait=wait)
     kind = frame_kind(data) if data is not None else "path"
     return to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
 

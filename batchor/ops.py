@@ -36,6 +36,17 @@ def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
     return data
 
 
+def cancel_run(run_id: str | None, state: str | None) -> dict[str, Any]:
+    """Cancel the provider batches in flight for a run's job; the next apply collects what finished."""
+    import asyncio
+
+    from batchor.engine.batch_cancel import cancel_batches
+
+    store = open_state(state_location(state))
+    run = _run(store, run_id)
+    return {"run_id": run.run_id, "batches": asyncio.run(cancel_batches(store, run.job_id))}
+
+
 def list_runs(state: str | None, limit: int = 20) -> list[dict[str, Any]]:
     store = open_state(state_location(state))
     return [{k: v for k, v in asdict(r).items() if k != "extra"} for r in store.list_runs(limit)]

@@ -13,6 +13,7 @@ import typer
 from batchor import api
 from batchor.cli import render
 from batchor.errors import (
+    EXIT_IN_FLIGHT,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PENDING,
@@ -85,7 +86,9 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
           refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
           output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
           limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows"),
-          sample: Optional[int] = typer.Option(None, "--sample", help="N random rows (seeded)")) -> None:
+          sample: Optional[int] = typer.Option(None, "--sample", help="N random rows (seeded)"),
+          no_wait: bool = typer.Option(False, "--no-wait", help="Submit provider batches and exit (code 7); "
+                                       "a later apply collects them")) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
     from_file = api.is_plan_file(target)
     compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh),
@@ -97,7 +100,7 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
     printer = render.EventPrinter(as_json)
     try:
         outcome = api.apply_compiled(compiled, max_cost=max_cost, state=state, refresh=set(refresh),
-                                     output=output, on_event=printer)
+                                     output=output, on_event=printer, wait=not no_wait)
     finally:
         printer.close()
     _report(outcome, target, as_json)
@@ -121,6 +124,10 @@ def _report(outcome: Any, target: Path, as_json: bool) -> None:
         typer.echo(f"{outcome.status}: {p['succeeded']:,} answered, {p['failed']:,} failed, {outcome.cached:,} cached, "
                    f"{outcome.skipped:,} skipped; cost {render.money(outcome.cost_usd)}; "
                    f"{outcome.duration_s:.1f}s; output {outcome.output_path}", err=True)
+    if outcome.status == "in_flight":
+        typer.echo(f"in flight: {outcome.stop_reason}. See `batchor status`; collect with: batchor apply {target}",
+                   err=True)
+        raise typer.Exit(EXIT_IN_FLIGHT)
     if outcome.status == "interrupted":
         typer.echo(f"interrupted: finished work is saved. Resume with: batchor apply {target}", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -141,8 +148,24 @@ def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
     if as_json:
         _out(data)
         return
+    batches = data.pop("batches", [])
     for key, value in data.items():
         typer.echo(f"{key:14} {value}")
+    if batches:
+        typer.echo(render.batch_lines(batches))
+
+
+@app.command()
+def cancel(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
+           state: Optional[str] = StateOpt, as_json: bool = JsonOpt) -> None:
+    """Cancel the run's provider batches still in flight; a later apply collects what they finished."""
+    from batchor.ops import cancel_run
+
+    data = cancel_run(run, state)
+    if as_json:
+        _out(data)
+        return
+    typer.echo(render.batch_lines(data["batches"]) if data["batches"] else "no batches in flight")
 
 
 @app.command()

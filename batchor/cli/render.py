@@ -50,3 +50,15 @@ class EventPrinter:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+def batch_lines(batches: list[dict[str, Any]]) -> str:
+    """One line per provider batch (for `status` and `cancel`)."""
+    lines = [f"batches        {len(batches)}"]
+    for b in batches:
+        done = f"{b.get('succeeded') or 0} ok, {b.get('failed') or 0} failed, {b.get('requeued') or 0} requeued"
+        error = f"  error: {b['error']}" if b.get("error") else ""
+        lines.append(f"  {b['batch_id']}  {b['step']}#{b['chunk']}  {b['provider']}  {b['state']:10} "
+                     f"{b.get('remote_status') or '-':12} {b['requests']:>7} rows  {done}  {b.get('remote_id') or '-'}"
+                     f"{error}")
+    return "\n".join(lines)

@@ -23,6 +23,7 @@ from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.realtime import RealtimeExecutor, StepRuntime, StopSignal, WorkItem
 from batchor.engine.sink import ResultSink
+from batchor.engine.sql_run import run_sql_step
 from batchor.engine.work import StepWork
 from batchor.errors import CostLimitError, NoPriceError, StalePlanError
 from batchor.outputs.export import write_output
@@ -157,9 +158,13 @@ class _Runner:
         with asyncio.Runner() as runner:
             try:
                 for wave in self.plan.header.waves():
-                    works = [self._scan(step) for step in wave]
+                    for step in (s for s in wave if s.provider == "sql"):
+                        self._run_sql(step)
+                    works = [self._scan(step) for step in wave if step.provider != "sql"]
                     if any(w.pending for w in works):
                         runner.run(self._execute_wave(works))
+                    if self.in_flight:  # --no-wait: later waves need these answers first
+                        self.stop.stop("in_flight", f"{self.in_flight} provider batch(es) in flight")
                     if self.stop.stopped:
                         break
             finally:
@@ -184,9 +189,17 @@ class _Runner:
                                                  "cached": work.cached, "skipped": work.skipped}))
         return work
 
+    def _run_sql(self, step: StepPlan) -> None:
+        answered, left_out = run_sql_step(self.plan, step, self.store, self.run_record.run_id)
+        self.progress.skipped += left_out
+        self.options.emit(Event("step_finished", {"step": step.name, "kind": "sql", "rows": answered,
+                                                  "left_out": left_out}))
+
     def _create_providers(self) -> None:
         """Build clients for steps with work; a missing key fails here, before any call."""
         for step in self.plan.header.steps:
+            if step.provider == "sql":
+                continue
             if step.counts.to_run == 0 and not step.counts.estimated and not self.options.refresh:
                 continue
             config = ProviderConfig(provider=step.provider, base_url=step.base_url, api_key_env=step.api_key_env,
@@ -291,6 +304,8 @@ def _finish(plan: CompiledPlan, store: Any, options: ApplyOptions, run: RunRecor
 
 
 def _status(progress: Progress, stop: StopSignal) -> str:
+    if stop.reason == "in_flight":
+        return "in_flight"
     if stop.reason == "interrupted":
         return "interrupted"
     if stop.reason == "quota":

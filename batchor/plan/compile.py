@@ -22,9 +22,10 @@ from batchor.errors import InputError, SpecError
 from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.plan.mode import settle_mode
 from batchor.plan.context import too_long
-from batchor.plan.dependent import DependentTally, dependent_tallies, first_row, projected_tokens
+from batchor.plan.dependent import DependentTally, dependent_tallies, first_row, order_steps, projected_tokens
 from batchor.plan.model import InputInfo, OutputInfo, PlanHeader, PlanTotals, StepCounts, StepPlan, req_column
 from batchor.plan.prices import ModelPrice
+from batchor.plan.sql_step import derive_schema
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.store import CompiledPlan, file_sha256, plan_id_for
 from batchor.plan.tokens import get_counter
@@ -62,11 +63,12 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     try:
         for name, compiled in templates.items():
             check_columns(compiled, reader.columns)
-        roots = [s for s in steps if not s.depends_on]
+        steps = _with_sql_schemas(steps, reader.columns, str(loaded.base_dir))
+        roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
         fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
         os.close(fd)
         tallies: dict[str, Any] = _write_data(reader, Path(tmp), roots, templates, state, refresh)
-        tallies.update(_dependents(Path(tmp), steps, templates, state, refresh))
+        tallies.update(_dependents(Path(tmp), steps, templates, state, refresh, str(loaded.base_dir)))
         columns, fingerprint = reader.columns, source.fingerprint()
     finally:
         reader.close()
@@ -78,12 +80,24 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     return CompiledPlan(header, data_path=Path(tmp), cleanup=True)
 
 
+def _with_sql_schemas(steps: list[StepPlan], columns: list[str], base_dir: str) -> list[StepPlan]:
+    """Check each SQL step's query and learn its output columns, upstream steps first."""
+    resolved: dict[str, StepPlan] = {}
+    for step in order_steps(steps):
+        if step.provider == "sql":
+            step = derive_schema(step, columns, {d: resolved[d] for d in step.depends_on}, base_dir)
+        resolved[step.name] = step
+    return [resolved[s.name] for s in steps]
+
+
 def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates], state: Any,
-                refresh: frozenset[str]) -> dict[str, DependentTally]:
-    tallies = dependent_tallies(path, steps, templates, state, refresh)
+                refresh: frozenset[str], base_dir: str) -> dict[str, DependentTally]:
+    tallies = dependent_tallies(path, steps, templates, state, refresh, base_dir)
     if tallies:
         sample, by_name = first_row(path), {s.name: s for s in steps}
         for name, tally in tallies.items():
+            if by_name[name].provider == "sql":
+                continue
             tally.projected_tokens_per_row = projected_tokens(by_name[name], templates[name], sample, by_name)
     return tallies
 
@@ -181,6 +195,8 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
                     estimated=not step.token_count_exact)
     if not tally.projected:
         return known
+    if step.provider == "sql":  # computed locally: projected rows cost nothing
+        return known.model_copy(update={"projected": tally.projected})
     per_row = tally.projected_tokens_per_row
     upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * per_row, estimated=True)
     share = tally.selectivity

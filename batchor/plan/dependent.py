@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.outputs.sample_values import sample_value
 from batchor.plan.model import StepPlan, req_column
+from batchor.plan.sql_step import evaluate
 from batchor.plan.tokens import get_counter
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import StepTemplates, render_error
@@ -54,10 +55,20 @@ def order_steps(steps: list[StepPlan]) -> list[StepPlan]:
     return ordered
 
 
+class _Skipped:
+    """Marks a row a step will never answer (skipped by `when` or left out by a SQL step)."""
+
+    def __repr__(self) -> str:
+        return "SKIPPED"
+
+
+SKIPPED = _Skipped()
+
+
 def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates],
-                      state: Any, refresh: frozenset[str]) -> dict[str, DependentTally]:
-    """Counts for every step that depends on another, from the plan data and the cache."""
-    dependents = [s for s in order_steps(steps) if s.depends_on]
+                      state: Any, refresh: frozenset[str], base_dir: str = ".") -> dict[str, DependentTally]:
+    """Counts for every step that depends on another (or is SQL), from the plan data and the cache."""
+    dependents = [s for s in order_steps(steps) if s.depends_on or s.provider == "sql"]
     if not dependents:
         return {}
     by_name = {s.name: s for s in steps}
@@ -67,8 +78,12 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
         table = pa.Table.from_batches([batch])
         answers = {s.name: _cached_answers(state, s, table.column(req_column(s.name, "key")).to_pylist(), refresh)
                    for s in roots}
-        rows = table.select([c for c in table.column_names if not c.startswith("__req.")]).to_pylist()
+        row_table = table.select([c for c in table.column_names if not c.startswith("__req.")])
+        rows = row_table.to_pylist()
         for step in dependents:
+            if step.provider == "sql":
+                answers[step.name] = _plan_sql(step, row_table, answers, by_name, base_dir, tallies[step.name])
+                continue
             answers[step.name] = _plan_rows(step, templates[step.name], rows, answers, by_name, state, refresh,
                                             tallies[step.name])
     return tallies
@@ -77,7 +92,7 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
 def _cached_answers(state: Any, step: StepPlan, keys: list[str | None], refresh: frozenset[str]) -> list[Any]:
     """Per row: the parsed cached answer, or None when there is none (yet)."""
     if state is None or step.name in refresh or "*" in refresh:
-        return [None] * len(keys)
+        return [None if k is not None else SKIPPED for k in keys]
     present = [k for k in keys if k is not None]
     found = state.results_for_keys(pa.array(present, pa.string())) if present else None
     outputs: dict[str, Any] = {}
@@ -86,7 +101,38 @@ def _cached_answers(state: Any, step: StepPlan, keys: list[str | None], refresh:
                                        found.column("output").to_pylist()):
             if status == "succeeded":
                 outputs[key] = json.loads(output) if step.schema is not None else output
-    return [outputs.get(k) if k is not None else None for k in keys]
+    return [outputs.get(k) if k is not None else SKIPPED for k in keys]
+
+
+PROJECTED = object()  # a row whose request cannot be rendered yet
+
+
+def _plan_sql(step: StepPlan, rows: pa.Table, answers: dict[str, list[Any]], by_name: dict[str, StepPlan],
+              base_dir: str, tally: DependentTally) -> list[Any]:
+    """Evaluate a SQL step on the rows whose upstream answers are known; it costs nothing."""
+    n = rows.num_rows
+    tally.rows += n
+    states = [_row_state([answers[d][i] for d in step.depends_on]) for i in range(n)]
+    known = {d: [a if states[i] == "known" else None for i, a in enumerate(answers[d])] for d in step.depends_on}
+    outputs = evaluate(step, rows, known, by_name, base_dir) if "known" in states else {}
+    result: list[Any] = []
+    for row_key, state in zip(rows.column(ROW_KEY).to_pylist(), states):
+        if state == "projected":
+            tally.projected += 1
+            result.append(None)
+        elif state == "known" and row_key in outputs:
+            tally.cached += 1
+            result.append(json.loads(outputs[row_key]))
+        else:
+            tally.skipped += 1
+            result.append(SKIPPED)
+    return result
+
+
+def _row_state(upstream: list[Any]) -> str:
+    if any(v is SKIPPED for v in upstream):
+        return "skipped"
+    return "projected" if any(v is None for v in upstream) else "known"
 
 
 def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[dict], answers: dict[str, list[Any]],
@@ -96,9 +142,13 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[dict], answers: di
     for i, row in enumerate(rows):
         tally.rows += 1
         upstream = {dep: answers[dep][i] for dep in step.depends_on}
+        if any(v is SKIPPED for v in upstream.values()):
+            tally.skipped += 1
+            keys.append(None)
+            continue
         if any(v is None for v in upstream.values()):
             tally.projected += 1
-            keys.append(None)
+            keys.append(PROJECTED)
             continue
         context = {"row": {k: v for k, v in row.items() if k != ROW_KEY}, **upstream}
         try:
@@ -113,8 +163,10 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[dict], answers: di
         keys.append(request_key_from_json(step.key_prefix, canonical_json(messages)))
         messages_known.append(messages)
     counts = iter(get_counter(step.provider, step.model).count_messages_batch(messages_known))
-    cached = _cached_answers(state, step, keys, refresh)
-    for key, answer in zip(keys, cached):
+    real = [k if isinstance(k, str) else None for k in keys]
+    cached = _cached_answers(state, step, real, refresh)
+    cached = [None if k is PROJECTED else c for k, c in zip(keys, cached)]
+    for key, answer in zip(real, cached):
         if key is None:
             continue
         tokens = next(counts)

@@ -19,7 +19,8 @@ from batchor.plan.prices import lookup_price
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
 from batchor.spec.load import LoadedSpec
-from batchor.spec.model import ModelSpec
+from batchor.plan.sql_step import sql_step_plan
+from batchor.spec.model import ModelSpec, SqlStep
 from batchor.spec.templates import StepTemplates, compile_step, make_environment
 
 
@@ -39,6 +40,9 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
     templates: dict[str, StepTemplates] = {}
     plans: list[StepPlan] = []
     for name, step in spec.steps.items():
+        if isinstance(step, SqlStep):
+            plans.append(sql_step_plan(name, step.sql, step.depends_on, names))
+            continue
         compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name})
         templates[name] = compiled
         deps = sorted(set(step.depends_on) | compiled.step_refs)

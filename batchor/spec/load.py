@@ -47,7 +47,8 @@ def load_spec(spec: str | Path | dict[str, Any], *, base_dir: Path | None = None
         job = JobSpec.model_validate(data)
     except ValidationError as exc:
         raise _spec_error(exc, source, lines, data) from None
-    schemas = {name: _resolve_schema(step.output, base, source, lines, name) for name, step in job.steps.items()}
+    schemas = {name: _resolve_schema(getattr(step, "output", None), base, source, lines, name)
+               for name, step in job.steps.items()}
     return LoadedSpec(spec=job, base_dir=base, source=source, text=text, schemas=schemas)
 
 

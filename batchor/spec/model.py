@@ -123,6 +123,20 @@ class LLMStep(_Strict):
     """Overrides `limits.deadline` for this step (`mode: auto` stays realtime when set)."""
 
 
+class SqlStep(_Strict):
+    """A DuckDB query between LLM steps: filter rows, derive columns, join another file.
+
+    It reads the table `rows`: the input columns, `_row_key`, and one column per earlier step
+    (a struct for structured steps: `triage.category`; text for text steps). It must return
+    `_row_key` (each at most once); rows it leaves out are skipped by the steps that use it, and
+    its other columns become `<step>.<column>` for later templates and the output.
+    """
+
+    sql: str
+    depends_on: list[str] = Field(default_factory=list)
+    """Steps this query reads (inferred from the step names it mentions when omitted)."""
+
+
 class OutputSpec(_Strict):
     """Where results are written."""
 
@@ -176,7 +190,7 @@ class JobSpec(_Strict):
     description: str | None = None
     input: InputSpec
     model: ModelSpec
-    steps: dict[str, LLMStep] = Field(min_length=1)
+    steps: dict[str, LLMStep | SqlStep] = Field(min_length=1)
     """Named steps, run in dependency order."""
     output: OutputSpec | None = None
     """Where results go (default: out/<name>.parquet next to the spec)."""
@@ -188,7 +202,7 @@ class JobSpec(_Strict):
 
     @field_validator("steps")
     @classmethod
-    def _step_names(cls, steps: dict[str, LLMStep]) -> dict[str, LLMStep]:
+    def _step_names(cls, steps: dict[str, Any]) -> dict[str, Any]:
         for name in steps:
             if not isinstance(name, str) or not name.isidentifier() or name == "row":
                 raise ValueError(

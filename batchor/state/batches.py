@@ -186,3 +186,10 @@ class BatchLedger:
         with self.store.connection() as db:
             rows = db.execute(f"{_SELECT} {where}", args).fetchall()
         return [BatchRecord(**dict(zip(_COLUMNS, row))) for row in rows]
+
+
+def batch_summary(batch: BatchRecord) -> dict[str, Any]:
+    """What `status` shows of a batch."""
+    keys = ("batch_id", "step", "chunk", "provider", "model", "state", "remote_id", "remote_status", "requests",
+            "succeeded", "failed", "requeued", "error", "created_at", "updated_at")
+    return {k: getattr(batch, k) for k in keys}

@@ -204,6 +204,12 @@ class DuckDBStore:
             db.unregister("probe")
         return table
 
+    def list_batches(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's provider batches for `status` (see state/batches.py)."""
+        from batchor.state.batches import BatchLedger, batch_summary
+
+        return [batch_summary(b) for b in BatchLedger(self).job_batches(job_id)]
+
     def close(self) -> None:
         if self._held is not None:
             self._held.close()

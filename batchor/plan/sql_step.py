@@ -1,0 +1,130 @@
+"""SQL steps: a DuckDB query over the rows and earlier answers, between LLM steps.
+
+The query reads `rows` (input columns, `_row_key`, one column per upstream step: a struct for
+structured answers, text otherwise) and returns `_row_key` plus any derived columns. It runs
+in-process, costs nothing, and its per-row results are stored like answers (content-addressed),
+so later steps, the output and the cache treat it like any other step. Queries should be
+row-wise (filter, derive, join another file): plan-time evaluation sees rows in batches.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from batchor.errors import SpecError
+from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
+from batchor.plan.model import StepPlan
+from batchor.spec.inputs import ROW_KEY
+
+_JSON_TYPES = {"BIGINT": "integer", "INTEGER": "integer", "SMALLINT": "integer", "TINYINT": "integer",
+               "HUGEINT": "integer", "UBIGINT": "integer", "UINTEGER": "integer", "DOUBLE": "number",
+               "FLOAT": "number", "BOOLEAN": "boolean", "VARCHAR": "string"}
+
+
+def sql_step_plan(name: str, sql: str, depends_on: list[str], step_names: set[str]) -> StepPlan:
+    """A StepPlan for a SQL step; its output schema is filled in once the input is known."""
+    mentioned = {other for other in step_names - {name} if re.search(rf"\b{re.escape(other)}\b", sql)}
+    deps = sorted(set(depends_on) | mentioned)
+    return StepPlan(name=name, provider="sql", model="duckdb", params={}, prompt=sql, depends_on=deps,
+                    mode="realtime", price={"provider": "sql", "model": "duckdb", "input_per_mtok": 0.0,
+                                            "output_per_mtok": 0.0, "source": "local"},
+                    token_count_exact=True, max_tokens=0, expected_output_tokens=0,
+                    key_prefix=request_prefix("sql", "duckdb", {}, None) + "\x1f" + sha256_hex(sql))
+
+
+def derive_schema(step: StepPlan, columns: list[str], upstream: dict[str, StepPlan], base_dir: str) -> StepPlan:
+    """Run the query on an empty `rows` to check it and learn its output columns and types."""
+    empty = pa.table({ROW_KEY: pa.array([], pa.string()),
+                      **{c: pa.array([], pa.string()) for c in columns},
+                      **{dep: pa.array([], _arrow_type(plan)) for dep, plan in upstream.items()}})
+    described = _run(step, empty, base_dir, "DESCRIBE ")
+    names = described.column(0).to_pylist()
+    types = described.column(1).to_pylist()
+    if ROW_KEY not in names:
+        raise SpecError(f"steps.{step.name}.sql must return the `{ROW_KEY}` column",
+                        hint=f"start with SELECT {ROW_KEY}, ... FROM rows")
+    properties = {n: {"type": _JSON_TYPES.get(t, "string")} if t in _JSON_TYPES else {}
+                  for n, t in zip(names, types) if n != ROW_KEY}
+    schema = {"type": "object", "properties": properties}
+    return step.model_copy(update={"schema_": schema})
+
+
+def evaluate(step: StepPlan, rows: pa.Table, upstream: dict[str, list[Any]], plans: dict[str, StepPlan],
+             base_dir: str) -> dict[str, str]:
+    """Per returned row key: the JSON of its derived columns. Rows missing an upstream answer
+    are not given to the query (as for LLM steps, whose requests need every input)."""
+    keep = [i for i in range(rows.num_rows) if all(upstream[dep][i] is not None for dep in step.depends_on)]
+    table = rows.take(pa.array(keep, pa.int64())) if len(keep) != rows.num_rows else rows
+    for dep in step.depends_on:
+        values = [upstream[dep][i] for i in keep]
+        table = table.append_column(dep, _column(values, plans[dep]))
+    result = _run(step, table, base_dir, "")
+    keys = result.column(ROW_KEY).to_pylist()
+    if len(set(keys)) != len(keys):
+        raise SpecError(f"steps.{step.name}.sql returned a `{ROW_KEY}` more than once (fan-out)",
+                        hint="return each row once; one row per list element is not supported yet")
+    others = [c for c in result.column_names if c != ROW_KEY]
+    records = result.select(others).to_pylist()
+    return {key: canonical_json(record) for key, record in zip(keys, records)}
+
+
+def result_key(step: StepPlan, row_key: str, output: str) -> str:
+    """Content-addressed key of one SQL step result (its inputs fully determine it)."""
+    return sha256_hex(f"{step.key_prefix}\x1f{row_key}\x1f{output}")[:32]
+
+
+def _run(step: StepPlan, table: pa.Table, base_dir: str, prefix: str) -> pa.Table:
+    db = duckdb.connect(":memory:")
+    try:
+        db.execute(f"SET file_search_path = '{base_dir.replace(chr(39), chr(39) * 2)}'")
+        db.register("rows", table)
+        return db.sql(prefix + step.prompt).to_arrow_table()
+    except duckdb.Error as exc:
+        raise SpecError(f"steps.{step.name}.sql: {str(exc).splitlines()[0][:300]}",
+                        hint="the query reads `rows` (input columns, _row_key, one column per earlier step)") from None
+    finally:
+        db.close()
+
+
+def _arrow_type(plan: StepPlan) -> pa.DataType:
+    """An Arrow type for an upstream step's answers (struct from its schema, else text)."""
+    if plan.schema is None or not plan.schema.get("properties"):
+        return pa.string()
+    return pa.struct([(name, _field_type(spec)) for name, spec in plan.schema["properties"].items()])
+
+
+def _field_type(spec: dict[str, Any]) -> pa.DataType:
+    kind = spec.get("type")
+    kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
+    if kind == "integer":
+        return pa.int64()
+    if kind == "number":
+        return pa.float64()
+    if kind == "boolean":
+        return pa.bool_()
+    if kind == "array":
+        return pa.list_(_field_type(spec.get("items") or {}))
+    if kind == "object" and spec.get("properties"):
+        return pa.struct([(n, _field_type(s)) for n, s in spec["properties"].items()])
+    return pa.string()
+
+
+def _column(values: list[Any], plan: StepPlan) -> pa.Array:
+    kind = _arrow_type(plan)
+    if pa.types.is_struct(kind):
+        cleaned = [{f.name: _coerce(v.get(f.name), f.type) for f in kind} for v in values]
+        return pa.array(cleaned, kind)
+    return pa.array([v if isinstance(v, str) else json.dumps(v) for v in values], pa.string())
+
+
+def _coerce(value: Any, kind: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_string(kind) and not isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return value
