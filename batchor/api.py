@@ -72,6 +72,7 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     store = open_state(location)
     compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
                             refresh=refresh, state_location=location)
+    compiled.source_data = data  # apply(plan) returns results in the type of this input
     if save:
         target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
         compiled.save(target)
@@ -85,7 +86,7 @@ def _with_input(loaded: LoadedSpec, data: Any, location: str, **changes: Any) ->
         if frame_kind(data) == "path":
             path = Path(data).resolve()
         else:
-            path = materialize(data, _state_dir(location) / "inputs")
+            path = materialize(data, _state_dir(location) / "inputs").resolve()
         updates.update(path=str(path), format=None if frame_kind(data) == "path" else "parquet")
     if not updates:
         return loaded
@@ -124,6 +125,8 @@ def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: 
                             refresh=refresh, limit=limit, sample=sample)
     outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
                              on_event=on_event, handle_signals=handle_signals, limits=limits, wait=wait)
+    if data is None:
+        data = getattr(compiled, "source_data", None)
     kind = frame_kind(data) if data is not None else "path"
     return to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
 

@@ -13,7 +13,7 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,6 +50,7 @@ class CompiledPlan:
         self._zip_path = zip_path
         self._cleanup = cleanup
         self.saved_path: Path | None = zip_path
+        self.source_data: Any = None  # the DataFrame/Table a Python caller planned from, if any
 
     @property
     def plan_id(self) -> str:
