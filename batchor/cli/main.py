@@ -7,8 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import click
 import typer
+
+try:  # newer Typer vendors Click; its exceptions are not the `click` package's
+    from typer._click import exceptions as click_exc
+except ImportError:  # pragma: no cover - Typer with an external Click
+    from click import exceptions as click_exc
 
 from batchor import api
 from batchor.cli import render
@@ -258,11 +262,11 @@ def run(argv: list[str] | None = None) -> None:
     try:
         result = app(args=argv, standalone_mode=False)
         code = result if isinstance(result, int) else EXIT_OK
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         code = exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         code = EXIT_INTERRUPTED
-    except click.ClickException as exc:
+    except click_exc.ClickException as exc:
         exc.show()
         code = EXIT_USAGE
     except BatchorError as exc:
