@@ -245,6 +245,12 @@ class ContextLengthError(InvalidRequestError):
     code = "context_length"
 
 
+class ModelNotFoundError(ProviderError):
+    """The provider does not know the model: every request would fail, so the run stops."""
+
+    code = "unknown_model"
+
+
 class AuthenticationError(ProviderError):
     code = "auth_failed"
 

@@ -139,6 +139,8 @@ def _report(outcome: Any, target: Path, as_json: bool) -> None:
         typer.echo(f"stopped: {outcome.stop_reason}. Run `batchor apply {target}` again to continue.", err=True)
         raise typer.Exit(4 if outcome.status == "budget" else 1)
     if outcome.status in ("partial", "failed"):
+        if outcome.stop_reason and not as_json:
+            typer.echo(f"stopped early: {outcome.stop_reason}", err=True)
         raise typer.Exit(EXIT_ROWS_FAILED)
 
 

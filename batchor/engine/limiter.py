@@ -72,6 +72,17 @@ class RateLimiter:
         pause = retry_after if retry_after is not None else 1.0
         self.paused_until = max(self.paused_until, self.clock() + pause)
 
-    def on_success(self) -> None:
+    def on_success(self, headers: dict[str, float] | None = None) -> None:
         if self.factor < 1.0:
             self.factor = min(1.0, self.factor + 0.02)
+        if headers:
+            self._observe(headers)
+
+    def _observe(self, headers: dict[str, float]) -> None:
+        """Adopt the provider's advertised limits when the spec set none; pause when exhausted."""
+        if self.requests is None and headers.get("limit-requests"):
+            self.requests = _Bucket(headers["limit-requests"] * 0.95, 1.0)
+        if self.tokens is None and headers.get("limit-tokens"):
+            self.tokens = _Bucket(headers["limit-tokens"] * 0.95, 1.0)
+        if headers.get("remaining-requests") == 0 or headers.get("remaining-tokens") == 0:
+            self.paused_until = max(self.paused_until, self.clock() + 1.0)

@@ -21,7 +21,9 @@ from batchor.engine.limiter import RateLimiter
 from batchor.engine.retry import backoff_delay
 from batchor.engine.sink import ResultSink
 from batchor.errors import (
+    AuthenticationError,
     ContextLengthError,
+    ModelNotFoundError,
     InvalidOutputError,
     ProviderError,
     QuotaExhaustedError,
@@ -177,6 +179,10 @@ class RealtimeExecutor:
                 self._attempt(item, attempt + 1, exc, started)
                 self.stop.stop("quota", exc.message)
                 return 0.0
+            except (ModelNotFoundError, AuthenticationError) as exc:  # every row would fail alike
+                self._attempt(item, attempt + 1, exc, started)
+                self.stop.stop(exc.code, exc.message)
+                return 0.0
             except ProviderError as exc:
                 attempt += 1
                 self._attempt(item, attempt, exc, started)
@@ -187,7 +193,7 @@ class RealtimeExecutor:
                 return self._fail(item, attempt, exc)
             finally:
                 self.progress.in_flight -= 1
-            self.limiter.on_success()
+            self.limiter.on_success(completion.rate_limits)
             return self._succeed(item, step, attempt + 1, output, completion, started)
 
     async def _call(self, provider: Provider, request: LLMRequest) -> Completion:

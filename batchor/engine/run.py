@@ -22,6 +22,7 @@ from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.realtime import RealtimeExecutor, StepRuntime, StopSignal, WorkItem
+from batchor.engine.shared import SharedRun
 from batchor.engine.sink import ResultSink
 from batchor.engine.sql_run import run_sql_step
 from batchor.engine.work import StepWork
@@ -90,13 +91,21 @@ def apply_plan(plan: CompiledPlan, store: Any, options: ApplyOptions) -> RunOutc
         limits.update(rpm=None, tpm=None)
     run = RunRecord(run_id=_new_run_id(), job_id=plan.job_id, plan_id=header.plan_id, name=header.name,
                     mocked=header.mocked, plan_path=str(plan.saved_path) if plan.saved_path else None)
-    store.start_run(run)
+    progress = Progress()
+    # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
+    shared = SharedRun.join(store, run, progress, limits, options.emit) if getattr(store, "shared", False) else None
+    if shared is None:
+        store.start_run(run)
     options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
     started = time.monotonic()
-    progress = Progress()
-    runner = _Runner(plan, store, options, run, progress, limits)
-    stop = _off_running_loop(runner.run, runner.stop)
-    return _finish(plan, store, options, run, progress, stop, started)
+    runner = _Runner(plan, store, options, run, progress, limits, shared)
+    try:
+        stop = _off_running_loop(runner.run, runner.stop)
+    except BaseException:
+        if shared is not None:
+            shared.abandon()
+        raise
+    return _finish(plan, store, options, run, progress, stop, started, shared)
 
 
 def _off_running_loop(fn: Any, stop: StopSignal) -> StopSignal:
@@ -130,8 +139,9 @@ class _Runner:
     """Runs the waves of one plan; owns providers and signal handling for the run."""
 
     def __init__(self, plan: CompiledPlan, store: Any, options: ApplyOptions, run: RunRecord,
-                 progress: Progress, limits: dict[str, Any]) -> None:
+                 progress: Progress, limits: dict[str, Any], shared: SharedRun | None = None) -> None:
         self.plan, self.store, self.options, self.run_record = plan, store, options, run
+        self.shared = shared
         self.progress, self.limits = progress, limits
         self.budget = Budget(options.max_cost)
         self.stop = StopSignal()
@@ -144,7 +154,7 @@ class _Runner:
     def _emit(self, event: Event) -> None:
         """Pass events on; every few seconds also store the run's progress so `status` sees it."""
         self._user_emit(event)
-        if event.type == "progress" and time.monotonic() - self._last_saved >= 2.0:
+        if event.type == "progress" and self.shared is None and time.monotonic() - self._last_saved >= 2.0:
             self._last_saved = time.monotonic()
             p, r = self.progress, self.run_record
             r.requests, r.succeeded, r.failed, r.cached = p.total, p.succeeded, p.failed, p.cached
@@ -210,6 +220,10 @@ class _Runner:
 
     async def _execute_wave(self, works: list[StepWork]) -> None:
         """Realtime steps and batch steps of one wave side by side, under one signal handler."""
+        if self.shared is not None:  # several workers: run only the slices this one claims
+            with _signals(self.stop, self.options.handle_signals):
+                await self.shared.run_wave(works, self._execute, self._execute_batches, self.stop)
+            return
         batch = [w for w in works if w.step.mode == "batch" and w.pending]
         realtime = [w for w in works if w.step.mode != "batch" and w.pending]
         jobs = [self._execute(_chain_items(realtime))] if realtime else []
@@ -219,10 +233,15 @@ class _Runner:
             await asyncio.gather(*jobs)
 
     async def _execute(self, items: Iterator[WorkItem]) -> None:
-        sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw)
+        # Shared state: each answer is committed before its slot sends again, so a worker that
+        # dies loses at most its in-flight requests (others take over the rest of its claims).
+        sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw,
+                          **({"flush_rows": 1} if self.shared is not None else {}))
         executor = RealtimeExecutor(self.runtimes, limits=self.limits, budget=self.budget, sink=sink,
                                     progress=self.progress, emit=self.options.emit, stop=self.stop,
                                     seed=self.options.seed)
+        if self.shared is not None:
+            executor.limiter = self.shared.limiter(executor.limiter, self.runtimes)
         await executor.run(items)
 
     async def _execute_batches(self, works: list[StepWork]) -> None:
@@ -286,14 +305,17 @@ class _signals:
 
 
 def _finish(plan: CompiledPlan, store: Any, options: ApplyOptions, run: RunRecord, progress: Progress,
-            stop: StopSignal, started: float) -> RunOutcome:
+            stop: StopSignal, started: float, shared: SharedRun | None = None) -> RunOutcome:
     status = _status(progress, stop)
     output = write_output(plan, store, options.output_path)
-    run.status, run.paused_reason = status, stop.detail if stop.reason in ("quota", "budget") else None
+    run.status, run.paused_reason = status, stop.detail if stop.reason not in (None, "interrupted") else None
     run.requests, run.succeeded, run.failed = progress.total, progress.succeeded, progress.failed
     run.cached, run.skipped, run.cost_usd = progress.cached, progress.skipped, progress.cost_usd
     run.input_tokens, run.output_tokens, run.output_path = progress.input_tokens, progress.output_tokens, str(output)
-    store.finish_run(run)
+    if shared is not None:
+        shared.leave(run)  # the last worker to leave closes the run with every worker's answers
+    else:
+        store.finish_run(run)
     outcome = RunOutcome(run_id=run.run_id, status=status, stop_reason=stop.detail, progress=progress.snapshot(),
                          output_path=str(output), cost_usd=progress.cost_usd,
                          duration_s=time.monotonic() - started, cached=progress.cached, skipped=progress.skipped,
@@ -312,6 +334,8 @@ def _status(progress: Progress, stop: StopSignal) -> str:
         return "paused"
     if stop.reason == "budget":
         return "budget"
+    if stop.reason in ("unknown_model", "auth_failed"):
+        return "failed"
     if progress.failed:
         return "partial" if progress.succeeded or progress.cached else "failed"
     return "succeeded"

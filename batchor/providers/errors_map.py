@@ -11,6 +11,7 @@ from batchor.errors import (
     ContentRefusedError,
     ContextLengthError,
     InvalidRequestError,
+    ModelNotFoundError,
     ProviderError,
     QuotaExhaustedError,
     RateLimitedError,
@@ -32,6 +33,8 @@ def classify(status: int | None, message: str, code: str | None = None,
         return TransientProviderError(message, status=status, retry_after=retry_after)
     if status in (401, 403):
         return AuthenticationError(message, status=status)
+    if status == 404 and "model" in text:
+        return ModelNotFoundError(message, status=status)
     if any(marker in text for marker in _CONTEXT_MARKERS):
         return ContextLengthError(message, status=status)
     if "content_filter" in text or "content policy" in text or "safety" in text:

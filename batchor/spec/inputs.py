@@ -26,8 +26,10 @@ from batchor.errors import (
 
 ROW_KEY = "_row_key"
 _READERS = {
-    "csv": "read_csv({files}, all_varchar=true, header=true, auto_detect=true, strict_mode=false)",
-    "tsv": "read_csv({files}, all_varchar=true, header=true, delim='\\t', quote='', auto_detect=true)",
+    "csv": "read_csv({files}, all_varchar=true, header=true, auto_detect=true, strict_mode=false, "
+           "max_line_size=268435456)",
+    "tsv": "read_csv({files}, all_varchar=true, header=true, delim='\\t', quote='', auto_detect=true, "
+           "max_line_size=268435456)",
     "jsonl": "read_json({files}, format='newline_delimited')",
     "parquet": "read_parquet({files})",
 }

@@ -93,3 +93,33 @@ def test_kill_9_twenty_times_then_resume_loses_and_repeats_nothing(fake, workdir
     (n,) = db.execute("SELECT count(*) FROM results").fetchone()
     db.close()
     assert n == rows
+
+
+def test_sigterm_stops_gracefully_and_keeps_finished_work(fake, workdir):
+    fake.configure(latency_ms=100)
+    spec = make_spec(workdir, rows=200, limits={"concurrency": 4})
+    proc = _cli("apply", str(spec), "--yes")
+    deadline = time.monotonic() + 60
+    state = workdir / ".batchor" / "state.duckdb"
+    while time.monotonic() < deadline and fake.stats()["answered"] < 20:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Resume with: batchor apply" in err
+    kept = _results(state)
+    assert 0 < len(kept) < 200
+    fake.reset()
+    final = _cli("apply", str(spec), "--yes")
+    final.communicate(timeout=120)
+    assert final.returncode == 0
+    assert fake.stats()["answered"] == 200 - len(kept)  # only the rest was sent
+
+
+def test_unknown_model_stops_the_run_with_a_clear_reason(fake, workdir):
+    fake.configure(fail_matching={"review": 404})
+    spec = make_spec(workdir, rows=30, limits={"concurrency": 2})
+    proc = _cli("apply", str(spec), "--yes")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3
+    assert fake.stats()["requests"] <= 4  # stopped after the first failures, not 30 calls
