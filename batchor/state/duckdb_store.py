@@ -8,6 +8,7 @@ Exclusive apply is a separate advisory lock file (see `lock.py`).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,9 @@ from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 _RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded",
                 "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd",
                 "paused_reason", "output_path", "plan_path", "started_at", "finished_at")
+
+
+_PROCESS_LOCK = threading.RLock()
 
 
 class DuckDBStore:
@@ -43,28 +47,33 @@ class DuckDBStore:
 
     @contextmanager
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection for one unit of work (reused when a session is held)."""
-        if self._held is not None:
-            yield self._held
-            return
-        db = self._connect()
-        try:
-            yield db
-        finally:
-            db.close()
+        """A connection for one unit of work (reused when a session is held).
+
+        One at a time per process: DuckDB shares one database instance between a process's
+        connections, and opening one while another thread closes the last one races."""
+        with _PROCESS_LOCK:
+            if self._held is not None:
+                yield self._held
+                return
+            db = self._connect()
+            try:
+                yield db
+            finally:
+                db.close()
 
     @contextmanager
     def session(self) -> Iterator[None]:
         """Hold one connection across several operations (e.g. the end of a run)."""
-        if self._held is not None:
-            yield
-            return
-        self._held = self._connect()
-        try:
-            yield
-        finally:
-            self._held.close()
-            self._held = None
+        with _PROCESS_LOCK:
+            if self._held is not None:
+                yield
+                return
+            self._held = self._connect()
+            try:
+                yield
+            finally:
+                self._held.close()
+                self._held = None
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.connect_timeout_s
