@@ -14,11 +14,23 @@ a grammar), or `options={"structured": "tool"}` in the ProviderConfig.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
-from batchor.errors import ContentRefusedError, ProviderError, QuotaExhaustedError, TransientProviderError
-from batchor.providers.base import Capabilities, Completion, LLMRequest, ProviderConfig, read_api_key
+from batchor.errors import (
+    ContentRefusedError,
+    ProviderError,
+    QuotaExhaustedError,
+    TransientProviderError,
+)
+from batchor.providers.base import (
+    Capabilities,
+    Completion,
+    LLMRequest,
+    ProviderConfig,
+    read_api_key,
+)
 from batchor.providers.errors_map import classify, parse_retry_after
 
 OUTPUT_CONFIG, TOOL = "output_config", "tool"

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from batchor.errors import (
     AuthenticationError,
@@ -31,7 +32,13 @@ from batchor.errors import (
     RateLimitedError,
     TransientProviderError,
 )
-from batchor.providers.base import Capabilities, Completion, LLMRequest, ProviderConfig, read_api_key
+from batchor.providers.base import (
+    Capabilities,
+    Completion,
+    LLMRequest,
+    ProviderConfig,
+    read_api_key,
+)
 from batchor.providers.errors_map import classify
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")

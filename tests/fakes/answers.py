@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zlib
 from typing import Any
 
@@ -78,7 +79,7 @@ class _Generator:
             return WORDS[self.pick(path) % len(WORDS)]
         if schema is False:
             return None
-        schema = self.resolve(schema)
+        schema = _with_described(self.resolve(schema))
         if "const" in schema:
             return schema["const"]
         if schema.get("enum"):
@@ -155,6 +156,25 @@ class _Generator:
 
     def _null(self, schema: dict[str, Any], path: str, depth: int) -> None:
         return None
+
+
+_DESCRIBED = re.compile(r"\(([^()]*)\)\s*$")
+_DESCRIBED_KEY = re.compile(r"(^|, )([A-Za-z]+): ")
+
+
+def _with_described(schema: Any) -> Any:
+    """Constraints an adapter moved into the description as ``(minimum: 1, maximum: 5)`` (as
+    batchor does for Anthropic) taken into account, as a model reading the description would."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("description"), str):
+        return schema
+    found = _DESCRIBED.search(schema["description"])
+    if not found:
+        return schema
+    try:
+        extra = json.loads("{" + _DESCRIBED_KEY.sub(r'\1"\2": ', found.group(1)) + "}")
+    except ValueError:
+        return schema
+    return {**extra, **schema} if isinstance(extra, dict) else schema
 
 
 def _pick_type(schema: dict[str, Any]) -> str:

@@ -134,3 +134,15 @@ def test_parse_multipart():
     assert parts["file"].filename == "in.jsonl"
     assert parts["file"].content_type == "application/jsonl"
     assert parts["file"].data == b'{"a": 1}\r\n{"a": 2}'
+
+
+def test_constraints_moved_into_descriptions_are_followed():
+    # batchor's Anthropic adaptation writes unsupported keywords as "(key: value, ...)"
+    schema = {"type": "object", "required": ["n", "tags"], "properties": {
+        "n": {"type": "integer", "description": "Star rating (minimum: 1, maximum: 5)"},
+        "tags": {"type": "array", "description": "(maxItems: 1)",
+                 "items": {"type": "string", "description": "(maxLength: 3)"}}}}
+    strict = {"type": "object", "properties": {
+        "n": {"minimum": 1, "maximum": 5}, "tags": {"maxItems": 1, "items": {"maxLength": 3}}}}
+    for seed in range(20):
+        jsonschema.validate(schema_answer(schema, str(seed)), strict)
