@@ -33,7 +33,28 @@ def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
     batches = getattr(store, "list_batches", None)
     if batches is not None:
         data["batches"] = batches(run.job_id)
+    workers = getattr(store, "list_workers", None)  # shared (PostgreSQL) state only
+    if workers is not None:
+        data["workers"] = workers(run.run_id)
     return data
+
+
+def migrate_state(source: str | None, target: str) -> dict[str, Any]:
+    """Create or upgrade the schema of `target`; with `source`, copy its state into `target` in bulk."""
+    from batchor.state.transfer import copy_state
+
+    into = open_state(target)  # opening applies the target's schema migrations
+    report: dict[str, Any] = {"to": into.location, "schema_version": _schema_version(into)}
+    if source is not None:
+        origin = open_state(source)
+        report["from"] = origin.location
+        report["tables"] = copy_state(origin, into)
+    return report
+
+
+def _schema_version(store: Any) -> int | None:
+    version = getattr(store, "schema_version", None)
+    return version() if version is not None else None
 
 
 def cancel_run(run_id: str | None, state: str | None) -> dict[str, Any]:

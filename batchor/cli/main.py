@@ -155,10 +155,21 @@ def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
         _out(data)
         return
     batches = data.pop("batches", [])
+    workers = data.pop("workers", [])
     for key, value in data.items():
         typer.echo(f"{key:14} {value}")
     if batches:
         typer.echo(render.batch_lines(batches))
+    if workers:
+        typer.echo(_worker_lines(workers))
+
+
+def _worker_lines(workers: list[dict[str, Any]]) -> str:
+    lines = [f"workers        {len(workers)}"]
+    for w in workers:
+        lines.append(f"  {w['worker_id']:32} {w['status']:9} pid {w['pid']:<7} heartbeat {w['heartbeat_age_s']}s ago  "
+                     f"leases {w['leases']:>5}  {w['succeeded']:>7} ok {w['failed']:>5} failed  {w['per_s']}/s")
+    return "\n".join(lines)
 
 
 @app.command()
@@ -243,6 +254,26 @@ def init(folder: Path = typer.Argument(Path("batchor-job"), help="Folder to crea
     for path in init_project(folder, name, force):
         typer.echo(f"created {path}")
     typer.echo(f"next: batchor validate {folder}/job.yaml && batchor apply {folder}/job.yaml --mock --yes")
+
+
+state_app = typer.Typer(no_args_is_help=True, help="Manage the state itself (schema, moving it between backends).")
+app.add_typer(state_app, name="state")
+
+
+@state_app.command("migrate")
+def state_migrate(target: str = typer.Option(..., "--to", help="State to create, upgrade or fill (file or URL)"),
+                  source: Optional[str] = typer.Option(None, "--from", help="State to copy from (file or URL)"),
+                  as_json: bool = JsonOpt) -> None:
+    """Bring --to up to the current schema; with --from, copy runs, answers, attempts and batches into it."""
+    from batchor import ops
+
+    data = ops.migrate_state(source, target)
+    if as_json:
+        _out(data)
+        return
+    typer.echo(f"{data['to']}: schema version {data['schema_version'] or 'current'}")
+    for table, counts in data.get("tables", {}).items():
+        typer.echo(f"  {table:15} {counts['added']:>10,} added ({counts['read']:,} read)")
 
 
 @app.command("spec-schema")

@@ -17,8 +17,9 @@ import signal
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.budget import Budget
@@ -112,27 +113,28 @@ class BatchExecutor:
             self.lanes = [self._open(work) for work in works]
             delay = self.poll_s
             while True:
-                changed = False
+                submitted = False
                 for lane in self.lanes:
-                    changed |= await lane.submit_ready()
+                    submitted |= await lane.submit_ready()
                 if self._interrupted() or not self.options.wait or not any(lane.live for lane in self.lanes):
                     break
-                delay = self.poll_s if changed else delay
+                delay = self.poll_s if submitted else delay
                 self.emit(Event("batch_waiting", {"live": sum(len(lane.live) for lane in self.lanes),
                                                   "next_poll_s": delay}))
                 await self._sleep(delay)
                 if self._interrupted():
                     break
+                collected = False
                 for lane in self.lanes:
-                    changed |= await lane.poll_all()
-                delay = self.poll_s if changed else min(delay * 2, self.poll_max_s)
+                    collected |= await lane.poll_all()
+                delay = self.poll_s if collected else min(delay * 2, self.poll_max_s)
         finally:
             await self.sink.flush()
             for lane in self.lanes:
                 await lane.provider.aclose()
         return sum(len(lane.live) for lane in self.lanes)
 
-    def _open(self, work: StepWork) -> "_Lane":
+    def _open(self, work: StepWork) -> _Lane:
         runtime = self.steps[work.step.name]
         connection = connection_of(runtime)
         timeout = float(self.limits.get("request_timeout_s", 120))
@@ -163,7 +165,7 @@ class BatchExecutor:
             return
         try:
             await asyncio.wait_for(self.stop.event.wait(), delay)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     def report(self) -> None:

@@ -45,7 +45,7 @@ class RowJudge:
                 output = check_output(self.runtime.plan, row.completion)
             except InvalidOutputError as exc:
                 return self._consume(item, exc, counted), 0.0
-            return "ok", self._succeed(item, row.completion, output, counted)
+            return "ok", self._succeed(item, row.completion, output, counted, row.raw)
         error = row.error or TransientProviderError("the batch returned neither an answer nor an error")
         return self.judge_error(item, error, counted), 0.0
 
@@ -86,10 +86,12 @@ class RowJudge:
             return self._fail(item, max(used, 1), error, counted)
         return outcome
 
-    def _succeed(self, item: WorkItem, completion: Completion, output: str, counted: bool) -> float:
+    def _succeed(self, item: WorkItem, completion: Completion, output: str, counted: bool,
+                 raw: bytes | None) -> float:
         used, _ = self.attempts.get(item.key, (0, 0))
         cost = self.runtime.cost(completion, item)
-        raw = json.dumps(completion.raw, separators=(",", ":")).encode() if completion.raw else None
+        if raw is None and completion.raw:
+            raw = json.dumps(completion.raw, separators=(",", ":")).encode()
         self.sink.add_attempt(key=item.key, attempt=used + 1, outcome="ok", status_code=200, error=None,
                               duration_ms=0, raw=raw)
         self.sink.add_result(key=item.key, step=item.step, status="succeeded", output=output, error_code=None,

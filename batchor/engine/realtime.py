@@ -198,8 +198,9 @@ class RealtimeExecutor:
 
     async def _call(self, provider: Provider, request: LLMRequest) -> Completion:
         try:
-            return await asyncio.wait_for(provider.complete(request), self.timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.timeout):  # unlike wait_for, no extra task per call
+                return await provider.complete(request)
+        except TimeoutError:
             raise TransientProviderError(f"no answer within {self.timeout:g} s (request_timeout_s)") from None
 
     def _check_output(self, plan: StepPlan, completion: Completion) -> str:

@@ -214,7 +214,8 @@ class _Runner:
                 continue
             config = ProviderConfig(provider=step.provider, base_url=step.base_url, api_key_env=step.api_key_env,
                                     timeout_s=float(self.limits.get("request_timeout_s", 120)),
-                                    options={"api": step.api or "chat", "strict": step.strict})
+                                    options={**step.provider_options, "api": step.api or "chat",
+                                             "strict": step.strict})
             price = ModelPrice.from_dict(step.price) if step.price else None
             self.runtimes[step.name] = StepRuntime(step, create_provider(config), price)
 

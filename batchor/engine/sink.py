@@ -40,8 +40,8 @@ class ResultSink:
 
     def add_attempt(self, *, key: str, attempt: int, outcome: str, status_code: int | None,
                     error: str | None, duration_ms: int, raw: bytes | None = None) -> None:
-        packed = zlib.compress(raw, 6) if (raw and self.keep_raw) else None
-        values = (key, self.run_id, attempt, outcome, status_code, error, duration_ms, packed)
+        kept = raw if (raw and self.keep_raw) else None  # compressed by the flush, off the event loop
+        values = (key, self.run_id, attempt, outcome, status_code, error, duration_ms, kept)
         for name, value in zip(self._attempts, values):
             self._attempts[name].append(value)
 
@@ -50,25 +50,29 @@ class ResultSink:
         return pending >= self.flush_rows or (
             pending > 0 and time.monotonic() - self._last_flush >= self.flush_interval_s)
 
-    def _take(self) -> tuple[pa.Table | None, pa.Table | None]:
+    def _take(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]] | None:
         if not self._results["request_key"] and not self._attempts["request_key"]:
-            return None, None
-        results = pa.table(self._results, schema=RESULT_SCHEMA)
-        attempts = pa.table(self._attempts, schema=ATTEMPT_SCHEMA)
+            return None
+        taken = self._results, self._attempts
         self._results = {f.name: [] for f in RESULT_SCHEMA}
         self._attempts = {f.name: [] for f in ATTEMPT_SCHEMA}
         self._last_flush = time.monotonic()
-        return results, attempts
+        return taken
+
+    def _write(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]]) -> int:
+        """Compress raw payloads (zlib releases the GIL), build the tables, store them."""
+        results, attempts = taken
+        attempts["raw"] = [zlib.compress(raw, 6) if raw else None for raw in attempts["raw"]]
+        self.store.record_results(pa.table(results, schema=RESULT_SCHEMA), pa.table(attempts, schema=ATTEMPT_SCHEMA))
+        return len(results["request_key"])
 
     async def flush(self) -> None:
         async with self._lock:
-            results, attempts = self._take()
-            if results is not None:
-                await asyncio.to_thread(self.store.record_results, results, attempts)
-                self.flushed += results.num_rows
+            taken = self._take()
+            if taken is not None:
+                self.flushed += await asyncio.to_thread(self._write, taken)
 
     def flush_sync(self) -> None:
-        results, attempts = self._take()
-        if results is not None:
-            self.store.record_results(results, attempts)
-            self.flushed += results.num_rows
+        taken = self._take()
+        if taken is not None:
+            self.flushed += self._write(taken)

@@ -10,44 +10,38 @@ from __future__ import annotations
 import datetime as dt
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 import batchor
 from batchor.errors import InputError, SpecError
-from batchor.fingerprint import canonical_json, request_key_from_json
+from batchor.plan.dependent import (
+    DependentTally,
+    dependent_tallies,
+    first_row,
+    order_steps,
+    projected_tokens,
+)
 from batchor.plan.mode import settle_mode
-from batchor.plan.context import too_long
-from batchor.plan.dependent import DependentTally, dependent_tallies, first_row, order_steps, projected_tokens
-from batchor.plan.model import InputInfo, OutputInfo, PlanHeader, PlanTotals, StepCounts, StepPlan, req_column
+from batchor.plan.model import (
+    InputInfo,
+    OutputInfo,
+    PlanHeader,
+    PlanTotals,
+    StepCounts,
+    StepPlan,
+)
 from batchor.plan.prices import ModelPrice
+from batchor.plan.render import RowTally, write_plan_data
 from batchor.plan.sql_step import derive_schema
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.store import CompiledPlan, file_sha256, plan_id_for
-from batchor.plan.tokens import get_counter
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
-from batchor.spec.templates import StepTemplates, check_columns, render_error
+from batchor.spec.templates import StepTemplates, check_columns
 
 _OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet",
                    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}
-
-
-@dataclass
-class _Tally:
-    """Running counts of one step while rows stream through."""
-
-    rows: int = 0
-    skipped: int = 0
-    cached: int = 0
-    to_run: int = 0
-    input_tokens: int = 0  # of requests to run
-    too_long: int = 0  # over the context window: fail without a call, cost nothing
-    run_keys: set[str] = field(default_factory=set)
 
 
 def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), state: Any = None,
@@ -67,7 +61,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
         roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
         fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
         os.close(fd)
-        tallies: dict[str, Any] = _write_data(reader, Path(tmp), roots, templates, state, refresh)
+        tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh)
         tallies.update(_dependents(Path(tmp), steps, templates, state, refresh, str(loaded.base_dir)))
         columns, fingerprint = reader.columns, source.fingerprint()
     finally:
@@ -102,81 +96,7 @@ def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemp
     return tallies
 
 
-def _write_data(reader: InputReader, path: Path, roots: list[StepPlan], templates: dict[str, StepTemplates],
-                state: Any, refresh: frozenset[str]) -> dict[str, _Tally]:
-    tallies = {s.name: _Tally() for s in roots}
-    needed = _needed_columns(roots, templates, reader.columns)
-    writer: pq.ParquetWriter | None = None
-    try:
-        for batch in reader.batches():
-            extra = {}
-            row_keys = batch.column(0).to_pylist()
-            rows = batch.select(needed).to_pylist() if needed else [{} for _ in row_keys]
-            for step in roots:
-                use_cache = state is not None and step.name not in refresh and "*" not in refresh
-                extra.update(_render_step(step, templates[step.name], row_keys, rows, tallies[step.name],
-                                          state if use_cache else None))
-            table = pa.Table.from_batches([batch])
-            for name, column in extra.items():
-                table = table.append_column(name, column)
-            if writer is None:
-                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
-            writer.write_table(table)
-    finally:
-        if writer is not None:
-            writer.close()
-    return tallies
-
-
-def _needed_columns(roots: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]) -> list[str]:
-    if any(templates[s.name].dynamic_row_access for s in roots):
-        return columns
-    wanted = set().union(*(templates[s.name].row_columns for s in roots)) if roots else set()
-    return [c for c in columns if c in wanted]
-
-
-def _render_step(step: StepPlan, tpl: StepTemplates, row_keys: list[str], rows: list[dict],
-                 tally: _Tally, state: Any) -> dict[str, pa.Array]:
-    keys: list[str | None] = []
-    bodies: list[str | None] = []
-    message_lists: list[list[dict[str, str]]] = []
-    prefix = step.key_prefix
-    for row_key, row in zip(row_keys, rows):
-        context = {"row": row}
-        try:
-            if not tpl.should_run(context):
-                keys.append(None), bodies.append(None)
-                continue
-            messages = tpl.render_messages(context)
-        except Exception as exc:  # noqa: BLE001 - any render failure names the row
-            raise render_error(step.name, exc, row_key) from None
-        body = canonical_json(messages)
-        keys.append(request_key_from_json(prefix, body))
-        bodies.append(body)
-        message_lists.append(messages)
-    counter = get_counter(step.provider, step.model)
-    counts = iter(counter.count_messages_batch(message_lists))
-    tokens = [next(counts) if k is not None else None for k in keys]
-    present = [k for k in keys if k is not None]
-    cached = state.cached_keys(pa.array(present, pa.string())) if state is not None and present else set()
-    tally.rows += len(keys)
-    tally.skipped += len(keys) - len(present)
-    for key, n in zip(keys, tokens):
-        if key is None or key in cached or key in tally.run_keys:
-            tally.cached += key is not None and key in cached
-            continue
-        tally.run_keys.add(key)
-        if too_long(n, step.max_tokens, step.context_window):
-            tally.too_long += 1
-            continue
-        tally.to_run += 1
-        tally.input_tokens += n
-    return {req_column(step.name, "key"): pa.array(keys, pa.string()),
-            req_column(step.name, "messages"): pa.array(bodies, pa.string()),
-            req_column(step.name, "tokens"): pa.array(tokens, pa.int32())}
-
-
-def _with_counts(step: StepPlan, tally: _Tally | None, rows: int, batch_threshold: int) -> StepPlan:
+def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: int, batch_threshold: int) -> StepPlan:
     step = settle_mode(step, tally.to_run if tally is not None else rows, batch_threshold)
     price = ModelPrice.from_dict(step.price) if step.price else None
     if isinstance(tally, DependentTally):
@@ -185,7 +105,8 @@ def _with_counts(step: StepPlan, tally: _Tally | None, rows: int, batch_threshol
         counts = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run,
                          tally.input_tokens, estimated=not step.token_count_exact)
         counts = counts.model_copy(update={"too_long": tally.too_long})
-    tally and tally.run_keys.clear()
+    if isinstance(tally, DependentTally):
+        tally.run_keys.clear()
     return step.model_copy(update={"counts": counts})
 
 

@@ -48,6 +48,7 @@ class StepPlan(_Frozen):
     api: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None  # the variable's name, never its value
+    provider_options: dict[str, Any] = Field(default_factory=dict)  # spec `model.options`
     params: dict[str, Any]
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     sent_schema: dict[str, Any] | None = None

@@ -12,8 +12,8 @@ from batchor.errors import SpecError
 from batchor.fingerprint import request_prefix
 from batchor.outputs.adapt import adapt_schema
 from batchor.outputs.schemas import check_schema, estimate_output_tokens
-from batchor.plan.mode import initial_mode
 from batchor.plan.context import context_window
+from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
 from batchor.plan.tokens import get_counter
@@ -95,10 +95,13 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
     base_url = model.base_url or info.base_url
     identity = provider if info.first_party else f"{provider}@{base_url}"
     key_params = {**params, "_api": model.api or "chat", "_strict": strict}
+    if "structured" in model.options:  # changes what is sent; connection options do not
+        key_params["_structured"] = model.options["structured"]
     mode, mode_note = initial_mode(mode, info, step.deadline or spec.limits.deadline, f"steps.{name}")
     return StepPlan(
         name=name, provider=provider, model=model.name, api=model.api, base_url=model.base_url,
-        api_key_env=model.api_key_env or info.key_env, params=params, schema=schema,
+        api_key_env=model.api_key_env or info.key_env, provider_options=dict(model.options),
+        params=params, schema=schema,
         sent_schema=sent_schema, strict=strict, schema_notes=notes, system=step.system,
         prompt=step.prompt, when=step.when, depends_on=deps, mode=mode, mode_note=mode_note,
         price=price.to_dict() if price else None, token_count_exact=counter.exact,

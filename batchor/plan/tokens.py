@@ -100,6 +100,19 @@ class TokenCounter:
         counts = iter(self.count_batch(texts))
         return [_conversation_total(messages, counts) for messages in conversations]
 
+    def count_chat_columns(self, messages: Sequence[tuple[str, Sequence[str] | str]], rows: int) -> list[int]:
+        """`count_messages_batch` for rows whose messages come as (role, contents) columns; a
+        str content is the same for every row and is counted once."""
+        totals = [REPLY_PRIMING_TOKENS] * rows
+        for role, contents in messages:
+            fixed = TOKENS_PER_MESSAGE + self.count(role)
+            if isinstance(contents, str):
+                fixed += self.count(contents)
+                totals = [t + fixed for t in totals]
+            else:
+                totals = [t + fixed + n for t, n in zip(totals, self.count_batch(contents))]
+        return totals
+
     def _count_unique(self, texts: list[str]) -> list[int]:
         if self._enc is None or len(texts) < _PARALLEL_MIN:
             return [self.count(text) for text in texts]

@@ -10,8 +10,9 @@ request whether it goes realtime or in a batch.
 from __future__ import annotations
 
 import importlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from batchor.errors import ProviderError
 from batchor.providers import provider_info
@@ -64,6 +65,7 @@ class RowResult:
     completion: Completion | None = None
     error: ProviderError | None = None
     missing: bool = False  # the batch ended (expired, cancelled) before this row ran
+    raw: bytes | None = None  # the result line as received, kept for audit when at hand
 
 
 @runtime_checkable

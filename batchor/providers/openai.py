@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from batchor.errors import BaseUrlMissingError, InvalidOutputError, TransientProviderError
+from batchor.errors import ContentRefusedError, BaseUrlMissingError, InvalidOutputError, TransientProviderError
 from batchor.providers.base import (
     Capabilities,
     Completion,
@@ -76,7 +76,7 @@ def parse_result(data: dict[str, Any], *, api: str = "chat") -> Completion:
         raise TransientProviderError("answer has no choices")
     message = choices[0].get("message") or {}
     if message.get("refusal"):
-        raise InvalidOutputError(f"model refused: {message['refusal']}")
+        raise ContentRefusedError(f"model refused: {message['refusal']}")
     usage = data.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
     return Completion(text=message.get("content") or "", input_tokens=int(usage.get("prompt_tokens") or 0),
@@ -92,7 +92,7 @@ def _parse_responses(data: dict[str, Any]) -> Completion:
             if part.get("type") == "output_text":
                 texts.append(part.get("text") or "")
             elif part.get("type") == "refusal":
-                raise InvalidOutputError(f"model refused: {part.get('refusal')}")
+                raise ContentRefusedError(f"model refused: {part.get('refusal')}")
     usage = data.get("usage") or {}
     details = usage.get("input_tokens_details") or {}
     return Completion(text="".join(texts), input_tokens=int(usage.get("input_tokens") or 0),

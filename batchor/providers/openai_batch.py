@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from batchor.errors import (
     BatchCreateUnknownError,
@@ -142,7 +143,9 @@ class OpenAIBatchProvider:
                 data = content.content
             for raw in data.splitlines():
                 if raw.strip():
-                    yield parse_line(json.loads(raw), api=self.api)
+                    row = parse_line(json.loads(raw), api=self.api)
+                    row.raw = raw
+                    yield row
 
     async def cancel(self, remote_id: str) -> RemoteBatch:
         async with _mapped_errors(self._secret):

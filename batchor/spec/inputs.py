@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob as globlib
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -101,6 +102,8 @@ class InputReader:
         self.source = source
         self.db = duckdb.connect(":memory:")
         self.db.execute("SET preserve_insertion_order = true")
+        self._setup: list[str] = []  # statements that define the views, replayed by `_scratch`
+        self._table: pa.Table | None = None  # xlsx rows, registered as `input`
         self._register_input()
         self.columns = self._describe()
 
@@ -112,19 +115,62 @@ class InputReader:
         for path in src.files:
             _check_readable(path)
         if src.format == "xlsx":
-            self.db.register("input", _read_xlsx(src.files))
+            self._table = _read_xlsx(src.files)
+            self.db.register("input", self._table)
             base = "SELECT * FROM input"
         else:
             files = "[" + ", ".join(_sql_str(str(p)) for p in src.files) + "]"
-            base = f"SELECT * FROM {_READERS[src.format].format(files=files)}"
-            self._run(f"CREATE VIEW input AS {base}")
+            base = f"SELECT * FROM {self._reader_sql(files)}"
+            self._setup.append(f"CREATE VIEW input AS {base}")
+            self._run(self._setup[-1])
         query = src.sql or "SELECT * FROM input"
         limit = f" LIMIT {int(src.limit)}" if src.limit else ""
-        self._run(f"CREATE VIEW source AS {_sampled(query, src)}{limit}")
+        self._setup.append(f"CREATE VIEW source AS {_sampled(query, src)}{limit}")
+        self._run(self._setup[-1])
 
-    def _run(self, sql: str) -> duckdb.DuckDBPyConnection:
+    @contextmanager
+    def _scratch(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A second in-memory DuckDB with the same views, closed after use: memory a big
+        aggregate takes (the key checks) goes back to the OS instead of staying cached."""
+        db = duckdb.connect(":memory:")
         try:
-            return self.db.execute(sql)
+            db.execute("SET preserve_insertion_order = true")  # a sampled `source` picks the same rows
+            if self._table is not None:
+                db.register("input", self._table)
+            for sql in self._setup:
+                db.execute(sql)
+            yield db
+        finally:
+            db.close()
+
+    def _reader_sql(self, files: str) -> str:
+        """The reader call; for CSV/TSV with the dialect sniffed once and spelled out.
+
+        DuckDB sniffs a CSV every time a query over `auto_detect=true` is bound, and on a large
+        file that costs about a full scan; the input is queried several times (columns, key
+        checks, rows), so the options are sniffed once here (`sniff_csv` returns the equivalent
+        explicit call) and the auto-detecting call remains the fallback.
+        """
+        auto = _READERS[self.source.format].format(files=files)
+        if self.source.format not in ("csv", "tsv"):
+            return auto
+        first = _sql_str(str(self.source.files[0]))
+        options = auto.split(f"{files}, ", 1)[1].removesuffix(")")
+        sniffer = duckdb.connect(":memory:")  # closed at once: what sniffing allocates is freed
+        try:
+            (prompt,) = sniffer.execute(f"SELECT Prompt FROM sniff_csv({first}, {options})").fetchall()[0]
+        except (duckdb.Error, IndexError, ValueError):
+            return auto  # the auto-detecting reader reports the problem as before
+        finally:
+            sniffer.close()
+        head = f"FROM read_csv({first}, "
+        if not (isinstance(prompt, str) and prompt.startswith(head) and prompt.endswith(");")):
+            return auto
+        return f"read_csv({files}, {prompt[len(head):-2]})"
+
+    def _run(self, sql: str, db: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+        try:
+            return (db or self.db).execute(sql)
         except duckdb.Error as exc:
             raise _input_error(exc, self.source) from None
 
@@ -151,17 +197,19 @@ class InputReader:
     def check_keys(self) -> set[str]:
         """Raise on duplicate or empty explicit keys; return duplicated content hashes."""
         expr = self.key_expression()
-        dups = self._run(f"SELECT k, count(*) c FROM (SELECT {expr} AS k FROM source s) GROUP BY k "
-                         "HAVING count(*) > 1 ORDER BY c DESC LIMIT 10000").fetchall()
         keys = self.source.key_columns
+        empty_key = "OR k = '' OR k IS NULL" if keys else ""  # one scan finds both problems
+        with self._scratch() as db:
+            found = self._run(f"SELECT k, count(*) c FROM (SELECT {expr} AS k FROM source s) GROUP BY k "
+                              f"HAVING count(*) > 1 {empty_key} ORDER BY c DESC LIMIT 10002", db).fetchall()
+        dups = [(k, c) for k, c in found if c > 1][:10000]
         if keys and dups:
             sample = ", ".join(f"'{k}' ({c}x)" for k, c in dups[:5])
             raise DuplicateKeyError(f"input.key: duplicate row keys in {', '.join(keys)}: {sample}",
                                     hint="make the key unique, add columns to input.key, or drop input.key "
                                          "to key rows by content")
         if keys:
-            (empty,) = self._run(f"SELECT count(*) FROM (SELECT {expr} AS k FROM source s) WHERE k = '' "
-                                 "OR k IS NULL").fetchall()[0]
+            empty = sum(c for k, c in found if k == "" or k is None)
             if empty:
                 raise DuplicateKeyError(f"input.key: {empty} row(s) have an empty key in {', '.join(keys)}",
                                         hint="fill the key column, or choose another key")

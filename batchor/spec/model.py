@@ -71,6 +71,9 @@ class ModelSpec(_Strict):
     """Price override, needed for models the price table does not know."""
     context_window: int | None = Field(default=None, ge=1)
     """Context window in tokens (known models have a default); longer rows fail alone."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Provider-specific settings, e.g. anthropic `structured: tool`, gemini `vertexai: true`,
+    `project`, `location`."""
 
     @field_validator("name")
     @classmethod
@@ -91,6 +94,7 @@ class ModelOverride(_Strict):
     api: Literal["chat", "responses"] | None = None
     price: PriceSpec | None = None
     context_window: int | None = Field(default=None, ge=1)
+    options: dict[str, Any] | None = None
 
 
 class SchemaOutput(_Strict):

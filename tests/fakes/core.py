@@ -44,6 +44,14 @@ DEFAULTS: dict[str, Any] = {
     "quota_exhausted": False,  # true; Anthropic also "credit_balance" or "spend_limit"
     # {substring of the last user message: status code | "timeout" | "malformed" | "quota"}
     "fail_matching": {},
+    # Batch APIs (batch_core.py): a batch ends at the first status read after both of these;
+    "batch_polls": 1,  # ... this many status reads (0: it ends as it is created)
+    "batch_seconds": 0.0,  # ... and this many seconds after its creation
+    "batch_end": "completed",  # completed | expired | failed (batch-level, see batch_fail_code)
+    "batch_done_fraction": 1.0,  # share of rows answered before an expiry or a cancel
+    "batch_fail_code": "invalid_request",  # the error code of a failed batch
+    "batch_create_delay_s": 0.0,  # answer a create this late (it is created at once)
+    "batch_create_status": None,  # refuse creates with this status, without creating
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
 FORCED_ACTIONS = ("timeout", "malformed", "quota")
@@ -162,6 +170,8 @@ class Stats:
         self.max_in_flight = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.batch_rows: Counter[str] = Counter()  # custom_id -> times submitted in a created batch
+        self.batches_created = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -178,6 +188,10 @@ class Stats:
             "max_in_flight": self.max_in_flight,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "batches_created": self.batches_created,
+            "batch_rows": sum(self.batch_rows.values()),
+            "batch_rows_duplicated": sorted(k for k, n in self.batch_rows.items() if n > 1),
+            "batch_rows_by_id": dict(self.batch_rows),
         }
 
 

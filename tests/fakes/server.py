@@ -27,7 +27,14 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import anthropic_routes, gemini_routes, openai_routes
+from . import (
+    anthropic_batch_routes,
+    anthropic_routes,
+    gemini_batch_routes,
+    gemini_routes,
+    openai_batch_routes,
+    openai_routes,
+)
 from .core import Fake, Provider, Route
 from .wire import Request, Response, json_response, serve
 
@@ -36,6 +43,7 @@ PROVIDERS: tuple[Provider, ...] = (
     anthropic_routes.PROVIDER,
     gemini_routes.PROVIDER,
 )
+BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes)  # batch jobs and files: modules with register(app)
 RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 
 
@@ -52,6 +60,8 @@ class App:
         for provider in providers:
             for route in provider.routes:
                 self.add(route.method, route.pattern, self._model_handler(provider, route))
+        for batch_routes in BATCH_ROUTES:
+            batch_routes.register(self)
 
     def add(self, method: str, pattern: str, handler: RouteHandler) -> None:
         if re.escape(pattern) == pattern:

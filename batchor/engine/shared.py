@@ -1,0 +1,259 @@
+"""Several workers on one run (PostgreSQL state): claims, lease heartbeats, a shared rate limit.
+
+Each `apply` on a shared state joins the job's live run as a worker. Per wave, every worker scans
+the steps as usual, adds the pending keys to the run's work items, then claims slices of them in
+plan order and feeds only its claimed requests to the executors; a heartbeat thread renews its
+lease meanwhile. When nothing is left to claim it waits while other live workers hold claims
+(their leases may still expire, and then it takes their items over), so the next wave only starts
+once every answer of this one is stored. Answers are committed before a worker slot takes its
+next request, so a worker that dies loses at most the requests it had in flight.
+
+Rate limits are shared through one token-bucket row per provider+model: workers take permits in
+small slices, so together they stay under the spec's rpm/tpm however many join or leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Awaitable, Callable, Iterator
+
+from batchor.engine.events import Event, EventSink, Progress
+from batchor.engine.realtime import StopSignal, WorkItem
+from batchor.engine.work import StepWork
+from batchor.state.base import RunRecord
+from batchor.state.leases import LeaseBook
+
+LEASE_ENV = "BATCHOR_LEASE_S"
+DEFAULT_LEASE_S = 30.0
+
+
+def lease_seconds(limits: dict[str, Any]) -> float:
+    """How long a silent worker keeps its claims: `limits.lease_s`, else $BATCHOR_LEASE_S, else 30 s."""
+    value = limits.get("lease_s") or os.environ.get(LEASE_ENV) or DEFAULT_LEASE_S
+    return max(1.0, float(value))
+
+
+class SharedRun:
+    """This process's membership in a run shared with other workers."""
+
+    def __init__(self, store: Any, run: RunRecord, progress: Progress, limits: dict[str, Any],
+                 emit: EventSink) -> None:
+        self.host, self.pid = socket.gethostname(), os.getpid()
+        self.worker_id = f"{self.host}-{self.pid}-{uuid.uuid4().hex[:6]}"
+        self.lease_s = lease_seconds(limits)
+        self.book = LeaseBook(store, self.worker_id, self.lease_s)
+        self.run, self.progress, self.limits, self.emit = run, progress, limits, emit
+        self.slice = min(256, max(8, 2 * int(limits.get("concurrency", 32))))
+        self._stopping = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    @classmethod
+    def join(cls, store: Any, run: RunRecord, progress: Progress, limits: dict[str, Any],
+             emit: EventSink) -> "SharedRun":
+        shared = cls(store, run, progress, limits, emit)
+        shared.run = shared.book.join_run(run, shared.host, shared.pid)
+        shared._beat = threading.Thread(target=shared._heartbeat, name="batchor-heartbeat", daemon=True)
+        shared._beat.start()
+        emit(Event("worker_joined", {"run_id": shared.run.run_id, "worker_id": shared.worker_id,
+                                     "lease_s": shared.lease_s}))
+        return shared
+
+    # --- heartbeat -----------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, float]:
+        p = self.progress
+        return {"requests": p.total, "succeeded": p.succeeded, "failed": p.failed, "cached": p.cached,
+                "skipped": p.skipped, "input_tokens": p.input_tokens, "output_tokens": p.output_tokens,
+                "cost_usd": p.cost_usd}
+
+    def _heartbeat(self) -> None:
+        interval = self.lease_s / 3
+        while not self._stopping.wait(interval):
+            try:
+                self.book.heartbeat(self.run.run_id, self.counters())
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease has slack for two
+                continue
+
+    def _stop_heartbeat(self) -> None:
+        self._stopping.set()
+        if self._beat is not None:
+            self._beat.join(timeout=self.lease_s)
+
+    def leave(self, run: RunRecord) -> bool:
+        """Stop working on the run; True when this was its last live worker (the run is closed)."""
+        self._stop_heartbeat()
+        status = "finished" if run.status in ("succeeded", "partial", "failed") else run.status
+        return self.book.leave(run, status, self.counters())
+
+    def abandon(self) -> None:
+        """An error ends this worker: give its claims back at once instead of waiting for the lease."""
+        self._stop_heartbeat()
+        self.run.status = "failed"
+        try:
+            self.book.leave(self.run, "failed", self.counters())
+        except Exception:  # noqa: BLE001 - the original error matters more; the lease expires anyway
+            pass
+
+    # --- one wave ------------------------------------------------------------------------------
+
+    async def run_wave(self, works: list[StepWork], realtime: Callable[[Iterator[WorkItem]], Awaitable[None]],
+                       batches: Callable[[list[StepWork]], Awaitable[None]], stop: StopSignal) -> None:
+        """Claim and run slices of the wave until nothing is pending or held by other live workers."""
+        await asyncio.to_thread(self._enqueue, works)
+        steps = [w.step.name for w in works]
+        while not stop.stopped:
+            jobs = []
+            live = [w for w in works if w.pending]
+            direct = [w for w in live if w.step.mode != "batch"]
+            if direct:
+                jobs.append(realtime(self.claimed_items(direct)))
+            claimed = [await asyncio.to_thread(self._claim_all, w) for w in live if w.step.mode == "batch"]
+            if any(w.pending for w in claimed):
+                jobs.append(batches([w for w in claimed if w.pending]))
+            await asyncio.gather(*jobs)
+            if stop.stopped or not await self._wait_for_others(steps, stop):
+                return
+
+    def _enqueue(self, works: list[StepWork]) -> None:
+        for work in works:
+            if work.pending:
+                self.book.enqueue(self.run.run_id, work.step.name, list(work.pending))
+
+    async def _wait_for_others(self, steps: list[str], stop: StopSignal) -> bool:
+        """True when items became claimable (a lease expired); False when the wave is done."""
+        poll = min(2.0, max(0.2, self.lease_s / 4))
+        announced = False
+        while not stop.stopped:
+            claimable, held = await asyncio.to_thread(self.book.open_items, self.run.run_id, steps)
+            if claimable:
+                return True
+            if not held:
+                return False
+            if not announced:
+                self.emit(Event("waiting_for_workers", {"held_by_others": held, "steps": steps}))
+                announced = True
+            try:
+                await asyncio.wait_for(stop.event.wait(), poll)
+            except asyncio.TimeoutError:
+                pass
+        return False
+
+    def claimed_items(self, works: list[StepWork]) -> Iterator[WorkItem]:
+        """The requests of `works` this worker claims, slice by slice, in plan order."""
+        for work in works:
+            yield from self._claimed(work)
+
+    def _claimed(self, work: StepWork) -> Iterator[WorkItem]:
+        # Claims come lowest position first, so a fresh slice lies ahead of the last yielded item;
+        # only items re-claimed from a dead worker can lie behind it: they get a second pass.
+        ahead: dict[str, int] = {}
+        behind: set[str] = set()
+        last = -1
+        stream = work.items()
+        while True:
+            if not ahead:
+                got = self.book.claim(self.run.run_id, work.step.name, self.slice)
+                if not got:
+                    break
+                for key, position in got:
+                    if position > last:
+                        ahead[key] = position
+                    else:
+                        behind.add(key)
+                continue
+            item = next((i for i in stream if i.key in ahead), None)
+            if item is None:
+                behind.update(ahead)
+                break
+            last = ahead.pop(item.key)
+            yield item
+        if behind:
+            yield from (item for item in work.items() if item.key in behind)
+
+    def _claim_all(self, work: StepWork) -> StepWork:
+        """Batch steps: claim every claimable key at once; only claimed keys go into batches."""
+        keys: set[str] = set()
+        while got := self.book.claim(self.run.run_id, work.step.name, 10_000):
+            keys.update(k for k, _ in got)
+        mine = copy.copy(work)
+        mine.pending = {k: None for k in work.pending if k in keys}
+        return mine
+
+    # --- shared rate limit ---------------------------------------------------------------------
+
+    def limiter(self, local: Any, runtimes: dict[str, Any]) -> "SharedRateLimiter":
+        """A limiter drawing from the shared bucket of these models (keyed by provider:model)."""
+        models = sorted({f"{r.plan.provider}:{r.plan.model}" for r in runtimes.values()})
+        return SharedRateLimiter(self.book, "+".join(models), self.limits.get("rpm"), self.limits.get("tpm"),
+                                 sleep=getattr(local, "sleep", asyncio.sleep))
+
+
+class SharedRateLimiter:
+    """Same face as `RateLimiter`; permits come from one bucket row that all workers share.
+
+    Permits are taken in slices of about `slice_s` seconds of the rate, so the database sees a
+    few requests per second whatever the call rate. A 429 pauses every worker on the bucket.
+    Without rpm/tpm in the spec nothing is paced until the provider advertises its limits in
+    response headers; those then become the shared bucket's rate (at 95 %), as they would locally.
+    """
+
+    def __init__(self, book: LeaseBook, rate_key: str, rpm: float | None, tpm: float | None, *,
+                 burst_s: float = 1.0, slice_s: float = 0.05,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.book, self.rate_key, self.burst_s, self.slice_s = book, rate_key, burst_s, slice_s
+        self.sleep, self.clock = sleep, clock
+        self.rpm: float | None = None
+        self.tpm: float | None = None
+        self.requests = self.tokens = float("inf")
+        self._pace(rpm, tpm)
+        self.paused_until = 0.0
+        self._pause_s = 0.0
+        self._lock = asyncio.Lock()
+
+    async def acquire(self, tokens: int = 0) -> None:
+        async with self._lock:
+            while True:
+                now = self.clock()
+                if now < self.paused_until:
+                    await self.sleep(self.paused_until - now)
+                    continue
+                if self.requests >= 1 and self.tokens >= tokens:
+                    self.requests -= 1
+                    self.tokens -= tokens
+                    return
+                need = max(0.0, tokens - self.tokens) if self.tpm else 0.0
+                pause, self._pause_s = self._pause_s, 0.0
+                grant = await asyncio.to_thread(self.book.take, self.rate_key, self.rpm, self.tpm, self.burst_s,
+                                                self.want if self.requests < 1 else 0, need * self.want, need, pause)
+                self.requests += grant.requests
+                self.tokens += grant.tokens
+                if grant.wait_s > 0:
+                    await self.sleep(min(grant.wait_s, 1.0))
+
+    def on_rate_limited(self, retry_after: float | None) -> None:
+        pause = retry_after if retry_after is not None else 1.0
+        self.paused_until = max(self.paused_until, self.clock() + pause)
+        self._pause_s = max(self._pause_s, pause)
+
+    def on_success(self, headers: dict[str, float] | None = None) -> None:
+        if not headers:
+            return
+        advertised = [headers.get("limit-requests"), headers.get("limit-tokens")]
+        self._pace(*(v * 0.95 if v else None for v in advertised))
+        if headers.get("remaining-requests") == 0 or headers.get("remaining-tokens") == 0:
+            self.paused_until = max(self.paused_until, self.clock() + 1.0)  # this worker only: no 429 yet
+
+    def _pace(self, rpm: float | None, tpm: float | None) -> None:
+        """Set the rates the spec (or, failing it, the provider) gives; a set rate is kept."""
+        if rpm and not self.rpm:
+            self.rpm, self.requests = float(rpm), 0.0
+        if tpm and not self.tpm:
+            self.tpm, self.tokens = float(tpm), 0.0
+        self.want = max(1, int((self.rpm or 0) / 60 * self.slice_s))

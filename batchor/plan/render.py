@@ -1,0 +1,190 @@
+"""Plan stage: the requests of the root steps, rendered batch by batch into the plan data.
+
+Each input batch is rendered (column-wise for simple templates, see `vectorized.py`; Jinja row
+by row otherwise), keyed and checked against the cache. Token counting runs in a background
+thread (tiktoken releases the GIL) while the next batch renders, so the two overlap on two
+cores. Duplicate requests are counted once per plan: the keys left to run are deduplicated once
+at the end, in Arrow, instead of in a Python set holding every key of the input.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from batchor.fingerprint import canonical_json, request_key_from_json
+from batchor.plan.model import StepPlan, req_column
+from batchor.plan.tokens import get_counter
+from batchor.plan.vectorized import FastStep, fast_step, request_keys
+from batchor.spec.inputs import InputReader
+from batchor.spec.templates import StepTemplates, render_error
+
+_BATCH_ROWS = 32_768  # two batches are in flight (one rendering, one counting): this bounds memory
+
+
+@dataclass
+class RowTally:
+    """Counts of one root step; requests to run are deduplicated by `finish`."""
+
+    rows: int = 0
+    skipped: int = 0
+    cached: int = 0
+    to_run: int = 0
+    input_tokens: int = 0  # of requests to run
+    too_long: int = 0  # over the context window: fail without a call, cost nothing
+    _keys: list[pa.Array] = field(default_factory=list)  # not cached, may repeat
+    _tokens: list[pa.Array] = field(default_factory=list)
+
+    def add(self, keys: pa.Array, tokens: pa.Array, cached: set[str]) -> None:
+        present = len(keys) - keys.null_count
+        self.rows += len(keys)
+        self.skipped += len(keys) - present
+        keep = keys.is_valid()
+        if cached:
+            hit = pc.is_in(keys, value_set=pa.array(list(cached), pa.string()))
+            self.cached += pc.sum(hit).as_py() or 0
+            keep = pc.and_(keep, pc.invert(hit))
+        self._keys.append(keys.filter(keep))
+        self._tokens.append(tokens.filter(keep))
+
+    def finish(self, step: StepPlan) -> None:
+        table = pa.table({"k": pa.chunked_array(self._keys, pa.string()),
+                          "t": pa.chunked_array(self._tokens, pa.int32())})
+        self._keys, self._tokens = [], []
+        tokens = pc.cast(table.group_by("k", use_threads=False).aggregate([("t", "max")]).column("t_max"),
+                         pa.int64())
+        if step.context_window is not None:  # too_long() of plan/context.py, column-wise
+            long = pc.greater(tokens, pa.scalar(step.context_window - step.max_tokens, pa.int64()))
+            self.too_long = pc.sum(long).as_py() or 0
+            tokens = pc.filter(tokens, pc.invert(long))
+        self.to_run = len(tokens)
+        self.input_tokens = pc.sum(tokens).as_py() or 0
+
+
+@dataclass
+class _Rendered:
+    keys: list[str | None]
+    bodies: pa.Array
+    tokens: Future[list[int | None]]
+
+
+class _StepRenderer:
+    """Renders one step's requests for a batch: column-wise when possible, else Jinja."""
+
+    def __init__(self, step: StepPlan, tpl: StepTemplates, schema: pa.Schema, pool: ThreadPoolExecutor) -> None:
+        self.step, self.tpl, self.pool = step, tpl, pool
+        self.counter = get_counter(step.provider, step.model)
+        self.fast: FastStep | None = fast_step(step.system, step.prompt, step.when, schema) \
+            if not tpl.dynamic_row_access else None
+
+    def render(self, batch: pa.RecordBatch, rows: Callable[[], list[dict]]) -> _Rendered:
+        if self.fast is not None:
+            return self._render_columns(self.fast, batch)
+        return self._render_rows(batch.column(0).to_pylist(), rows())
+
+    def _render_columns(self, fast: FastStep, batch: pa.RecordBatch) -> _Rendered:
+        bodies = fast.bodies(batch)
+        keys: list[str | None] = request_keys(self.step.key_prefix, bodies.to_pylist())  # type: ignore[assignment]
+        contents = [(role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)]
+        tokens = self.pool.submit(self.counter.count_chat_columns, contents, batch.num_rows)
+        return _Rendered(keys, bodies, tokens)  # type: ignore[arg-type]
+
+    def _render_rows(self, row_keys: list[str], rows: list[dict]) -> _Rendered:
+        keys: list[str | None] = []
+        bodies: list[str | None] = []
+        message_lists: list[list[dict[str, str]]] = []
+        prefix, tpl = self.step.key_prefix, self.tpl
+        for row_key, row in zip(row_keys, rows):
+            context = {"row": row}
+            try:
+                if not tpl.should_run(context):
+                    keys.append(None), bodies.append(None)
+                    continue
+                messages = tpl.render_messages(context)
+            except Exception as exc:  # noqa: BLE001 - any render failure names the row
+                raise render_error(self.step.name, exc, row_key) from None
+            body = canonical_json(messages)
+            keys.append(request_key_from_json(prefix, body))
+            bodies.append(body)
+            message_lists.append(messages)
+        tokens = self.pool.submit(_spread, self.counter.count_messages_batch, message_lists, keys)
+        return _Rendered(keys, pa.array(bodies, pa.string()), tokens)
+
+
+def _spread(count: Callable[[list], list[int]], message_lists: list, keys: list[str | None]) -> list[int | None]:
+    counts = iter(count(message_lists))
+    return [next(counts) if k is not None else None for k in keys]
+
+
+def write_plan_data(reader: InputReader, path: Path, roots: list[StepPlan], templates: dict[str, StepTemplates],
+                    state: Any, refresh: frozenset[str]) -> dict[str, RowTally]:
+    """Write the plan data (input columns + each root step's key, messages, tokens); count."""
+    tallies = {s.name: RowTally() for s in roots}
+    caches = {s.name: state if state is not None and s.name not in refresh and "*" not in refresh else None
+              for s in roots}
+    needed = _needed_columns(roots, templates, reader.columns)
+    writer: pq.ParquetWriter | None = None
+    renderers: list[_StepRenderer] | None = None
+    with ThreadPoolExecutor(1, thread_name_prefix="batchor-tokens") as pool:
+        pending: tuple[pa.RecordBatch, list[_Rendered]] | None = None
+        try:
+            for batch in reader.batches(_BATCH_ROWS):
+                if renderers is None:
+                    renderers = [_StepRenderer(s, templates[s.name], batch.schema, pool) for s in roots]
+                rows = _lazy_rows(batch, needed)
+                rendered = [r.render(batch, rows) for r in renderers]
+                if pending is not None:  # written one batch late, so counting overlaps rendering
+                    writer = _write(pending, writer, path, roots, tallies, caches)
+                pending = (batch, rendered)
+            if pending is not None:
+                writer = _write(pending, writer, path, roots, tallies, caches)
+        finally:
+            if writer is not None:
+                writer.close()
+    for step in roots:
+        tallies[step.name].finish(step)
+    return tallies
+
+
+def _lazy_rows(batch: pa.RecordBatch, needed: list[str]) -> Callable[[], list[dict]]:
+    cache: list[list[dict]] = []
+
+    def rows() -> list[dict]:
+        if not cache:
+            cache.append(batch.select(needed).to_pylist() if needed else [{} for _ in range(batch.num_rows)])
+        return cache[0]
+
+    return rows
+
+
+def _write(pending: tuple[pa.RecordBatch, list[_Rendered]], writer: pq.ParquetWriter | None, path: Path,
+           roots: list[StepPlan], tallies: dict[str, RowTally], caches: dict[str, Any]) -> pq.ParquetWriter:
+    batch, rendered = pending
+    table = pa.Table.from_batches([batch])
+    for step, result in zip(roots, rendered):
+        keys = pa.array(result.keys, pa.string())
+        tokens = pa.array(result.tokens.result(), pa.int32())
+        present = keys.drop_null() if keys.null_count else keys
+        store = caches[step.name]
+        cached = store.cached_keys(present) if store is not None and len(present) else set()
+        tallies[step.name].add(keys, tokens, cached)
+        table = table.append_column(req_column(step.name, "key"), keys)
+        table = table.append_column(req_column(step.name, "messages"), result.bodies)
+        table = table.append_column(req_column(step.name, "tokens"), tokens)
+    if writer is None:
+        writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+    writer.write_table(table)
+    return writer
+
+
+def _needed_columns(roots: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]) -> list[str]:
+    if any(templates[s.name].dynamic_row_access for s in roots):
+        return columns
+    wanted = set().union(*(templates[s.name].row_columns for s in roots)) if roots else set()
+    return [c for c in columns if c in wanted]

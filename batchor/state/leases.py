@@ -1,0 +1,249 @@
+"""Shared-run transitions on PostgreSQL state: workers, claims with leases, shared rate buckets.
+
+A *worker* is one `apply` process. It joins the job's live run (or starts one), then claims
+slices of the run's *work items* (`SELECT ... FOR UPDATE SKIP LOCKED`, in plan order). A claim
+names its worker and lasts while the worker's lease does: the worker's heartbeat renews one row,
+which renews all its claims; when a worker dies its lease passes and its open items can be
+claimed by others. Storing an answer closes its item (in `PostgresStore.record_results`).
+Lease times are the database's clock, never a worker's. Each method is one transaction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from batchor.state.base import RunRecord
+from batchor.state.postgres_store import PostgresStore, insert_run, update_run
+
+
+def _live(alias: str = "") -> str:
+    """A worker that runs and whose lease has not passed (by the database's clock)."""
+    prefix = f"{alias}." if alias else ""
+    return f"{prefix}status = 'running' AND {prefix}lease_until >= now()"
+
+
+# An item is claimable when nobody holds it, or its holder stopped or lost its lease. A correlated
+# subquery, not a join: when a concurrent claim wins the row lock, PostgreSQL re-checks this
+# condition on the row's new version, and only a subquery is evaluated again for the new holder.
+_CLAIMABLE = ("(w.worker_id IS NULL OR NOT EXISTS "
+              f"(SELECT 1 FROM workers o WHERE o.worker_id = w.worker_id AND {_live('o')}))")
+_COUNTERS = ("requests", "succeeded", "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd")
+
+
+@dataclass
+class Grant:
+    """What the shared rate bucket gave: requests and tokens to spend, or how long to wait."""
+
+    requests: int
+    tokens: float
+    wait_s: float
+
+
+class LeaseBook:
+    def __init__(self, store: PostgresStore, worker_id: str, lease_s: float) -> None:
+        self.store, self.worker_id, self.lease_s = store, worker_id, float(lease_s)
+
+    # --- membership --------------------------------------------------------------------------
+
+    def join_run(self, run: RunRecord, host: str, pid: int) -> RunRecord:
+        """Join the job's run that has live workers, or start `run`; register this worker in it."""
+        with self.store._pg() as conn, conn.transaction():
+            _lock(conn, "job", run.job_id)
+            _close_abandoned(conn, run.job_id)
+            row = conn.execute(
+                "SELECT run_id FROM runs r WHERE job_id = %s AND finished_at IS NULL AND EXISTS "
+                f"(SELECT 1 FROM workers o WHERE o.run_id = r.run_id AND {_live('o')}) "
+                "ORDER BY started_at DESC LIMIT 1", [run.job_id]).fetchone()
+            if row is not None:
+                run.run_id = row[0]
+            else:
+                insert_run(conn, run)
+            conn.execute("INSERT INTO workers (worker_id, run_id, job_id, host, pid, status, lease_until) "
+                         "VALUES (%s, %s, %s, %s, %s, 'running', now() + make_interval(secs => %s))",
+                         [self.worker_id, run.run_id, run.job_id, host, pid, self.lease_s])
+        return run
+
+    def heartbeat(self, run_id: str, counters: dict[str, float]) -> None:
+        """Renew this worker's lease (and so all its claims); publish its counters and the run's sums."""
+        with self.store._pg() as conn, conn.transaction():
+            _save_worker(conn, self.worker_id, counters, self.lease_s)
+            _sum_run(conn, run_id)
+
+    def leave(self, run: RunRecord, status: str, counters: dict[str, float]) -> bool:
+        """Release open claims and stop. The last live worker closes the run with exact totals
+        (counted from the stored results) and returns True; `run` is updated in place then."""
+        with self.store._pg() as conn, conn.transaction():
+            _lock(conn, "job", run.job_id)
+            conn.execute("UPDATE work_items SET worker_id = NULL WHERE worker_id = %s AND NOT done", [self.worker_id])
+            _save_worker(conn, self.worker_id, counters, 0.0, status=status)
+            others = conn.execute(f"SELECT count(*) FROM workers WHERE run_id = %s AND worker_id <> %s AND {_live()}",
+                                  [run.run_id, self.worker_id]).fetchone()[0]
+            if others:
+                _sum_run(conn, run.run_id)
+                return False
+            conn.execute("UPDATE workers SET status = 'lost' WHERE run_id = %s AND status = 'running'", [run.run_id])
+            _exact_totals(conn, run)
+            run.status = _settled_status(run)
+            update_run(conn, run, final=True)
+            conn.execute("DELETE FROM work_items WHERE run_id = %s", [run.run_id])
+        return True
+
+    def list_workers(self, run_id: str) -> list[dict[str, Any]]:
+        with self.store._pg() as conn:
+            cur = conn.execute(
+                "SELECT o.worker_id, o.host, o.pid, CASE WHEN o.status = 'running' AND o.lease_until < now() "
+                "THEN 'lost' ELSE o.status END, o.started_at, o.heartbeat_at, "
+                "round(extract(epoch FROM now() - o.heartbeat_at)::numeric, 1), "
+                "(SELECT count(*) FROM work_items w WHERE w.worker_id = o.worker_id AND NOT w.done), "
+                "o.succeeded, o.failed, o.cost_usd, "
+                "round(((o.succeeded + o.failed) / greatest(extract(epoch FROM o.heartbeat_at - o.started_at), 1e-3)"
+                ")::numeric, 2) FROM workers o WHERE o.run_id = %s ORDER BY o.started_at", [run_id])
+            names = ("worker_id", "host", "pid", "status", "started_at", "heartbeat_at", "heartbeat_age_s",
+                     "leases", "succeeded", "failed", "cost_usd", "per_s")
+            return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    # --- work items --------------------------------------------------------------------------
+
+    def enqueue(self, run_id: str, step: str, keys: list[str]) -> None:
+        """Add a step's pending keys to the run's work items (in plan order; existing ones stay)."""
+        for start in range(0, len(keys), 50_000):
+            with self.store._pg() as conn, conn.transaction():
+                conn.execute("INSERT INTO work_items (run_id, step, request_key, position) "
+                             "SELECT %s, %s, k, %s + p - 1 FROM unnest(%s::text[]) WITH ORDINALITY AS n(k, p) "
+                             "ON CONFLICT DO NOTHING", [run_id, step, start, keys[start:start + 50_000]])
+
+    def claim(self, run_id: str, step: str, limit: int) -> list[tuple[str, int]]:
+        """Claim up to `limit` open items, lowest positions first; returns (key, position) pairs."""
+        with self.store._pg() as conn, conn.transaction():
+            rows = conn.execute(
+                "WITH picked AS (SELECT w.request_key FROM work_items w "
+                f"WHERE w.run_id = %s AND w.step = %s AND NOT w.done AND {_CLAIMABLE} "
+                "ORDER BY w.position LIMIT %s FOR UPDATE SKIP LOCKED) "
+                "UPDATE work_items q SET worker_id = %s, claimed_at = now() FROM picked p "
+                "WHERE q.run_id = %s AND q.step = %s AND q.request_key = p.request_key "
+                "RETURNING q.request_key, q.position",
+                [run_id, step, limit, self.worker_id, run_id, step]).fetchall()
+        return sorted(((k, int(p)) for k, p in rows), key=lambda kp: kp[1])
+
+    def open_items(self, run_id: str, steps: list[str]) -> tuple[int, int]:
+        """(claimable now, held by other live workers) among the open items of these steps."""
+        with self.store._pg() as conn:
+            row = conn.execute(
+                f"SELECT count(*) FILTER (WHERE {_CLAIMABLE}), "
+                f"count(*) FILTER (WHERE NOT {_CLAIMABLE} AND w.worker_id <> %s) "
+                "FROM work_items w WHERE w.run_id = %s AND w.step = ANY(%s::text[]) AND NOT w.done",
+                [self.worker_id, run_id, steps]).fetchone()
+        return int(row[0]), int(row[1])
+
+    def release(self) -> int:
+        """Give back this worker's open claims (a graceful stop), so others take them at once."""
+        with self.store._pg() as conn:
+            cur = conn.execute("UPDATE work_items SET worker_id = NULL WHERE worker_id = %s AND NOT done",
+                               [self.worker_id])
+            return cur.rowcount
+
+    # --- shared rate limits ------------------------------------------------------------------
+
+    def take(self, rate_key: str, rpm: float | None, tpm: float | None, burst_s: float, want: int,
+             want_tokens: float, need_tokens: float, pause_s: float = 0.0) -> Grant:
+        """Take up to `want` requests (and tokens, at least `need_tokens`) from the shared bucket."""
+        with self.store._pg() as conn, conn.transaction():
+            conn.execute("INSERT INTO rate_buckets (rate_key, rpm, tpm, burst_s, requests, tokens, updated_at) "
+                         "VALUES (%s, %s, %s, %s, %s, %s, clock_timestamp()) ON CONFLICT DO NOTHING",
+                         [rate_key, rpm, tpm, burst_s, (rpm or 0) / 60 * burst_s, (tpm or 0) / 60 * burst_s])
+            if pause_s > 0:
+                conn.execute("UPDATE rate_buckets SET paused_until = greatest(coalesce(paused_until, "
+                             "clock_timestamp()), clock_timestamp() + make_interval(secs => %s)) "
+                             "WHERE rate_key = %s", [pause_s, rate_key])
+            level_r, level_t, elapsed, paused = conn.execute(
+                "SELECT requests, tokens, extract(epoch FROM clock_timestamp() - updated_at), "
+                "extract(epoch FROM paused_until - clock_timestamp()) "
+                "FROM rate_buckets WHERE rate_key = %s FOR UPDATE", [rate_key]).fetchone()
+            grant, level_r, level_t = _grant(rpm, tpm, burst_s, float(level_r), float(level_t), float(elapsed),
+                                             float(paused or 0.0), want, want_tokens, need_tokens)
+            conn.execute("UPDATE rate_buckets SET requests = %s, tokens = %s, rpm = %s, tpm = %s, burst_s = %s, "
+                         "updated_at = clock_timestamp() WHERE rate_key = %s",
+                         [level_r, level_t, rpm, tpm, burst_s, rate_key])
+        return grant
+
+
+def _grant(rpm: float | None, tpm: float | None, burst_s: float, level_r: float, level_t: float, elapsed: float,
+           paused: float, want: int, want_tokens: float, need_tokens: float) -> tuple[Grant, float, float]:
+    """Refill both buckets for `elapsed` seconds, then grant what fits (pure: unit-tested)."""
+    rate_r, rate_t = (rpm or 0) / 60, (tpm or 0) / 60
+    if rpm:
+        level_r = min(rate_r * burst_s, level_r + elapsed * rate_r)
+    if tpm:
+        level_t = min(rate_t * burst_s, level_t + elapsed * rate_t)
+        need_tokens = min(need_tokens, rate_t * burst_s)  # a request bigger than the bucket needs a full one
+    if paused > 0:
+        return Grant(0, 0.0, paused), level_r, level_t
+    waits = [0.0]
+    if rpm and want > 0 and level_r < 1:
+        waits.append((1 - level_r) / rate_r)
+    if tpm and level_t < need_tokens:
+        waits.append((need_tokens - level_t) / rate_t)
+    if max(waits) > 0:
+        return Grant(0, 0.0, max(waits)), level_r, level_t
+    requests = min(want, math.floor(level_r)) if rpm else want
+    tokens = min(max(want_tokens, need_tokens), level_t) if tpm else want_tokens
+    return Grant(requests, tokens, 0.0), level_r - (requests if rpm else 0), level_t - (tokens if tpm else 0)
+
+
+def _settled_status(run: RunRecord) -> str:
+    """A run that ran to its end is judged on all workers' answers, not the last worker's."""
+    if run.status not in ("succeeded", "partial", "failed"):
+        return run.status  # interrupted, paused, budget: how the last worker stopped
+    if run.failed:
+        return "partial" if run.succeeded or run.cached else "failed"
+    return "succeeded"
+
+
+def _lock(conn: Any, kind: str, key: str) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"batchor:{kind}:{key}"])
+
+
+def _close_abandoned(conn: Any, job_id: str) -> None:
+    """Shared runs of this job whose workers all died are over: mark them interrupted."""
+    conn.execute(
+        "UPDATE runs r SET status = 'interrupted', finished_at = LOCALTIMESTAMP WHERE job_id = %s "
+        "AND finished_at IS NULL AND EXISTS (SELECT 1 FROM workers o WHERE o.run_id = r.run_id) "
+        f"AND NOT EXISTS (SELECT 1 FROM workers o WHERE o.run_id = r.run_id AND {_live('o')})", [job_id])
+
+
+def _save_worker(conn: Any, worker_id: str, counters: dict[str, float], lease_s: float,
+                 status: str | None = None) -> None:
+    sets = ", ".join(f"{c} = %s" for c in _COUNTERS)
+    args = [counters.get(c, 0) for c in _COUNTERS]
+    state = ", status = %s" if status else ""
+    conn.execute(f"UPDATE workers SET {sets}{state}, heartbeat_at = now(), "
+                 "lease_until = now() + make_interval(secs => %s) WHERE worker_id = %s",
+                 args + ([status] if status else []) + [lease_s, worker_id])
+
+
+def _sum_run(conn: Any, run_id: str) -> None:
+    """While workers run, the run shows the sum of their counters (scan figures from the widest scan)."""
+    conn.execute(
+        "UPDATE runs r SET succeeded = s.succeeded, failed = s.failed, cost_usd = s.cost_usd, "
+        "input_tokens = s.input_tokens, output_tokens = s.output_tokens, requests = f.requests, "
+        "cached = f.cached, skipped = f.skipped "
+        "FROM (SELECT sum(succeeded) AS succeeded, sum(failed) AS failed, sum(cost_usd) AS cost_usd, "
+        "sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens FROM workers WHERE run_id = %s) s, "
+        "(SELECT requests, cached, skipped FROM workers WHERE run_id = %s ORDER BY requests DESC LIMIT 1) f "
+        "WHERE r.run_id = %s", [run_id, run_id, run_id])
+
+
+def _exact_totals(conn: Any, run: RunRecord) -> None:
+    """The run's answers as stored (a request answered twice counts once)."""
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'), "
+        "coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) "
+        "FROM results WHERE run_id = %s", [run.run_id]).fetchone()
+    run.succeeded, run.failed, run.cost_usd, run.input_tokens, run.output_tokens = (
+        int(row[0]), int(row[1]), float(row[2]), int(row[3]), int(row[4]))
+    scan = conn.execute("SELECT requests, cached, skipped FROM workers WHERE run_id = %s "
+                        "ORDER BY requests DESC LIMIT 1", [run.run_id]).fetchone()
+    if scan is not None:
+        run.requests, run.cached, run.skipped = (int(v or 0) for v in scan)

@@ -1,0 +1,76 @@
+"""Ordered schema migrations for PostgreSQL state (the same tables as `migrations.py`, in PostgreSQL DDL).
+
+Versions 1 and 2 mirror the DuckDB migrations of the same number; version 3 adds what only a
+shared state needs: workers (heartbeats), work items (claims with leases) and shared rate buckets.
+Applied versions are rows of `batchor_migrations`; `PostgresStore` applies the missing ones in one
+transaction under an advisory lock, so several processes opening a fresh database at once are safe.
+Append new migrations; never edit a released one.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS batchor_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"""
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (1, "runs, results, job_requests, attempts", [
+        """CREATE TABLE IF NOT EXISTS runs (
+            run_id TEXT PRIMARY KEY, job_id TEXT, plan_id TEXT, name TEXT, status TEXT, mocked BOOLEAN,
+            requests BIGINT, succeeded BIGINT, failed BIGINT, cached BIGINT, skipped BIGINT,
+            input_tokens BIGINT, output_tokens BIGINT, cost_usd DOUBLE PRECISION, paused_reason TEXT,
+            output_path TEXT, plan_path TEXT, started_at TIMESTAMP, finished_at TIMESTAMP)""",
+        "CREATE INDEX IF NOT EXISTS runs_job ON runs (job_id, started_at)",
+        """CREATE TABLE IF NOT EXISTS results (
+            request_key TEXT PRIMARY KEY, step TEXT, status TEXT, output TEXT, error_code TEXT, error TEXT,
+            attempts SMALLINT, input_tokens INTEGER, output_tokens INTEGER, cost_usd DOUBLE PRECISION,
+            run_id TEXT, finished_at TIMESTAMP)""",
+        "CREATE INDEX IF NOT EXISTS results_run ON results (run_id)",
+        """CREATE TABLE IF NOT EXISTS job_requests (
+            job_id TEXT, step TEXT, row_key TEXT, request_key TEXT, PRIMARY KEY (job_id, step, row_key))""",
+        """CREATE TABLE IF NOT EXISTS attempts (
+            request_key TEXT, run_id TEXT, attempt SMALLINT, outcome TEXT, status_code SMALLINT, error TEXT,
+            duration_ms INTEGER, raw BYTEA, created_at TIMESTAMP)""",
+        "CREATE INDEX IF NOT EXISTS attempts_run ON attempts (run_id, created_at)",
+        "CREATE INDEX IF NOT EXISTS attempts_key ON attempts (request_key)",
+    ]),
+    (2, "provider batches", [
+        """CREATE TABLE IF NOT EXISTS batches (
+            batch_id TEXT PRIMARY KEY, job_id TEXT, run_id TEXT, step TEXT, step_fp TEXT, provider TEXT,
+            model TEXT, connection TEXT, chunk INTEGER, state TEXT, remote_id TEXT, remote_status TEXT,
+            requests INTEGER, input_tokens BIGINT, bytes BIGINT, succeeded INTEGER, failed INTEGER,
+            requeued INTEGER, error TEXT, created_s DOUBLE PRECISION, created_at TIMESTAMP,
+            submitted_at TIMESTAMP, updated_at TIMESTAMP, ended_at TIMESTAMP)""",
+        "CREATE INDEX IF NOT EXISTS batches_fp ON batches (step_fp, state)",
+        "CREATE TABLE IF NOT EXISTS batch_requests (batch_id TEXT, request_key TEXT, outcome TEXT)",
+        "CREATE INDEX IF NOT EXISTS batch_requests_batch ON batch_requests (batch_id)",
+        "CREATE INDEX IF NOT EXISTS batch_requests_key ON batch_requests (request_key)",
+    ]),
+    (3, "workers, work items with leases, shared rate buckets", [
+        # A worker's claims are valid while its lease (renewed by its heartbeat) has not passed:
+        # one row update renews every claim of the worker at once.
+        """CREATE TABLE IF NOT EXISTS workers (
+            worker_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, job_id TEXT, host TEXT, pid INTEGER,
+            status TEXT NOT NULL, started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(), lease_until TIMESTAMPTZ NOT NULL,
+            requests BIGINT DEFAULT 0, succeeded BIGINT DEFAULT 0, failed BIGINT DEFAULT 0,
+            cached BIGINT DEFAULT 0, skipped BIGINT DEFAULT 0, input_tokens BIGINT DEFAULT 0,
+            output_tokens BIGINT DEFAULT 0, cost_usd DOUBLE PRECISION DEFAULT 0)""",
+        "CREATE INDEX IF NOT EXISTS workers_run ON workers (run_id)",
+        """CREATE TABLE IF NOT EXISTS work_items (
+            run_id TEXT, step TEXT, request_key TEXT, position BIGINT NOT NULL, worker_id TEXT,
+            claimed_at TIMESTAMPTZ, done BOOLEAN NOT NULL DEFAULT false,
+            PRIMARY KEY (run_id, step, request_key))""",
+        "CREATE INDEX IF NOT EXISTS work_items_open ON work_items (run_id, step, position) WHERE NOT done",
+        "CREATE INDEX IF NOT EXISTS work_items_key ON work_items (request_key) WHERE NOT done",
+        "CREATE INDEX IF NOT EXISTS work_items_worker ON work_items (worker_id) WHERE NOT done",
+        """CREATE TABLE IF NOT EXISTS rate_buckets (
+            rate_key TEXT PRIMARY KEY, rpm DOUBLE PRECISION, tpm DOUBLE PRECISION, burst_s DOUBLE PRECISION,
+            requests DOUBLE PRECISION NOT NULL, tokens DOUBLE PRECISION NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL, paused_until TIMESTAMPTZ)""",
+    ]),
+]
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# Tables that only coordinate live workers: not state worth moving between databases.
+COORDINATION_TABLES = ("workers", "work_items", "rate_buckets")

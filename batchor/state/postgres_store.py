@@ -1,0 +1,329 @@
+"""PostgreSQL state: the same contract as `DuckDBStore`, shared by many workers on many machines.
+
+Selected by a `postgresql://` (or `postgres://`) location; SQLAlchemy owns the URL and the
+connection pool, psycopg 3 runs the SQL. Every named transition is one transaction. Bulk data
+travels as one array per column (`unnest`), so a flush of thousands of results is one statement.
+Recording results also closes the matching work items (see `leases.py`) in the same transaction:
+a claim is done exactly when its answer is stored.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TypeVar
+
+import pyarrow as pa
+
+from batchor.errors import StateError, StateVersionError
+from batchor.state.base import RunRecord
+from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VERSION
+from batchor.state.pg_session import PgSession
+
+PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
+_RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded",
+                "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd",
+                "paused_reason", "output_path", "plan_path", "started_at", "finished_at")
+_RESULT_TYPES = {"request_key": "text", "step": "text", "status": "text", "output": "text",
+                 "error_code": "text", "error": "text", "attempts": "int2", "input_tokens": "int4",
+                 "output_tokens": "int4", "cost_usd": "float8", "run_id": "text"}
+_ATTEMPT_TYPES = {"request_key": "text", "run_id": "text", "attempt": "int2", "outcome": "text",
+                  "status_code": "int2", "error": "text", "duration_ms": "int4", "raw": "bytea"}
+_CHUNK = 50_000  # keys per array parameter
+_RETRIES = 5  # deadlocks between concurrent flushes are retried, never surfaced
+T = TypeVar("T")
+
+
+def is_postgres(location: str) -> bool:
+    return location.startswith(PG_SCHEMES)
+
+
+def normalize_url(location: str) -> str:
+    """postgres:// and postgresql:// name the psycopg 3 driver for SQLAlchemy."""
+    for scheme in ("postgresql://", "postgres://"):
+        if location.startswith(scheme):
+            return "postgresql+psycopg://" + location[len(scheme):]
+    return location
+
+
+class PostgresStore:
+    """State in a PostgreSQL database; safe for any number of processes at once."""
+
+    shared = True  # several applies may work on one run together (see engine/shared.py)
+
+    def __init__(self, url: str, *, pool_size: int = 4) -> None:
+        from sqlalchemy import create_engine
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(normalize_url(url))
+        self.url = parsed.render_as_string(hide_password=False)
+        self.location = parsed.render_as_string(hide_password=True)
+        self._engine = create_engine(parsed, isolation_level="AUTOCOMMIT", pool_pre_ping=True,
+                                     pool_size=pool_size, max_overflow=8,
+                                     connect_args={"connect_timeout": 10, "application_name": "batchor"})
+        self._local = threading.local()
+        self._migrate()
+
+    # --- connections -----------------------------------------------------------------------
+
+    @contextmanager
+    def _pg(self) -> Iterator[Any]:
+        """A pooled psycopg connection (autocommit; `with conn.transaction()` for a transaction)."""
+        held = getattr(self._local, "conn", None)
+        if held is not None:
+            yield held
+            return
+        raw = self._raw()
+        try:
+            yield raw.driver_connection
+        finally:
+            raw.close()
+
+    def _raw(self) -> Any:
+        import psycopg
+        import sqlalchemy.exc
+
+        try:
+            return self._engine.raw_connection()
+        except (sqlalchemy.exc.OperationalError, psycopg.OperationalError) as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
+            raise StateError(f"cannot connect to the PostgreSQL state {self.location}: {reason}",
+                             hint="check the URL in --state / BATCHOR_STATE / `state:` and that the server "
+                                  "accepts this user") from None
+
+    @contextmanager
+    def connection(self) -> Iterator[PgSession]:
+        """DuckDB-style access (`?` placeholders, `register()`) for SQL in the portable subset."""
+        with self._pg() as conn:
+            session = PgSession(conn)
+            try:
+                yield session
+            finally:
+                if conn.info.transaction_status != 0:  # left inside a transaction by an error
+                    conn.rollback()
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Hold one connection (per thread) across several operations."""
+        if getattr(self._local, "conn", None) is not None:
+            yield
+            return
+        raw = self._raw()
+        self._local.conn = raw.driver_connection
+        try:
+            yield
+        finally:
+            self._local.conn = None
+            raw.close()
+
+    def _retry(self, work: Callable[[Any], T]) -> T:
+        import psycopg.errors
+
+        for attempt in range(_RETRIES):
+            try:
+                with self._pg() as conn, conn.transaction():
+                    return work(conn)
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                if attempt == _RETRIES - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _migrate(self) -> None:
+        with self._pg() as conn:
+            if self._applied(conn) == SCHEMA_VERSION:
+                return
+            with conn.transaction():
+                # Concurrent first-time setup: one process migrates, the others wait and then see it done.
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('batchor:migrations'))")
+                conn.execute(MIGRATIONS_TABLE)
+                current = self._applied(conn)
+                for version, name, statements in MIGRATIONS:
+                    if version <= current:
+                        continue
+                    for sql in statements:
+                        conn.execute(sql)
+                    conn.execute("INSERT INTO batchor_migrations (version, name) VALUES (%s, %s)", [version, name])
+
+    def _applied(self, conn: Any) -> int:
+        exists = conn.execute("SELECT to_regclass('batchor_migrations') IS NOT NULL").fetchone()[0]
+        if not exists:
+            return 0
+        current = conn.execute("SELECT coalesce(max(version), 0) FROM batchor_migrations").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise StateVersionError(
+                f"state {self.location} has schema version {current}; this batchor knows up to {SCHEMA_VERSION}",
+                hint="upgrade batchor on this machine (every worker must run the same version)")
+        return int(current)
+
+    def schema_version(self) -> int:
+        with self._pg() as conn:
+            return self._applied(conn)
+
+    # --- the cache -------------------------------------------------------------------------
+
+    def cached_keys(self, keys: pa.Array) -> set[str]:
+        found: set[str] = set()
+        values = [k for k in keys.to_pylist() if k is not None]
+        with self._pg() as conn:
+            for start in range(0, len(values), _CHUNK):
+                rows = conn.execute("SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) "
+                                    "AND status = 'succeeded'", [values[start:start + _CHUNK]]).fetchall()
+                found.update(r[0] for r in rows)
+        return found
+
+    def step_output_stats(self, step_prefix_keys: pa.Array) -> float | None:
+        """Mean output tokens of answered keys (to refine expected output size)."""
+        return None
+
+    # --- transitions -----------------------------------------------------------------------
+
+    def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:
+        """Store a flush of finished requests and their attempts, and close their work items, in one transaction."""
+        result_cols = [results.column(name).to_pylist() for name in _RESULT_TYPES]
+        attempt_cols = ([attempts.column(name).to_pylist() for name in _ATTEMPT_TYPES]
+                        if attempts is not None and attempts.num_rows else None)
+
+        def work(conn: Any) -> None:
+            if results.num_rows:
+                conn.execute(_UPSERT_RESULTS, result_cols)
+                conn.execute(_CLOSE_WORK_ITEMS, [result_cols[0], result_cols[2], result_cols[10]])
+            if attempt_cols is not None:
+                conn.execute(_INSERT_ATTEMPTS, attempt_cols)
+
+        self._retry(work)
+
+    def add_run_requests(self, job_id: str, step: str, table: pa.Table) -> None:
+        """Record which request answers each row of a job's step."""
+        rows, keys = table.column("row_key").to_pylist(), table.column("request_key").to_pylist()
+        for start in range(0, len(rows), _CHUNK):
+            args = [job_id, step, rows[start:start + _CHUNK], keys[start:start + _CHUNK]]
+            self._retry(lambda conn, args=args: conn.execute(_UPSERT_JOB_REQUESTS, args))
+
+    def has_job_requests(self, job_id: str, step: str) -> bool:
+        with self._pg() as conn:
+            return conn.execute("SELECT 1 FROM job_requests WHERE job_id = %s AND step = %s LIMIT 1",
+                                [job_id, step]).fetchone() is not None
+
+    def start_run(self, run: RunRecord) -> None:
+        with self._pg() as conn:
+            insert_run(conn, run)
+
+    def finish_run(self, run: RunRecord, *, final: bool = True) -> None:
+        with self._pg() as conn:
+            update_run(conn, run, final=final)
+
+    def get_run(self, run_id: str | None) -> RunRecord | None:
+        where, args = ("WHERE run_id = %s OR run_id LIKE %s", [run_id, f"{run_id}%"]) if run_id else ("", [])
+        with self._pg() as conn:
+            row = conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {where} "
+                               "ORDER BY started_at DESC LIMIT 1", args).fetchone()
+        return RunRecord(**dict(zip(_RUN_COLUMNS, row))) if row else None
+
+    def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        with self._pg() as conn:
+            rows = conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT %s",
+                                [limit]).fetchall()
+        return [RunRecord(**dict(zip(_RUN_COLUMNS, r))) for r in rows]
+
+    def failures_by_reason(self, job_id: str) -> dict[str, int]:
+        with self._pg() as conn:
+            rows = conn.execute(
+                "SELECT r.error_code, count(*) FROM job_requests j JOIN results r USING (request_key) "
+                "WHERE j.job_id = %s AND r.status = 'failed' GROUP BY 1 ORDER BY 2 DESC", [job_id]).fetchall()
+        return {code or "unknown": n for code, n in rows}
+
+    def job_results(self, job_id: str, step: str) -> pa.Table:
+        """Per row of a job's step: request key and its result (null when not answered yet)."""
+        with self._pg() as conn:
+            rows = conn.execute(
+                "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
+                "FROM job_requests j LEFT JOIN results r USING (request_key) "
+                "WHERE j.job_id = %s AND j.step = %s", [job_id, step]).fetchall()
+        return _string_table(("row_key", "request_key", "status", "output", "error_code", "error"), rows)
+
+    def results_for_keys(self, keys: pa.Array) -> pa.Table:
+        values = [k for k in keys.to_pylist() if k is not None]
+        rows: list[tuple[Any, ...]] = []
+        with self._pg() as conn:
+            for start in range(0, len(values), _CHUNK):
+                rows += conn.execute("SELECT request_key, status, output FROM results "
+                                     "WHERE request_key = ANY(%s::text[])", [values[start:start + _CHUNK]]).fetchall()
+        return _string_table(("request_key", "status", "output"), rows)
+
+    def list_batches(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's provider batches for `status` (see state/batches.py)."""
+        from batchor.state.batches import BatchLedger, batch_summary
+
+        return [batch_summary(b) for b in BatchLedger(self).job_batches(job_id)]
+
+    def list_workers(self, run_id: str) -> list[dict[str, Any]]:
+        """The workers of a shared run for `status` (see state/leases.py)."""
+        from batchor.state.leases import LeaseBook
+
+        return LeaseBook(self, "", 0).list_workers(run_id)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def size_bytes(self) -> int:
+        with self._pg() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relkind = 'r'").fetchone()
+        return int(row[0])
+
+    def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple]:
+        """Operator queries in the portable subset (`?` placeholders)."""
+        with self.connection() as db:
+            return db.execute(sql, args or []).fetchall()
+
+
+def insert_run(conn: Any, run: RunRecord) -> None:
+    names = _RUN_COLUMNS[:-2]
+    conn.execute(f"INSERT INTO runs ({', '.join(names)}, started_at) "
+                 f"VALUES ({', '.join(['%s'] * len(names))}, LOCALTIMESTAMP)", [getattr(run, c) for c in names])
+
+
+def update_run(conn: Any, run: RunRecord, *, final: bool) -> None:
+    names = _RUN_COLUMNS[4:-2]
+    sets = ", ".join(f"{c} = %s" for c in names)
+    finished = ", finished_at = LOCALTIMESTAMP" if final else ""
+    conn.execute(f"UPDATE runs SET {sets}{finished} WHERE run_id = %s",
+                 [getattr(run, c) for c in names] + [run.run_id])
+
+
+def _string_table(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
+    columns = list(zip(*rows)) if rows else [()] * len(names)
+    return pa.table({name: pa.array(list(col), pa.string()) for name, col in zip(names, columns)})
+
+
+def _unnest(types: dict[str, str]) -> str:
+    arrays = ", ".join(f"%s::{t}[]" for t in types.values())
+    return f"unnest({arrays}) WITH ORDINALITY AS n({', '.join(types)}, ord)"
+
+
+_COLS = ", ".join(_RESULT_TYPES)
+# The last answer for a key wins (like DuckDB's INSERT OR REPLACE); rows go in key order so two
+# flushes that overlap lock in the same order.
+_UPSERT_RESULTS = (
+    f"INSERT INTO results ({_COLS}, finished_at) "
+    f"SELECT DISTINCT ON (request_key) {_COLS}, LOCALTIMESTAMP FROM {_unnest(_RESULT_TYPES)} "
+    "ORDER BY request_key, ord DESC "
+    "ON CONFLICT (request_key) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in list(_RESULT_TYPES)[1:] + ["finished_at"]))
+# A succeeded answer closes the key's work items in every run; a failure only in its own run.
+_CLOSE_WORK_ITEMS = (
+    "UPDATE work_items w SET done = true "
+    "FROM unnest(%s::text[], %s::text[], %s::text[]) AS n(request_key, status, run_id) "
+    "WHERE w.request_key = n.request_key AND NOT w.done AND (n.status = 'succeeded' OR w.run_id = n.run_id)")
+_INSERT_ATTEMPTS = (
+    f"INSERT INTO attempts ({', '.join(_ATTEMPT_TYPES)}, created_at) "
+    f"SELECT {', '.join(_ATTEMPT_TYPES)}, LOCALTIMESTAMP FROM {_unnest(_ATTEMPT_TYPES)} ORDER BY ord")
+_UPSERT_JOB_REQUESTS = (
+    "INSERT INTO job_requests (job_id, step, row_key, request_key) "
+    "SELECT %s, %s, r, k FROM unnest(%s::text[], %s::text[]) AS n(r, k) ORDER BY r "
+    "ON CONFLICT (job_id, step, row_key) DO UPDATE SET request_key = EXCLUDED.request_key "
+    "WHERE job_requests.request_key IS DISTINCT FROM EXCLUDED.request_key")

@@ -1,0 +1,159 @@
+"""Batch mode in one process, through the real openai SDK against the fake Batch API:
+splitting at the limits, per-row error handling, expiry, quota pause, polling backoff."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchor import api
+from batchor.engine.run import ApplyOptions, apply_plan
+from batchor.state import open_state
+from tests.engine.batch_helpers import batch_spec, batches, key_of, results, submitted
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_splits_at_request_and_byte_limits_without_duplicates(fake, workdir):
+    spec = batch_spec(workdir, rows=25, batch_max_requests=10)
+    result = api.apply(str(spec))
+    assert (result.status, result.succeeded) == ("succeeded", 25)
+    assert [b[1] for b in batches(workdir)] == [10, 10, 5]
+    counts = submitted(fake)
+    assert len(counts) == 25 and set(counts.values()) == {1}
+
+    spec = batch_spec(workdir / "bytes", rows=12, batch_max_bytes=2048)
+    result = api.apply(str(spec), state=str(workdir / "bytes.duckdb"))
+    assert result.succeeded == 12 and fake.stats()["batches_created"] > 4
+
+
+def test_plan_prices_batch_steps_at_the_batch_rate(fake, workdir):
+    spec = batch_spec(workdir, rows=30)
+    batch = api.plan(str(spec), save=False)
+    realtime = api.plan(str(spec), mode="realtime", save=False)
+    step = batch.header.steps[0]
+    assert step.mode == "batch"
+    assert batch.header.totals.cost_expected == pytest.approx(realtime.header.totals.cost_expected / 2)
+    auto_small = api.plan(str(batch_spec(workdir / "a", rows=30, mode="auto", batch_threshold=31)), save=False)
+    auto_big = api.plan(str(batch_spec(workdir / "b", rows=30, mode="auto", batch_threshold=30)), save=False)
+    assert auto_small.header.steps[0].mode == "realtime" and "batch_threshold" in auto_small.header.steps[0].mode_note
+    assert auto_big.header.steps[0].mode == "batch"
+    rushed = api.plan(str(batch_spec(workdir / "c", rows=30, mode="auto", batch_threshold=1, deadline="2h")),
+                      save=False)
+    assert rushed.header.steps[0].mode == "realtime" and "deadline" in rushed.header.steps[0].mode_note
+
+
+def _switch_after_first_collect(fake, **changes):
+    done = []
+
+    def on_event(event):
+        if event.type == "batch_collected" and not done:
+            done.append(event)
+            fake.configure(**changes)
+    return on_event
+
+
+def test_row_errors_400_fails_at_once_429_and_500_come_back_in_a_later_batch(fake, workdir):
+    fake.configure(fail_matching={"review number 1": 400, "review number 2": 429, "review number 3": 500})
+    spec = batch_spec(workdir, rows=10)
+    result = api.apply(str(spec), on_event=_switch_after_first_collect(fake, fail_matching={}))
+    assert (result.succeeded, result.failed) == (9, 1)
+    counts, stored = submitted(fake), results(workdir)
+    k1, k2, k3, k4 = (key_of(workdir, f"r{i}") for i in (1, 2, 3, 4))
+    assert (counts[k1], counts[k2], counts[k3], counts[k4]) == (1, 2, 2, 1)
+    assert stored[k1] == ("failed", "invalid_request", 1)
+    assert stored[k2][:2] == ("succeeded", None) and stored[k2][2] == 1  # a 429 uses no attempt
+    assert stored[k3][:2] == ("succeeded", None) and stored[k3][2] == 2
+
+
+def test_persistent_5xx_and_invalid_output_fail_after_max_attempts(fake, workdir):
+    fake.configure(fail_matching={"review number 3": 500, "review number 4": "malformed"})
+    spec = batch_spec(workdir, rows=6, max_attempts=2)
+    result = api.apply(str(spec))
+    assert (result.succeeded, result.failed) == (4, 2)
+    counts, stored = submitted(fake), results(workdir)
+    k3, k4 = key_of(workdir, "r3"), key_of(workdir, "r4")
+    assert counts[k3] == counts[k4] == 2
+    assert stored[k3][1:] == ("provider_unavailable", 2)
+    assert stored[k4][1:] == ("invalid_output", 2)
+
+
+def test_expired_batch_keeps_its_answers_and_resubmits_only_the_rest(fake, workdir):
+    fake.configure(batch_end="expired", batch_done_fraction=0.5)
+    spec = batch_spec(workdir, rows=10)
+    result = api.apply(str(spec), on_event=_switch_after_first_collect(fake, batch_end="completed"))
+    assert (result.status, result.succeeded) == ("succeeded", 10)
+    counts = submitted(fake)
+    assert sorted(counts.values()) == [1] * 5 + [2] * 5  # only the unanswered half went again
+    first = batches(workdir)[0]
+    assert first[2:5] == (5, 0, 5)  # succeeded, failed, requeued
+
+
+def test_quota_pauses_the_run_and_a_later_apply_continues(fake, workdir):
+    fake.configure(fail_matching={"review number 5": "quota"})
+    spec = batch_spec(workdir, rows=8, batch_max_requests=4)
+    paused = api.apply(str(spec))
+    assert paused.status == "paused" and "quota" in (paused.stop_reason or "")
+    from batchor.ops import run_status
+
+    status = run_status(None, None)
+    assert status["status"] == "paused" and "quota" in status["paused_reason"]
+    assert all(b["state"] == "collected" for b in status["batches"])
+    fake.configure(fail_matching={})
+    resumed = api.apply(str(spec))
+    assert resumed.status == "succeeded" and resumed.succeeded >= 1
+    counts = submitted(fake)
+    assert counts[key_of(workdir, "r5")] == 2 and all(n == 1 for k, n in counts.items()
+                                                     if k != key_of(workdir, "r5"))
+
+
+def test_quota_on_create_pauses_before_anything_is_sent(fake, workdir):
+    fake.configure(quota_exhausted=True)
+    spec = batch_spec(workdir, rows=5)
+    paused = api.apply(str(spec))
+    assert paused.status == "paused" and fake.stats()["batches_created"] == 0
+    fake.configure(quota_exhausted=False)
+    assert api.apply(str(spec)).succeeded == 5
+    assert set(submitted(fake).values()) == {1}
+
+
+def test_enqueued_token_budget_holds_chunks_until_room(fake, workdir):
+    spec = batch_spec(workdir, rows=9, batch_max_requests=3, batch_enqueued_tokens=1)
+    seen = []
+    result = api.apply(str(spec), on_event=lambda e: seen.append(e.type))
+    assert result.succeeded == 9
+    live, most = 0, 0
+    for kind in seen:
+        live += {"batch_submitted": 1, "batch_collected": -1}.get(kind, 0)
+        most = max(most, live)
+    assert most == 1 and seen.count("batch_submitted") == 9  # one row's tokens fill the budget
+
+
+def test_polling_backs_off_and_takes_no_real_time(fake, workdir):
+    fake.configure(batch_polls=5)
+    spec = batch_spec(workdir, rows=3, batch_poll_s=5, batch_poll_max_s=60)
+    plan = api.plan(str(spec), save=False)
+    delays: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+
+    outcome = apply_plan(plan, open_state(str(workdir / ".batchor" / "state.duckdb")),
+                         ApplyOptions(sleep=sleep, handle_signals=False))
+    assert outcome.status == "succeeded"
+    assert delays == [5, 10, 20, 40, 60]
+    assert fake.stats()["by_endpoint"] == {}  # no realtime calls
+
+
+def test_mode_override_from_the_command_line(fake, workdir):
+    spec = batch_spec(workdir, rows=4, mode="realtime")
+    result = api.apply(str(spec), mode="batch")
+    assert result.succeeded == 4 and fake.stats()["batches_created"] == 1
+
+
+def test_batch_failed_as_a_whole_by_validation_fails_its_rows_once(fake, workdir):
+    fake.configure(batch_end="failed")
+    spec = batch_spec(workdir, rows=3, max_attempts=2)
+    result = api.apply(str(spec))
+    assert result.failed == 3 and fake.stats()["batches_created"] == 1  # a 4xx: not retried
+    assert {v[1] for v in results(workdir).values()} == {"invalid_request"}
+

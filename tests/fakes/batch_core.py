@@ -1,0 +1,157 @@
+"""Provider-neutral heart of the fake Batch APIs: jobs, their life cycle, and row answers.
+
+Each ``*_batch_routes`` module only speaks its provider's wire format; here a job is created
+(every submitted row counted per custom_id, so a duplicate submission is visible in stats),
+ends after ``batch_polls`` status reads and ``batch_seconds`` (completed, expired with only
+``batch_done_fraction`` of its rows answered, or failed as a whole), and each row is answered
+by the same code path as a realtime call: fail_matching, fault draws, malformed answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .answers import prompt_key
+from .core import Fake, Provider, Route, build_answer
+
+_ids = itertools.count(1)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{time.time_ns() % 10**12:012d}{next(_ids):06d}"
+
+
+@dataclass
+class Row:
+    custom_id: str
+    body: dict[str, Any]
+    status: int | None = None  # None: not run (expired/cancelled first)
+    payload: dict[str, Any] | None = None  # the answer (200) or the error body
+
+
+@dataclass
+class Job:
+    id: str
+    provider: str
+    route: Route
+    rows: list[Row]
+    tag: str | None = None  # metadata tag / display name
+    created_at: float = field(default_factory=time.time)
+    reads: int = 0
+    state: str = "running"  # running | cancelling | completed | expired | failed | cancelled
+    error_code: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # provider-specific (file ids, model)
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("completed", "expired", "failed", "cancelled")
+
+    def count(self, status: int) -> int:
+        return sum(1 for r in self.rows if r.status == status)
+
+
+class World:
+    """Every batch job and uploaded file of one fake server (kept across stats resets)."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.files: dict[str, dict[str, Any]] = {}
+
+    def create(self, fake: Fake, job: Job) -> Job:
+        for row in job.rows:
+            fake.stats.batch_rows[row.custom_id] += 1
+        fake.stats.batches_created += 1
+        self.jobs[job.id] = job
+        if int(fake.config["batch_polls"]) <= 0 and float(fake.config["batch_seconds"]) <= 0:
+            finish(fake, PROVIDERS[job.provider], job)
+        return job
+
+    def newest_first(self, provider: str) -> list[Job]:
+        jobs = [j for j in self.jobs.values() if j.provider == provider]
+        return sorted(jobs, key=lambda j: (j.created_at, j.id), reverse=True)
+
+
+PROVIDERS: dict[str, Provider] = {}  # filled by the route modules
+
+
+def world(fake: Fake) -> World:
+    found = getattr(fake, "batch_world", None)
+    if found is None:
+        found = fake.batch_world = World()  # type: ignore[attr-defined]
+    return found
+
+
+def read(fake: Fake, job: Job) -> Job:
+    """A status read: the job ends once it was read `batch_polls` times and is old enough."""
+    job.reads += 1
+    cfg = fake.config
+    if job.state == "cancelling":
+        job.state = "cancelled"
+    elif not job.ended and job.reads >= int(cfg["batch_polls"]) and \
+            time.time() - job.created_at >= float(cfg["batch_seconds"]):
+        finish(fake, PROVIDERS[job.provider], job)
+    return job
+
+
+def finish(fake: Fake, provider: Provider, job: Job) -> None:
+    end = str(fake.config["batch_end"])
+    if end == "failed":
+        job.state, job.error_code = "failed", str(fake.config["batch_fail_code"])
+        return
+    share = 1.0 if end == "completed" else float(fake.config["batch_done_fraction"])
+    run_rows(fake, provider, job, share)
+    job.state = "completed" if end == "completed" else "expired"
+
+
+def cancel(fake: Fake, job: Job) -> Job:
+    """Rows in progress finish (the first `batch_done_fraction`), the rest are never run."""
+    if not job.ended:
+        run_rows(fake, PROVIDERS[job.provider], job, float(fake.config["batch_done_fraction"]))
+        job.state = "cancelling"
+    return job
+
+
+def run_rows(fake: Fake, provider: Provider, job: Job, share: float) -> None:
+    todo = round(len(job.rows) * share)
+    for row in job.rows[:todo]:
+        if row.status is None:
+            params = job.extra.get("route_params") or {"model": str(row.body.get("model", ""))}
+            row.status, row.payload = answer_row(fake, provider, job.route, row.body, params)
+
+
+def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any],
+               params: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """(status, body) of one row, decided like a realtime call (without latency or rate limits)."""
+    try:
+        call = route.parse(body, params)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return 400, provider.error_body(400, f"Invalid request: {exc}", None, 0.0)
+    action = fake._forced_action(call)
+    if action == "quota" or (action is None and fake.config["quota_exhausted"]):
+        return provider.quota_error(fake.config["quota_exhausted"] or True)
+    action = action if action is not None else fake._draw_fault()
+    if action == "timeout":
+        action = 500  # a batch row has no client to time out: the provider reports a server error
+    if action is not None and action != "malformed":
+        status = int(action.removeprefix("error_")) if isinstance(action, str) else int(action)
+        fake.stats.faults[str(action)] += 1
+        return status, provider.error_body(status, f"Request failed with status {status} (injected fault).",
+                                           call, 0.0)
+    answer = build_answer(call, malformed=action == "malformed")
+    fake.stats.by_prompt[prompt_key(call.prompt)] += 1
+    fake.stats.input_tokens += answer.input_tokens
+    fake.stats.output_tokens += answer.output_tokens
+    return 200, route.render(call, answer, f"{next(fake.ids):012d}")
+
+
+def create_refusal(fake: Fake, provider: Provider) -> tuple[int, dict[str, Any]] | None:
+    """The error a create gets instead of a job (quota exhausted, or `batch_create_status`)."""
+    if fake.config["quota_exhausted"]:
+        return provider.quota_error(fake.config["quota_exhausted"])
+    status = fake.config["batch_create_status"]
+    if status:
+        return int(status), provider.error_body(int(status), f"batch create refused ({status}, injected)", None, 0.0)
+    return None
