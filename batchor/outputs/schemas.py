@@ -238,10 +238,20 @@ _COMPILED: dict[str, Validator] = {}
 _CHECKS: dict[str, Callable[[Any], list[str]]] = {}
 
 
+_KEY_BY_ID: dict[int, tuple[Any, str]] = {}
+
+
 def schema_key(schema: Any) -> str:
-    """Content hash of a schema; key order does not change it."""
+    """Content hash of a schema; key order does not change it. Cached per schema object, since
+    the same dict is validated for every row of a step (the object is kept alive with its key)."""
+    cached = _KEY_BY_ID.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
     canonical = json.dumps(schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    key = hashlib.sha256(canonical.encode()).hexdigest()
+    if len(_KEY_BY_ID) < 10_000:
+        _KEY_BY_ID[id(schema)] = (schema, key)
+    return key
 
 
 def compile_schema(schema: dict[str, Any]) -> Validator:
