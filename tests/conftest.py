@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.fakes import FakeServer  # noqa: E402
+from tests.pg_server import pg_server, pg_url  # noqa: E402,F401 - PostgreSQL fixtures
 
 
 @pytest.fixture(scope="session")

@@ -73,12 +73,13 @@ class SharedRun:
                 "cost_usd": p.cost_usd}
 
     def _heartbeat(self) -> None:
-        interval = self.lease_s / 3
-        while not self._stopping.wait(interval):
+        interval = wait = self.lease_s / 3
+        while not self._stopping.wait(wait):
             try:
                 self.book.heartbeat(self.run.run_id, self.counters())
-            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease has slack for two
-                continue
+                wait = interval
+            except Exception:  # noqa: BLE001 - retried soon: the lease has slack for about two beats
+                wait = min(1.0, interval / 4)
 
     def _stop_heartbeat(self) -> None:
         self._stopping.set()

@@ -3,7 +3,7 @@
 Steps that only use the row were rendered by the planner; their requests are read from the plan
 data. Steps that use earlier steps' answers are rendered here, once those answers are stored.
 Either way the row -> request mapping is recorded in state (for output and status) and cached
-keys are filtered out batch by batch.
+keys are filtered out with one cache query per step.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from batchor.engine.realtime import WorkItem
 from batchor.fingerprint import canonical_json, request_key_from_json
@@ -20,6 +21,7 @@ from batchor.plan.store import CompiledPlan
 from batchor.plan.tokens import get_counter
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import compile_step, make_environment, render_error
+from batchor.state.cache import cached_mask
 
 
 class StepWork:
@@ -36,19 +38,20 @@ class StepWork:
     def scan(self) -> None:
         """Pass 1: map rows to requests, record the mapping, find the keys without an answer."""
         record = bool(self.step.depends_on) or not self.store.has_job_requests(self.plan.job_id, self.step.name)
+        present: list[pa.Array] = []
         for row_keys, keys, _, _ in self._requests(with_messages=False):
             self.rows += len(keys)
             if record:
                 self.store.add_run_requests(self.plan.job_id, self.step.name,
                                             pa.table({"row_key": row_keys, "request_key": keys}))
-            present = [k for k in keys.to_pylist() if k is not None]
-            self.skipped += len(keys) - len(present)
-            cached = set() if self.refresh else self.store.cached_keys(pa.array(present, pa.string()))
-            for key in present:
-                if key in cached:
-                    self.cached += 1
-                else:
-                    self.pending[key] = None
+            self.skipped += keys.null_count
+            present.append(keys.drop_null() if keys.null_count else keys)
+        keys = pa.chunked_array(present, pa.string())
+        if not self.refresh:  # one cache query for the whole step, answered as Arrow
+            hit = cached_mask(self.store, keys)
+            self.cached += pc.sum(hit).as_py() or 0
+            keys = keys.filter(pc.invert(hit))
+        self.pending.update(dict.fromkeys(keys.to_pylist()))
 
     def items(self) -> Iterator[WorkItem]:
         """Pass 2: the messages of pending requests, each key once."""

@@ -1,10 +1,10 @@
 """Plan stage: the requests of the root steps, rendered batch by batch into the plan data.
 
 Each input batch is rendered (column-wise for simple templates, see `vectorized.py`; Jinja row
-by row otherwise), keyed and checked against the cache. Token counting runs in a background
-thread (tiktoken releases the GIL) while the next batch renders, so the two overlap on two
-cores. Duplicate requests are counted once per plan: the keys left to run are deduplicated once
-at the end, in Arrow, instead of in a Python set holding every key of the input.
+by row otherwise) and keyed. Token counting runs in a background thread (tiktoken releases the
+GIL) while the next batch renders, so the two overlap on two cores. The counts come at the end,
+in Arrow: one cache query for the whole step, and duplicate requests counted once without a
+Python set holding every key of the input.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from batchor.plan.tokens import get_counter
 from batchor.plan.vectorized import FastStep, fast_step, request_keys
 from batchor.spec.inputs import InputReader
 from batchor.spec.templates import StepTemplates, render_error
+from batchor.state.cache import cached_mask
 
 _BATCH_ROWS = 32_768  # two batches are in flight (one rendering, one counting): this bounds memory
 
@@ -38,33 +39,42 @@ class RowTally:
     to_run: int = 0
     input_tokens: int = 0  # of requests to run
     too_long: int = 0  # over the context window: fail without a call, cost nothing
-    _keys: list[pa.Array] = field(default_factory=list)  # not cached, may repeat
+    _keys: list[pa.Array] = field(default_factory=list)  # every row's key but nulls, may repeat
     _tokens: list[pa.Array] = field(default_factory=list)
 
-    def add(self, keys: pa.Array, tokens: pa.Array, cached: set[str]) -> None:
-        present = len(keys) - keys.null_count
+    def add(self, keys: pa.Array, tokens: pa.Array) -> None:
         self.rows += len(keys)
-        self.skipped += len(keys) - present
-        keep = keys.is_valid()
-        if cached:
-            hit = pc.is_in(keys, value_set=pa.array(list(cached), pa.string()))
-            self.cached += pc.sum(hit).as_py() or 0
-            keep = pc.and_(keep, pc.invert(hit))
-        self._keys.append(keys.filter(keep))
-        self._tokens.append(tokens.filter(keep))
+        self.skipped += keys.null_count
+        if keys.null_count:
+            present = keys.is_valid()
+            keys, tokens = keys.filter(present), tokens.filter(present)
+        self._keys.append(keys)
+        self._tokens.append(tokens)
 
-    def finish(self, step: StepPlan) -> None:
-        table = pa.table({"k": pa.chunked_array(self._keys, pa.string()),
-                          "t": pa.chunked_array(self._tokens, pa.int32())})
+    def finish(self, step: StepPlan, store: Any) -> None:
+        """Count cached rows (one cache query for the whole step) and unique requests to run."""
+        keys = pa.chunked_array(self._keys, pa.string())
+        tokens = pa.chunked_array(self._tokens, pa.int32())
         self._keys, self._tokens = [], []
+        if store is not None:
+            hit = cached_mask(store, keys)
+            self.cached = pc.sum(hit).as_py() or 0
+            keys, tokens = keys.filter(pc.invert(hit)), tokens.filter(pc.invert(hit))
+        # Keys are hashes: split by first character so each deduplication holds a sixteenth of them.
+        first = pc.utf8_slice_codeunits(keys, 0, 1)
+        for prefix in pc.unique(first).to_pylist():
+            part = pc.equal(first, prefix)
+            self._count_unique(pa.table({"k": keys.filter(part), "t": tokens.filter(part)}), step)
+
+    def _count_unique(self, table: pa.Table, step: StepPlan) -> None:
         tokens = pc.cast(table.group_by("k", use_threads=False).aggregate([("t", "max")]).column("t_max"),
                          pa.int64())
         if step.context_window is not None:  # too_long() of plan/context.py, column-wise
             long = pc.greater(tokens, pa.scalar(step.context_window - step.max_tokens, pa.int64()))
-            self.too_long = pc.sum(long).as_py() or 0
+            self.too_long += pc.sum(long).as_py() or 0
             tokens = pc.filter(tokens, pc.invert(long))
-        self.to_run = len(tokens)
-        self.input_tokens = pc.sum(tokens).as_py() or 0
+        self.to_run += len(tokens)
+        self.input_tokens += pc.sum(tokens).as_py() or 0
 
 
 @dataclass
@@ -140,15 +150,15 @@ def write_plan_data(reader: InputReader, path: Path, roots: list[StepPlan], temp
                 rows = _lazy_rows(batch, needed)
                 rendered = [r.render(batch, rows) for r in renderers]
                 if pending is not None:  # written one batch late, so counting overlaps rendering
-                    writer = _write(pending, writer, path, roots, tallies, caches)
+                    writer = _write(pending, writer, path, roots, tallies)
                 pending = (batch, rendered)
             if pending is not None:
-                writer = _write(pending, writer, path, roots, tallies, caches)
+                writer = _write(pending, writer, path, roots, tallies)
         finally:
             if writer is not None:
                 writer.close()
     for step in roots:
-        tallies[step.name].finish(step)
+        tallies[step.name].finish(step, caches[step.name])
     return tallies
 
 
@@ -164,16 +174,13 @@ def _lazy_rows(batch: pa.RecordBatch, needed: list[str]) -> Callable[[], list[di
 
 
 def _write(pending: tuple[pa.RecordBatch, list[_Rendered]], writer: pq.ParquetWriter | None, path: Path,
-           roots: list[StepPlan], tallies: dict[str, RowTally], caches: dict[str, Any]) -> pq.ParquetWriter:
+           roots: list[StepPlan], tallies: dict[str, RowTally]) -> pq.ParquetWriter:
     batch, rendered = pending
     table = pa.Table.from_batches([batch])
     for step, result in zip(roots, rendered):
         keys = pa.array(result.keys, pa.string())
         tokens = pa.array(result.tokens.result(), pa.int32())
-        present = keys.drop_null() if keys.null_count else keys
-        store = caches[step.name]
-        cached = store.cached_keys(present) if store is not None and len(present) else set()
-        tallies[step.name].add(keys, tokens, cached)
+        tallies[step.name].add(keys, tokens)
         table = table.append_column(req_column(step.name, "key"), keys)
         table = table.append_column(req_column(step.name, "messages"), result.bodies)
         table = table.append_column(req_column(step.name, "tokens"), tokens)

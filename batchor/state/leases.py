@@ -49,7 +49,7 @@ class LeaseBook:
 
     def join_run(self, run: RunRecord, host: str, pid: int) -> RunRecord:
         """Join the job's run that has live workers, or start `run`; register this worker in it."""
-        with self.store._pg() as conn, conn.transaction():
+        with self.store.pg() as conn, conn.transaction():
             _lock(conn, "job", run.job_id)
             _close_abandoned(conn, run.job_id)
             row = conn.execute(
@@ -67,14 +67,14 @@ class LeaseBook:
 
     def heartbeat(self, run_id: str, counters: dict[str, float]) -> None:
         """Renew this worker's lease (and so all its claims); publish its counters and the run's sums."""
-        with self.store._pg() as conn, conn.transaction():
+        with self.store.pg() as conn, conn.transaction():
             _save_worker(conn, self.worker_id, counters, self.lease_s)
             _sum_run(conn, run_id)
 
     def leave(self, run: RunRecord, status: str, counters: dict[str, float]) -> bool:
         """Release open claims and stop. The last live worker closes the run with exact totals
         (counted from the stored results) and returns True; `run` is updated in place then."""
-        with self.store._pg() as conn, conn.transaction():
+        with self.store.pg() as conn, conn.transaction():
             _lock(conn, "job", run.job_id)
             conn.execute("UPDATE work_items SET worker_id = NULL WHERE worker_id = %s AND NOT done", [self.worker_id])
             _save_worker(conn, self.worker_id, counters, 0.0, status=status)
@@ -91,15 +91,15 @@ class LeaseBook:
         return True
 
     def list_workers(self, run_id: str) -> list[dict[str, Any]]:
-        with self.store._pg() as conn:
+        with self.store.pg() as conn:
             cur = conn.execute(
                 "SELECT o.worker_id, o.host, o.pid, CASE WHEN o.status = 'running' AND o.lease_until < now() "
                 "THEN 'lost' ELSE o.status END, o.started_at, o.heartbeat_at, "
-                "round(extract(epoch FROM now() - o.heartbeat_at)::numeric, 1), "
+                "round(extract(epoch FROM now() - o.heartbeat_at)::numeric, 1)::float8, "
                 "(SELECT count(*) FROM work_items w WHERE w.worker_id = o.worker_id AND NOT w.done), "
                 "o.succeeded, o.failed, o.cost_usd, "
                 "round(((o.succeeded + o.failed) / greatest(extract(epoch FROM o.heartbeat_at - o.started_at), 1e-3)"
-                ")::numeric, 2) FROM workers o WHERE o.run_id = %s ORDER BY o.started_at", [run_id])
+                ")::numeric, 2)::float8 FROM workers o WHERE o.run_id = %s ORDER BY o.started_at", [run_id])
             names = ("worker_id", "host", "pid", "status", "started_at", "heartbeat_at", "heartbeat_age_s",
                      "leases", "succeeded", "failed", "cost_usd", "per_s")
             return [dict(zip(names, row)) for row in cur.fetchall()]
@@ -109,14 +109,14 @@ class LeaseBook:
     def enqueue(self, run_id: str, step: str, keys: list[str]) -> None:
         """Add a step's pending keys to the run's work items (in plan order; existing ones stay)."""
         for start in range(0, len(keys), 50_000):
-            with self.store._pg() as conn, conn.transaction():
+            with self.store.pg() as conn, conn.transaction():
                 conn.execute("INSERT INTO work_items (run_id, step, request_key, position) "
                              "SELECT %s, %s, k, %s + p - 1 FROM unnest(%s::text[]) WITH ORDINALITY AS n(k, p) "
                              "ON CONFLICT DO NOTHING", [run_id, step, start, keys[start:start + 50_000]])
 
     def claim(self, run_id: str, step: str, limit: int) -> list[tuple[str, int]]:
         """Claim up to `limit` open items, lowest positions first; returns (key, position) pairs."""
-        with self.store._pg() as conn, conn.transaction():
+        with self.store.pg() as conn, conn.transaction():
             rows = conn.execute(
                 "WITH picked AS (SELECT w.request_key FROM work_items w "
                 f"WHERE w.run_id = %s AND w.step = %s AND NOT w.done AND {_CLAIMABLE} "
@@ -129,7 +129,7 @@ class LeaseBook:
 
     def open_items(self, run_id: str, steps: list[str]) -> tuple[int, int]:
         """(claimable now, held by other live workers) among the open items of these steps."""
-        with self.store._pg() as conn:
+        with self.store.pg() as conn:
             row = conn.execute(
                 f"SELECT count(*) FILTER (WHERE {_CLAIMABLE}), "
                 f"count(*) FILTER (WHERE NOT {_CLAIMABLE} AND w.worker_id <> %s) "
@@ -139,7 +139,7 @@ class LeaseBook:
 
     def release(self) -> int:
         """Give back this worker's open claims (a graceful stop), so others take them at once."""
-        with self.store._pg() as conn:
+        with self.store.pg() as conn:
             cur = conn.execute("UPDATE work_items SET worker_id = NULL WHERE worker_id = %s AND NOT done",
                                [self.worker_id])
             return cur.rowcount
@@ -149,7 +149,7 @@ class LeaseBook:
     def take(self, rate_key: str, rpm: float | None, tpm: float | None, burst_s: float, want: int,
              want_tokens: float, need_tokens: float, pause_s: float = 0.0) -> Grant:
         """Take up to `want` requests (and tokens, at least `need_tokens`) from the shared bucket."""
-        with self.store._pg() as conn, conn.transaction():
+        with self.store.pg() as conn, conn.transaction():
             conn.execute("INSERT INTO rate_buckets (rate_key, rpm, tpm, burst_s, requests, tokens, updated_at) "
                          "VALUES (%s, %s, %s, %s, %s, %s, clock_timestamp()) ON CONFLICT DO NOTHING",
                          [rate_key, rpm, tpm, burst_s, (rpm or 0) / 60 * burst_s, (tpm or 0) / 60 * burst_s])

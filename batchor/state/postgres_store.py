@@ -53,23 +53,22 @@ class PostgresStore:
     shared = True  # several applies may work on one run together (see engine/shared.py)
 
     def __init__(self, url: str, *, pool_size: int = 4) -> None:
-        from sqlalchemy import create_engine
+        from sqlalchemy import create_engine, event
         from sqlalchemy.engine import make_url
 
         parsed = make_url(normalize_url(url))
-        self.url = parsed.render_as_string(hide_password=False)
         self.location = parsed.render_as_string(hide_password=True)
         self._engine = create_engine(parsed, isolation_level="AUTOCOMMIT", pool_pre_ping=True,
-                                     pool_size=pool_size, max_overflow=8,
-                                     connect_args={"connect_timeout": 10, "application_name": "batchor"})
+                                     pool_size=pool_size, max_overflow=8, connect_args=_CONNECT_ARGS)
+        event.listen(self._engine, "connect", _session_settings)
         self._local = threading.local()
         self._migrate()
 
     # --- connections -----------------------------------------------------------------------
 
     @contextmanager
-    def _pg(self) -> Iterator[Any]:
-        """A pooled psycopg connection (autocommit; `with conn.transaction()` for a transaction)."""
+    def pg(self) -> Iterator[Any]:
+        """A pooled psycopg connection for the state modules (autocommit; `conn.transaction()` for one)."""
         held = getattr(self._local, "conn", None)
         if held is not None:
             yield held
@@ -95,7 +94,7 @@ class PostgresStore:
     @contextmanager
     def connection(self) -> Iterator[PgSession]:
         """DuckDB-style access (`?` placeholders, `register()`) for SQL in the portable subset."""
-        with self._pg() as conn:
+        with self.pg() as conn:
             session = PgSession(conn)
             try:
                 yield session
@@ -122,16 +121,17 @@ class PostgresStore:
 
         for attempt in range(_RETRIES):
             try:
-                with self._pg() as conn, conn.transaction():
+                with self.pg() as conn, conn.transaction():
                     return work(conn)
-            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure,
+                    psycopg.errors.LockNotAvailable):
                 if attempt == _RETRIES - 1:
                     raise
                 time.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
 
     def _migrate(self) -> None:
-        with self._pg() as conn:
+        with self.pg() as conn:
             if self._applied(conn) == SCHEMA_VERSION:
                 return
             with conn.transaction():
@@ -158,7 +158,7 @@ class PostgresStore:
         return int(current)
 
     def schema_version(self) -> int:
-        with self._pg() as conn:
+        with self.pg() as conn:
             return self._applied(conn)
 
     # --- the cache -------------------------------------------------------------------------
@@ -166,7 +166,7 @@ class PostgresStore:
     def cached_keys(self, keys: pa.Array) -> set[str]:
         found: set[str] = set()
         values = [k for k in keys.to_pylist() if k is not None]
-        with self._pg() as conn:
+        with self.pg() as conn:
             for start in range(0, len(values), _CHUNK):
                 rows = conn.execute("SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) "
                                     "AND status = 'succeeded'", [values[start:start + _CHUNK]]).fetchall()
@@ -202,33 +202,33 @@ class PostgresStore:
             self._retry(lambda conn, args=args: conn.execute(_UPSERT_JOB_REQUESTS, args))
 
     def has_job_requests(self, job_id: str, step: str) -> bool:
-        with self._pg() as conn:
+        with self.pg() as conn:
             return conn.execute("SELECT 1 FROM job_requests WHERE job_id = %s AND step = %s LIMIT 1",
                                 [job_id, step]).fetchone() is not None
 
     def start_run(self, run: RunRecord) -> None:
-        with self._pg() as conn:
+        with self.pg() as conn:
             insert_run(conn, run)
 
     def finish_run(self, run: RunRecord, *, final: bool = True) -> None:
-        with self._pg() as conn:
+        with self.pg() as conn:
             update_run(conn, run, final=final)
 
     def get_run(self, run_id: str | None) -> RunRecord | None:
         where, args = ("WHERE run_id = %s OR run_id LIKE %s", [run_id, f"{run_id}%"]) if run_id else ("", [])
-        with self._pg() as conn:
+        with self.pg() as conn:
             row = conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {where} "
                                "ORDER BY started_at DESC LIMIT 1", args).fetchone()
         return RunRecord(**dict(zip(_RUN_COLUMNS, row))) if row else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
-        with self._pg() as conn:
+        with self.pg() as conn:
             rows = conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT %s",
                                 [limit]).fetchall()
         return [RunRecord(**dict(zip(_RUN_COLUMNS, r))) for r in rows]
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]:
-        with self._pg() as conn:
+        with self.pg() as conn:
             rows = conn.execute(
                 "SELECT r.error_code, count(*) FROM job_requests j JOIN results r USING (request_key) "
                 "WHERE j.job_id = %s AND r.status = 'failed' GROUP BY 1 ORDER BY 2 DESC", [job_id]).fetchall()
@@ -236,7 +236,7 @@ class PostgresStore:
 
     def job_results(self, job_id: str, step: str) -> pa.Table:
         """Per row of a job's step: request key and its result (null when not answered yet)."""
-        with self._pg() as conn:
+        with self.pg() as conn:
             rows = conn.execute(
                 "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
                 "FROM job_requests j LEFT JOIN results r USING (request_key) "
@@ -246,7 +246,7 @@ class PostgresStore:
     def results_for_keys(self, keys: pa.Array) -> pa.Table:
         values = [k for k in keys.to_pylist() if k is not None]
         rows: list[tuple[Any, ...]] = []
-        with self._pg() as conn:
+        with self.pg() as conn:
             for start in range(0, len(values), _CHUNK):
                 rows += conn.execute("SELECT request_key, status, output FROM results "
                                      "WHERE request_key = ANY(%s::text[])", [values[start:start + _CHUNK]]).fetchall()
@@ -268,7 +268,7 @@ class PostgresStore:
         self._engine.dispose()
 
     def size_bytes(self) -> int:
-        with self._pg() as conn:
+        with self.pg() as conn:
             row = conn.execute(
                 "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                 "JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -279,6 +279,20 @@ class PostgresStore:
         """Operator queries in the portable subset (`?` placeholders)."""
         with self.connection() as db:
             return db.execute(sql, args or []).fetchall()
+
+
+# A dead machine's connections are noticed by keepalives; a stuck client cannot hold locks for
+# long, and no statement waits on a lock forever (the wait fails, is retried, then surfaces).
+_CONNECT_ARGS = {"connect_timeout": 10, "application_name": "batchor", "keepalives": 1,
+                 "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+_SESSION_SETTINGS = ("SET lock_timeout = '60s'", "SET idle_in_transaction_session_timeout = '120s'")
+
+
+def _session_settings(dbapi_connection: Any, _record: Any) -> None:
+    for sql in _SESSION_SETTINGS:
+        dbapi_connection.execute(sql)
+    if not dbapi_connection.autocommit:
+        dbapi_connection.commit()
 
 
 def insert_run(conn: Any, run: RunRecord) -> None:

@@ -54,7 +54,7 @@ def _columns(store: Any, table: str) -> list[str]:
 def _read(store: Any, table: str, columns: list[str], chunk_rows: int) -> Iterator[pa.Table]:
     names = ", ".join(columns)
     if isinstance(store, PostgresStore):
-        with store._pg() as conn, conn.transaction(), conn.cursor(name="batchor_transfer") as cur:
+        with store.pg() as conn, conn.transaction(), conn.cursor(name="batchor_transfer") as cur:
             cur.execute(f"SELECT {names} FROM {table}")
             while rows := cur.fetchmany(chunk_rows):
                 yield pa.table({c: pa.array([r[i] for r in rows]) for i, c in enumerate(columns)})
@@ -70,7 +70,7 @@ def _write(store: Any, table: str, columns: list[str], keys: list[str], chunk: p
     insert = (f"INSERT INTO {table} ({names}) SELECT {names} FROM incoming s "
               f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match})")
     if isinstance(store, PostgresStore):
-        with store._pg() as conn, conn.transaction():
+        with store.pg() as conn, conn.transaction():
             # The staging table takes the target's column types, so COPY parses each value as its column.
             conn.execute(f"CREATE TEMP TABLE incoming ON COMMIT DROP AS SELECT {names} FROM {table} WITH NO DATA")
             copy_rows(conn, "incoming", columns, arrow_rows(chunk))

@@ -1,0 +1,104 @@
+"""Helpers for driving the real `batchor` command line in a subprocess (exit codes, signals).
+
+A plain module rather than a conftest.py: a second conftest.py would shadow the root one's
+`from conftest import make_spec` for every folder collected after this one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Self
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli_command(*args: Any) -> list[str]:
+    return [sys.executable, "-m", "batchor.cli.main", *map(str, args)]
+
+
+def cli_env(**changes: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def run_cli(
+    cwd: Path, *args: Any, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `batchor ARGS...` in `cwd` with stdin closed (so never on a TTY)."""
+    return subprocess.run(
+        cli_command(*args),
+        cwd=cwd,
+        env=env or cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+class Background:
+    """`batchor ARGS...` running in the background; output goes to files (a pipe could fill up
+    and stall the child). Killed on exit from the `with` block if still running."""
+
+    def __init__(self, cwd: Path, *args: Any, name: str = "bg") -> None:
+        self.stdout_path, self.stderr_path = cwd / f"{name}.stdout", cwd / f"{name}.stderr"
+        self._out = open(self.stdout_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
+        self._err = open(self.stderr_path, "w", encoding="utf-8")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            cli_command(*args),
+            cwd=cwd,
+            env=cli_env(),
+            stdout=self._out,
+            stderr=self._err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self._out.close()
+        self._err.close()
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.process.wait(timeout=timeout)
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(encoding="utf-8")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8")
+
+
+def wait_until(
+    condition: Callable[[], bool], *, timeout: float = 30, what: str = "condition"
+) -> None:
+    """Poll `condition` (no assertion on how long it takes, only that it happens at all)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def ndjson(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -1,0 +1,143 @@
+"""Several `batchor apply` processes on one run, sharing PostgreSQL state, against the fake provider.
+
+- Three workers on a 3,000-row run, one SIGKILLed mid-run: every row ends with exactly one stored
+  answer, the dead worker's claims are taken over once its lease passes, and the provider saw a
+  request twice only for what the dead worker had in flight (at most its concurrency).
+- Three workers under one rpm limit stay under it together (no 429s; measured rate near the limit).
+- Three workers in batch mode never put the same row in two batches.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from batchor import api
+from tests.cli.cli_helpers import Background, run_cli, wait_until
+from tests.conftest import make_spec
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
+LEASE_S = "3"
+
+
+@pytest.fixture(autouse=True)
+def short_leases(monkeypatch):
+    monkeypatch.setenv("BATCHOR_LEASE_S", LEASE_S)
+
+
+def _plan(folder: Path, url: str, rows: int, **limits: Any) -> Path:
+    spec = make_spec(folder, rows=rows, limits={"concurrency": 8, "max_attempts": 3, "request_timeout_s": 20,
+                                                **limits})
+    api.plan(spec, state=url, save=folder / "job.plan")
+    return folder / "job.plan"
+
+
+def _workers(folder: Path, url: str, n: int) -> list[Background]:
+    return [Background(folder, "apply", "job.plan", "--state", url, "--json", name=f"worker{i}") for i in range(n)]
+
+
+def _query(url: str, sql: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _output_rows(folder: Path) -> list[dict[str, str]]:
+    with (folder / "out" / "results.csv").open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _status(folder: Path, url: str) -> dict[str, Any]:
+    done = run_cli(folder, "status", "--state", url, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _all_started(url: str, workers: list[Background]) -> bool:
+    for worker in workers:
+        assert worker.process.poll() is None, f"a worker ended early: {worker.stderr[-2000:]}"
+    return len(_query(url, "SELECT 1 FROM workers WHERE succeeded > 0")) == len(workers)
+
+
+def test_three_workers_one_killed_each_row_answered_once(fake, workdir, pg_url):
+    fake.configure(latency_ms=1000)  # slow until every worker runs: start-up times vary on a busy machine
+    _plan(workdir, pg_url, rows=3000)
+    workers = _workers(workdir, pg_url, 3)
+    try:
+        wait_until(lambda: _all_started(pg_url, workers), timeout=120, what="three working workers")
+        fake.configure(latency_ms=30)
+        # Mid-run: every worker has stored answers (so each holds claims) and much is left.
+        wait_until(lambda: _query(pg_url, "SELECT count(*) FROM results")[0][0] >= 600, timeout=120, what="mid-run")
+        victim = workers[1]
+        victim.process.kill()
+        victim.wait(timeout=10)
+        for worker in (workers[0], workers[2]):
+            assert worker.wait(timeout=150) == 0, worker.stderr
+    finally:
+        for worker in workers:
+            worker.__exit__()
+    rows = _output_rows(workdir)
+    assert len(rows) == 3000 and {r["_status"] for r in rows} == {"succeeded"}
+    stored = _query(pg_url, "SELECT j.row_key, r.status FROM job_requests j JOIN results r USING (request_key)")
+    assert len(stored) == 3000 and {s for _, s in stored} == {"succeeded"}
+    answers = fake.stats()["by_prompt"]
+    assert len(answers) == 3000
+    repeated = sum(n - 1 for n in answers.values() if n > 1)
+    twice_stored = _query(pg_url, "SELECT count(*) FROM (SELECT request_key FROM attempts WHERE outcome = 'ok' "
+                                  "GROUP BY 1 HAVING count(*) > 1) t")[0][0]
+    assert repeated <= 8, (f"{repeated} requests answered twice ({twice_stored} stored twice by live workers); "
+                           "the killed worker had at most 8 in flight")
+    status = _status(workdir, pg_url)
+    assert status["status"] == "succeeded" and status["succeeded"] == 3000 and status["finished_at"]
+    by_state = sorted(w["status"] for w in status["workers"])
+    assert by_state == ["finished", "finished", "lost"], status["workers"]
+    assert all(w["leases"] == 0 and w["host"] and w["pid"] for w in status["workers"])
+    assert sum(w["succeeded"] for w in status["workers"] if w["status"] == "finished") > 0
+
+
+def test_workers_share_the_rate_limit(fake, workdir, pg_url):
+    rpm, rows = 6000, 600
+    fake.configure(latency_ms=20, rpm=rpm)  # the fake answers 429 above the limit
+    _plan(workdir, pg_url, rows=rows, rpm=rpm, concurrency=16)
+    samples: list[tuple[float, int]] = []
+    workers = _workers(workdir, pg_url, 3)
+    try:
+        while any(w.process.poll() is None for w in workers):
+            samples.append((time.monotonic(), fake.stats()["answered"]))
+            time.sleep(0.1)
+        assert all(w.wait() == 0 for w in workers), [w.stderr for w in workers]
+    finally:
+        for worker in workers:
+            worker.__exit__()
+    stats = fake.stats()
+    assert stats["answered"] == rows
+    assert stats["rate_limited"] <= 0.05 * stats["requests"], stats["rate_limited"]
+    # Steady state: from a quarter to three quarters of the rows (past the start-up burst).
+    (t1, a1), (t2, a2) = (next(s for s in samples if s[1] >= rows * f) for f in (0.25, 0.75))
+    rate = (a2 - a1) / (t2 - t1)
+    limit = rpm / 60
+    assert rate <= limit * 1.05, f"{rate:.1f}/s above the shared limit {limit:.0f}/s"
+    assert rate >= limit * 0.7, f"{rate:.1f}/s: the workers left the limit {limit:.0f}/s unused"
+    assert len(_query(pg_url, "SELECT 1 FROM workers")) == 3
+
+
+def test_batch_mode_workers_never_submit_a_row_twice(fake, workdir, pg_url):
+    _plan(workdir, pg_url, rows=120, mode="batch", batch_poll_s=0.05, batch_poll_max_s=0.2, batch_max_requests=10)
+    workers = _workers(workdir, pg_url, 3)
+    try:
+        for worker in workers:
+            assert worker.wait(timeout=120) == 0, worker.stderr
+    finally:
+        for worker in workers:
+            worker.__exit__()
+    counts = fake.stats()["batch_rows_by_id"]
+    assert len(counts) == 120 and set(counts.values()) == {1}, counts
+    rows = _output_rows(workdir)
+    assert len(rows) == 120 and {r["_status"] for r in rows} == {"succeeded"}
+    live = _query(pg_url, "SELECT count(*) FROM batches WHERE state <> 'collected'")[0][0]
+    assert live == 0

@@ -1,0 +1,177 @@
+"""Saved plan files: self-contained, content-hashed, refused when edited, truncated, from a
+newer format, or when their input changed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import SENTIMENT_SCHEMA, make_spec, write_csv
+
+from batchor import api
+from batchor.errors import BatchorError, PlanFileError, StalePlanError
+from batchor.plan.store import DATA_MEMBER, HEADER_MEMBER, load_plan
+
+
+def saved_plan(workdir: Path, rows: int = 4) -> Path:
+    plan = api.plan(make_spec(workdir, rows=rows))
+    assert plan.saved_path is not None
+    return workdir / plan.saved_path
+
+
+def rewrite(plan_file: Path, member: str, change) -> None:
+    """Rewrite one member of the plan zip through `change(bytes) -> bytes` (a valid zip again)."""
+    with zipfile.ZipFile(plan_file) as archive:
+        members = {
+            info.filename: (info, archive.read(info.filename)) for info in archive.infolist()
+        }
+    with zipfile.ZipFile(plan_file, "w") as archive:
+        for name, (info, data) in members.items():
+            archive.writestr(
+                name, change(data) if name == member else data, compress_type=info.compress_type
+            )
+
+
+def flip_middle_byte(data: bytes) -> bytes:
+    middle = len(data) // 2
+    return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]
+
+
+def assert_plan_invalid(plan_file: Path, match: str | None) -> None:
+    with pytest.raises(PlanFileError, match=match) as info:
+        load_plan(plan_file)
+    assert info.value.code == "plan_invalid"
+
+
+def test_saved_plan_loads_back(workdir):
+    plan_file = saved_plan(workdir)
+    loaded = load_plan(plan_file)
+    assert loaded.plan_id == plan_file.stem
+    assert loaded.header.totals.to_run == 4
+
+
+def test_edited_header_is_refused(workdir):
+    plan_file = saved_plan(workdir)
+    rewrite(plan_file, HEADER_MEMBER, lambda data: data.replace(b"Classify.", b"Classifx."))
+    assert_plan_invalid(plan_file, "modified after it was created")
+
+
+def test_edited_header_with_a_consistent_looking_number_is_refused(workdir):
+    plan_file = saved_plan(workdir)
+
+    def cheaper(data: bytes) -> bytes:
+        header = json.loads(data)
+        header["totals"]["cost_upper"] = 0.0
+        return json.dumps(header).encode()
+
+    rewrite(plan_file, HEADER_MEMBER, cheaper)
+    assert_plan_invalid(plan_file, "modified after it was created")
+
+
+def test_edited_data_member_is_refused(workdir):
+    plan_file = saved_plan(workdir)
+    rewrite(plan_file, DATA_MEMBER, flip_middle_byte)
+    assert_plan_invalid(plan_file, "modified after it was created")
+
+
+def test_byte_flipped_inside_the_zip_is_refused(workdir):
+    plan_file = saved_plan(workdir)
+    with zipfile.ZipFile(plan_file) as archive:
+        info = archive.getinfo(DATA_MEMBER)
+    raw = bytearray(plan_file.read_bytes())
+    # the stored (uncompressed) data member begins after its 30-byte local header + name
+    raw[info.header_offset + 30 + len(DATA_MEMBER) + info.compress_size // 2] ^= 0xFF
+    plan_file.write_bytes(bytes(raw))
+    assert_plan_invalid(plan_file, None)
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9, 0.0])
+def test_truncated_plan_is_refused(workdir, keep):
+    plan_file = saved_plan(workdir)
+    data = plan_file.read_bytes()
+    plan_file.write_bytes(data[: int(len(data) * keep)])
+    assert_plan_invalid(plan_file, "not a readable batchor plan")
+
+
+def test_newer_format_version_is_refused(workdir):
+    plan_file = saved_plan(workdir)
+
+    def bump(data: bytes) -> bytes:
+        header = json.loads(data)
+        header["format_version"] += 1
+        return json.dumps(header).encode()
+
+    rewrite(plan_file, HEADER_MEMBER, bump)
+    assert_plan_invalid(plan_file, "plan format 2")
+
+
+def test_missing_plan_file(workdir):
+    assert_plan_invalid(workdir / "nothing.plan", "not found")
+
+
+def test_apply_of_a_tampered_plan_sends_nothing(workdir, fake):
+    plan_file = saved_plan(workdir)
+    rewrite(plan_file, HEADER_MEMBER, lambda data: data.replace(b"Classify.", b"Classifx."))
+    with pytest.raises(PlanFileError):
+        api.apply(plan_file, handle_signals=False)
+    assert fake.stats()["requests"] == 0
+
+
+def test_saved_plan_applies_after_spec_schema_and_templates_are_deleted(workdir, fake):
+    job = workdir / "job"
+    (job / "schemas").mkdir(parents=True)
+    (job / "schemas" / "sentiment.json").write_text(json.dumps(SENTIMENT_SCHEMA), encoding="utf-8")
+    (job / "review.j2").write_text("Review: {{ row.text }}", encoding="utf-8")
+    spec = make_spec(
+        job,
+        rows=5,
+        steps={
+            "classify": {
+                "system": "Classify.",
+                "prompt": "{% include 'review.j2' %}",
+                "output": {"schema": "sentiment.json"},
+            }
+        },
+    )
+    plan = api.plan(spec)
+    for path in (spec, job / "schemas" / "sentiment.json", job / "review.j2"):
+        path.unlink()
+    outcome = api.apply(workdir / plan.saved_path, handle_signals=False)
+    assert outcome.status == "succeeded"
+    assert fake.stats()["requests"] == 5
+    prompts = fake.stats()["by_prompt"]
+    assert len(prompts) == 5 and set(prompts.values()) == {1}
+    output = (job / "out" / "results.csv").read_text(encoding="utf-8")
+    assert output.count(",succeeded,") == 5
+
+
+def test_input_changed_after_planning_is_stale(workdir, fake):
+    plan_file = saved_plan(workdir)
+    write_csv(workdir / "data.csv", [{"id": "r0", "text": "a different review"}])
+    with pytest.raises(StalePlanError) as info:
+        api.apply(plan_file, handle_signals=False)
+    assert info.value.code == "stale_plan" and info.value.exit_code == 5
+    assert fake.stats()["requests"] == 0
+
+
+def test_plan_moved_elsewhere_still_applies(workdir, fake):
+    plan_file = saved_plan(workdir, rows=3)
+    moved = shutil.copy(plan_file, workdir / "elsewhere.plan")
+    outcome = api.apply(Path(moved), handle_signals=False)
+    assert (outcome.status, fake.stats()["requests"]) == ("succeeded", 3)
+
+
+def test_cached_answers_gone_since_planning_is_stale(workdir, fake):
+    spec = make_spec(workdir, rows=3)
+    api.apply(spec, handle_signals=False)
+    plan_file = workdir / api.plan(spec).saved_path
+    assert load_plan(plan_file).header.totals.cached == 3
+    (workdir / ".batchor" / "state.duckdb").unlink()
+    fake.reset()
+    with pytest.raises(BatchorError) as info:
+        api.apply(plan_file, handle_signals=False)
+    assert info.value.code == "stale_plan"
+    assert fake.stats()["requests"] == 0

@@ -1,0 +1,130 @@
+"""One state contract, two backends: every public method of the store (and the batch ledger
+over it) behaves the same on DuckDB and on PostgreSQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from batchor.state import DuckDBStore, PostgresStore, apply_lock, is_postgres, open_state
+from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA, RunRecord
+from batchor.state.batches import BatchLedger, BatchRecord
+from batchor.state.postgres_store import normalize_url
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def store(request, tmp_path):
+    if request.param == "duckdb":
+        made = DuckDBStore(tmp_path / "state.duckdb")
+    else:
+        made = PostgresStore(request.getfixturevalue("pg_url"))
+    yield made
+    made.close()
+
+
+def _results(*rows: tuple) -> pa.Table:
+    """rows of (key, status, output, error_code, run_id)"""
+    return pa.table({
+        "request_key": [r[0] for r in rows], "step": ["s"] * len(rows), "status": [r[1] for r in rows],
+        "output": [r[2] for r in rows], "error_code": [r[3] for r in rows],
+        "error": [("boom" if r[3] else None) for r in rows], "attempts": [1] * len(rows),
+        "input_tokens": [10] * len(rows), "output_tokens": [5] * len(rows), "cost_usd": [0.5] * len(rows),
+        "run_id": [r[4] for r in rows]}, schema=RESULT_SCHEMA)
+
+
+def _attempts(*keys: str, raw: bytes | None = b"\x00raw") -> pa.Table:
+    return pa.table({"request_key": list(keys), "run_id": ["r1"] * len(keys), "attempt": [1] * len(keys),
+                     "outcome": ["ok"] * len(keys), "status_code": [200] * len(keys), "error": [None] * len(keys),
+                     "duration_ms": [7] * len(keys), "raw": [raw] * len(keys)}, schema=ATTEMPT_SCHEMA)
+
+
+def test_results_cache_and_replace(store):
+    assert store.cached_keys(pa.array([], pa.string())) == set()
+    store.record_results(_results(("a", "succeeded", "A", None, "r1"), ("b", "failed", None, "http_400", "r1")),
+                         _attempts("a", "b"))
+    assert store.cached_keys(pa.array(["a", "b", "zz"])) == {"a"}
+    store.record_results(_results(("b", "succeeded", "B2", None, "r2")), None)  # a later answer replaces
+    assert store.cached_keys(pa.array(["a", "b"])) == {"a", "b"}
+    got = {r["request_key"]: r for r in store.results_for_keys(pa.array(["a", "b", "zz"])).to_pylist()}
+    assert got == {"a": {"request_key": "a", "status": "succeeded", "output": "A"},
+                   "b": {"request_key": "b", "status": "succeeded", "output": "B2"}}
+    assert store.step_output_stats(pa.array(["a"])) is None
+
+
+def test_job_requests_map_rows_to_results(store):
+    assert not store.has_job_requests("j", "s")
+    store.add_run_requests("j", "s", pa.table({"row_key": ["1", "2", "3"], "request_key": ["a", "b", "c"]}))
+    store.add_run_requests("j", "s", pa.table({"row_key": ["3"], "request_key": ["c2"]}))  # re-rendered row
+    assert store.has_job_requests("j", "s") and not store.has_job_requests("j", "other")
+    store.record_results(_results(("a", "succeeded", "A", None, "r1"), ("b", "failed", None, "http_400", "r1")))
+    rows = sorted(store.job_results("j", "s").to_pylist(), key=lambda r: r["row_key"])
+    assert rows == [
+        {"row_key": "1", "request_key": "a", "status": "succeeded", "output": "A", "error_code": None, "error": None},
+        {"row_key": "2", "request_key": "b", "status": "failed", "output": None, "error_code": "http_400",
+         "error": "boom"},
+        {"row_key": "3", "request_key": "c2", "status": None, "output": None, "error_code": None, "error": None}]
+    assert store.job_results("j", "none").num_rows == 0
+    assert store.failures_by_reason("j") == {"http_400": 1}
+
+
+def test_run_history(store):
+    assert store.get_run(None) is None and store.list_runs() == []
+    store.start_run(RunRecord(run_id="r20260101-aaa", job_id="j", plan_id="p", name="first"))
+    second = RunRecord(run_id="r20260102-bbb", job_id="j", plan_id="p", name="second", mocked=True)
+    store.start_run(second)
+    second.succeeded, second.cost_usd, second.status = 3, 1.25, "partial"
+    store.finish_run(second, final=False)
+    assert store.get_run("r20260102-bbb").finished_at is None
+    store.finish_run(second)
+    got = store.get_run("r20260102")  # a prefix is enough
+    assert (got.name, got.status, got.succeeded, got.cost_usd, got.mocked) == ("second", "partial", 3, 1.25, True)
+    assert isinstance(got.started_at, dt.datetime) and isinstance(got.finished_at, dt.datetime)
+    assert [r.run_id for r in store.list_runs()] == ["r20260102-bbb", "r20260101-aaa"]
+    assert len(store.list_runs(limit=1)) == 1
+
+
+def test_execute_connection_and_session(store):
+    store.record_results(_results(("a", "succeeded", "A", None, "r1")), _attempts("a"))
+    assert store.execute("SELECT request_key, raw FROM attempts WHERE run_id = ? AND outcome LIKE 'o%'",
+                         ["r1"]) == [("a", b"\x00raw")]
+    assert store.execute("UPDATE attempts SET raw = NULL WHERE raw IS NOT NULL") == [(1,)]  # DML: row count
+    assert store.execute("CHECKPOINT") == []
+    with store.session():
+        with store.connection() as db:
+            db.register("probe", pa.table({"k": ["a", "nope"]}))
+            assert db.execute("SELECT count(*) FROM results r JOIN probe p ON r.request_key = p.k").fetchall() == [(1,)]
+            db.unregister("probe")
+        assert store.cached_keys(pa.array(["a"])) == {"a"}
+    assert store.size_bytes() > 0
+
+
+def test_batch_ledger_transitions(store):
+    ledger = BatchLedger(store)
+    batch = BatchRecord(batch_id="b1", job_id="j", run_id="r1", step="s", step_fp="fp", provider="openai",
+                        model="m", connection="{}", chunk=ledger.next_chunk("j", "s"), requests=2)
+    ledger.record_intent(batch, ["k1", "k2"])
+    assert [b.batch_id for b in ledger.live_batches("fp")] == ["b1"] and ledger.next_chunk("j", "s") == 1
+    ledger.mark_submitted("b1", "remote-1", "validating")
+    ledger.mark_polled("b1", "in_progress")
+    ledger.mark_ended("b1", "completed", "completed", None)
+    assert ledger.get("b1").state == "completed" and ledger.claimed_remote_ids("openai") == {"remote-1"}
+    assert sorted(ledger.batch_keys("b1")) == ["k1", "k2"]
+    ledger.mark_collected("b1", {"k1": "ok", "k2": "retry"})
+    assert ledger.live_batches("fp") == [] and ledger.get("b1").succeeded == 1
+    assert ledger.attempts_used(["k1", "k2"]) == {"k1": (1, 0), "k2": (1, 0)}
+    assert [b["batch_id"] for b in store.list_batches("j")] == ["b1"]
+    assert [b.batch_id for b in ledger.job_batches("j", live_only=True)] == []
+
+
+def test_open_state_picks_the_backend(tmp_path, pg_url):
+    assert isinstance(open_state(str(tmp_path / "s.duckdb")), DuckDBStore)
+    assert isinstance(open_state(pg_url), PostgresStore)
+    assert is_postgres("postgres://u@h/db") and not is_postgres("state.duckdb")
+    assert normalize_url("postgres://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
+    assert normalize_url("postgresql://h/db") == "postgresql+psycopg://h/db"
+    with apply_lock(pg_url), apply_lock(pg_url):  # no exclusive lock on shared state
+        pass
+    secret = PostgresStore(pg_url.replace("postgres@", "postgres:hunter2@"))
+    assert "hunter2" not in secret.location
