@@ -149,6 +149,14 @@ def load_or_plan(spec_or_plan: SpecLike | CompiledPlan, **plan_args: Any) -> Com
     return plan(spec_or_plan, **plan_args)
 
 
+def ensure_unlocked(state: str | None = None, spec_state: str | None = None) -> None:
+    """Refuse at once (before planning) when another apply holds the state."""
+    location = state_location(state, spec_state)
+    if "://" not in location and Path(location + ".lock").exists():
+        with apply_lock(location):
+            pass
+
+
 def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, state: str | None = None,
                    refresh: frozenset[str] | set[str] = frozenset(), output: str | Path | None = None,
                    on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,

@@ -94,6 +94,7 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
           no_wait: bool = typer.Option(False, "--no-wait", help="Submit provider batches and exit (code 7); "
                                        "a later apply collects them")) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
+    api.ensure_unlocked(state)
     from_file = api.is_plan_file(target)
     compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh),
                                 limit=limit, sample=sample)

@@ -27,7 +27,7 @@ from batchor.engine.sink import ResultSink
 from batchor.engine.sql_run import run_sql_step
 from batchor.engine.work import StepWork
 from batchor.errors import CostLimitError, NoPriceError, StalePlanError
-from batchor.outputs.export import write_output
+from batchor.outputs.export import check_output_target, write_output
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
@@ -83,6 +83,7 @@ def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
 def apply_plan(plan: CompiledPlan, store: Any, options: ApplyOptions) -> RunOutcome:
     header = plan.header
     check_budget(plan, options.max_cost)
+    check_output_target(plan, options.output_path)
     reason = check_input_unchanged(header)
     if reason:
         raise StalePlanError(f"plan {header.plan_id} is stale: {reason}", hint="re-plan with `batchor plan SPEC`")

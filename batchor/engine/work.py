@@ -9,6 +9,7 @@ keys are filtered out with one cache query per step.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -85,7 +86,7 @@ class StepWork:
     def _rendered(self) -> Iterator[tuple[pa.Array, pa.Array, list, list]]:
         """Render a dependent step for rows whose upstream answers all succeeded."""
         upstream = {dep: self._answers(dep) for dep in self.step.depends_on}
-        env = make_environment()
+        env = make_environment(Path(self.plan.header.base_dir))
         tpl = compile_step(env, self.step.name, self.step.system, self.step.prompt, self.step.when,
                            set(self.step.depends_on))
         counter = get_counter(self.step.provider, self.step.model)

@@ -152,6 +152,11 @@ def format_for(path: Path) -> str | None:
             ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}.get(path.suffix.lower())
 
 
+def check_output_target(plan: CompiledPlan, path: Path | None = None) -> None:
+    """Fail before any call when the output cannot be written (a directory, no permission)."""
+    _check_target(Path(path or plan.header.output.path))
+
+
 def _check_target(target: Path) -> None:
     if target.is_dir():
         raise OutputError(f"output path {target} is a directory", hint="set output.path to a file name")

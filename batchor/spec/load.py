@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from batchor.errors import SchemaError, SpecError
-from batchor.spec.model import JobSpec, SchemaOutput
+from batchor.spec.model import STEP_TAGS, JobSpec, SchemaOutput
 from batchor.spec.yaml_loader import Lines, load_yaml, read_spec_text
 
 
@@ -78,6 +78,8 @@ def _key_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     path: list[Any] = []
     node = data
     for part in loc:
+        if part in STEP_TAGS:  # the union's tag, not a key the user wrote
+            continue
         if isinstance(node, dict) and part in node:
             path.append(part)
             node = node[part]

@@ -6,9 +6,9 @@ generated JSON Schema (`schemas/batchor-spec.schema.json`) that editors use for 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 PROVIDERS = ("openai", "anthropic", "gemini", "openai-compatible", "mock")
 OUTPUT_FORMATS = ("csv", "tsv", "parquet", "jsonl", "json", "duckdb")
@@ -141,6 +141,18 @@ class SqlStep(_Strict):
     """Steps this query reads (inferred from the step names it mentions when omitted)."""
 
 
+def _step_kind(value: Any) -> str:
+    """A step with `sql:` is a SQL step; anything else is an LLM step (so errors name its keys)."""
+    if isinstance(value, dict):
+        return "sql_step" if "sql" in value else "llm_step"
+    return "sql_step" if isinstance(value, SqlStep) else "llm_step"
+
+
+STEP_TAGS = ("llm_step", "sql_step")
+StepSpec = Annotated[Union[Annotated[LLMStep, Tag("llm_step")], Annotated[SqlStep, Tag("sql_step")]],
+                     Discriminator(_step_kind)]
+
+
 class OutputSpec(_Strict):
     """Where results are written."""
 
@@ -194,7 +206,7 @@ class JobSpec(_Strict):
     description: str | None = None
     input: InputSpec
     model: ModelSpec
-    steps: dict[str, LLMStep | SqlStep] = Field(min_length=1)
+    steps: dict[str, StepSpec] = Field(min_length=1)
     """Named steps, run in dependency order."""
     output: OutputSpec | None = None
     """Where results go (default: out/<name>.parquet next to the spec)."""

@@ -62,12 +62,6 @@ def test_unknown_key_names_key_path_and_line(workdir):
     assert f"{spec}:{line}: limits.concurency: unknown key" in info.value.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="steps are an undiscriminated LLMStep | SqlStep union: pydantic reports the typo once per "
-    "branch (steps.classify.LLMStep.promt, steps.classify.SqlStep.sql, ...) at the step's line; "
-    "needs a Discriminator on the step type in spec/model.py",
-)
 def test_unknown_key_inside_a_step(workdir):
     spec = edit(
         make_spec(workdir), "    system: Classify.\n", "    system: Classify.\n    promt: hi\n"
