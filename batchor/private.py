@@ -7,10 +7,20 @@ from pathlib import Path
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and parents) and make the leaf 0700, whatever the umask."""
+    """Create `path` (and parents); folders batchor creates are 0700 whatever the umask.
+
+    A folder that already exists is left as it is: it may be shared (/tmp, a project root)."""
+    missing = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
     path.mkdir(parents=True, exist_ok=True)
-    try:
-        os.chmod(path, 0o700)
-    except PermissionError:  # a folder someone else owns: leave it as it is
-        pass
+    for created in missing:
+        try:
+            os.chmod(created, 0o700)
+        except PermissionError:
+            pass
     return path

@@ -86,7 +86,8 @@ def _pick(values: list[str], index_sql: str) -> str:
 
 
 def write_spec(folder: Path, data: Path, *, provider: str = "openai", base_url: str | None = None,
-               concurrency: int = 64, rpm: int | None = None, keep_raw: bool = True) -> Path:
+               concurrency: int = 64, rpm: int | None = None, keep_raw: bool = True,
+               **limits_extra: Any) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     model: dict[str, Any] = {"provider": provider, "name": "gpt-4.1-mini",
                              "params": {"temperature": 0, "max_tokens": 50}}
@@ -95,6 +96,7 @@ def write_spec(folder: Path, data: Path, *, provider: str = "openai", base_url: 
     limits: dict[str, Any] = {"concurrency": concurrency, "max_attempts": 4, "request_timeout_s": 60}
     if rpm:
         limits["rpm"] = rpm
+    limits.update(limits_extra)
     spec = {"version": 1, "name": "bench", "input": {"path": str(data), "key": "review_id"},
             "model": model,
             "steps": {"classify": {"system": SYSTEM, "prompt": PROMPT, "output": {"schema": SCHEMA}}},

@@ -153,9 +153,24 @@ def state_size(quick: bool) -> Outcome:
 
 
 def batch_overhead(quick: bool) -> Outcome:
-    """Local cost per row of `mode: batch` (filled in once batch mode exists)."""
-    out = Outcome("batch mode", 0)
-    out.notes.append("not run: batch mode not available")
+    """`mode: batch` against the fake Batch API: local work per row (build, upload, poll, parse, store)."""
+    rows = 20_000 if quick else 100_000
+    out = Outcome("batch mode", rows)
+    folder = fresh_dir("batch")
+    with fake_server(latency_ms=0, batch_polls=1) as fake:
+        spec = write_spec(folder, reviews_csv(rows), base_url=fake.openai_base_url, mode="batch",
+                          batch_poll_s=0.2, batch_poll_max_s=0.2)
+        state = str(folder / "state.duckdb")
+        batchor(["plan", str(spec), "--state", state, "--out", str(folder / "p.plan")], cwd=folder).check()
+        run = batchor(["apply", str(folder / "p.plan"), "--state", state, "--json"], cwd=folder).check()
+        stats = fake.stats()
+    finished = run.event("run_finished")
+    out.add("apply wall", round(run.wall_s, 2), "s")
+    out.add("local CPU per row", round(run.cpu_s / rows * 1e6), "us")
+    out.add("wall per row", round(run.wall_s / rows * 1e6), "us")
+    out.add("peak RSS", round(run.max_rss_mb), "MB")
+    out.add("batches", stats.get("batches_created"), "")
+    out.add("succeeded", finished["succeeded"], "")
     return out
 
 

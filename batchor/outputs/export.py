@@ -1,8 +1,9 @@
 """Output files: input columns + one column per answer (structured fields flattened to
 `<step>.<field>`) + `_row_key`, `_status`, `_error`; written atomically (temp file + rename).
 
-The join of plan rows with stored answers runs in an in-memory DuckDB over Arrow, so a million
-rows export without passing through Python objects.
+Plan rows stream in order with each step's stored answer attached (looked up by row key in
+Arrow), and an in-memory DuckDB projects and writes them: a million rows export without Python
+objects per row, and without a join and sort over the whole table.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from batchor.errors import OutputError
 from batchor.outputs.schemas import flatten_fields
@@ -24,6 +26,8 @@ from batchor.spec.inputs import ROW_KEY
 _COPY_OPTIONS = {"csv": "(FORMAT csv, HEADER true)", "tsv": "(FORMAT csv, HEADER true, DELIMITER '\t')",
                  "parquet": "(FORMAT parquet, COMPRESSION zstd)", "jsonl": "(FORMAT json)"}
 _CASTS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN"}
+_RESULT = "__res_{}"  # struct column of `rows` holding step i's result for the row
+_RESULT_FIELDS = ("row_key", "request_key", "status", "output", "error_code", "error")
 
 
 def output_columns(steps: list[StepPlan]) -> list[str]:
@@ -38,18 +42,18 @@ def output_columns(steps: list[StepPlan]) -> list[str]:
 
 
 def build_output_sql(plan: CompiledPlan) -> str:
-    """SELECT producing the output table from `rows` and `res_<i>` relations."""
+    """SELECT producing the output table from `rows`: the plan's rows in order, each step's
+    result aligned to its row in a struct column (`_aligned_rows`). A plain projection, so
+    DuckDB keeps the input order without sorting a million wide rows."""
     steps = plan.header.steps
     inputs = [c for c in plan.header.input.columns]
     select = [f"rows.{_q(c)}" for c in inputs] + [f"rows.{ROW_KEY}"]
-    joins = []
-    for i, step in enumerate(steps):
-        alias = f"res_{i}"
-        joins.append(f"LEFT JOIN {alias} ON {alias}.row_key = rows.{ROW_KEY}")
+    aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(steps))]
+    for step, alias in zip(steps, aliases):
         select.extend(_answer_columns(step, alias))
-    select.append(f"{_status_sql(len(steps))} AS _status")
-    select.append(f"{_error_sql(steps)} AS _error")
-    return f"SELECT {', '.join(select)} FROM rows {' '.join(joins)} ORDER BY rows.__idx"
+    select.append(f"{_status_sql(aliases)} AS _status")
+    select.append(f"{_error_sql(steps, aliases)} AS _error")
+    return f"SELECT {', '.join(select)} FROM rows"
 
 
 def _answer_columns(step: StepPlan, alias: str) -> list[str]:
@@ -69,18 +73,18 @@ def _answer_columns(step: StepPlan, alias: str) -> list[str]:
     return columns
 
 
-def _status_sql(n: int) -> str:
-    failed = " OR ".join(f"res_{i}.status = 'failed'" for i in range(n))
-    pending = " OR ".join(f"(res_{i}.request_key IS NOT NULL AND res_{i}.status IS NULL)" for i in range(n))
-    unmapped = " OR ".join(f"res_{i}.row_key IS NULL" for i in range(n))
-    skipped = " AND ".join(f"res_{i}.request_key IS NULL" for i in range(n))
+def _status_sql(aliases: list[str]) -> str:
+    failed = " OR ".join(f"{a}.status = 'failed'" for a in aliases)
+    pending = " OR ".join(f"({a}.request_key IS NOT NULL AND {a}.status IS NULL)" for a in aliases)
+    unmapped = " OR ".join(f"{a}.row_key IS NULL" for a in aliases)
+    skipped = " AND ".join(f"{a}.request_key IS NULL" for a in aliases)
     return (f"CASE WHEN {failed} THEN 'failed' WHEN {pending} OR {unmapped} THEN 'pending' "
             f"WHEN {skipped} THEN 'skipped' ELSE 'succeeded' END")
 
 
-def _error_sql(steps: list[StepPlan]) -> str:
-    parts = [f"CASE WHEN res_{i}.status = 'failed' THEN '{s.name}: ' || coalesce(res_{i}.error_code, '') || ': ' "
-             f"|| coalesce(res_{i}.error, '') END" for i, s in enumerate(steps)]
+def _error_sql(steps: list[StepPlan], aliases: list[str]) -> str:
+    parts = [f"CASE WHEN {a}.status = 'failed' THEN '{s.name}: ' || coalesce({a}.error_code, '') || ': ' "
+             f"|| coalesce({a}.error, '') END" for s, a in zip(steps, aliases)]
     return f"NULLIF(concat_ws(' | ', {', '.join(parts)}), '')"
 
 
@@ -91,9 +95,7 @@ def write_output(plan: CompiledPlan, store: Any, path: Path | None = None, fmt: 
     _check_target(target)
     db = duckdb.connect(":memory:")
     try:
-        db.register("rows", _indexed_rows(plan))
-        for i, step in enumerate(plan.header.steps):
-            db.register(f"res_{i}", store.job_results(plan.job_id, step.name))
+        db.register("rows", _aligned_rows(plan, [store.job_results(plan.job_id, s.name) for s in plan.header.steps]))
         query = build_output_sql(plan)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
@@ -122,23 +124,38 @@ def _copy(db: duckdb.DuckDBPyConnection, query: str, tmp: str, fmt: str) -> None
     db.execute(f"COPY ({query}) TO '{tmp}' {_COPY_OPTIONS[fmt]}")
 
 
-def _indexed_rows(plan: CompiledPlan) -> pa.RecordBatchReader:
-    columns = [ROW_KEY] + list(plan.header.input.columns)
-    batches = plan.iter_batches(columns)
+def _aligned_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.RecordBatchReader:
+    """The plan's rows in order, plus per step a struct column holding that row's result (all
+    fields null when the row has none: the LEFT JOIN this replaces, looked up by row key)."""
+    row_keys = pa.chunked_array([b.column(0) for b in plan.iter_batches([ROW_KEY])], pa.string())
+    aligned = [_align(result, row_keys) for result in results]
+    names = [_RESULT.format(i) for i in range(len(results))]
+    batches = plan.iter_batches([ROW_KEY] + list(plan.header.input.columns))
     first = next(batches, None)
     if first is None:
-        return pa.RecordBatchReader.from_batches(pa.schema([(ROW_KEY, pa.string()), ("__idx", pa.int64())]), [])
-    schema = first.schema.append(pa.field("__idx", pa.int64()))
+        fields = [pa.field(ROW_KEY, pa.string())] + [pa.field(c, pa.string()) for c in plan.header.input.columns]
+        structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, aligned)]
+        return pa.RecordBatchReader.from_batches(pa.schema(fields + structs), [])
+    structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, aligned)]
+    schema = pa.schema(list(first.schema) + structs)
 
-    def numbered():
+    def attached():
         offset = 0
         for batch in _chain(first, batches):
             n = batch.num_rows
-            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(range(offset, offset + n), pa.int64())],
-                                             schema=schema)
+            extra = [pa.StructArray.from_arrays([c.combine_chunks() for c in t.slice(offset, n).columns],
+                                                fields=list(t.schema)) for t in aligned]
+            yield pa.RecordBatch.from_arrays(batch.columns + extra, schema=schema)
             offset += n
 
-    return pa.RecordBatchReader.from_batches(schema, numbered())
+    return pa.RecordBatchReader.from_batches(schema, attached())
+
+
+def _align(result: pa.Table, row_keys: pa.ChunkedArray) -> pa.Table:
+    """`result` (row_key, request_key, status, output, error_code, error) reordered to match
+    `row_keys`, with null rows where a row has no result."""
+    table = result.select(list(_RESULT_FIELDS))
+    return table.take(pc.index_in(row_keys, value_set=table.column("row_key").combine_chunks()))
 
 
 def _chain(first: pa.RecordBatch, rest: Any) -> Any:

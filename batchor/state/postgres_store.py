@@ -173,6 +173,10 @@ class PostgresStore:
                 found.update(r[0] for r in rows)
         return found
 
+    def cached_key_array(self, keys: pa.Array) -> pa.Array:
+        """`cached_keys` as an Arrow array, each key once (what `state/cache.py` asks first)."""
+        return pa.array(sorted(self.cached_keys(keys)), pa.string())
+
     def step_output_stats(self, step_prefix_keys: pa.Array) -> float | None:
         """Mean output tokens of answered keys (to refine expected output size)."""
         return None

@@ -45,6 +45,7 @@ def test_results_cache_and_replace(store):
     store.record_results(_results(("a", "succeeded", "A", None, "r1"), ("b", "failed", None, "http_400", "r1")),
                          _attempts("a", "b"))
     assert store.cached_keys(pa.array(["a", "b", "zz"])) == {"a"}
+    assert store.cached_key_array(pa.array(["a", "a", "b", "zz"])).to_pylist() == ["a"]
     store.record_results(_results(("b", "succeeded", "B2", None, "r2")), None)  # a later answer replaces
     assert store.cached_keys(pa.array(["a", "b"])) == {"a", "b"}
     got = {r["request_key"]: r for r in store.results_for_keys(pa.array(["a", "b", "zz"])).to_pylist()}

@@ -44,13 +44,27 @@ def test_corrupt_state_file_is_refused(workdir, fake, size):
     assert fake.stats()["requests"] == 0
 
 
-def test_output_path_that_is_a_directory_keeps_results_in_state(workdir, fake):
+def test_output_path_that_is_a_directory_fails_before_any_call(workdir, fake):
     spec = make_spec(workdir, rows=4)
     (workdir / "out" / "results.csv").mkdir(parents=True)
     with pytest.raises(BatchorError) as info:
         api.apply(spec, handle_signals=False)
     assert info.value.code == "output_unwritable"
     assert "results.csv" in info.value.message
+    assert fake.stats()["requests"] == 0
+
+
+def test_output_unwritable_after_the_calls_keeps_results_in_state(workdir, fake):
+    spec = make_spec(workdir, rows=4)
+    target = workdir / "out" / "results.csv"
+
+    def block_output(event):  # the output path turns into a folder while the run goes on
+        if event.type == "run_started":
+            target.mkdir(parents=True)
+
+    with pytest.raises(BatchorError) as info:
+        api.apply(spec, handle_signals=False, on_event=block_output)
+    assert info.value.code == "output_unwritable"
     assert fake.stats()["requests"] == 4
 
     fake.reset()
