@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import zlib
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from batchor.errors import PlanFileError, RunNotFoundError
 from batchor.state import open_state, state_location
 from batchor.state.base import RunRecord
+from batchor.state.raw import unpack
 
 
 def _run(store: Any, run_id: str | None) -> RunRecord:
@@ -97,7 +97,7 @@ def export_attempts(run_id: str | None, state: str | None, output: Path) -> dict
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("w", encoding="utf-8") as handle:
         for key, attempt, outcome, status, error, ms, raw, at in rows:
-            body = json.loads(zlib.decompress(raw)) if raw else None
+            body = json.loads(unpack(raw)) if raw else None
             handle.write(json.dumps({"request_key": key, "attempt": attempt, "outcome": outcome, "status": status,
                                      "error": error, "duration_ms": ms, "at": str(at), "raw": body},
                                     ensure_ascii=False) + "\n")

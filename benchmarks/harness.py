@@ -46,13 +46,40 @@ PROMPT = (
     "Review: {{ row.text }}\n\n"
     "Give the overall sentiment and the star rating the text suggests.\n"
 )
-_PRODUCTS = ["kettle", "headphones", "desk lamp", "backpack", "coffee grinder", "running shoes",
-             "phone case", "blender", "office chair", "water bottle", "e-reader", "yoga mat"]
-_PHRASES = ["works perfectly", "arrived early and well packed", "great value for the price",
-            "feels solid", "battery lasts for days", "my kids love it", "exactly as described",
-            "quiet and fast", "broke after two weeks", "arrived damaged", "smells of plastic",
-            "customer service never answered", "much smaller than the photos", "stopped charging",
-            "the zipper jammed on day one", "too loud", "good but overpriced", "nice design, weak battery"]
+_PRODUCTS = [
+    "kettle",
+    "headphones",
+    "desk lamp",
+    "backpack",
+    "coffee grinder",
+    "running shoes",
+    "phone case",
+    "blender",
+    "office chair",
+    "water bottle",
+    "e-reader",
+    "yoga mat",
+]
+_PHRASES = [
+    "works perfectly",
+    "arrived early and well packed",
+    "great value for the price",
+    "feels solid",
+    "battery lasts for days",
+    "my kids love it",
+    "exactly as described",
+    "quiet and fast",
+    "broke after two weeks",
+    "arrived damaged",
+    "smells of plastic",
+    "customer service never answered",
+    "much smaller than the photos",
+    "stopped charging",
+    "the zipper jammed on day one",
+    "too loud",
+    "good but overpriced",
+    "nice design, weak battery",
+]
 _COUNTRIES = ["US", "DE", "FR", "GB", "ES", "IT", "NL", "SE", "PL", "JP"]
 
 
@@ -67,11 +94,12 @@ def reviews_csv(rows: int) -> Path:
     try:
         db.execute(f"""COPY (
             SELECT 'R' || lpad(CAST(i AS VARCHAR), 8, '0') AS review_id,
-                   {_pick(_PRODUCTS, 'i * 7 + i // 13')} AS product,
-                   {_pick(_COUNTRIES, 'i * 3 + i // 7')} AS country,
+                   {_pick(_PRODUCTS, "i * 7 + i // 13")} AS product,
+                   {_pick(_COUNTRIES, "i * 3 + i // 7")} AS country,
                    CAST(1 + (i * 13 + i // 5) % 5 AS VARCHAR) AS stars,
-                   'The product ' || {_pick(_PHRASES, 'i * 11 + i // 3')} || '. Also, '
-                       || {_pick(_PHRASES, 'i * 5 + i // 17 + 3')} || '. Order ' || CAST(i AS VARCHAR)
+                   'The product ' || {_pick(_PHRASES, "i * 11 + i // 3")} || '. Also, '
+                       || {_pick(_PHRASES, "i * 5 + i // 17 + 3")}
+                       || '. Order ' || CAST(i AS VARCHAR)
                        || ', reviewed on day ' || CAST(i % 365 AS VARCHAR) || '.' AS text
             FROM range({int(rows)}) t(i)) TO '{tmp}' (FORMAT csv, HEADER true)""")
     finally:
@@ -85,22 +113,43 @@ def _pick(values: list[str], index_sql: str) -> str:
     return f"([{items}])[1 + ({index_sql}) % {len(values)}]"
 
 
-def write_spec(folder: Path, data: Path, *, provider: str = "openai", base_url: str | None = None,
-               concurrency: int = 64, rpm: int | None = None, keep_raw: bool = True,
-               **limits_extra: Any) -> Path:
+def write_spec(
+    folder: Path,
+    data: Path,
+    *,
+    provider: str = "openai",
+    base_url: str | None = None,
+    concurrency: int = 64,
+    rpm: int | None = None,
+    keep_raw: bool = True,
+    **limits_extra: Any,
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    model: dict[str, Any] = {"provider": provider, "name": "gpt-4.1-mini",
-                             "params": {"temperature": 0, "max_tokens": 50}}
+    model: dict[str, Any] = {
+        "provider": provider,
+        "name": "gpt-4.1-mini",
+        "params": {"temperature": 0, "max_tokens": 50},
+    }
     if base_url:
         model["base_url"] = base_url
-    limits: dict[str, Any] = {"concurrency": concurrency, "max_attempts": 4, "request_timeout_s": 60}
+    limits: dict[str, Any] = {
+        "concurrency": concurrency,
+        "max_attempts": 4,
+        "request_timeout_s": 60,
+    }
     if rpm:
         limits["rpm"] = rpm
     limits.update(limits_extra)
-    spec = {"version": 1, "name": "bench", "input": {"path": str(data), "key": "review_id"},
-            "model": model,
-            "steps": {"classify": {"system": SYSTEM, "prompt": PROMPT, "output": {"schema": SCHEMA}}},
-            "output": {"path": str(folder / "out.parquet")}, "limits": limits, "keep_raw": keep_raw}
+    spec = {
+        "version": 1,
+        "name": "bench",
+        "input": {"path": str(data), "key": "review_id"},
+        "model": model,
+        "steps": {"classify": {"system": SYSTEM, "prompt": PROMPT, "output": {"schema": SCHEMA}}},
+        "output": {"path": str(folder / "out.parquet")},
+        "limits": limits,
+        "keep_raw": keep_raw,
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -128,7 +177,9 @@ class Measured:
 
     def check(self) -> "Measured":
         if self.returncode != 0:
-            raise RuntimeError(f"`{' '.join(self.args)}` exited {self.returncode}:\n{self.stderr[-3000:]}")
+            raise RuntimeError(
+                f"`{' '.join(self.args)}` exited {self.returncode}:\n{self.stderr[-3000:]}"
+            )
         return self
 
     def event(self, name: str) -> dict[str, Any]:
@@ -148,13 +199,16 @@ def batchor(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) ->
         wall = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
     stdout, stderr = out_path.read_text(), err_path.read_text()
-    events = [json.loads(line) for line in stdout.splitlines() if line.startswith("{\"event\"")]
+    events = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"event"')]
     cpu = usage.ru_utime + usage.ru_stime
-    return Measured(command, wall, usage.ru_maxrss / 1024, cpu, process.returncode, stdout, stderr, events)
+    return Measured(
+        command, wall, usage.ru_maxrss / 1024, cpu, process.returncode, stdout, stderr, events
+    )
 
 
-def steady_rate(events: list[dict[str, Any]], low: float = 0.1, high: float = 0.9,
-                skip_s: float = 0.0) -> float | None:
+def steady_rate(
+    events: list[dict[str, Any]], low: float = 0.1, high: float = 0.9, skip_s: float = 0.0
+) -> float | None:
     """Answers per second between `low` and `high` of the work done (and not in the first
     `skip_s` seconds, when a rate limiter spends its initial burst), from progress events."""
     points = [(e["at"], e["done"]) for e in events if e.get("event") == "progress"]
@@ -178,7 +232,9 @@ def table_bytes(state: Path) -> dict[str, int]:
     sizes: dict[str, int] = {}
     try:
         db.execute("CHECKPOINT")
-        tables = [r[0] for r in db.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall()]
+        tables = [
+            r[0] for r in db.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall()
+        ]
         ddl = dict(db.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall())
         for name in tables:
             target = state.with_name(f".size-{name}.duckdb")

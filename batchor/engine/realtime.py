@@ -209,7 +209,8 @@ class RealtimeExecutor:
     def _succeed(self, item: WorkItem, step: StepRuntime, attempts: int, output: str, completion: Completion,
                  started: float) -> float:
         cost = step.cost(completion, item)
-        raw = json.dumps(completion.raw, separators=(",", ":")).encode() if completion.raw else None
+        keep = completion.raw and self.sink.keep_raw
+        raw = json.dumps(completion.raw, separators=(",", ":")).encode() if keep else None
         self.sink.add_attempt(key=item.key, attempt=attempts, outcome="ok", status_code=200, error=None,
                               duration_ms=int((time.monotonic() - started) * 1000), raw=raw)
         self.sink.add_result(key=item.key, step=item.step, status="succeeded", output=output, error_code=None,

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import zlib
 from typing import Any
 
 import pyarrow as pa
 
 from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA
+from batchor.state.raw import pack
 
 
 class ResultSink:
@@ -60,9 +60,9 @@ class ResultSink:
         return taken
 
     def _write(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]]) -> int:
-        """Compress raw payloads (zlib releases the GIL), build the tables, store them."""
+        """Pack raw payloads (zlib releases the GIL), build the tables, store them."""
         results, attempts = taken
-        attempts["raw"] = [zlib.compress(raw, 6) if raw else None for raw in attempts["raw"]]
+        attempts["raw"] = [pack(raw) if raw else None for raw in attempts["raw"]]
         self.store.record_results(pa.table(results, schema=RESULT_SCHEMA), pa.table(attempts, schema=ATTEMPT_SCHEMA))
         return len(results["request_key"])
 

@@ -1,18 +1,17 @@
 """Plan stage: the requests of the root steps, rendered batch by batch into the plan data.
 
 Each input batch is rendered (column-wise for simple templates, see `vectorized.py`; Jinja row
-by row otherwise) and keyed. Token counting runs in a background thread (tiktoken releases the
-GIL) while the next batch renders, so the two overlap on two cores. The counts come at the end,
-in Arrow: one cache query for the whole step, and duplicate requests counted once without a
-Python set holding every key of the input.
+by row otherwise), keyed and token-counted. The counts come at the end, in Arrow: one cache
+query for the whole step, and duplicate requests counted once without a Python set holding
+every key of the input.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +25,7 @@ from batchor.spec.inputs import InputReader
 from batchor.spec.templates import StepTemplates, render_error
 from batchor.state.cache import cached_mask
 
-_BATCH_ROWS = 32_768  # two batches are in flight (one rendering, one counting): this bounds memory
+_BATCH_ROWS = 32_768  # the Python strings of a batch (bodies, prompts, keys) are what bounds memory
 
 
 @dataclass
@@ -67,8 +66,10 @@ class RowTally:
             self._count_unique(pa.table({"k": keys.filter(part), "t": tokens.filter(part)}), step)
 
     def _count_unique(self, table: pa.Table, step: StepPlan) -> None:
-        tokens = pc.cast(table.group_by("k", use_threads=False).aggregate([("t", "max")]).column("t_max"),
-                         pa.int64())
+        tokens = pc.cast(
+            table.group_by("k", use_threads=False).aggregate([("t", "max")]).column("t_max"),
+            pa.int64(),
+        )
         if step.context_window is not None:  # too_long() of plan/context.py, column-wise
             long = pc.greater(tokens, pa.scalar(step.context_window - step.max_tokens, pa.int64()))
             self.too_long += pc.sum(long).as_py() or 0
@@ -79,31 +80,36 @@ class RowTally:
 
 @dataclass
 class _Rendered:
-    keys: list[str | None]
+    keys: Sequence[str | None]
     bodies: pa.Array
-    tokens: Future[list[int | None]]
+    tokens: Sequence[int | None]
 
 
 class _StepRenderer:
     """Renders one step's requests for a batch: column-wise when possible, else Jinja."""
 
-    def __init__(self, step: StepPlan, tpl: StepTemplates, schema: pa.Schema, pool: ThreadPoolExecutor) -> None:
-        self.step, self.tpl, self.pool = step, tpl, pool
+    def __init__(self, step: StepPlan, tpl: StepTemplates, schema: pa.Schema) -> None:
+        self.step, self.tpl = step, tpl
         self.counter = get_counter(step.provider, step.model)
-        self.fast: FastStep | None = fast_step(step.system, step.prompt, step.when, schema) \
-            if not tpl.dynamic_row_access else None
+        self.fast: FastStep | None = (
+            fast_step(step.system, step.prompt, step.when, schema)
+            if not tpl.dynamic_row_access
+            else None
+        )
 
-    def render(self, batch: pa.RecordBatch, rows: Callable[[], list[dict]]) -> _Rendered:
+    def render(self, batch: pa.RecordBatch, rows: list[dict] | None) -> _Rendered:
         if self.fast is not None:
             return self._render_columns(self.fast, batch)
-        return self._render_rows(batch.column(0).to_pylist(), rows())
+        assert rows is not None
+        return self._render_rows(batch.column(0).to_pylist(), rows)
 
     def _render_columns(self, fast: FastStep, batch: pa.RecordBatch) -> _Rendered:
         bodies = fast.bodies(batch)
-        keys: list[str | None] = request_keys(self.step.key_prefix, bodies.to_pylist())  # type: ignore[assignment]
-        contents = [(role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)]
-        tokens = self.pool.submit(self.counter.count_chat_columns, contents, batch.num_rows)
-        return _Rendered(keys, bodies, tokens)  # type: ignore[arg-type]
+        keys = request_keys(self.step.key_prefix, bodies.to_pylist())
+        contents = [
+            (role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)
+        ]
+        return _Rendered(keys, bodies, self.counter.count_chat_columns(contents, batch.num_rows))
 
     def _render_rows(self, row_keys: list[str], rows: list[dict]) -> _Rendered:
         keys: list[str | None] = []
@@ -123,74 +129,65 @@ class _StepRenderer:
             keys.append(request_key_from_json(prefix, body))
             bodies.append(body)
             message_lists.append(messages)
-        tokens = self.pool.submit(_spread, self.counter.count_messages_batch, message_lists, keys)
+        counts = iter(self.counter.count_messages_batch(message_lists))
+        tokens = [next(counts) if k is not None else None for k in keys]
         return _Rendered(keys, pa.array(bodies, pa.string()), tokens)
 
 
-def _spread(count: Callable[[list], list[int]], message_lists: list, keys: list[str | None]) -> list[int | None]:
-    counts = iter(count(message_lists))
-    return [next(counts) if k is not None else None for k in keys]
-
-
-def write_plan_data(reader: InputReader, path: Path, roots: list[StepPlan], templates: dict[str, StepTemplates],
-                    state: Any, refresh: frozenset[str]) -> dict[str, RowTally]:
+def write_plan_data(
+    reader: InputReader,
+    path: Path,
+    roots: list[StepPlan],
+    templates: dict[str, StepTemplates],
+    state: Any,
+    refresh: frozenset[str],
+) -> dict[str, RowTally]:
     """Write the plan data (input columns + each root step's key, messages, tokens); count."""
     tallies = {s.name: RowTally() for s in roots}
-    caches = {s.name: state if state is not None and s.name not in refresh and "*" not in refresh else None
-              for s in roots}
+    caches = {
+        s.name: state
+        if state is not None and s.name not in refresh and "*" not in refresh
+        else None
+        for s in roots
+    }
     needed = _needed_columns(roots, templates, reader.columns)
     writer: pq.ParquetWriter | None = None
     renderers: list[_StepRenderer] | None = None
-    with ThreadPoolExecutor(1, thread_name_prefix="batchor-tokens") as pool:
-        pending: tuple[pa.RecordBatch, list[_Rendered]] | None = None
-        try:
-            for batch in reader.batches(_BATCH_ROWS):
-                if renderers is None:
-                    renderers = [_StepRenderer(s, templates[s.name], batch.schema, pool) for s in roots]
-                rows = _lazy_rows(batch, needed)
-                rendered = [r.render(batch, rows) for r in renderers]
-                if pending is not None:  # written one batch late, so counting overlaps rendering
-                    writer = _write(pending, writer, path, roots, tallies)
-                pending = (batch, rendered)
-            if pending is not None:
-                writer = _write(pending, writer, path, roots, tallies)
-        finally:
-            if writer is not None:
-                writer.close()
+    try:
+        for batch in reader.batches(_BATCH_ROWS):
+            if renderers is None:
+                renderers = [_StepRenderer(s, templates[s.name], batch.schema) for s in roots]
+            table = pa.Table.from_batches([batch])
+            rows = _rows(batch, needed) if any(r.fast is None for r in renderers) else None
+            for step, renderer in zip(roots, renderers):
+                result = renderer.render(batch, rows)
+                keys, tokens = (
+                    pa.array(result.keys, pa.string()),
+                    pa.array(result.tokens, pa.int32()),
+                )
+                tallies[step.name].add(keys, tokens)
+                table = table.append_column(req_column(step.name, "key"), keys)
+                table = table.append_column(req_column(step.name, "messages"), result.bodies)
+                table = table.append_column(req_column(step.name, "tokens"), tokens)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
     for step in roots:
         tallies[step.name].finish(step, caches[step.name])
     return tallies
 
 
-def _lazy_rows(batch: pa.RecordBatch, needed: list[str]) -> Callable[[], list[dict]]:
-    cache: list[list[dict]] = []
-
-    def rows() -> list[dict]:
-        if not cache:
-            cache.append(batch.select(needed).to_pylist() if needed else [{} for _ in range(batch.num_rows)])
-        return cache[0]
-
-    return rows
+def _rows(batch: pa.RecordBatch, needed: list[str]) -> list[dict]:
+    """The batch as row dicts of the columns templates use, for the Jinja path."""
+    return batch.select(needed).to_pylist() if needed else [{} for _ in range(batch.num_rows)]
 
 
-def _write(pending: tuple[pa.RecordBatch, list[_Rendered]], writer: pq.ParquetWriter | None, path: Path,
-           roots: list[StepPlan], tallies: dict[str, RowTally]) -> pq.ParquetWriter:
-    batch, rendered = pending
-    table = pa.Table.from_batches([batch])
-    for step, result in zip(roots, rendered):
-        keys = pa.array(result.keys, pa.string())
-        tokens = pa.array(result.tokens.result(), pa.int32())
-        tallies[step.name].add(keys, tokens)
-        table = table.append_column(req_column(step.name, "key"), keys)
-        table = table.append_column(req_column(step.name, "messages"), result.bodies)
-        table = table.append_column(req_column(step.name, "tokens"), tokens)
-    if writer is None:
-        writer = pq.ParquetWriter(path, table.schema, compression="zstd")
-    writer.write_table(table)
-    return writer
-
-
-def _needed_columns(roots: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]) -> list[str]:
+def _needed_columns(
+    roots: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]
+) -> list[str]:
     if any(templates[s.name].dynamic_row_access for s in roots):
         return columns
     wanted = set().union(*(templates[s.name].row_columns for s in roots)) if roots else set()

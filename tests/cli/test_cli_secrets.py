@@ -10,6 +10,8 @@ import duckdb
 from cli_helpers import run_cli
 from conftest import make_spec
 
+from batchor.state.raw import unpack
+
 SECRET = "sk-test-secret-key-123456"  # what the `fake` fixture exports as OPENAI_API_KEY
 
 
@@ -26,7 +28,7 @@ def text_in_state(state: Path) -> str:
                 for value in row:
                     if isinstance(value, bytes):
                         try:
-                            value = zlib.decompress(value)
+                            value = unpack(value)
                         except zlib.error:
                             pass
                         value = value.decode("utf-8", "replace")

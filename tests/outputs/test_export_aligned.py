@@ -14,8 +14,11 @@ from batchor.state import open_state
 from batchor.state.base import RESULT_SCHEMA
 
 SPEC_STEPS = {
-    "classify": {"prompt": "Review: {{ row.text }}", "output": {"schema": SENTIMENT_SCHEMA},
-                 "when": "row.id != 'skip'"},
+    "classify": {
+        "prompt": "Review: {{ row.text }}",
+        "output": {"schema": SENTIMENT_SCHEMA},
+        "when": "row.id != 'skip'",
+    },
     "summary": {"prompt": "Sum up {{ classify.sentiment }}: {{ row.text }}"},
 }
 
@@ -27,17 +30,24 @@ def _reference(plan, store, path):
     select = [f"rows.{export._q(c)}" for c in plan.header.input.columns] + ["rows._row_key"]
     for step, alias in zip(steps, aliases):
         select.extend(export._answer_columns(step, alias))
-    select += [f"{export._status_sql(aliases)} AS _status", f"{export._error_sql(steps, aliases)} AS _error"]
+    select += [
+        f"{export._status_sql(aliases)} AS _status",
+        f"{export._error_sql(steps, aliases)} AS _error",
+    ]
     joins = " ".join(f"LEFT JOIN {a} ON {a}.row_key = rows._row_key" for a in aliases)
-    rows = pa.concat_tables(pa.Table.from_batches([b]) for b in plan.iter_batches(
-        ["_row_key"] + list(plan.header.input.columns)))
+    rows = pa.concat_tables(
+        pa.Table.from_batches([b])
+        for b in plan.iter_batches(["_row_key"] + list(plan.header.input.columns))
+    )
     rows = rows.append_column("__idx", pa.array(range(rows.num_rows), pa.int64()))
     db = duckdb.connect()
     db.register("rows", rows)
     for alias, step in zip(aliases, steps):
         db.register(alias, store.job_results(plan.job_id, step.name))
-    db.execute(f"COPY (SELECT {', '.join(select)} FROM rows {joins} ORDER BY rows.__idx) TO '{path}' "
-               "(FORMAT parquet)")
+    db.execute(
+        f"COPY (SELECT {', '.join(select)} FROM rows {joins} ORDER BY rows.__idx) TO '{path}' "
+        "(FORMAT parquet)"
+    )
     db.close()
 
 
@@ -47,30 +57,71 @@ def test_export_matches_a_sorted_join(workdir):
     write_csv(workdir / "data.csv", [{"id": i, "text": f"text of {i}"} for i in ids])
     plan = api.plan(spec, save=False, mock=True)
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
-    keys = dict(zip(*(c.to_pylist() for c in next(plan.iter_batches(["_row_key", "__req.classify.key"])).columns)))
+    keys = dict(
+        zip(
+            *(
+                c.to_pylist()
+                for c in next(plan.iter_batches(["_row_key", "__req.classify.key"])).columns
+            )
+        )
+    )
     mapped = [i for i in ids if i != "unmapped"]
-    store.add_run_requests(plan.job_id, "classify", pa.table({"row_key": mapped,
-                                                              "request_key": [keys[i] for i in mapped]}))
-    store.add_run_requests(plan.job_id, "summary", pa.table({"row_key": mapped,  # not rendered yet
-                                                             "request_key": pa.nulls(len(mapped), pa.string())}))
+    store.add_run_requests(
+        plan.job_id,
+        "classify",
+        pa.table({"row_key": mapped, "request_key": [keys[i] for i in mapped]}),
+    )
+    store.add_run_requests(
+        plan.job_id,
+        "summary",
+        pa.table(
+            {
+                "row_key": mapped,  # not rendered yet
+                "request_key": pa.nulls(len(mapped), pa.string()),
+            }
+        ),
+    )
     answered = [i for i in mapped if i not in ("pending", "skip")]
     status = {i: "failed" if i == "failed" else "succeeded" for i in answered}
-    store.record_results(pa.table({
-        "request_key": [keys[i] for i in answered], "step": ["classify"] * len(answered),
-        "status": [status[i] for i in answered],
-        "output": [None if status[i] == "failed" else '{"sentiment": "positive", "score": 4}' for i in answered],
-        "error_code": ["server_error" if status[i] == "failed" else None for i in answered],
-        "error": ["boom" if status[i] == "failed" else None for i in answered], "attempts": [1] * len(answered),
-        "input_tokens": [3] * len(answered), "output_tokens": [2] * len(answered),
-        "cost_usd": [0.0] * len(answered), "run_id": ["r"] * len(answered)}, schema=RESULT_SCHEMA))
+    store.record_results(
+        pa.table(
+            {
+                "request_key": [keys[i] for i in answered],
+                "step": ["classify"] * len(answered),
+                "status": [status[i] for i in answered],
+                "output": [
+                    None if status[i] == "failed" else '{"sentiment": "positive", "score": 4}'
+                    for i in answered
+                ],
+                "error_code": ["server_error" if status[i] == "failed" else None for i in answered],
+                "error": ["boom" if status[i] == "failed" else None for i in answered],
+                "attempts": [1] * len(answered),
+                "input_tokens": [3] * len(answered),
+                "output_tokens": [2] * len(answered),
+                "cost_usd": [0.0] * len(answered),
+                "run_id": ["r"] * len(answered),
+            },
+            schema=RESULT_SCHEMA,
+        )
+    )
     for fmt in ("parquet", "csv", "jsonl"):
         export.write_output(plan, store, workdir / f"out.{fmt}", fmt)
     _reference(plan, store, workdir / "reference.parquet")
     got, want = pq.read_table(workdir / "out.parquet"), pq.read_table(workdir / "reference.parquet")
     assert got.equals(want)
     assert got.column("_row_key").to_pylist() == ids
-    assert got.column("_status").to_pylist()[:5] == ["succeeded", "failed", "pending", "pending", "skipped"]
+    assert got.column("_status").to_pylist()[:5] == [
+        "succeeded",
+        "failed",
+        "pending",
+        "pending",
+        "skipped",
+    ]
     with duckdb.connect() as db:
         for fmt, reader in (("csv", "read_csv"), ("jsonl", "read_json")):
-            assert [r[0] for r in db.execute(f"SELECT _row_key FROM {reader}('{workdir / f'out.{fmt}'}')")
-                    .fetchall()] == ids
+            assert [
+                r[0]
+                for r in db.execute(
+                    f"SELECT _row_key FROM {reader}('{workdir / f'out.{fmt}'}')"
+                ).fetchall()
+            ] == ids

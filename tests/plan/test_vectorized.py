@@ -14,8 +14,17 @@ from batchor.plan.tokens import get_counter
 from batchor.plan.vectorized import column_template, fast_step, request_keys
 from batchor.spec.templates import compile_step, make_environment
 
-NASTY = ['plain', 'quote " and \\ backslash', "new\nline\ttab\r\x00\x01\x08\x0c\x1f\x7f", "é ü 日本 🙂 \u2028\u2029",
-         "", None, "{{ row.a }} stays literal", "trailing space ", "  lead"]
+NASTY = [
+    "plain",
+    'quote " and \\ backslash',
+    "new\nline\ttab\r\x00\x01\x08\x0c\x1f\x7f",
+    "é ü 日本 🙂 \u2028\u2029",
+    "",
+    None,
+    "{{ row.a }} stays literal",
+    "trailing space ",
+    "  lead",
+]
 TEMPLATES = [
     ("Fixed system.", "Review: {{ row.a }}"),
     ("System for {{ row.b }}.", 'A="{{ row.a }}"\nB={{ row["b"] }}\n\n'),
@@ -26,8 +35,9 @@ TEMPLATES = [
 
 def _batch() -> pa.RecordBatch:
     n = len(NASTY)
-    return pa.RecordBatch.from_pydict({"_row_key": [str(i) for i in range(n)], "a": NASTY,
-                                       "b": list(reversed(NASTY))})
+    return pa.RecordBatch.from_pydict(
+        {"_row_key": [str(i) for i in range(n)], "a": NASTY, "b": list(reversed(NASTY))}
+    )
 
 
 @pytest.mark.parametrize(("system", "prompt"), TEMPLATES)
@@ -42,13 +52,26 @@ def test_bodies_keys_and_tokens_match_jinja(system, prompt):
     bodies = fast.bodies(batch).to_pylist()
     assert bodies == expected
     assert request_keys("prefix", bodies) == [request_key_from_json("prefix", b) for b in expected]
-    contents = [(role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)]
+    contents = [
+        (role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)
+    ]
     counter = get_counter("openai", "gpt-4.1-mini")
-    assert counter.count_chat_columns(contents, batch.num_rows) == counter.count_messages_batch(messages)
+    assert counter.count_chat_columns(contents, batch.num_rows) == counter.count_messages_batch(
+        messages
+    )
 
 
-@pytest.mark.parametrize("source", ["{{ row.a | upper }}", "{% if row.a %}x{% endif %}", "{{ row.items }}",
-                                    "{{ row[name] }}", "{% for c in row %}{{ c }}{% endfor %}", "{{ other.a }}"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ row.a | upper }}",
+        "{% if row.a %}x{% endif %}",
+        "{{ row.items }}",
+        "{{ row[name] }}",
+        "{% for c in row %}{{ c }}{% endfor %}",
+        "{{ other.a }}",
+    ],
+)
 def test_templates_needing_jinja_are_not_vectorized(source):
     assert column_template(source) is None
 
@@ -61,12 +84,17 @@ def test_non_text_columns_and_when_take_the_jinja_path():
 
 
 def test_plan_data_is_the_same_on_both_paths(workdir, monkeypatch):
-    spec = make_spec(workdir, steps={"classify": {"system": "Sys {{ row.id }}", "prompt": 'Say "{{ row.text }}"\n'}})
+    spec = make_spec(
+        workdir,
+        steps={"classify": {"system": "Sys {{ row.id }}", "prompt": 'Say "{{ row.text }}"\n'}},
+    )
     rows = [{"id": f"r{i}", "text": NASTY[i % len(NASTY)] or ""} for i in range(30)]
     write_csv(workdir / "data.csv", rows + [{"id": "dup", "text": "plain"}])
     used = []
     real = render_module.fast_step
-    monkeypatch.setattr(render_module, "fast_step", lambda *args: used.append(real(*args)) or used[-1])
+    monkeypatch.setattr(
+        render_module, "fast_step", lambda *args: used.append(real(*args)) or used[-1]
+    )
     fast = api.plan(spec, save=False)
     assert used and used[0] is not None, "the column-wise path was not taken"
     monkeypatch.setattr(render_module, "fast_step", lambda *args: None)
@@ -118,5 +146,8 @@ def test_row_tally_counts_like_the_row_by_row_loop(window):
         end = {0: 4, 4: 7, 7: 10}[start]
         tally.add(pa.array(keys[start:end], pa.string()), pa.array(tokens[start:end], pa.int32()))
     tally.finish(step, store)
-    got = {name: getattr(tally, name) for name in ("rows", "skipped", "cached", "to_run", "input_tokens", "too_long")}
+    got = {
+        name: getattr(tally, name)
+        for name in ("rows", "skipped", "cached", "to_run", "input_tokens", "too_long")
+    }
     assert got == _reference(keys, tokens, store.cached, step)
