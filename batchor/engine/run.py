@@ -347,6 +347,3 @@ def _new_run_id() -> str:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"r{stamp}-{uuid.uuid4().hex[:6]}"
 
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")

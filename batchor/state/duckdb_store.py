@@ -138,10 +138,6 @@ class DuckDBStore:
             db.unregister("probe")
         return found.column(0).combine_chunks().cast(pa.string())
 
-    def step_output_stats(self, step_prefix_keys: pa.Array) -> float | None:
-        """Mean output tokens of answered keys (to refine expected output size)."""
-        return None
-
     # --- transitions -----------------------------------------------------------------------
 
     def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:

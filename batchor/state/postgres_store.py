@@ -177,10 +177,6 @@ class PostgresStore:
         """`cached_keys` as an Arrow array, each key once (what `state/cache.py` asks first)."""
         return pa.array(sorted(self.cached_keys(keys)), pa.string())
 
-    def step_output_stats(self, step_prefix_keys: pa.Array) -> float | None:
-        """Mean output tokens of answered keys (to refine expected output size)."""
-        return None
-
     # --- transitions -----------------------------------------------------------------------
 
     def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:

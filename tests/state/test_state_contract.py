@@ -51,7 +51,6 @@ def test_results_cache_and_replace(store):
     got = {r["request_key"]: r for r in store.results_for_keys(pa.array(["a", "b", "zz"])).to_pylist()}
     assert got == {"a": {"request_key": "a", "status": "succeeded", "output": "A"},
                    "b": {"request_key": "b", "status": "succeeded", "output": "B2"}}
-    assert store.step_output_stats(pa.array(["a"])) is None
 
 
 def test_job_requests_map_rows_to_results(store):
