@@ -112,13 +112,7 @@ def realtime_rate_limited(quick: bool) -> Outcome:
             folder, reviews_csv(rows), base_url=fake.openai_base_url, concurrency=64, rpm=rpm
         )
         state = str(folder / "state.duckdb")
-        batchor(
-            ["plan", str(spec), "--state", state, "--out", str(folder / "p.plan")], cwd=folder
-        ).check()
-        fake.reset()  # a fresh bucket, as a new minute on a real account
-        run = batchor(
-            ["apply", str(folder / "p.plan"), "--state", state, "--json"], cwd=folder
-        ).check()
+        run = batchor(["apply", str(spec), "--state", state, "--json", "--yes"], cwd=folder).check()
         stats = fake.stats()
     steady = steady_rate(run.events, 0.0, 0.95, skip_s=3.0)  # both buckets start full (1 s and 2 s)
     limit = rpm / 60
@@ -126,7 +120,7 @@ def realtime_rate_limited(quick: bool) -> Outcome:
     out.add("steady rate", round(steady, 1) if steady else None, "req/s")
     out.add("429 share", round(stats["sent_429"] / max(stats["requests"], 1), 4), "", "<= 0.01")
     out.add("calls", stats["requests"], "")
-    out.add("apply wall", round(run.wall_s, 2), "s")
+    out.add("apply wall (plan incl.)", round(run.wall_s, 2), "s")
     return out
 
 
@@ -168,7 +162,8 @@ def state_size(quick: bool) -> Outcome:
         state = folder / "state.duckdb"
         batchor(["apply", str(spec), "--state", str(state), "--yes", "--json"], cwd=folder).check()
     size = checkpointed_size(state)
-    out.add("bytes/row", round(size / rows), "B", "<= 512")
+    # The target is for 100,000 rows: at 20,000 the 256 KB blocks of each column are mostly empty.
+    out.add("bytes/row", round(size / rows), "B", None if quick else "<= 512")
     out.add("state file", round(size / 2**20, 1), "MB")
     for table, nbytes in table_bytes(state).items():
         if table in ("results", "attempts", "job_requests"):

@@ -133,7 +133,7 @@ class OpenAIProvider:
         # The SDK's generic `post` sends the body as built, so server-specific parameters (top_k
         # on vLLM, Ollama...) pass through untouched, and returns the HTTP response unparsed:
         # `create(...)` would first walk every parameter through the SDK's type transforms and
-        # wrap the reply, about half of the client CPU per request (see benchmarks/).
+        # wrap the reply: a third of the client CPU per request (see benchmarks/).
         async with _mapped_errors(self._secret):
             response = await self.client.post(_PATHS[self.api], body=body, cast_to=self._response_type)
             data = json.loads(response.text)
@@ -159,8 +159,8 @@ def _response_type() -> type:
 
 def _http_client(openai: Any, timeout_s: float) -> Any:
     """The SDK's own HTTP client, with a pool that keeps a connection alive for every request
-    a spec may have in flight: the SDK's default keeps 100, so with `concurrency` above that
-    each request past the 100th opened (and closed) a connection of its own."""
+    a spec may have in flight (the SDK's default keeps 100 idle ones: with `concurrency` above
+    that, connections were closed and opened again between requests)."""
     from openai._constants import DEFAULT_CONNECTION_LIMITS  # an instance of the SDK's httpx flavour
 
     limits = type(DEFAULT_CONNECTION_LIMITS)(max_connections=_MAX_CONNECTIONS,
