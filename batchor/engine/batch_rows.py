@@ -98,12 +98,7 @@ class RowJudge:
                              error=None, attempts=used + 1, input_tokens=completion.input_tokens or item.input_tokens,
                              output_tokens=completion.output_tokens, cost_usd=cost)
         if counted:
-            p = self.progress
-            p.done += 1
-            p.succeeded += 1
-            p.cost_usd += cost
-            p.input_tokens += completion.input_tokens
-            p.output_tokens += completion.output_tokens
+            self.progress.count_success(cost, completion.input_tokens, completion.output_tokens)
         return cost
 
     def _fail(self, item: WorkItem, attempts: int, error: ProviderError, counted: bool) -> str:

@@ -42,6 +42,14 @@ class Progress:
     output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
 
+    def count_success(self, cost: float, input_tokens: int, output_tokens: int) -> None:
+        """One answered request (realtime or batch) in the running totals."""
+        self.done += 1
+        self.succeeded += 1
+        self.cost_usd += cost
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
     def snapshot(self) -> dict[str, Any]:
         data = asdict(self)
         elapsed = max(time.monotonic() - data.pop("started"), 1e-9)

@@ -216,12 +216,7 @@ class RealtimeExecutor:
         self.sink.add_result(key=item.key, step=item.step, status="succeeded", output=output, error_code=None,
                              error=None, attempts=attempts, input_tokens=completion.input_tokens or item.input_tokens,
                              output_tokens=completion.output_tokens, cost_usd=cost)
-        p = self.progress
-        p.done += 1
-        p.succeeded += 1
-        p.cost_usd += cost
-        p.input_tokens += completion.input_tokens
-        p.output_tokens += completion.output_tokens
+        self.progress.count_success(cost, completion.input_tokens, completion.output_tokens)
         return cost
 
     def _fail(self, item: WorkItem, attempts: int, exc: ProviderError) -> float:
