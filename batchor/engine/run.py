@@ -94,7 +94,8 @@ def apply_plan(plan: CompiledPlan, store: Any, options: ApplyOptions) -> RunOutc
                     mocked=header.mocked, plan_path=str(plan.saved_path) if plan.saved_path else None)
     progress = Progress()
     # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
-    shared = SharedRun.join(store, run, progress, limits, options.emit) if getattr(store, "shared", False) else None
+    shared = (SharedRun.join(store, run, progress, limits, options.emit, options.max_cost)
+              if getattr(store, "shared", False) else None)
     if shared is None:
         store.start_run(run)
     options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
@@ -144,7 +145,7 @@ class _Runner:
         self.plan, self.store, self.options, self.run_record = plan, store, options, run
         self.shared = shared
         self.progress, self.limits = progress, limits
-        self.budget = Budget(options.max_cost)
+        self.budget = shared.budget if shared is not None else Budget(options.max_cost)
         self.stop = StopSignal()
         self.runtimes: dict[str, StepRuntime] = {}
         self.in_flight = 0  # provider batches left running (apply --no-wait)

@@ -10,6 +10,8 @@ next request, so a worker that dies loses at most the requests it had in flight.
 
 Rate limits are shared through one token-bucket row per provider+model: workers take permits in
 small slices, so together they stay under the spec's rpm/tpm however many join or leave.
+The --max-cost budget is the run's, not a worker's: workers draw it in small slices from one row
+(`SharedBudget`), so together they never pass the tightest --max-cost any of them was given.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Iterator
 
+from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.realtime import StopSignal, WorkItem
 from batchor.engine.work import StepWork
@@ -52,12 +55,15 @@ class SharedRun:
         self.slice = min(256, max(8, 2 * int(limits.get("concurrency", 32))))
         self._stopping = threading.Event()
         self._beat: threading.Thread | None = None
+        self.budget: Budget = Budget(None)
 
     @classmethod
     def join(cls, store: Any, run: RunRecord, progress: Progress, limits: dict[str, Any],
-             emit: EventSink) -> "SharedRun":
+             emit: EventSink, max_cost: float | None = None) -> "SharedRun":
         shared = cls(store, run, progress, limits, emit)
         shared.run = shared.book.join_run(run, shared.host, shared.pid)
+        limit = shared.book.set_budget(shared.run.run_id, max_cost)
+        shared.budget = SharedBudget(shared.book, shared.run.run_id, limit) if limit is not None else Budget(None)
         shared._beat = threading.Thread(target=shared._heartbeat, name="batchor-heartbeat", daemon=True)
         shared._beat.start()
         emit(Event("worker_joined", {"run_id": shared.run.run_id, "worker_id": shared.worker_id,
@@ -89,6 +95,7 @@ class SharedRun:
     def leave(self, run: RunRecord) -> bool:
         """Stop working on the run; True when this was its last live worker (the run is closed)."""
         self._stop_heartbeat()
+        self._return_budget()
         status = "finished" if run.status in ("succeeded", "partial", "failed") else run.status
         return self.book.leave(run, status, self.counters())
 
@@ -97,9 +104,14 @@ class SharedRun:
         self._stop_heartbeat()
         self.run.status = "failed"
         try:
+            self._return_budget()
             self.book.leave(self.run, "failed", self.counters())
         except Exception:  # noqa: BLE001 - the original error matters more; the lease expires anyway
             pass
+
+    def _return_budget(self) -> None:
+        if isinstance(self.budget, SharedBudget):
+            self.budget.give_back()
 
     # --- one wave ------------------------------------------------------------------------------
 
@@ -258,3 +270,36 @@ class SharedRateLimiter:
         if tpm and not self.tpm:
             self.tpm, self.tokens = float(tpm), 0.0
         self.want = max(1, int((self.rpm or 0) / 60 * self.slice_s))
+
+
+class SharedBudget(Budget):
+    """Same face as `Budget`; the money comes from the run's budget row, drawn in slices.
+
+    A slice is a fiftieth of the limit (or one request's worst case when larger), so the database
+    sees a few draws per run. Money drawn but not spent goes back when the worker leaves; a worker
+    that dies keeps its draw, so a crash can only make the run stop early, never overspend.
+    """
+
+    SLICES = 50
+
+    def __init__(self, book: LeaseBook, run_id: str, limit_usd: float) -> None:
+        super().__init__(limit_usd)
+        self.book, self.run_id = book, run_id
+        self.drawn = 0.0
+
+    def try_reserve(self, upper_cost: float) -> bool:
+        short = self.spent + self.reserved + upper_cost - self.drawn
+        if short > 1e-12:
+            want = max(short, float(self.limit or 0) / self.SLICES)
+            self.drawn += self.book.draw_budget(self.run_id, want, short)
+            if self.spent + self.reserved + upper_cost > self.drawn + 1e-12:
+                self.exhausted = True
+                return False
+        self.reserved += upper_cost
+        return True
+
+    def give_back(self) -> None:
+        unspent = self.drawn - self.spent - self.reserved
+        if unspent > 1e-12:
+            self.book.return_budget(self.run_id, unspent)
+            self.drawn -= unspent

@@ -144,6 +144,47 @@ class LeaseBook:
                                [self.worker_id])
             return cur.rowcount
 
+    # --- shared budget -----------------------------------------------------------------------
+
+    def set_budget(self, run_id: str, limit_usd: float | None) -> float | None:
+        """The run's --max-cost: the tightest any worker gave. Returns it (None: the run has none).
+
+        A budget set after workers started counts what they had spent by their last heartbeat.
+        """
+        with self.store.pg() as conn, conn.transaction():
+            if limit_usd is not None:
+                conn.execute(
+                    "INSERT INTO run_budgets (run_id, limit_usd, committed_usd) VALUES (%s, %s, "
+                    "(SELECT coalesce(sum(cost_usd), 0) FROM workers WHERE run_id = %s)) "
+                    "ON CONFLICT (run_id) DO UPDATE SET limit_usd = least(run_budgets.limit_usd, EXCLUDED.limit_usd)",
+                    [run_id, limit_usd, run_id])
+            row = conn.execute("SELECT limit_usd FROM run_budgets WHERE run_id = %s", [run_id]).fetchone()
+        return None if row is None else float(row[0])
+
+    def draw_budget(self, run_id: str, want: float, need: float) -> float:
+        """Take up to `want` dollars of the run's budget (0 when less than `need` is left)."""
+        with self.store.pg() as conn, conn.transaction():
+            row = conn.execute("SELECT limit_usd - committed_usd FROM run_budgets WHERE run_id = %s FOR UPDATE",
+                               [run_id]).fetchone()
+            left = float(row[0]) if row is not None else 0.0
+            grant = min(want, left) if left + 1e-12 >= need else 0.0
+            if grant > 0:
+                conn.execute("UPDATE run_budgets SET committed_usd = committed_usd + %s WHERE run_id = %s",
+                             [grant, run_id])
+                conn.execute("UPDATE workers SET budget_drawn = budget_drawn + %s WHERE worker_id = %s",
+                             [grant, self.worker_id])
+        return grant
+
+    def return_budget(self, run_id: str, amount: float) -> None:
+        """Give back the part of this worker's draws it did not spend."""
+        if amount <= 0:
+            return
+        with self.store.pg() as conn, conn.transaction():
+            conn.execute("UPDATE run_budgets SET committed_usd = greatest(0, committed_usd - %s) WHERE run_id = %s",
+                         [amount, run_id])
+            conn.execute("UPDATE workers SET budget_drawn = greatest(0, budget_drawn - %s) WHERE worker_id = %s",
+                         [amount, self.worker_id])
+
     # --- shared rate limits ------------------------------------------------------------------
 
     def take(self, rate_key: str, rpm: float | None, tpm: float | None, burst_s: float, want: int,

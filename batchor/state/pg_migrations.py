@@ -68,9 +68,17 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             requests DOUBLE PRECISION NOT NULL, tokens DOUBLE PRECISION NOT NULL,
             updated_at TIMESTAMPTZ NOT NULL, paused_until TIMESTAMPTZ)""",
     ]),
+    (4, "a --max-cost budget shared by a run's workers", [
+        # `committed_usd` is what workers have drawn (spent or held for requests in flight);
+        # a worker's unspent hold goes back when it leaves, a dead worker's stays drawn.
+        """CREATE TABLE IF NOT EXISTS run_budgets (
+            run_id TEXT PRIMARY KEY, limit_usd DOUBLE PRECISION NOT NULL,
+            committed_usd DOUBLE PRECISION NOT NULL DEFAULT 0)""",
+        "ALTER TABLE workers ADD COLUMN IF NOT EXISTS budget_drawn DOUBLE PRECISION NOT NULL DEFAULT 0",
+    ]),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 # Tables that only coordinate live workers: not state worth moving between databases.
-COORDINATION_TABLES = ("workers", "work_items", "rate_buckets")
+COORDINATION_TABLES = ("workers", "work_items", "rate_buckets", "run_budgets")

@@ -38,8 +38,9 @@ def _plan(folder: Path, url: str, rows: int, **limits: Any) -> Path:
     return folder / "job.plan"
 
 
-def _workers(folder: Path, url: str, n: int) -> list[Background]:
-    return [Background(folder, "apply", "job.plan", "--state", url, "--json", name=f"worker{i}") for i in range(n)]
+def _workers(folder: Path, url: str, n: int, *extra: str) -> list[Background]:
+    return [Background(folder, "apply", "job.plan", "--state", url, "--json", *extra, name=f"worker{i}")
+            for i in range(n)]
 
 
 def _query(url: str, sql: str) -> list[tuple]:
@@ -67,7 +68,7 @@ def _all_started(url: str, workers: list[Background]) -> bool:
 def test_three_workers_one_killed_each_row_answered_once(fake, workdir, pg_url):
     fake.configure(latency_ms=1000)  # slow until every worker runs: start-up times vary on a busy machine
     _plan(workdir, pg_url, rows=3000)
-    workers = _workers(workdir, pg_url, 3)
+    workers = _workers(workdir, pg_url, 3, "--max-cost", "50")  # one budget row for the run
     try:
         wait_until(lambda: _all_started(pg_url, workers), timeout=120, what="three working workers")
         fake.configure(latency_ms=30)
@@ -98,6 +99,10 @@ def test_three_workers_one_killed_each_row_answered_once(fake, workdir, pg_url):
     assert by_state == ["finished", "finished", "lost"], status["workers"]
     assert all(w["leases"] == 0 and w["host"] and w["pid"] for w in status["workers"])
     assert sum(w["succeeded"] for w in status["workers"] if w["status"] == "finished") > 0
+    # The budget was the run's: live workers gave back what they did not spend, the dead one's draw stays.
+    (limit, committed), = _query(pg_url, "SELECT limit_usd, committed_usd FROM run_budgets")
+    spent = _query(pg_url, "SELECT sum(cost_usd) FROM results")[0][0]
+    assert limit == 50 and spent > 0 and spent - 1e-9 <= committed <= spent + limit / 50 + 1e-9
 
 
 def test_workers_share_the_rate_limit(fake, workdir, pg_url):
