@@ -22,6 +22,7 @@ from batchor.plan.dependent import (
     order_steps,
     projected_tokens,
 )
+from batchor.plan.changes import changed_rows
 from batchor.plan.mode import settle_mode
 from batchor.plan.model import (
     InputInfo,
@@ -35,7 +36,7 @@ from batchor.plan.prices import ModelPrice
 from batchor.plan.render import RowTally, write_plan_data
 from batchor.plan.sql_step import derive_schema
 from batchor.plan.steps import Overrides, resolve_steps
-from batchor.plan.store import CompiledPlan, file_sha256, plan_id_for
+from batchor.plan.store import CompiledPlan, file_sha256, job_id_for, plan_id_for
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates, check_columns
@@ -69,9 +70,22 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     rows = tallies[roots[0].name].rows if roots else 0
     counted = [_with_counts(s, tallies.get(s.name), rows, spec.limits.batch_threshold) for s in steps]
     header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
+    header = _with_changes(header, Path(tmp), state)
     header = header.model_copy(update={"data_sha256": file_sha256(Path(tmp))})
     header = header.model_copy(update={"plan_id": plan_id_for(header)})
     return CompiledPlan(header, data_path=Path(tmp), cleanup=True)
+
+
+def _with_changes(header: PlanHeader, data_path: Path, state: Any) -> PlanHeader:
+    """Split each plan-time step's work into new rows and changed ones (see plan/changes.py)."""
+    if state is None:
+        return header
+    job_id = job_id_for(header)
+    steps = [s.model_copy(update={"counts": s.counts.model_copy(update={
+                 "changed": changed_rows(data_path, s, state, header.name, job_id)})})
+             if s.counts.to_run and not s.depends_on and s.provider != "sql" else s for s in header.steps]
+    totals = header.totals.model_copy(update={"changed": sum(s.counts.changed for s in steps)})
+    return header.model_copy(update={"steps": steps, "totals": totals})
 
 
 def _with_sql_schemas(steps: list[StepPlan], columns: list[str], base_dir: str) -> list[StepPlan]:

@@ -37,6 +37,7 @@ class StepCounts(_Frozen):
     estimated: bool = False  # token counts are estimates (non-OpenAI tokenizer or projected rows)
     projected: int = 0  # rows whose upstream answers do not exist yet (counted at the upper bound)
     too_long: int = 0  # requests over the model's context window: they fail without a call
+    changed: int = 0  # of to_run: rows this spec answered before with a different request
 
 
 class StepPlan(_Frozen):
@@ -105,6 +106,7 @@ class PlanTotals(_Frozen):
     output_tokens_upper: int
     cost_expected: float
     cost_upper: float
+    changed: int = 0
     unpriced_models: list[str] = Field(default_factory=list)
     estimates: bool = False  # some token counts are estimates (non-OpenAI tokenizers)
 

@@ -30,7 +30,7 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
     h, t = plan.header, plan.header.totals
     lines = [f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
              f"  rows        {t.rows:,}",
-             f"  requests    {t.to_run:,} to run, {t.cached:,} cached, {t.skipped:,} skipped"]
+             f"  requests    {_to_run(t, split=False)}, {t.cached:,} cached, {t.skipped:,} skipped"]
     approx = "~" if t.estimates else ""
     lines.append(f"  tokens      {approx}{t.input_tokens:,} in, ~{t.output_tokens_expected:,} out expected "
                  f"(<= {t.output_tokens_upper:,})")
@@ -44,7 +44,7 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         c = s.counts
         est = f" ({c.projected:,} projected: upstream answers pending)" if c.projected else ""
         mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
-        lines.append(f"  step {s.name}: {s.provider}:{s.model} [{mode}] {c.to_run:,} to run, {c.cached:,} cached, "
+        lines.append(f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} cached, "
                      f"{c.skipped:,} skipped, {money(c.cost_expected)} (<= {money(c.cost_upper)}){est}")
         if c.too_long:
             lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
@@ -57,12 +57,20 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
 
 def plan_markdown(plan: "CompiledPlan") -> str:
     h, t = plan.header, plan.header.totals
-    rows = ["| step | model | to run | cached | skipped | cost (expected) | cost (at most) |",
-            "|---|---|---:|---:|---:|---:|---:|"]
+    rows = ["| step | model | to run | of which changed | cached | skipped | cost (expected) | cost (at most) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|"]
     for s in h.steps:
         c = s.counts
-        rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {c.cached:,} | {c.skipped:,} | "
+        rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {c.changed:,} | {c.cached:,} | {c.skipped:,} | "
                     f"{money(c.cost_expected)} | {money(c.cost_upper)} |")
     head = (f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
             f"{t.cached:,} cached. Expected cost **{money(t.cost_expected)}** (at most {money(t.cost_upper)}).\n")
     return head + "\n" + "\n".join(rows) + "\n"
+
+
+def _to_run(counts: Any, split: bool = True) -> str:
+    """'N to run', with how many changed since the spec last ran (and, per step, how many are new)."""
+    if not counts.changed:
+        return f"{counts.to_run:,} to run"
+    new = f"{counts.to_run - counts.changed:,} new, " if split else ""
+    return f"{counts.to_run:,} to run ({new}{counts.changed:,} changed)"
