@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from batchor.engine.events import Event
+from batchor.errors import disk_full_reported
 from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
@@ -69,13 +70,14 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     location = state_location(state, loaded.spec.state)
     loaded = _with_input(loaded, data, location, limit=limit, sample=sample, seed=seed)
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
-    store = open_state(location)
-    compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
-                            refresh=refresh, state_location=location)
-    compiled.source_data = data  # apply(plan) returns results in the type of this input
-    if save:
-        target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
-        compiled.save(target)
+    with disk_full_reported(location):
+        store = open_state(location)
+        compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
+                                refresh=refresh, state_location=location)
+        compiled.source_data = data  # apply(plan) returns results in the type of this input
+        if save:
+            target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
+            compiled.save(target)
     return compiled
 
 
@@ -163,7 +165,7 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
                    limits: dict[str, Any] | None = None, wait: bool = True) -> RunOutcome:
     check_budget(compiled, max_cost)
     location = state_location(state, compiled.header.state_location)
-    with apply_lock(location):
+    with disk_full_reported(location), apply_lock(location):
         store = open_state(location)
         options = ApplyOptions(max_cost=max_cost, refresh=frozenset(refresh), emit=on_event or (lambda e: None),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,

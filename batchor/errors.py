@@ -7,7 +7,8 @@ failures are split into transient ones (retry) and terminal ones (fail the row a
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from contextlib import contextmanager
+from typing import Any, ClassVar, Iterator
 
 # CLI exit codes (documented in README "Exit codes").
 EXIT_OK = 0
@@ -176,6 +177,45 @@ class StateVersionError(StateError):
 
 class StateCorruptError(StateError):
     code = "state_corrupt"
+
+
+class DiskFullError(StateError):
+    """A write failed for lack of space (or a file size limit): what was stored stays intact."""
+
+    code = "disk_full"
+
+
+_NO_SPACE_ERRNOS = (28, 27, 122)  # ENOSPC, EFBIG, EDQUOT
+_NO_SPACE_TEXT = ("No space left on device", "File too large", "Disk quota exceeded")
+
+
+def as_disk_full(exc: BaseException, where: str) -> DiskFullError | None:
+    """`exc` as a DiskFullError when it is one (an OSError, or DuckDB's wrapping of one), else None.
+
+    DuckDB reports a failed WAL or checkpoint write as a plain `duckdb.Error` carrying the OS
+    message, so the text is checked too.
+    """
+    if isinstance(exc, BatchorError):
+        return exc if isinstance(exc, DiskFullError) else None
+    errno = getattr(exc, "errno", None)
+    if errno not in _NO_SPACE_ERRNOS and not any(t in str(exc) for t in _NO_SPACE_TEXT):
+        return None
+    return DiskFullError(
+        f"no space left while writing {where}: {str(exc).splitlines()[0]}",
+        hint="free disk space (or raise the quota) and run the same command again: every answer "
+             "stored before the failure is kept and will not be paid for again")
+
+
+@contextmanager
+def disk_full_reported(where: str) -> Iterator[None]:
+    """Re-raise a failed write for lack of space as DiskFullError (code `disk_full`)."""
+    try:
+        yield
+    except Exception as exc:
+        error = as_disk_full(exc, where)
+        if error is None or error is exc:
+            raise
+        raise error from exc
 
 
 class OutputError(BatchorError):
