@@ -11,15 +11,9 @@ from batchor.engine.shared import SharedBudget
 from batchor.state.base import RunRecord
 from batchor.state.leases import LeaseBook
 from batchor.state.postgres_store import PostgresStore
+from tests.state.test_postgres_leases import store  # noqa: F401 - the same PostgreSQL store fixture
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def store(pg_url):
-    made = PostgresStore(pg_url, pool_size=8)
-    yield made
-    made.close()
 
 
 def _book(store: PostgresStore, worker_id: str) -> LeaseBook:
