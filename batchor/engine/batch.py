@@ -5,20 +5,19 @@ with the provider), cut the other pending keys into chunks within the provider's
 each chunk as an intent *before* creating it, then poll every live batch (one call each per
 round, backing off from `batch_poll_s` to `batch_poll_max_s`) and collect finished ones: answers
 are stored, rows without an answer are queued again. With `wait=False` the executor returns once
-all it may submit is submitted; a later apply collects.
+all it may submit is submitted; a later apply collects. A realtime step gets a lane too when rows
+of it sit in live batches (`batch_handover`): that lane only collects, it never submits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from batchor.engine.batch_rows import REQUEUE, RowJudge
@@ -45,17 +44,12 @@ from batchor.providers.batch import (
     RemoteBatch,
     RowResult,
     capped,
+    crash_point,
     create_batch_provider,
 )
 from batchor.state.batches import BatchLedger, BatchRecord
 
-CRASH_ENV = "BATCHOR_TEST_CRASH_AT"  # tests: die (SIGKILL) at a named point, e.g. after_create
 Sleep = Callable[[float], Awaitable[None]]
-
-
-def crash_point(name: str) -> None:
-    if os.environ.get(CRASH_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def step_fingerprint(key_prefix: str) -> str:
@@ -64,15 +58,18 @@ def step_fingerprint(key_prefix: str) -> str:
 
 
 def connection_of(runtime: StepRuntime) -> dict[str, Any]:
+    """How to reach the provider (stored with each batch, so `cancel` can too): never a key."""
     plan = runtime.plan
     return {"base_url": plan.base_url, "api_key_env": plan.api_key_env, "api": plan.api or "chat",
-            "strict": plan.strict}
+            "strict": plan.strict, "options": plan.provider_options}
 
 
 def batch_provider_for(provider: str, connection: dict[str, Any], timeout_s: float) -> BatchProvider:
+    """The batch adapter with the realtime client's settings (spec `model.options` included)."""
+    options = {**(connection.get("options") or {}), "api": connection.get("api") or "chat",
+               "strict": connection.get("strict")}
     config = ProviderConfig(provider=provider, base_url=connection.get("base_url"),
-                            api_key_env=connection.get("api_key_env"), timeout_s=timeout_s,
-                            options={"api": connection.get("api") or "chat", "strict": connection.get("strict")})
+                            api_key_env=connection.get("api_key_env"), timeout_s=timeout_s, options=options)
     return create_batch_provider(config)
 
 
@@ -131,11 +128,14 @@ class BatchExecutor:
         finally:
             await self.sink.flush()
             for lane in self.lanes:
+                lane.hand_back()
                 await lane.provider.aclose()
         return sum(len(lane.live) for lane in self.lanes)
 
     def _open(self, work: StepWork) -> _Lane:
         runtime = self.steps[work.step.name]
+        if runtime.plan.mode != "batch":  # a realtime step collecting earlier batches: batch rate
+            runtime = replace(runtime, plan=runtime.plan.model_copy(update={"mode": "batch"}))
         connection = connection_of(runtime)
         timeout = float(self.limits.get("request_timeout_s", 120))
         provider = batch_provider_for(runtime.plan.provider, connection, timeout)
@@ -189,6 +189,7 @@ class _Lane:
         self.judge: RowJudge | None = None
 
     def open(self, work: StepWork) -> None:
+        self.work, self.collect_only = work, work.step.mode != "batch"
         ledger = self.ex.ledger
         in_flight: set[str] = set()
         for batch in ledger.live_batches(self.fp):
@@ -210,7 +211,7 @@ class _Lane:
         changed = False
         for batch in [b for b in self.live.values() if b.state == "intent"]:
             changed |= await self._reconcile(batch)
-        while self.queue and not self.ex.stop.stopped:
+        while self.queue and not self.collect_only and not self.ex.stop.stopped:
             if any(b.state == "intent" for b in self.live.values()):
                 break  # an unresolved create first: never two uncertain batches at once
             chunk = self._next_chunk()
@@ -244,6 +245,11 @@ class _Lane:
             chunk.size, chunk.tokens, chunk.reserved = (chunk.size + len(line), chunk.tokens + item.input_tokens,
                                                         chunk.reserved + cost)
         return chunk if chunk.keys else None
+
+    def hand_back(self) -> None:
+        """A collect-only lane leaves its rows still without an answer to the realtime executor."""
+        if self.collect_only:
+            self.work.pending = dict.fromkeys(self.queue)
 
     def _request(self, item: WorkItem) -> LLMRequest:
         p = self.plan

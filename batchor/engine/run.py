@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from batchor.engine.batch import BatchExecutor, BatchOptions
+from batchor.engine.batch_handover import realtime_after_batches
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.realtime import RealtimeExecutor, StepRuntime, StopSignal, WorkItem
@@ -229,7 +230,7 @@ class _Runner:
             return
         batch = [w for w in works if w.step.mode == "batch" and w.pending]
         realtime = [w for w in works if w.step.mode != "batch" and w.pending]
-        jobs = [self._execute(_chain_items(realtime))] if realtime else []
+        jobs = [realtime_after_batches(realtime, self.store, self._execute, self._execute_batches)] if realtime else []
         if batch:
             jobs.append(self._execute_batches(batch))
         with _signals(self.stop, self.options.handle_signals):

@@ -10,6 +10,8 @@ request whether it goes realtime or in a batch.
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -21,6 +23,13 @@ from batchor.providers.base import Completion, LLMRequest, ProviderConfig
 # Normalised batch states (the provider's own word is kept in RemoteBatch.status).
 RUNNING, COMPLETED, FAILED, EXPIRED, CANCELLED = "submitted", "completed", "failed", "expired", "cancelled"
 ENDED = (COMPLETED, FAILED, EXPIRED, CANCELLED)
+CRASH_ENV = "BATCHOR_TEST_CRASH_AT"  # tests: die (SIGKILL) at a named point, e.g. after_create
+
+
+def crash_point(name: str) -> None:
+    """Crash tests kill the process here when CRASH_ENV names this point (engine and adapters)."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True, slots=True)

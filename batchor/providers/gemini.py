@@ -194,6 +194,8 @@ async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
                                   hint="check model.params against GenerateContentConfig") from None
     except auth_errors.GoogleAuthError as exc:
         raise AuthenticationError(f"Google credentials failed: {redact(str(exc), [secret or ''])}") from None
+    except TimeoutError:  # aiohttp's per-request timeout (httpx raises one of its TransportErrors)
+        raise TransientProviderError("request timed out") from None
     except _transport_errors() as exc:
         detail = redact(str(exc) or type(exc).__name__, [secret or ""])
         raise TransientProviderError(f"connection error: {detail}") from None
@@ -202,11 +204,12 @@ async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
-    """httpx/httpx2 transport errors (google-genai uses whichever is installed)."""
+    """Transport errors of every HTTP stack google-genai may run on: httpx or httpx2, and aiohttp,
+    which the SDK picks by itself whenever it is installed (it is: the OpenAI adapter uses it)."""
     found: list[type[BaseException]] = []
-    for module in ("httpx2", "httpx"):
+    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError"), ("aiohttp", "ClientError")):
         try:
-            found.append(__import__(module).TransportError)
+            found.append(getattr(__import__(module), name))
         except (ImportError, AttributeError):
             continue
     return tuple(found)

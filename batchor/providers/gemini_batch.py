@@ -1,17 +1,20 @@
-"""Gemini batch jobs (google-genai `client.batches`): inline requests keyed by metadata, tagged by
-`display_name` = the local batch id.
+"""Gemini batch jobs (google-genai `client.batches`), tagged by `display_name` = the local batch id.
 
-Requests reuse the realtime `to_body` (the SDK turns its snake_case config into the REST request,
-as it does for `generate_content`); results are read back per `metadata.key` through the
-realtime `parse_result`, which accepts the SDK's snake_case dumps. Chunks stay below the
-inline limit (about 20 MB of requests), so no request file has to be uploaded.
+A chunk whose requests fit the inline limit (about 20 MB per create call) goes inline: one call,
+results inline in the job. A larger chunk is written as a JSONL file (`{"key", "request"}` per
+line, up to 2 GB), uploaded through the File API under the batch's id, and its results come back
+as a file. Inline requests reuse the realtime `to_body` (the SDK turns its snake_case config into
+REST); file lines must already be REST JSON, so `rest_request` converts them through the SDK's own
+config type. Results, inline or from a file, go through the realtime `parse_result` (it reads the
+REST camelCase of a file as well as the SDK's snake_case dumps of inline results).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import IO, Any
 
 from batchor.errors import BatchCreateUnknownError, ProviderError, TransientProviderError
 from batchor.providers.base import LLMRequest, ProviderConfig
@@ -25,25 +28,58 @@ from batchor.providers.batch import (
     BatchTag,
     RemoteBatch,
     RowResult,
+    crash_point,
 )
 from batchor.providers.gemini import _mapped_errors, error_for, parse_result, to_body
 from batchor.providers.gemini import create as create_realtime
 
 INLINE_MAX_BYTES = 19 * 1024 * 1024  # the API takes inline requests up to about 20 MB per job
-LIMITS = BatchLimits(max_requests=100_000, max_bytes=INLINE_MAX_BYTES)
+INLINE_OPTION = "batch_inline_max_bytes"  # model.options: a lower inline limit (larger chunks use a file)
+# Input files take up to 2 GB; chunks are measured as inline requests, a little off the file's size.
+FILE_MAX_BYTES = 1900 * 1024 * 1024
+LIMITS = BatchLimits(max_requests=100_000, max_bytes=FILE_MAX_BYTES)
 RECONCILE_PAGES = 20  # list pages searched for a tag (100 jobs each)
 _STATES = {"SUCCEEDED": COMPLETED, "FAILED": FAILED, "CANCELLED": CANCELLED, "EXPIRED": EXPIRED}
+# GenerateContentConfig fields that sit on the REST request itself, not in its generationConfig.
+_REQUEST_FIELDS = frozenset({"systemInstruction", "safetySettings", "tools", "toolConfig", "labels",
+                             "cachedContent", "serviceTier", "continuationToken", "store"})
+_SDK_ONLY = frozenset({"httpOptions", "shouldReturnHttpResponse", "automaticFunctionCalling"})
 
 
 def encode_request(request: LLMRequest) -> bytes:
     """One inline request: the realtime arguments (model, contents, config) plus metadata.key."""
-    line = {**to_body(request), "metadata": {"key": request.key}}
-    return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _dumps({**to_body(request), "metadata": {"key": request.key}})
 
 
-def parse_inlined(item: dict[str, Any]) -> RowResult | None:
-    """A row of `dest.inlined_responses` (SDK dump); None when it carries no key."""
-    key = (item.get("metadata") or {}).get("key")
+def rest_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The REST `GenerateContentRequest` for `to_body`'s arguments (a file line is sent as written).
+
+    The SDK's config type validates the config as realtime does and names its fields in camelCase
+    (schemas stay as written); request-level fields move out of `generationConfig`."""
+    from google.genai import types
+
+    config = types.GenerateContentConfig.model_validate(body.get("config") or {})
+    request: dict[str, Any] = {"contents": body["contents"]}
+    generation: dict[str, Any] = {}
+    for name, value in config.model_dump(mode="json", by_alias=True, exclude_none=True).items():
+        if name not in _SDK_ONLY:
+            (request if name in _REQUEST_FIELDS else generation)[name] = value
+    if isinstance(request.get("systemInstruction"), str):
+        request["systemInstruction"] = {"parts": [{"text": request["systemInstruction"]}]}
+    if generation:
+        request["generationConfig"] = generation
+    return request
+
+
+def file_line(line: bytes) -> bytes:
+    """An encoded inline request as a line of the JSONL input file: its key and REST request."""
+    item = json.loads(line)
+    return _dumps({"key": item["metadata"]["key"], "request": rest_request(item)}) + b"\n"
+
+
+def parse_row(item: dict[str, Any]) -> RowResult | None:
+    """One result: an inline response (key in `metadata`) or a file line (`key`); None without a key."""
+    key = item.get("key") or (item.get("metadata") or {}).get("key")
     if not key:
         return None
     error = item.get("error")
@@ -69,21 +105,48 @@ def remote_from(job: Any) -> RemoteBatch:
 class GeminiBatchProvider:
     name = "gemini"
 
-    def __init__(self, client: Any, *, secret: str | None, limits: BatchLimits = LIMITS) -> None:
+    def __init__(self, client: Any, *, secret: str | None, limits: BatchLimits = LIMITS,
+                 inline_max_bytes: int = INLINE_MAX_BYTES) -> None:
         self.client, self._secret, self.limits = client, secret, limits
+        self.inline_max_bytes = inline_max_bytes
 
     def encode(self, request: LLMRequest) -> bytes:
         return encode_request(request)
 
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
-        requests = [json.loads(line) for line in lines]
+        model = json.loads(lines[0])["model"]
+        if sum(map(len, lines)) <= self.inline_max_bytes:
+            src: Any = [json.loads(line) for line in lines]
+        else:
+            src = await self._upload(tag, lines)
+            crash_point("after_upload")
         try:
             async with _mapped_errors(self._secret):
-                job = await self.client.aio.batches.create(model=requests[0]["model"], src=requests,
+                job = await self.client.aio.batches.create(model=model, src=src,
                                                            config={"display_name": tag.batch_id})
         except TransientProviderError as exc:
             raise BatchCreateUnknownError(f"batch create for {tag.batch_id}: {exc.message}") from None
         return remote_from(job)
+
+    async def _upload(self, tag: BatchTag, lines: list[bytes]) -> str:
+        """The chunk as a JSONL file at the File API, named after the batch; returns its name.
+
+        An upload creates no job: when it fails, or the process dies before the create, the
+        engine finds no job for the tag and sends the rows again (the file expires in 48 h)."""
+        with tempfile.TemporaryFile() as handle:  # on disk: the file may be far larger than a request
+            async with _mapped_errors(self._secret):  # an invalid config fails here, as it would inline
+                handle.writelines(file_line(line) for line in lines)
+            handle.seek(0)
+            return await self._send_file(tag, handle)
+
+    async def _send_file(self, tag: BatchTag, handle: IO[bytes]) -> str:
+        config = {"name": tag.batch_id, "display_name": tag.batch_id, "mime_type": "jsonl"}
+        try:
+            async with _mapped_errors(self._secret):
+                uploaded = await self.client.aio.files.upload(file=handle, config=config)
+        except (KeyError, ValueError) as exc:  # the SDK's checks of the resumable-upload replies
+            raise TransientProviderError(f"file upload for {tag.batch_id} failed: {exc}") from None
+        return str(uploaded.name)
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
         async with _mapped_errors(self._secret):
@@ -103,10 +166,29 @@ class GeminiBatchProvider:
 
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
         dest = remote.handle
+        if getattr(dest, "file_name", None):
+            async with _mapped_errors(self._secret):
+                data = await self.client.aio.files.download(file=dest.file_name)
+            for raw in data.splitlines():
+                row = parse_row(json.loads(raw)) if raw.strip() else None
+                if row is not None:
+                    row.raw = raw
+                    yield row
+            if remote.tag:
+                await self._forget_input(remote.tag)
+            return
         for item in getattr(dest, "inlined_responses", None) or []:
-            row = parse_inlined(item.model_dump(mode="json", exclude_none=True))
+            row = parse_row(item.model_dump(mode="json", exclude_none=True))
             if row is not None:
                 yield row
+
+    async def _forget_input(self, tag: str) -> None:
+        """Delete a read job's input file: uploads count against the project's file storage."""
+        try:
+            async with _mapped_errors(self._secret):
+                await self.client.aio.files.delete(name=f"files/{tag}")
+        except ProviderError:
+            pass  # already gone, or it expires within 48 h anyway
 
     async def cancel(self, remote_id: str) -> RemoteBatch:
         async with _mapped_errors(self._secret):
@@ -118,6 +200,11 @@ class GeminiBatchProvider:
         self.client.close()
 
 
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 def create(config: ProviderConfig, info: Any) -> GeminiBatchProvider:
     realtime = create_realtime(config, info)  # same key, base URL and single-attempt transport
-    return GeminiBatchProvider(realtime.client, secret=realtime._secret)
+    inline = min(int(config.options.get(INLINE_OPTION) or INLINE_MAX_BYTES), INLINE_MAX_BYTES)
+    return GeminiBatchProvider(realtime.client, secret=realtime._secret, inline_max_bytes=inline)

@@ -59,6 +59,7 @@ class World:
     def __init__(self) -> None:
         self.jobs: dict[str, Job] = {}
         self.files: dict[str, dict[str, Any]] = {}
+        self.uploads: dict[str, dict[str, Any]] = {}  # resumable uploads not finalized yet
 
     def create(self, fake: Fake, job: Job) -> Job:
         for row in job.rows:
@@ -138,8 +139,9 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
     if action is not None and action != "malformed":
         status = int(action.removeprefix("error_")) if isinstance(action, str) else int(action)
         fake.stats.faults[str(action)] += 1
+        # A rate-limited row says when to retry (Gemini: RetryInfo); a spent quota is the "quota" fault.
         return status, provider.error_body(status, f"Request failed with status {status} (injected fault).",
-                                           call, 0.0)
+                                           call, 1.0 if status == 429 else 0.0)
     answer = build_answer(call, malformed=action == "malformed")
     fake.stats.by_prompt[prompt_key(call.prompt)] += 1
     fake.stats.input_tokens += answer.input_tokens

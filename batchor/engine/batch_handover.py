@@ -1,0 +1,62 @@
+"""Realtime after batch: a step runs realtime while batches of its requests are still in flight.
+
+After `apply --mode batch --no-wait`, a later apply may run the same step realtime (the spec or
+`--mode` changed). Sending its rows again would pay for them twice, so rows that sit in a live
+batch of the same request family are held back: the batch executor collects those batches (it
+polls them to the end, or leaves them in flight with `--no-wait`, as in batch mode) while the other
+rows go realtime; rows that come back without an answer (expired, cancelled, retryable errors)
+are then sent realtime too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from batchor.engine.batch import step_fingerprint
+from batchor.engine.realtime import WorkItem
+from batchor.engine.work import StepWork
+from batchor.state.batches import BatchLedger
+
+
+async def realtime_after_batches(works: list[StepWork], store: Any,
+                                 send: Callable[[Iterator[WorkItem]], Awaitable[None]],
+                                 collect: Callable[[list[StepWork]], Awaitable[None]]) -> None:
+    """Run realtime `works`; rows held in live batches are collected by `collect`, not sent.
+
+    `collect` runs the batch executor, which only collects for realtime steps and leaves the rows
+    still without an answer in the held works' `pending`."""
+    held = hold_batched_rows(store, works)
+    jobs = [send(_items(works))] if any(w.pending for w in works) else []
+    if held:
+        jobs.append(collect(held))
+    await asyncio.gather(*jobs)
+    leftovers = [w for w in held if w.pending]
+    if leftovers:
+        await send(_items(leftovers))
+
+
+def hold_batched_rows(store: Any, works: list[StepWork]) -> list[StepWork]:
+    """Move each work's pending keys that sit in a live batch to a copy of the work, returned."""
+    ledger = BatchLedger(store)
+    held: list[StepWork] = []
+    for work in works:
+        in_batches: set[str] = set()
+        for batch in ledger.live_batches(step_fingerprint(work.step.key_prefix)):
+            in_batches.update(ledger.batch_keys(batch.batch_id))
+        keys = [key for key in work.pending if key in in_batches]
+        if not keys:
+            continue
+        part = copy.copy(work)
+        part.pending = dict.fromkeys(keys)
+        for key in keys:
+            del work.pending[key]
+        held.append(part)
+    return held
+
+
+def _items(works: list[StepWork]) -> Iterator[WorkItem]:
+    for work in works:
+        yield from work.items()
