@@ -2,13 +2,16 @@
 
 Order of checks before any call: budget (upper bound vs --max-cost, unpriced models), the plan
 still matches its input and the cache, the provider keys exist. Then steps run wave by wave
-(a wave = steps whose inputs are ready); every answer is stored as it arrives.
+(a wave = steps whose inputs are ready), and realtime steps of later waves start row by row as
+their inputs are stored (pipeline.py); every answer is stored as it arrives.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
+import functools
 import os
 import signal
 import threading
@@ -22,6 +25,7 @@ from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress, ignore
+from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
 from batchor.engine.realtime import RealtimeExecutor, StepRuntime, StopSignal, WorkItem
 from batchor.engine.shared import SharedRun
 from batchor.engine.sink import ResultSink
@@ -74,6 +78,12 @@ def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
         raise NoPriceError(
             f"no price known for {', '.join(totals.unpriced_models)}, so --max-cost cannot be enforced",
             hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block")
+    if totals.unbounded:
+        raise CostLimitError(
+            f"step(s) {', '.join(totals.unbounded)} run once per element of a fan-out with no bound, so the plan "
+            "has no upper-bound cost and --max-cost cannot be enforced; nothing was sent",
+            hint="set `max_fanout:` on the fan-out SQL step, or `maxItems` on the list it unnests "
+                 "in the upstream step's schema", plan=plan)
     if totals.cost_upper > max_cost + 1e-12:
         raise CostLimitError(
             f"the plan may cost up to ${totals.cost_upper:.4f} (expected ${totals.cost_expected:.4f}), "
@@ -150,6 +160,8 @@ class _Runner:
         self.stop = StopSignal()
         self.runtimes: dict[str, StepRuntime] = {}
         self.in_flight = 0  # provider batches left running (apply --no-wait)
+        self._pipeline: Pipeline | None = None  # the current wave's followers (see pipeline.py)
+        self._feed: Pipeline | None = None  # ... until a realtime executor takes it
         self._user_emit = options.emit
         self._last_saved = time.monotonic()
         self.options = _with_emit(options, self._emit)
@@ -162,7 +174,13 @@ class _Runner:
             p, r = self.progress, self.run_record
             r.requests, r.succeeded, r.failed, r.cached = p.total, p.succeeded, p.failed, p.cached
             r.skipped, r.cost_usd, r.input_tokens, r.output_tokens = p.skipped, p.cost_usd, p.input_tokens, p.output_tokens
-            self.store.finish_run(r, final=False)
+            # Off the event loop (a state write takes milliseconds); the loop's Runner waits for it on
+            # close, so it lands before the final finish_run in _finish.
+            save = functools.partial(self.store.finish_run, dataclasses.replace(r), final=False)
+            try:
+                asyncio.get_running_loop().run_in_executor(None, save)
+            except RuntimeError:  # no event loop here
+                save()
 
     def run(self) -> StopSignal:
         self._create_providers()
@@ -170,12 +188,18 @@ class _Runner:
         # to the loop that opened them, so closing them on a fresh loop fails.
         with asyncio.Runner() as runner:
             try:
+                done: set[str] = set()
                 for wave in self.plan.header.waves():
+                    wave = [s for s in wave if s.name not in done]  # pipelined into an earlier wave
                     for step in (s for s in wave if s.provider == "sql"):
                         self._run_sql(step)
                     works = [self._scan(step) for step in wave if step.provider != "sql"]
+                    done |= {s.name for s in wave}
+                    self._pipeline = self._feed = self._start_pipeline(works, done)
                     if any(w.pending for w in works):
                         runner.run(self._execute_wave(works))
+                    if self._pipeline is not None and self._pipeline.complete:
+                        done |= set(self._pipeline.followers)
                     if self.in_flight:  # --no-wait: later waves need these answers first
                         self.stop.stop("in_flight", f"{self.in_flight} provider batch(es) in flight")
                     if self.stop.stopped:
@@ -183,6 +207,24 @@ class _Runner:
             finally:
                 runner.run(self._close_providers())
         return self.stop
+
+    def _start_pipeline(self, works: list[StepWork], done: set[str]) -> Pipeline | None:
+        """Realtime steps of later waves that start row by row during this wave (see pipeline.py).
+
+        Not in shared (PostgreSQL) runs, where workers claim each wave's requests, nor in mock
+        rehearsals, whose instant answers gain nothing from it (the answers are the same)."""
+        if self.shared is not None or self.plan.header.mocked or self.limits.get("pipeline") is False:
+            return None
+        if not any(w.pending and w.step.mode != "batch" for w in works):
+            return None
+        steps = followers(self.plan.header.steps, done, [w.step for w in works], set(self.runtimes))
+        if not steps:
+            return None
+        pipeline = Pipeline(self.plan, self.store, works, steps, refresh=self.options.refresh,
+                            progress=self.progress, stop=self.stop)
+        for step in steps:
+            self.options.emit(Event("step_started", {"step": step.name, "pipelined": True}))
+        return pipeline
 
     def _scan(self, step: StepPlan) -> StepWork:
         refresh = step.name in self.options.refresh or "*" in self.options.refresh
@@ -239,14 +281,18 @@ class _Runner:
     async def _execute(self, items: Iterator[WorkItem]) -> None:
         # Shared state: each answer is committed before its slot sends again, so a worker that
         # dies loses at most its in-flight requests (others take over the rest of its claims).
-        sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw,
-                          **({"flush_rows": 1} if self.shared is not None else {}))
-        executor = RealtimeExecutor(self.runtimes, limits=self.limits, budget=self.budget, sink=sink,
-                                    progress=self.progress, emit=self.options.emit, stop=self.stop,
-                                    seed=self.options.seed)
+        feed, self._feed = self._feed, None  # a wave's pipeline feeds its first realtime run only
+        sink_args = (self.store, self.run_record.run_id)
+        sink_options = {"keep_raw": self.plan.header.keep_raw, **({"flush_rows": 1} if self.shared is not None else {})}
+        sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)
+        options = {"limits": self.limits, "budget": self.budget, "sink": sink, "progress": self.progress,
+                   "emit": self.options.emit, "stop": self.stop, "seed": self.options.seed}
+        executor = PipelinedExecutor(feed, self.runtimes, **options) if feed else RealtimeExecutor(self.runtimes, **options)
         if self.shared is not None:
             executor.limiter = self.shared.limiter(executor.limiter, self.runtimes)
         await executor.run(items)
+        if feed:
+            await feed.finish()
 
     async def _execute_batches(self, works: list[StepWork]) -> None:
         sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw,

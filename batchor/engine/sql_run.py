@@ -1,28 +1,36 @@
 """Apply-time SQL steps: evaluate the query over all rows once upstream answers are stored,
-and store its per-row results like answers so output, status and later steps read them."""
+and store its per-row results like answers so output, status and later steps read them.
+
+A SQL step is a barrier: it sees every row at once (joins, aggregates). A fan-out step stores
+per row the list of its elements; the element rows later steps run on are derived from it.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pyarrow as pa
 
+from batchor.engine.rows import JobRows
+from batchor.plan.grain import rows_table
 from batchor.plan.model import StepPlan
 from batchor.plan.sql_step import evaluate, result_key
 from batchor.plan.store import CompiledPlan
-from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import RESULT_SCHEMA
 
 
 def run_sql_step(plan: CompiledPlan, step: StepPlan, store: Any, run_id: str) -> tuple[int, int]:
     """Returns (rows answered, rows left out)."""
-    columns = [c for c in plan.data_columns() if not c.startswith("__req.")]
-    rows = pa.Table.from_batches(list(plan.iter_batches(columns)))
-    row_keys = rows.column(ROW_KEY).to_pylist()
-    upstream = {dep: _answers(store, plan, dep, row_keys) for dep in step.depends_on}
-    plans = {s.name: s for s in plan.header.steps}
-    outputs = evaluate(step, rows, upstream, plans, plan.header.base_dir)
+    rows_of = JobRows(plan, store)
+    tables, row_keys = [], []
+    upstream: dict[str, list[Any]] = {dep: [] for dep in step.depends_on}
+    for inputs, rows in rows_of.batches(step.grain):
+        tables.append(rows_table(inputs, rows))
+        for row in rows:
+            row_keys.append(row.key)
+            for dep, value in rows_of.upstream(step, row).items():
+                upstream[dep].append(value)
+    outputs = evaluate(step, pa.concat_tables(tables), upstream, rows_of.plans, plan.header.base_dir)
     keys = [result_key(step, k, outputs[k]) if k in outputs else None for k in row_keys]
     answered = [(key, outputs[k]) for k, key in zip(row_keys, keys) if key is not None]
     n = len(answered)
@@ -35,14 +43,3 @@ def run_sql_step(plan: CompiledPlan, step: StepPlan, store: Any, run_id: str) ->
     store.add_run_requests(plan.job_id, step.name, pa.table({"row_key": pa.array(row_keys, pa.string()),
                                                               "request_key": pa.array(keys, pa.string())}))
     return n, len(row_keys) - n
-
-
-def _answers(store: Any, plan: CompiledPlan, dep: str, row_keys: list[str]) -> list[Any]:
-    table = store.job_results(plan.job_id, dep)
-    structured = plan.header.step(dep).schema is not None
-    found = {}
-    for row_key, status, output in zip(table.column("row_key").to_pylist(), table.column("status").to_pylist(),
-                                       table.column("output").to_pylist()):
-        if status == "succeeded":
-            found[row_key] = json.loads(output) if structured else output
-    return [found.get(k) for k in row_keys]

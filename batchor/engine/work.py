@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.engine.realtime import WorkItem
+from batchor.engine.rows import JobRows, input_values
 from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.store import CompiledPlan
@@ -35,6 +36,7 @@ class StepWork:
         self.cached = 0
         self.skipped = 0
         self.rows = 0
+        self.rows_of = JobRows(plan, store)  # rows at the step's grain, with upstream answers
 
     def scan(self) -> None:
         """Pass 1: map rows to requests, record the mapping, find the keys without an answer."""
@@ -85,30 +87,27 @@ class StepWork:
 
     def _rendered(self) -> Iterator[tuple[pa.Array, pa.Array, list, list]]:
         """Render a dependent step for rows whose upstream answers all succeeded."""
-        upstream = {dep: self._answers(dep) for dep in self.step.depends_on}
         env = make_environment(Path(self.plan.header.base_dir))
         tpl = compile_step(env, self.step.name, self.step.system, self.step.prompt, self.step.when,
                            set(self.step.depends_on))
         counter = get_counter(self.step.provider, self.step.model)
-        columns = [c for c in self.plan.data_columns() if not c.startswith("__req.")]
-        for batch in self.plan.iter_batches(columns):
-            row_keys = batch.column(0).to_pylist()
+        for inputs, rows in self.rows_of.batches(self.step.grain):
+            values = input_values(inputs)
             keys, bodies, lists = [], [], []
-            for row_key, row in zip(row_keys, batch.to_pylist()):
-                row.pop(ROW_KEY, None)
-                answers = {dep: upstream[dep].get(row_key) for dep in upstream}
+            for row in rows:
+                answers = self.rows_of.upstream(self.step, row)
                 if any(a is None for a in answers.values()):
                     keys.append(None), bodies.append(None)
                     self.blocked += 1
                     continue
-                body, messages = self._render(tpl, row_key, {"row": row, **answers})
+                body, messages = self._render(tpl, row.key, {"row": values[row.index], **answers})
                 keys.append(None if body is None else request_key_from_json(self.step.key_prefix, body))
                 bodies.append(body)
                 if messages is not None:
                     lists.append(messages)
             counts = iter(counter.count_messages_batch(lists))
             tokens = [next(counts) if b is not None else None for b in bodies]
-            yield pa.array(row_keys, pa.string()), pa.array(keys, pa.string()), bodies, tokens
+            yield pa.array([r.key for r in rows], pa.string()), pa.array(keys, pa.string()), bodies, tokens
 
     def _render(self, tpl: Any, row_key: str, context: dict) -> tuple[str | None, list | None]:
         try:
@@ -118,13 +117,3 @@ class StepWork:
         except Exception as exc:  # noqa: BLE001
             raise render_error(self.step.name, exc, row_key) from None
         return canonical_json(messages), messages
-
-    def _answers(self, dep: str) -> dict[str, Any]:
-        table = self.store.job_results(self.plan.job_id, dep)
-        plan = self.plan.header.step(dep)
-        answers: dict[str, Any] = {}
-        for row_key, status, output in zip(table.column("row_key").to_pylist(), table.column("status").to_pylist(),
-                                           table.column("output").to_pylist()):
-            if status == "succeeded":
-                answers[row_key] = json.loads(output) if plan.schema is not None else output
-        return answers

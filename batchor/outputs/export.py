@@ -4,10 +4,15 @@
 Plan rows stream in order with each step's stored answer attached (looked up by row key in
 Arrow), and an in-memory DuckDB projects and writes them: a million rows export without Python
 objects per row, and without a join and sort over the whole table.
+
+With a fan-out (plan/grain.py) the file has one row per element of the deepest fan-out, in input
+order then element order: the input columns and earlier answers repeat on each element row, and
+`_row_key` is the element's key (`<row_key>#<n>`). An input row without elements stays one row.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -19,6 +24,7 @@ import pyarrow.compute as pc
 
 from batchor.errors import OutputError
 from batchor.outputs.schemas import flatten_fields
+from batchor.plan.grain import element_key, fanout_parents, lineage
 from batchor.plan.model import StepPlan
 from batchor.plan.store import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
@@ -95,7 +101,9 @@ def write_output(plan: CompiledPlan, store: Any, path: Path | None = None, fmt: 
     _check_target(target)
     db = duckdb.connect(":memory:")
     try:
-        db.register("rows", _aligned_rows(plan, [store.job_results(plan.job_id, s.name) for s in plan.header.steps]))
+        results = [store.job_results(plan.job_id, s.name) for s in plan.header.steps]
+        fanned = any(s.fan_out for s in plan.header.steps)
+        db.register("rows", _element_rows(plan, results) if fanned else _aligned_rows(plan, results))
         query = build_output_sql(plan)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
@@ -149,6 +157,54 @@ def _aligned_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.RecordBatch
             offset += n
 
     return pa.RecordBatchReader.from_batches(schema, attached())
+
+
+def _element_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.Table:
+    """Like `_aligned_rows`, with each row repeated once per element of the fan-outs under it."""
+    steps = plan.header.steps
+    base = pa.Table.from_batches(list(plan.iter_batches([ROW_KEY] + list(plan.header.input.columns))))
+    take = pa.array(range(base.num_rows), pa.int64())
+    keys: dict[str | None, pa.Array] = {None: base.column(ROW_KEY).combine_chunks()}
+    elements: dict[str, pa.Array] = {}
+    by_name = {s.name: r for s, r in zip(steps, results)}
+    parents = fanout_parents(steps)
+    for fan in list(reversed(lineage(max(parents, key=lambda f: len(lineage(f, parents))), parents)))[1:]:
+        frame = pa.table({"i": pa.array(range(len(take)), pa.int64()), "parent": keys[parents[fan]]})
+        joined = frame.join(_elements(by_name[fan]), "parent", join_type="left outer")
+        joined = joined.sort_by([("i", "ascending"), ("n", "ascending")])
+        pick = joined.column("i").combine_chunks()
+        take = take.take(pick)
+        keys = {grain: k.take(pick) for grain, k in keys.items()}
+        elements = {name: e.take(pick) for name, e in elements.items()}
+        keys[fan] = joined.column("key").combine_chunks()
+        elements[fan] = joined.column("element").combine_chunks()
+    table = base.take(take)
+    deepest = [keys[g] for g in reversed(list(keys))]
+    table = table.set_column(0, ROW_KEY, pc.coalesce(*deepest) if len(deepest) > 1 else deepest[0])
+    for i, (step, result) in enumerate(zip(steps, results)):
+        at = keys[step.grain]
+        aligned = _align(result, at)
+        if step.fan_out:  # its answer per element row is that element
+            aligned = aligned.set_column(aligned.schema.get_field_index("output"), "output", elements[step.name])
+        # An element row that does not exist at this step's grain was left out: mapped, not pending.
+        aligned = aligned.set_column(0, "row_key", pc.if_else(pc.is_null(at), "", aligned.column("row_key")))
+        table = table.append_column(_RESULT.format(i), pa.StructArray.from_arrays(
+            [c.combine_chunks() for c in aligned.columns], fields=list(aligned.schema)))
+    return table
+
+
+def _elements(result: pa.Table) -> pa.Table:
+    """A fan-out step's stored lists as one row per element: parent key, n, element key and JSON."""
+    parent, n, key, element = [], [], [], []
+    for row_key, status, output in zip(result.column("row_key").to_pylist(), result.column("status").to_pylist(),
+                                       result.column("output").to_pylist()):
+        if status != "succeeded" or output is None:
+            continue
+        for i, item in enumerate(json.loads(output), 1):
+            parent.append(row_key), n.append(i), key.append(element_key(row_key, i))
+            element.append(json.dumps(item, ensure_ascii=False, separators=(",", ":")))
+    return pa.table({"parent": pa.array(parent, pa.string()), "n": pa.array(n, pa.int64()),
+                     "key": pa.array(key, pa.string()), "element": pa.array(element, pa.string())})
 
 
 def _align(result: pa.Table, row_keys: pa.ChunkedArray) -> pa.Table:

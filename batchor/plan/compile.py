@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 import batchor
 from batchor.errors import InputError, SpecError
 from batchor.plan.dependent import (
@@ -67,7 +69,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
         columns, fingerprint = reader.columns, source.fingerprint()
     finally:
         reader.close()
-    rows = tallies[roots[0].name].rows if roots else 0
+    rows = pq.read_metadata(tmp).num_rows  # input rows (also when the first step is SQL)
     counted = [_with_counts(s, tallies.get(s.name), rows, spec.limits.batch_threshold) for s in steps]
     header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
     header = _with_changes(header, Path(tmp), state)
@@ -128,13 +130,14 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
     """Known requests priced exactly; projected rows at the upper bound, expected x selectivity."""
     known = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run, tally.input_tokens,
                     estimated=not step.token_count_exact)
+    known = known.model_copy(update={"elements": tally.elements, "unbounded": tally.unbounded})
     if not tally.projected:
         return known
     if step.provider == "sql":  # computed locally: projected rows cost nothing
         return known.model_copy(update={"projected": tally.projected})
     per_row = tally.projected_tokens_per_row
     upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * per_row, estimated=True)
-    share = tally.selectivity
+    share = tally.selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
     return known.model_copy(update={
         "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + upper.input_tokens,
         "output_tokens_expected": known.output_tokens_expected + int(upper.output_tokens_expected * share),
@@ -174,7 +177,8 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
         output_tokens_upper=sum(s.counts.output_tokens_upper for s in steps),
         cost_expected=sum(s.counts.cost_expected for s in steps),
         cost_upper=sum(s.counts.cost_upper for s in steps), unpriced_models=unpriced,
-        estimates=any(s.counts.estimated for s in steps))
+        estimates=any(s.counts.estimated for s in steps),
+        unbounded=[s.name for s in steps if s.counts.unbounded and s.provider != "sql"])
     return PlanHeader(
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         batchor_version=batchor.__version__, name=spec.name, spec_source=loaded.source,

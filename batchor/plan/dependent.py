@@ -4,7 +4,9 @@ Their requests only exist once the upstream answers do. Where those answers are 
 state, the request is rendered now and checked against the cache like any other, so re-planning
 an unchanged pipeline shows nothing to run. Where they are not, the rows are projected: counted
 as to run (the upper bound) with a token estimate from a sample render, and the expected cost is
-scaled by the `when` selectivity seen on rows that could be evaluated.
+scaled by the `when` selectivity seen on rows that could be evaluated. Below a fan-out (see
+grain.py) a row whose list is not known yet stands for `max_fanout` element rows (the upper
+bound; unbounded without one), and for the elements seen per row so far in the expected cost.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow.parquet as pq
 
 from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.outputs.sample_values import sample_value
+from batchor.plan.grain import Row, children, element_key, input_rows, order_steps, rows_table, upstream
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.sql_step import evaluate
 from batchor.plan.tokens import get_counter
@@ -33,7 +36,10 @@ class DependentTally:
     cached: int = 0
     to_run: int = 0  # requests rendered now (upstream answers known), unique
     input_tokens: int = 0
-    projected: int = 0  # rows whose upstream answers do not exist yet
+    projected: int = 0  # rows whose upstream answers do not exist yet (below a fan-out: at its bound)
+    projected_expected: float = 0.0  # how many of those rows are expected
+    unbounded: bool = False  # some projected rows lie below a fan-out without a bound
+    elements: int = 0  # fan-out steps: element rows of the rows evaluated now
     evaluated: int = 0  # rows where `when` could be evaluated
     projected_tokens_per_row: int = 200
     run_keys: set[str] = field(default_factory=set)
@@ -43,16 +49,10 @@ class DependentTally:
         """Share of evaluated rows that ran (1.0 when nothing could be evaluated)."""
         return 1.0 if not self.evaluated else (self.evaluated - self.skipped) / self.evaluated
 
-
-def order_steps(steps: list[StepPlan]) -> list[StepPlan]:
-    done: set[str] = set()
-    ordered: list[StepPlan] = []
-    while len(ordered) < len(steps):
-        for step in steps:
-            if step.name not in done and set(step.depends_on) <= done:
-                ordered.append(step)
-                done.add(step.name)
-    return ordered
+    def project(self, row: Row) -> None:
+        self.projected += row.weight
+        self.projected_expected += row.expected
+        self.unbounded |= row.unbounded
 
 
 class _Skipped:
@@ -63,6 +63,7 @@ class _Skipped:
 
 
 SKIPPED = _Skipped()
+PROJECTED = object()  # a row whose request cannot be rendered yet
 
 
 def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates],
@@ -73,19 +74,24 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
         return {}
     by_name = {s.name: s for s in steps}
     tallies = {s.name: DependentTally() for s in dependents}
-    roots = [s for s in steps if not s.depends_on]
+    roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
     for batch in pq.ParquetFile(data_path).iter_batches(batch_size=20000):
         table = pa.Table.from_batches([batch])
-        answers = {s.name: _cached_answers(state, s, table.column(req_column(s.name, "key")).to_pylist(), refresh)
-                   for s in roots}
-        row_table = table.select([c for c in table.column_names if not c.startswith("__req.")])
-        rows = row_table.to_pylist()
+        keys = table.column(ROW_KEY).to_pylist()
+        answers = {s.name: dict(zip(keys, _cached_answers(state, s, table.column(req_column(s.name, "key")).to_pylist(),
+                                                          refresh))) for s in roots}
+        inputs = table.select([c for c in table.column_names if not c.startswith("__req.")])
+        row_values = [{k: v for k, v in r.items() if k != ROW_KEY} for r in inputs.to_pylist()]
+        frames: dict[str | None, list[Row]] = {None: input_rows(keys)}
         for step in dependents:
-            if step.provider == "sql":
-                answers[step.name] = _plan_sql(step, row_table, answers, by_name, base_dir, tallies[step.name])
+            rows, tally = frames[step.grain], tallies[step.name]
+            if step.provider != "sql":
+                answers[step.name] = _plan_rows(step, templates[step.name], rows, row_values, answers, by_name,
+                                                state, refresh, tally)
                 continue
-            answers[step.name] = _plan_rows(step, templates[step.name], rows, answers, by_name, state, refresh,
-                                            tallies[step.name])
+            answers[step.name] = _plan_sql(step, inputs, rows, answers, by_name, base_dir, tally)
+            if step.fan_out:
+                frames[step.name] = _fan_out(step, rows, answers[step.name], tally)
     return tallies
 
 
@@ -104,53 +110,77 @@ def _cached_answers(state: Any, step: StepPlan, keys: list[str | None], refresh:
     return [outputs.get(k) if k is not None else SKIPPED for k in keys]
 
 
-PROJECTED = object()  # a row whose request cannot be rendered yet
-
-
-def _plan_sql(step: StepPlan, rows: pa.Table, answers: dict[str, list[Any]], by_name: dict[str, StepPlan],
-              base_dir: str, tally: DependentTally) -> list[Any]:
+def _plan_sql(step: StepPlan, inputs: pa.Table, rows: list[Row], answers: dict[str, dict[str, Any]],
+              by_name: dict[str, StepPlan], base_dir: str, tally: DependentTally) -> dict[str, Any]:
     """Evaluate a SQL step on the rows whose upstream answers are known; it costs nothing."""
-    n = rows.num_rows
-    tally.rows += n
-    states = [_row_state([answers[d][i] for d in step.depends_on]) for i in range(n)]
-    known = {d: [a if states[i] == "known" else None for i, a in enumerate(answers[d])] for d in step.depends_on}
-    outputs = evaluate(step, rows, known, by_name, base_dir) if "known" in states else {}
-    result: list[Any] = []
-    for row_key, state in zip(rows.column(ROW_KEY).to_pylist(), states):
-        if state == "projected":
-            tally.projected += 1
-            result.append(None)
-        elif state == "known" and row_key in outputs:
+    known: list[Row] = []
+    values: dict[str, list[Any]] = {d: [] for d in step.depends_on}
+    result: dict[str, Any] = {}
+    for row in rows:
+        tally.rows += row.weight
+        upstream_values = upstream(step, row, answers, by_name)
+        state = _row_state(list(upstream_values.values()))
+        if state == "known":
+            known.append(row)
+            for dep, value in upstream_values.items():
+                values[dep].append(value)
+        elif state == "projected":
+            tally.project(row)
+            result[row.key] = None
+        else:
+            tally.skipped += row.weight
+            result[row.key] = SKIPPED
+    outputs = evaluate(step, rows_table(inputs, known), values, by_name, base_dir) if known else {}
+    for row in known:
+        if row.key in outputs:
             tally.cached += 1
-            result.append(json.loads(outputs[row_key]))
+            result[row.key] = json.loads(outputs[row.key])
         else:
             tally.skipped += 1
-            result.append(SKIPPED)
+            result[row.key] = SKIPPED
     return result
 
 
-def _row_state(upstream: list[Any]) -> str:
-    if any(v is SKIPPED for v in upstream):
+def _fan_out(step: StepPlan, rows: list[Row], results: dict[str, Any], tally: DependentTally) -> list[Row]:
+    """The element rows below a fan-out step; a projected row stands for up to `max_fanout`."""
+    tally.elements += sum(len(v) for v in results.values() if isinstance(v, list))
+    bound = step.max_fanout
+    mean = tally.elements / tally.cached if tally.cached else float(bound or 1)
+    out: list[Row] = []
+    for row in rows:
+        value = results.get(row.key)
+        if isinstance(value, list):
+            out.extend(children(row, step.name, value))
+        elif value is None:
+            key = element_key(row.key, "*")
+            out.append(Row(key, row.index, {**row.keys, step.name: key}, {**row.elements, step.name: None},
+                           row.weight * (bound or 1), row.expected * mean, row.unbounded or bound is None))
+    return out
+
+
+def _row_state(upstream_values: list[Any]) -> str:
+    if any(v is SKIPPED for v in upstream_values):
         return "skipped"
-    return "projected" if any(v is None for v in upstream) else "known"
+    return "projected" if any(v is None for v in upstream_values) else "known"
 
 
-def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[dict], answers: dict[str, list[Any]],
-               by_name: dict[str, StepPlan], state: Any, refresh: frozenset[str], tally: DependentTally) -> list[Any]:
-    keys: list[str | None] = []
+def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: list[dict],
+               answers: dict[str, dict[str, Any]], by_name: dict[str, StepPlan], state: Any,
+               refresh: frozenset[str], tally: DependentTally) -> dict[str, Any]:
+    keys: list[Any] = []
     messages_known: list[list[dict]] = []
-    for i, row in enumerate(rows):
-        tally.rows += 1
-        upstream = {dep: answers[dep][i] for dep in step.depends_on}
-        if any(v is SKIPPED for v in upstream.values()):
-            tally.skipped += 1
+    for row in rows:
+        tally.rows += row.weight
+        values = upstream(step, row, answers, by_name)
+        if any(v is SKIPPED for v in values.values()):
+            tally.skipped += row.weight
             keys.append(None)
             continue
-        if any(v is None for v in upstream.values()):
-            tally.projected += 1
+        if any(v is None for v in values.values()):
+            tally.project(row)
             keys.append(PROJECTED)
             continue
-        context = {"row": {k: v for k, v in row.items() if k != ROW_KEY}, **upstream}
+        context = {"row": row_values[row.index], **values}
         try:
             tally.evaluated += 1
             if not tpl.should_run(context):
@@ -159,7 +189,7 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[dict], answers: di
                 continue
             messages = tpl.render_messages(context)
         except Exception as exc:  # noqa: BLE001
-            raise render_error(step.name, exc, str(row.get(ROW_KEY))) from None
+            raise render_error(step.name, exc, row.key) from None
         keys.append(request_key_from_json(step.key_prefix, canonical_json(messages)))
         messages_known.append(messages)
     counts = iter(get_counter(step.provider, step.model).count_messages_batch(messages_known))
@@ -176,7 +206,7 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[dict], answers: di
             tally.run_keys.add(key)
             tally.to_run += 1
             tally.input_tokens += tokens
-    return cached
+    return {row.key: answer for row, answer in zip(rows, cached)}
 
 
 def projected_tokens(step: StepPlan, tpl: StepTemplates, sample_row: dict[str, Any],

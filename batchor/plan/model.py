@@ -37,6 +37,8 @@ class StepCounts(_Frozen):
     estimated: bool = False  # token counts are estimates (non-OpenAI tokenizer or projected rows)
     projected: int = 0  # rows whose upstream answers do not exist yet (counted at the upper bound)
     too_long: int = 0  # requests over the model's context window: they fail without a call
+    elements: int = 0  # fan-out steps: element rows known at plan time
+    unbounded: bool = False  # projected rows below a fan-out without a bound: cost_upper is not an upper bound
     changed: int = 0  # of to_run: rows this spec answered before with a different request
 
 
@@ -59,6 +61,9 @@ class StepPlan(_Frozen):
     prompt: str
     when: str | None = None
     depends_on: list[str] = Field(default_factory=list)
+    grain: str | None = None  # rows it has one result per: None = input rows, else that fan-out step's elements
+    fan_out: bool = False  # SQL steps: each row becomes zero or more element rows `<row_key>#<n>`
+    max_fanout: int | None = None  # fan-out steps: most elements per row (None: unbounded)
     mode: str = "realtime"  # realtime | batch (auto is settled when the plan is compiled)
     mode_note: str | None = None  # why this mode, when it was chosen for the user
     price: dict[str, Any] | None = None
@@ -109,6 +114,7 @@ class PlanTotals(_Frozen):
     changed: int = 0
     unpriced_models: list[str] = Field(default_factory=list)
     estimates: bool = False  # some token counts are estimates (non-OpenAI tokenizers)
+    unbounded: list[str] = Field(default_factory=list)  # steps below a fan-out without a bound
 
 
 class PlanHeader(_Frozen):

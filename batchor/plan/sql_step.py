@@ -4,13 +4,16 @@ The query reads `rows` (input columns, `_row_key`, one column per upstream step:
 structured answers, text otherwise) and returns `_row_key` plus any derived columns. It runs
 in-process, costs nothing, and its per-row results are stored like answers (content-addressed),
 so later steps, the output and the cache treat it like any other step. Queries should be
-row-wise (filter, derive, join another file): plan-time evaluation sees rows in batches.
+row-wise (filter, derive, join another file, explode one row's list): plan-time evaluation sees
+rows in batches. A fan-out query may return a row key several times; its result per row is then
+the list of returned rows, in query order (see `grain.py`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from typing import Any
 
 import duckdb
@@ -26,15 +29,24 @@ _JSON_TYPES = {"BIGINT": "integer", "INTEGER": "integer", "SMALLINT": "integer",
                "FLOAT": "number", "BOOLEAN": "boolean", "VARCHAR": "string"}
 
 
-def sql_step_plan(name: str, sql: str, depends_on: list[str], step_names: set[str]) -> StepPlan:
+_UNNEST = re.compile(r"\bunnest\s*\(", re.IGNORECASE)
+_UNNESTED = re.compile(r"\bunnest\s*\(\s*(?:rows\.)?([A-Za-z_]\w*)\.([A-Za-z_]\w*)\s*\)", re.IGNORECASE)
+
+
+def sql_step_plan(name: str, sql: str, depends_on: list[str], step_names: set[str],
+                  fan_out: bool | None = None, max_fanout: int | None = None) -> StepPlan:
     """A StepPlan for a SQL step; its output schema is filled in once the input is known."""
     mentioned = {other for other in step_names - {name} if re.search(rf"\b{re.escape(other)}\b", sql)}
     deps = sorted(set(depends_on) | mentioned)
+    if fan_out is None:  # `unnest(` is how DuckDB explodes a list: plain SQL fans out without a flag
+        fan_out = max_fanout is not None or bool(_UNNEST.search(sql))
+    prefix = request_prefix("sql", "duckdb", {"fan_out": True} if fan_out else {}, None)
     return StepPlan(name=name, provider="sql", model="duckdb", params={}, prompt=sql, depends_on=deps,
+                    fan_out=fan_out, max_fanout=max_fanout,
                     mode="realtime", price={"provider": "sql", "model": "duckdb", "input_per_mtok": 0.0,
                                             "output_per_mtok": 0.0, "source": "local"},
                     token_count_exact=True, max_tokens=0, expected_output_tokens=0,
-                    key_prefix=request_prefix("sql", "duckdb", {}, None) + "\x1f" + sha256_hex(sql))
+                    key_prefix=prefix + "\x1f" + sha256_hex(sql))
 
 
 def derive_schema(step: StepPlan, columns: list[str], upstream: dict[str, StepPlan], base_dir: str) -> StepPlan:
@@ -51,7 +63,27 @@ def derive_schema(step: StepPlan, columns: list[str], upstream: dict[str, StepPl
     properties = {n: {"type": _JSON_TYPES.get(t, "string")} if t in _JSON_TYPES else {}
                   for n, t in zip(names, types) if n != ROW_KEY}
     schema = {"type": "object", "properties": properties}
-    return step.model_copy(update={"schema_": schema})
+    update: dict[str, Any] = {"schema_": schema}
+    if step.fan_out and step.max_fanout is None:
+        update["max_fanout"] = _list_bound(step.prompt, upstream)
+    return step.model_copy(update=update)
+
+
+def _list_bound(sql: str, upstream: dict[str, StepPlan]) -> int | None:
+    """Elements per row from the `maxItems` of each `unnest(step.field)` (None: no bound known).
+
+    A product of the bounds, which holds whether DuckDB zips several unnests or nests them."""
+    found = _UNNESTED.findall(sql)
+    if not found or len(found) != len(_UNNEST.findall(sql)):
+        return None
+    bound = 1
+    for dep, name in found:
+        schema = upstream[dep].schema if dep in upstream else None
+        spec = ((schema or {}).get("properties") or {}).get(name) or {}
+        if not isinstance(spec.get("maxItems"), int):
+            return None
+        bound *= max(1, spec["maxItems"])
+    return bound
 
 
 def evaluate(step: StepPlan, rows: pa.Table, upstream: dict[str, list[Any]], plans: dict[str, StepPlan],
@@ -65,11 +97,18 @@ def evaluate(step: StepPlan, rows: pa.Table, upstream: dict[str, list[Any]], pla
         table = table.append_column(dep, _column(values, plans[dep]))
     result = _run(step, table, base_dir, "")
     keys = result.column(ROW_KEY).to_pylist()
-    if len(set(keys)) != len(keys):
-        raise SpecError(f"steps.{step.name}.sql returned a `{ROW_KEY}` more than once (fan-out)",
-                        hint="return each row once; one row per list element is not supported yet")
     others = [c for c in result.column_names if c != ROW_KEY]
     records = result.select(others).to_pylist()
+    if step.fan_out:
+        elements: dict[str, list[dict]] = {}
+        for key, record in zip(keys, records):
+            elements.setdefault(key, []).append(record)
+        return {key: canonical_json(items) for key, items in elements.items()}
+    if len(set(keys)) != len(keys):
+        twice = next(k for k, n in Counter(keys).items() if n > 1)
+        raise SpecError(f"steps.{step.name}.sql returned `{ROW_KEY}` '{twice}' more than once",
+                        hint="add `fan_out: true` to the step for one row per element or match "
+                             "(later steps then run once per element), or return each row once")
     return {key: canonical_json(record) for key, record in zip(keys, records)}
 
 
@@ -82,6 +121,8 @@ def _run(step: StepPlan, table: pa.Table, base_dir: str, prefix: str) -> pa.Tabl
     db = duckdb.connect(":memory:")
     try:
         db.execute(f"SET file_search_path = '{base_dir.replace(chr(39), chr(39) * 2)}'")
+        if step.fan_out:  # one thread keeps the row order, so element numbers never shuffle
+            db.execute("SET threads = 1")
         db.register("rows", table)
         return db.sql(prefix + step.prompt).to_arrow_table()
     except duckdb.Error as exc:

@@ -13,6 +13,7 @@ from batchor.fingerprint import request_prefix
 from batchor.outputs.adapt import adapt_schema
 from batchor.outputs.schemas import check_schema, estimate_output_tokens
 from batchor.plan.context import context_window
+from batchor.plan.grain import assign_grains
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
@@ -41,7 +42,7 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
     plans: list[StepPlan] = []
     for name, step in spec.steps.items():
         if isinstance(step, SqlStep):
-            plans.append(sql_step_plan(name, step.sql, step.depends_on, names))
+            plans.append(sql_step_plan(name, step.sql, step.depends_on, names, step.fan_out, step.max_fanout))
             continue
         compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name})
         templates[name] = compiled
@@ -50,7 +51,7 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
         mode = overrides.mode or step.mode or spec.limits.mode
         plans.append(_step_plan(loaded, name, model, deps, overrides, mode))
     _check_acyclic(plans)
-    return plans, templates
+    return assign_grains(plans), templates
 
 
 def _effective_model(base: ModelSpec, override: Any, overrides: Overrides) -> ModelSpec:

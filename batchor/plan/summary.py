@@ -34,15 +34,25 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
     approx = "~" if t.estimates else ""
     lines.append(f"  tokens      {approx}{t.input_tokens:,} in, ~{t.output_tokens_expected:,} out expected "
                  f"(<= {t.output_tokens_upper:,})")
-    lines.append(f"  cost        {money(t.cost_expected)} expected, {money(t.cost_upper)} at most")
+    if t.unbounded:
+        lines.append(f"  cost        {money(t.cost_expected)} expected, NO UPPER BOUND: {', '.join(t.unbounded)} run "
+                     "once per element of a fan-out without `max_fanout`")
+    else:
+        lines.append(f"  cost        {money(t.cost_expected)} expected, {money(t.cost_upper)} at most")
     if max_cost is not None:
-        verdict = "within" if t.cost_upper <= max_cost else "ABOVE"
-        lines.append(f"  budget      {money(max_cost)} ({verdict} budget)")
+        verdict = "cannot be checked: no upper bound" if t.unbounded else (
+            "within budget" if t.cost_upper <= max_cost else "ABOVE budget")
+        lines.append(f"  budget      {money(max_cost)} ({verdict})")
     if t.unpriced_models:
         lines.append(f"  no price    {', '.join(t.unpriced_models)} (add `price:` to the model block)")
     for s in h.steps:
         c = s.counts
         est = f" ({c.projected:,} projected: upstream answers pending)" if c.projected else ""
+        if c.unbounded and s.provider != "sql":
+            est = f" ({c.projected:,}+ projected: a fan-out above has no max_fanout, so no upper bound)"
+        if s.fan_out:
+            bound = f"at most {s.max_fanout:,} per row" if s.max_fanout else "unbounded"
+            est += f" fan-out: {c.elements:,} elements known ({bound})"
         mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
         lines.append(f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} cached, "
                      f"{c.skipped:,} skipped, {money(c.cost_expected)} (<= {money(c.cost_upper)}){est}")
@@ -62,9 +72,9 @@ def plan_markdown(plan: "CompiledPlan") -> str:
     for s in h.steps:
         c = s.counts
         rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {c.changed:,} | {c.cached:,} | {c.skipped:,} | "
-                    f"{money(c.cost_expected)} | {money(c.cost_upper)} |")
+                    f"{money(c.cost_expected)} | {_upper(s)} |")
     head = (f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
-            f"{t.cached:,} cached. Expected cost **{money(t.cost_expected)}** (at most {money(t.cost_upper)}).\n")
+            f"{t.cached:,} cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n")
     return head + "\n" + "\n".join(rows) + "\n"
 
 
@@ -74,3 +84,11 @@ def _to_run(counts: Any, split: bool = True) -> str:
         return f"{counts.to_run:,} to run"
     new = f"{counts.to_run - counts.changed:,} new, " if split else ""
     return f"{counts.to_run:,} to run ({new}{counts.changed:,} changed)"
+
+
+def _upper(step: Any) -> str:
+    return "unbounded" if step.counts.unbounded and step.provider != "sql" else money(step.counts.cost_upper)
+
+
+def _at_most(totals: Any) -> str:
+    return "no upper bound: a fan-out has no `max_fanout`" if totals.unbounded else f"at most {money(totals.cost_upper)}"

@@ -128,17 +128,31 @@ class LLMStep(_Strict):
 
 
 class SqlStep(_Strict):
-    """A DuckDB query between LLM steps: filter rows, derive columns, join another file.
+    """A DuckDB query between LLM steps: filter rows, derive columns, join another file, or fan
+    out (one row per list element).
 
     It reads the table `rows`: the input columns, `_row_key`, and one column per earlier step
-    (a struct for structured steps: `triage.category`; text for text steps). It must return
-    `_row_key` (each at most once); rows it leaves out are skipped by the steps that use it, and
-    its other columns become `<step>.<column>` for later templates and the output.
+    (a struct for structured steps: `triage.category`; text for text steps). It returns
+    `_row_key`; rows it leaves out are skipped by the steps that use it, and its other columns
+    become `<step>.<column>` for later templates and the output. A fan-out step may return a
+    `_row_key` several times: each returned row becomes an element row `<_row_key>#<n>`.
     """
 
     sql: str
     depends_on: list[str] = Field(default_factory=list)
     """Steps this query reads (inferred from the step names it mentions when omitted)."""
+    fan_out: bool | None = None
+    """Return several rows per `_row_key` (one per list element or join match); later steps then
+    run once per element. Default: on when the query calls `unnest(` or `max_fanout` is set."""
+    max_fanout: int | None = Field(default=None, ge=1)
+    """Most elements one row can fan out to, so `plan` can bound the cost of later steps.
+    Default: the `maxItems` of the unnested list in the upstream step's schema, if any."""
+
+    @model_validator(mode="after")
+    def _bound_needs_fan_out(self) -> "SqlStep":
+        if self.fan_out is False and self.max_fanout is not None:
+            raise ValueError("max_fanout bounds a fan-out: remove it or drop `fan_out: false`")
+        return self
 
 
 def _step_kind(value: Any) -> str:

@@ -1,0 +1,342 @@
+"""Row-level pipelining of realtime steps: a later step's request for a row is rendered and sent
+as soon as that row's upstream answers are stored, not after the whole earlier step.
+
+A stage runs the scanned steps of a wave plus their *followers*: realtime LLM steps whose inputs
+are all either finished before the stage or realtime LLM steps of the stage. One executor sends
+both: the stage's own requests, and follower requests as the answers they need are flushed to
+the state. SQL steps (they need every row) and batch steps stay barriers, and a shared
+(PostgreSQL) run keeps waves. Follower requests are rendered with the plan's pinned templates,
+checked against the cache, deduplicated, counted and recorded (row -> request) like a scan would,
+so answers and counts are the same as wave by wave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from batchor.engine.events import Progress
+from batchor.engine.realtime import RealtimeExecutor, StopSignal, WorkItem
+from batchor.engine.rows import JobRows, input_values
+from batchor.engine.sink import ResultSink
+from batchor.engine.work import StepWork
+from batchor.fingerprint import canonical_json, request_key_from_json
+from batchor.plan.grain import Row, order_steps
+from batchor.plan.model import StepPlan
+from batchor.plan.store import CompiledPlan
+from batchor.plan.tokens import get_counter
+from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error
+
+NO_ANSWER = object()  # skipped or failed upstream: rows that need it are skipped, as in wave mode
+
+
+def followers(steps: list[StepPlan], done: set[str], stage: list[StepPlan], runnable: set[str]) -> list[StepPlan]:
+    """Later realtime LLM steps whose inputs are finished (`done`) or realtime LLM steps of the stage."""
+    live = {s.name for s in stage if s.mode != "batch"}
+    chosen: list[StepPlan] = []
+    for step in order_steps(steps):
+        if step.name in done or step.name in live or step.provider == "sql" or step.mode == "batch":
+            continue
+        if step.name in runnable and set(step.depends_on) <= done | live and set(step.depends_on) & live:
+            chosen.append(step)
+            live.add(step.name)
+    return chosen
+
+
+@dataclass(eq=False)
+class _Waiting:
+    """A follower row waiting for upstream answers of its stage."""
+
+    step: str
+    row: Row
+    context: dict[str, Any]
+    missing: int
+    done: bool = False
+
+
+class Pipeline:
+    """The follower rows of one stage, released as the answers they need are stored."""
+
+    def __init__(self, plan: CompiledPlan, store: Any, works: list[StepWork], steps: list[StepPlan], *,
+                 refresh: frozenset[str], progress: Progress, stop: StopSignal) -> None:
+        self.plan, self.store, self.progress, self.stop = plan, store, progress, stop
+        self.error: BaseException | None = None
+        self.plans = {s.name: s for s in plan.header.steps}
+        self.followers = {s.name: s for s in steps}
+        self.stage = {w.step.name for w in works if w.step.mode != "batch"} | set(self.followers)
+        self.templates: dict[str, StepTemplates] = {}
+        self.fresh = {s for s in self.followers if s in refresh or "*" in refresh}  # no cache lookups
+        self.values: dict[str, dict[str, Any]] = defaultdict(dict)  # step -> row key -> answer
+        self.rows_of_key: dict[str, dict[str, list[str]]] = defaultdict(dict)  # step -> request -> rows
+        self.answered: dict[str, dict[str, tuple[Any, bool]]] = defaultdict(dict)  # -> (answer, from cache)
+        self.waiters: dict[tuple[str, str], list[_Waiting]] = defaultdict(list)
+        self.unchecked: list[tuple[str, str, list[dict]]] = []  # new follower requests: step, key, messages
+        self.records: dict[str, list[tuple[str, str | None]]] = defaultdict(list)  # rows -> requests to store
+        self.queue: deque[WorkItem] = deque()
+        self.outstanding = 0  # sent requests whose answer is not stored yet
+        self.wake = asyncio.Event()
+        self._checks: asyncio.Task | None = None
+        self.sink: ResultSink | None = None
+        for work in works:
+            if work.step.mode != "batch":
+                self._load_stage_step(work)
+        env = make_environment(Path(plan.header.base_dir))
+        ready = [w for step in steps for w in self._register(step, env)]
+        for waiting in ready:
+            self._release(waiting)
+        while self.unchecked:  # before the stage starts: the same lookups, synchronously
+            batch, records = self._take()
+            self._checked(batch, *self._look_up(batch, records))
+
+    # --- stage start -----------------------------------------------------------------------
+
+    def _load_stage_step(self, work: StepWork) -> None:
+        """Answers of a scanned step: stored ones are known, pending ones are awaited."""
+        table = self.store.job_results(self.plan.job_id, work.step.name)
+        name = work.step.name
+        for row_key, key, status, output in zip(*(table.column(c).to_pylist()
+                                                   for c in ("row_key", "request_key", "status", "output"))):
+            if key is not None and key in work.pending:  # (--refresh: even when an answer is stored)
+                self.rows_of_key[name].setdefault(key, []).append(row_key)
+            else:
+                self.values[name][row_key] = self._parse(name, output) if status == "succeeded" else NO_ANSWER
+
+    def _register(self, step: StepPlan, env: Any) -> list[_Waiting]:
+        """Every row of a follower, waiting on the stage answers it needs; returns those ready now."""
+        self.templates[step.name] = tpl = compile_step(env, step.name, step.system, step.prompt, step.when,
+                                                       set(step.depends_on))
+        in_stage = [d for d in step.depends_on if d in self.stage]
+        before = step.model_copy(update={"depends_on": [d for d in step.depends_on if d not in in_stage]})
+        rows_of, ready = JobRows(self.plan, self.store), []
+        for inputs, rows in rows_of.batches(step.grain):
+            values = _needed(input_values(inputs), tpl)
+            for row in rows:
+                waiting = _Waiting(step.name, row, {"row": values[row.index], **rows_of.upstream(before, row)}, 0)
+                for dep in in_stage:
+                    key = row.keys[self.plans[dep].grain]
+                    if key in self.values[dep]:
+                        waiting.context[dep] = self.values[dep][key]
+                    else:
+                        waiting.missing += 1
+                        self.waiters[(dep, key)].append(waiting)
+                if waiting.missing == 0:
+                    ready.append(waiting)
+        return ready
+
+    # --- rows released by answers ----------------------------------------------------------
+
+    def _release(self, waiting: _Waiting) -> None:
+        """All inputs known: render the row's request, or skip it."""
+        if waiting.done:
+            return
+        waiting.done = True
+        step, row_key = waiting.step, waiting.row.key
+        if any(v is None or v is NO_ANSWER for k, v in waiting.context.items() if k != "row"):
+            return self._skip(step, row_key)
+        tpl = self.templates[step]
+        try:
+            if not tpl.should_run(waiting.context):
+                return self._skip(step, row_key)
+            messages = tpl.render_messages(waiting.context)
+        except Exception as exc:  # noqa: BLE001
+            raise render_error(step, exc, row_key) from None
+        key = request_key_from_json(self.followers[step].key_prefix, canonical_json(messages))
+        self.records[step].append((row_key, key))
+        if key in self.answered[step]:  # asked (or found) earlier in this stage
+            answer, cached = self.answered[step][key]
+            self.progress.cached += cached
+            return self._deliver(step, row_key, answer)
+        if key in self.rows_of_key[step]:  # already on its way
+            self.rows_of_key[step][key].append(row_key)
+            return None
+        self.rows_of_key[step][key] = [row_key]
+        self.unchecked.append((step, key, messages))
+        return None
+
+    def _skip(self, step: str, row_key: str) -> None:
+        self.progress.skipped += 1
+        self.records[step].append((row_key, None))
+        self._deliver(step, row_key, NO_ANSWER)
+
+    def _deliver(self, step: str, row_key: str, answer: Any) -> None:
+        """A row of `step` has its answer (or none): release the follower rows waiting for it."""
+        self.values[step][row_key] = answer
+        for waiting in self.waiters.pop((step, row_key), []):
+            waiting.context[step] = answer
+            waiting.missing -= 1
+            if waiting.missing == 0 or answer is NO_ANSWER:
+                self._release(waiting)
+
+    def stored(self, results: list[tuple[str, str, str, str | None]]) -> None:
+        """Answers now in the state (step, request key, status, output): release their rows."""
+        for step, key, status, output in results:
+            self.outstanding -= 1
+            answer = self._parse(step, output) if status == "succeeded" else NO_ANSWER
+            if step in self.followers:
+                self.answered[step][key] = (answer, False)
+            for row_key in self.rows_of_key[step].pop(key, []):
+                self._deliver(step, row_key, answer)
+        if self.unchecked and self._checks is None:
+            self._checks = asyncio.get_running_loop().create_task(self._check_loop())
+        self.wake.set()
+
+    # --- cache lookups of new follower requests --------------------------------------------
+
+    def _take(self) -> tuple[list[tuple[str, str, list[dict]]], dict[str, list[tuple[str, str | None]]]]:
+        batch, self.unchecked = self.unchecked, []
+        records, self.records = self.records, defaultdict(list)
+        return batch, records
+
+    def _look_up(self, batch: list[tuple[str, str, list[dict]]], records: dict[str, list]) -> tuple[dict, list[int]]:
+        """Off the event loop: store the row -> request records, find cached answers, count tokens."""
+        self._record(records)
+        keys = [key for step, key, _ in batch if step not in self.fresh]
+        found = self.store.results_for_keys(pa.array(keys, pa.string())) if keys else None
+        cached = {}
+        if found is not None:
+            for key, status, output in zip(*(found.column(c).to_pylist() for c in ("request_key", "status", "output"))):
+                if status == "succeeded":
+                    cached[key] = output
+        return cached, self._tokens(batch)
+
+    def _tokens(self, batch: list[tuple[str, str, list[dict]]]) -> list[int]:
+        tokens = [0] * len(batch)
+        for step, plan in self.followers.items():
+            at = [i for i, (s, _, _) in enumerate(batch) if s == step]
+            if at:
+                counter = get_counter(plan.provider, plan.model)
+                for i, n in zip(at, counter.count_messages_batch([batch[i][2] for i in at])):
+                    tokens[i] = n
+        return tokens
+
+    def _checked(self, batch: list[tuple[str, str, list[dict]]], cached: dict[str, str], tokens: list[int]) -> None:
+        for (step, key, messages), n in zip(batch, tokens):
+            if key in cached:
+                answer = self._parse(step, cached[key])
+                self.answered[step][key] = (answer, True)
+                rows = self.rows_of_key[step].pop(key, [])
+                self.progress.cached += len(rows)
+                for row_key in rows:
+                    self._deliver(step, row_key, answer)
+            else:
+                self.progress.total += 1
+                self.queue.append(WorkItem(key, step, tuple(messages), n))
+
+    async def _check_loop(self) -> None:
+        try:
+            while self.unchecked:
+                batch, records = self._take()
+                self._checked(batch, *await asyncio.to_thread(self._look_up, batch, records))
+        except Exception as exc:  # noqa: BLE001 - raised again by finish()
+            self.fail(exc)
+        finally:
+            self._checks = None
+            self.wake.set()
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop sending (a template failed on a row, the state failed); `finish` raises it."""
+        self.error = self.error or exc
+        self.stop.stop("error", str(exc))
+
+    def _record(self, records: dict[str, list[tuple[str, str | None]]]) -> None:
+        for step, pairs in records.items():
+            table = pa.table({"row_key": pa.array([r for r, _ in pairs], pa.string()),
+                              "request_key": pa.array([k for _, k in pairs], pa.string())})
+            self.store.add_run_requests(self.plan.job_id, step, table)
+
+    # --- the executor's side ---------------------------------------------------------------
+
+    def items(self, own: Iterator[WorkItem]) -> Iterator[WorkItem]:
+        """Requests ready now: follower requests first (they finish rows), then the stage's own."""
+        while True:
+            item = self.queue.popleft() if self.queue else next(own, None)
+            if item is None:
+                return
+            self.outstanding += 1
+            yield item
+
+    @property
+    def complete(self) -> bool:
+        """Every follower row got its request (or was skipped): the followers need no wave."""
+        return self.error is None and not (self.waiters or self.queue or self.unchecked
+                                           or any(self.rows_of_key[f] for f in self.followers))
+
+    async def more(self) -> bool:
+        """Wait until follower requests are ready; False once none can come (or the run stops)."""
+        assert self.sink is not None
+        while not self.stop.stopped:
+            if self.queue:
+                return True
+            await self.sink.flush()  # buffered answers release their rows once stored
+            if self.queue:
+                return True
+            if self._checks is None and not self.unchecked and self.outstanding <= 0:
+                return False
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), self.sink.flush_interval_s)
+            except TimeoutError:
+                pass
+        return False
+
+    async def finish(self) -> None:
+        """Store the remaining row -> request records; raise what stopped the pipeline, if anything."""
+        if self._checks is not None:
+            await self._checks
+        await asyncio.to_thread(self._record, self._take()[1])
+        if self.error is not None:
+            raise self.error
+
+    def _parse(self, step: str, output: str | None) -> Any:
+        return json.loads(output) if output is not None and self.plans[step].schema is not None else output
+
+
+def _needed(values: list[dict[str, Any]], tpl: StepTemplates) -> list[dict[str, Any]]:
+    """Only the input columns the template reads: follower rows wait in memory."""
+    if tpl.dynamic_row_access:
+        return values
+    return [{k: v for k, v in row.items() if k in tpl.row_columns} for row in values]
+
+
+class PipelineSink(ResultSink):
+    """A result sink that tells the pipeline which answers each flush stored."""
+
+    def __init__(self, pipeline: Pipeline, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pipeline = pipeline
+        self._added: list[tuple[str, str, str, str | None]] = []
+        pipeline.sink = self
+
+    def add_result(self, **fields: Any) -> None:
+        super().add_result(**fields)
+        self._added.append((fields["step"], fields["key"], fields["status"], fields["output"]))
+    async def flush(self) -> None:
+        added, self._added = self._added, []  # all of these are written by the flush below
+        await super().flush()
+        if added:
+            try:
+                self.pipeline.stored(added)
+            except Exception as exc:  # noqa: BLE001 - a worker must not die: stop, raise after the run
+                self.pipeline.fail(exc)
+
+
+class PipelinedExecutor(RealtimeExecutor):
+    """The realtime executor fed by a pipeline: it keeps sending while stored answers release rows."""
+
+    def __init__(self, pipeline: Pipeline, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pipeline = pipeline
+
+    async def _produce(self, items: Iterable[WorkItem], queue: asyncio.Queue) -> None:
+        own = iter(items)
+        while True:
+            await super()._produce(self.pipeline.items(own), queue)
+            if not await self.pipeline.more():
+                return

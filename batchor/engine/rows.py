@@ -1,0 +1,68 @@
+"""Apply-time rows of a job at any grain, and what a step sees of earlier answers for each row.
+
+Steps before a fan-out run on the plan's input rows; steps after it run on its element rows,
+which come from the fan-out step's stored result per row (the list of its elements, see
+plan/grain.py). Answers are read from the state once per step and looked up by row key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from batchor.plan.grain import Row, children, fanout_parents, input_rows, lineage, upstream
+from batchor.plan.model import StepPlan
+from batchor.plan.store import CompiledPlan
+from batchor.spec.inputs import ROW_KEY
+
+
+def stored_answers(store: Any, plan: CompiledPlan, step: str) -> dict[str, Any]:
+    """A step's succeeded answers by row key (parsed JSON for structured steps and SQL steps)."""
+    table = store.job_results(plan.job_id, step)
+    structured = plan.header.step(step).schema is not None
+    answers: dict[str, Any] = {}
+    for row_key, status, output in zip(table.column("row_key").to_pylist(), table.column("status").to_pylist(),
+                                       table.column("output").to_pylist()):
+        if status == "succeeded":
+            answers[row_key] = json.loads(output) if structured else output
+    return answers
+
+
+class JobRows:
+    """The rows of one job at a step's grain, with their upstream answers from the state."""
+
+    def __init__(self, plan: CompiledPlan, store: Any) -> None:
+        self.plan, self.store = plan, store
+        self.plans = {s.name: s for s in plan.header.steps}
+        self.answers: dict[str, dict[str, Any]] = {}
+
+    def load(self, steps: list[str]) -> None:
+        for step in steps:
+            if step not in self.answers:
+                self.answers[step] = stored_answers(self.store, self.plan, step)
+
+    def batches(self, grain: str | None) -> Iterator[tuple[pa.Table, list[Row]]]:
+        """Plan rows batch by batch: their input columns, and the rows at `grain` under them."""
+        fanouts = list(reversed(lineage(grain, fanout_parents(self.plan.header.steps))))[1:]  # top down
+        self.load(fanouts)
+        columns = [c for c in self.plan.data_columns() if not c.startswith("__req.")]
+        for batch in self.plan.iter_batches(columns):
+            inputs = pa.Table.from_batches([batch])
+            rows = input_rows(inputs.column(ROW_KEY).to_pylist())
+            for fan in fanouts:
+                lists = self.answers[fan]
+                rows = [child for row in rows for child in children(row, fan, lists.get(row.key) or [])]
+            yield inputs, rows
+
+    def upstream(self, step: StepPlan, row: Row) -> dict[str, Any]:
+        """What `step` sees of each step it uses for `row` (None: no succeeded answer)."""
+        self.load([d for d in step.depends_on if not self.plans[d].fan_out])
+        return upstream(step, row, self.answers, self.plans)
+
+
+def input_values(inputs: pa.Table) -> list[dict[str, Any]]:
+    """The template's `row`: each input row's columns without the row key."""
+    return [{k: v for k, v in r.items() if k != ROW_KEY} for r in inputs.to_pylist()]
