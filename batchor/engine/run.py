@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import datetime as dt
 import functools
-import os
 import signal
 import threading
 import time
@@ -320,11 +319,6 @@ def _with_emit(options: ApplyOptions, emit: EventSink) -> ApplyOptions:
     from dataclasses import replace
 
     return replace(options, emit=emit)
-
-
-def _chain_items(works: list[StepWork]) -> Iterator[WorkItem]:
-    for work in works:
-        yield from work.items()
 
 
 class _signals:

@@ -30,8 +30,13 @@ DATA_MEMBER = "data.parquet"
 
 def plan_id_for(header: PlanHeader) -> str:
     """Hash of the header without its id and creation time: same content, same id."""
-    body = header.model_dump(mode="json", by_alias=True, exclude={"plan_id", "created_at"})
-    return sha256_hex(canonical_json(body))[:16]
+    return _header_hash(header.model_dump(mode="json", by_alias=True))
+
+
+def _header_hash(body: dict) -> str:
+    """The id of a header as JSON. A saved plan is checked on the JSON it holds, so a plan saved
+    by an older batchor (whose header lacks fields added since) still verifies."""
+    return sha256_hex(canonical_json({k: v for k, v in body.items() if k not in ("plan_id", "created_at")}))[:16]
 
 
 def job_id_for(header: PlanHeader) -> str:
@@ -173,7 +178,7 @@ def load_plan(path: Path) -> CompiledPlan:
     except ValidationError as exc:
         raise PlanFileError(f"{path}: plan header is invalid ({exc.error_count()} problems)",
                             hint="re-create the plan with `batchor plan`") from None
-    if plan_id_for(header) != header.plan_id or data_hash != header.data_sha256:
+    if _header_hash(raw) != header.plan_id or data_hash != header.data_sha256:
         raise PlanFileError(f"{path} was modified after it was created (content hash mismatch)",
                             hint="plans are immutable: re-create it with `batchor plan`")
     return CompiledPlan(header, zip_path=path)

@@ -13,7 +13,7 @@ from conftest import SENTIMENT_SCHEMA, make_spec, write_csv
 
 from batchor import api
 from batchor.errors import BatchorError, PlanFileError, StalePlanError
-from batchor.plan.store import DATA_MEMBER, HEADER_MEMBER, load_plan
+from batchor.plan.store import DATA_MEMBER, HEADER_MEMBER, _header_hash, load_plan
 
 
 def saved_plan(workdir: Path, rows: int = 4) -> Path:
@@ -51,6 +51,24 @@ def test_saved_plan_loads_back(workdir):
     loaded = load_plan(plan_file)
     assert loaded.plan_id == plan_file.stem
     assert loaded.header.totals.to_run == 4
+
+
+def test_a_plan_saved_before_newer_header_fields_still_loads_and_applies(workdir, fake):
+    plan_file = saved_plan(workdir)
+
+    def as_older_batchor_wrote_it(data: bytes) -> bytes:
+        header = json.loads(data)  # fields added later are missing; its id hashes what it holds
+        header["totals"].pop("changed")
+        for step in header["steps"]:
+            step["counts"].pop("changed")
+            step.pop("fan_out")
+        header["plan_id"] = _header_hash(header)
+        return json.dumps(header).encode()
+
+    rewrite(plan_file, HEADER_MEMBER, as_older_batchor_wrote_it)
+    loaded = load_plan(plan_file)
+    assert loaded.header.totals.changed == 0
+    assert api.apply(plan_file).succeeded == 4
 
 
 def test_edited_header_is_refused(workdir):
