@@ -140,6 +140,12 @@ class CostLimitError(BatchorError):
         self.plan = plan
 
 
+class CostUnboundedError(CostLimitError):
+    """A step runs once per element of a fan-out with no bound: the plan has no upper bound."""
+
+    code = "cost_unbounded"
+
+
 class PlanFileError(BatchorError):
     """A plan file is truncated, tampered with or from a newer batchor."""
 

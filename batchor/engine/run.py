@@ -30,7 +30,7 @@ from batchor.engine.shared import SharedRun
 from batchor.engine.sink import ResultSink
 from batchor.engine.sql_run import run_sql_step
 from batchor.engine.work import StepWork
-from batchor.errors import CostLimitError, NoPriceError, StalePlanError
+from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, StalePlanError
 from batchor.outputs.export import check_output_target, write_output
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.model import StepPlan
@@ -78,7 +78,7 @@ def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
             f"no price known for {', '.join(totals.unpriced_models)}, so --max-cost cannot be enforced",
             hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block")
     if totals.unbounded:
-        raise CostLimitError(
+        raise CostUnboundedError(
             f"step(s) {', '.join(totals.unbounded)} run once per element of a fan-out with no bound, so the plan "
             "has no upper-bound cost and --max-cost cannot be enforced; nothing was sent",
             hint="set `max_fanout:` on the fan-out SQL step, or `maxItems` on the list it unnests "

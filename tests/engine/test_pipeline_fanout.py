@@ -132,8 +132,9 @@ def test_a_join_that_matches_several_rows_needs_fan_out_and_a_bound_for_max_cost
     plan = api.plan(spec({"fan_out": True}), save=False, state=str(workdir / "other.duckdb"))
     assert plan.header.totals.unbounded == ["notify"]
     assert "NO UPPER BOUND" in str(plan)
-    with pytest.raises(CostLimitError, match="max_fanout"):
+    with pytest.raises(CostLimitError, match="max_fanout") as refused:
         api.apply(plan, max_cost=1, state=str(workdir / "other.duckdb"), handle_signals=False)
+    assert refused.value.code == "cost_unbounded" and refused.value.exit_code == 4
 
     bounded = spec({"fan_out": True, "max_fanout": 2})
     outcome = batchor.apply(bounded, max_cost=1)
