@@ -51,3 +51,14 @@ def cli(folder: Path, *args: Any, crash_at: str | None = None, timeout: float = 
 def key_of(folder: Path, row_id: str) -> str:
     rows = state_rows(folder, f"SELECT request_key FROM job_requests WHERE row_key = '{row_id}'")
     return rows[0][0]
+
+
+def switch_after_first_collect(fake: Any, **changes: Any):
+    """An on_event hook: reconfigure the fake once the first batch is collected."""
+    done = []
+
+    def on_event(event):
+        if event.type == "batch_collected" and not done:
+            done.append(event)
+            fake.configure(**changes)
+    return on_event

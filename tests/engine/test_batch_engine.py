@@ -8,7 +8,9 @@ import pytest
 from batchor import api
 from batchor.engine.run import ApplyOptions, apply_plan
 from batchor.state import open_state
-from tests.engine.batch_helpers import batch_spec, batches, key_of, results, submitted
+from tests.engine.batch_helpers import (
+    batch_spec, batches, key_of, results, submitted, switch_after_first_collect,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,20 +44,10 @@ def test_plan_prices_batch_steps_at_the_batch_rate(fake, workdir):
     assert rushed.header.steps[0].mode == "realtime" and "deadline" in rushed.header.steps[0].mode_note
 
 
-def _switch_after_first_collect(fake, **changes):
-    done = []
-
-    def on_event(event):
-        if event.type == "batch_collected" and not done:
-            done.append(event)
-            fake.configure(**changes)
-    return on_event
-
-
 def test_row_errors_400_fails_at_once_429_and_500_come_back_in_a_later_batch(fake, workdir):
     fake.configure(fail_matching={"review number 1": 400, "review number 2": 429, "review number 3": 500})
     spec = batch_spec(workdir, rows=10)
-    result = api.apply(str(spec), on_event=_switch_after_first_collect(fake, fail_matching={}))
+    result = api.apply(str(spec), on_event=switch_after_first_collect(fake, fail_matching={}))
     assert (result.succeeded, result.failed) == (9, 1)
     counts, stored = submitted(fake), results(workdir)
     k1, k2, k3, k4 = (key_of(workdir, f"r{i}") for i in (1, 2, 3, 4))
@@ -80,7 +72,7 @@ def test_persistent_5xx_and_invalid_output_fail_after_max_attempts(fake, workdir
 def test_expired_batch_keeps_its_answers_and_resubmits_only_the_rest(fake, workdir):
     fake.configure(batch_end="expired", batch_done_fraction=0.5)
     spec = batch_spec(workdir, rows=10)
-    result = api.apply(str(spec), on_event=_switch_after_first_collect(fake, batch_end="completed"))
+    result = api.apply(str(spec), on_event=switch_after_first_collect(fake, batch_end="completed"))
     assert (result.status, result.succeeded) == ("succeeded", 10)
     counts = submitted(fake)
     assert sorted(counts.values()) == [1] * 5 + [2] * 5  # only the unanswered half went again

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from batchor import api
-from tests.engine.batch_helpers import FAST, batches, cli, key_of, results, submitted
+from tests.engine.batch_helpers import (
+    FAST, batches, cli, key_of, results, submitted, switch_after_first_collect,
+)
 from tests.providers.helpers import provider_spec
 
 pytestmark = pytest.mark.timeout(180)
@@ -32,16 +34,6 @@ def file_jobs(fake, folder: Path) -> list[bool]:
     client = genai.Client(api_key="x", http_options={"base_url": fake.gemini_base_url})
     return [bool(client.batches.get(name=remote_id).dest.file_name) for *_, remote_id in batches(folder)
             if remote_id]
-
-
-def switch_after_first_collect(fake, **changes):
-    done = []
-
-    def on_event(event):
-        if event.type == "batch_collected" and not done:
-            done.append(event)
-            fake.configure(**changes)
-    return on_event
 
 
 def test_row_errors_in_the_results_file_are_judged_like_realtime_ones(fake, workdir):
