@@ -15,6 +15,10 @@ import json
 import tempfile
 from collections.abc import AsyncIterator
 from typing import IO, Any
+from urllib.parse import urlencode
+
+import pydantic
+from google.genai import types
 
 from batchor.errors import BatchCreateUnknownError, ProviderError, TransientProviderError
 from batchor.providers.base import LLMRequest, ProviderConfig
@@ -84,12 +88,40 @@ def parse_row(item: dict[str, Any]) -> RowResult | None:
         return None
     error = item.get("error")
     if error:
+        error = {**error, "details": [_json_object(d) for d in error.get("details") or []]}
         status = int(error.get("code") or 500)
         return RowResult(key, error=error_for(status, {"error": error}, str(error.get("message") or status)))
     try:
         return RowResult(key, completion=parse_result(item.get("response") or {}))
     except ProviderError as exc:
         return RowResult(key, error=exc)
+
+
+def _details_as_text(value: Any) -> Any:
+    """A copy of a job's JSON where every `details` list holds JSON text (see _get_job_leniently)."""
+    if isinstance(value, list):
+        return [_details_as_text(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {k: ([d if isinstance(d, str) else json.dumps(d) for d in v] if k == "details" and isinstance(v, list)
+                else _details_as_text(v)) for k, v in value.items()}
+
+
+def _json_object(detail: Any) -> Any:
+    """A detail given back as JSON text (lenient read) becomes its object again."""
+    if isinstance(detail, str) and detail.startswith("{"):
+        try:
+            return json.loads(detail)
+        except ValueError:
+            return detail
+    return detail
+
+
+async def _job_tagged(jobs: AsyncIterator[Any], tag: BatchTag) -> RemoteBatch | None:
+    async for job in jobs:
+        if job.display_name == tag.batch_id:
+            return remote_from(job)
+    return None
 
 
 def remote_from(job: Any) -> RemoteBatch:
@@ -150,19 +182,60 @@ class GeminiBatchProvider:
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
         async with _mapped_errors(self._secret):
-            pager = await self.client.aio.batches.list(config={"page_size": 100})
-            seen = 0
-            async for job in pager:
-                if job.display_name == tag.batch_id:
-                    return remote_from(job)
-                seen += 1
-                if seen >= RECONCILE_PAGES * 100:
-                    break
-        return None
+            try:
+                return await _job_tagged(self._recent_jobs(), tag)
+            except pydantic.ValidationError:
+                return await _job_tagged(self._recent_jobs_leniently(), tag)
+
+    async def _recent_jobs(self) -> AsyncIterator[Any]:
+        pager = await self.client.aio.batches.list(config={"page_size": 100})
+        seen = 0
+        async for job in pager:
+            yield job
+            seen += 1
+            if seen >= RECONCILE_PAGES * 100:
+                return
+
+    async def _recent_jobs_leniently(self) -> AsyncIterator[Any]:
+        """`_recent_jobs`, each page read leniently (see _get_job_leniently)."""
+        from google.genai import batches as sdk_batches
+
+        token = None
+        for _ in range(RECONCILE_PAGES):
+            query = urlencode({"pageSize": 100, **({"pageToken": token} if token else {})})
+            response = await self.client.aio._api_client.async_request("get", f"batches?{query}", {}, None)
+            body = _details_as_text(json.loads(response.body or "{}"))
+            page = types.ListBatchJobsResponse._from_response(
+                response=sdk_batches._ListBatchJobsResponse_from_mldev(body), kwargs={})
+            for job in page.batch_jobs or []:
+                yield job
+            token = page.next_page_token
+            if not token:
+                return
 
     async def poll(self, remote_id: str) -> RemoteBatch:
         async with _mapped_errors(self._secret):
-            return remote_from(await self.client.aio.batches.get(name=remote_id))
+            return remote_from(await self._get_job(remote_id))
+
+    async def _get_job(self, name: str) -> Any:
+        try:
+            return await self.client.aio.batches.get(name=name)
+        except pydantic.ValidationError:
+            return await self._get_job_leniently(name)
+
+    async def _get_job_leniently(self, name: str) -> Any:
+        """The job read as the SDK reads it, but with row errors' `details` passed as JSON text.
+
+        The SDK types them as strings while the API sends google.rpc.Status objects (RetryInfo,
+        QuotaFailure, ...), so one row error with details would make the whole job unreadable.
+        This uses the SDK's own request and converter (private names, hence only as a fallback).
+        """
+        from google.genai import batches as sdk_batches
+
+        path = name if name.startswith("batches/") else f"batches/{name}"
+        response = await self.client.aio._api_client.async_request("get", path, {}, None)
+        body = _details_as_text(json.loads(response.body or "{}"))
+        return types.BatchJob._from_response(response=sdk_batches._BatchJob_from_mldev(body), kwargs={})
 
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
         dest = remote.handle
@@ -193,7 +266,7 @@ class GeminiBatchProvider:
     async def cancel(self, remote_id: str) -> RemoteBatch:
         async with _mapped_errors(self._secret):
             await self.client.aio.batches.cancel(name=remote_id)
-            return remote_from(await self.client.aio.batches.get(name=remote_id))
+            return remote_from(await self._get_job(remote_id))
 
     async def aclose(self) -> None:
         await self.client.aio.aclose()
