@@ -224,6 +224,13 @@ def disk_full_reported(where: str) -> Iterator[None]:
         raise error from exc
 
 
+class BatchesInFlightError(BatchorError):
+    """Rows a realtime step would send sit in provider batches that are still running."""
+
+    code = "batches_in_flight"
+    exit_code = EXIT_IN_FLIGHT
+
+
 class OutputError(BatchorError):
     """The output file cannot be written (path is a directory, disk full, no permission)."""
 

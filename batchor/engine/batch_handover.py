@@ -18,6 +18,7 @@ from typing import Any
 from batchor.engine.batch import step_fingerprint
 from batchor.engine.realtime import WorkItem
 from batchor.engine.work import StepWork
+from batchor.errors import BatchesInFlightError
 from batchor.state.batches import BatchLedger
 
 
@@ -38,15 +39,31 @@ async def realtime_after_batches(works: list[StepWork], store: Any,
         await send(_items(leftovers))
 
 
+def refuse_batched_rows(store: Any, works: list[StepWork]) -> None:
+    """Shared (PostgreSQL) runs do not collect for realtime steps: they refuse instead of paying twice."""
+    held = {w.step.name: len(_batched_keys(BatchLedger(store), w)) for w in works if w.step.mode != "batch"}
+    held = {name: n for name, n in held.items() if n}
+    if held:
+        steps = ", ".join(f"{name} ({n:,} rows)" for name, n in held.items())
+        raise BatchesInFlightError(
+            f"provider batches still running hold rows of realtime step(s) {steps}; sending them "
+            "realtime too would pay for them twice", hint="collect them first with `batchor apply SPEC "
+            "--mode batch` (it waits for the batches), then run realtime again")
+
+
+def _batched_keys(ledger: BatchLedger, work: StepWork) -> list[str]:
+    in_batches: set[str] = set()
+    for batch in ledger.live_batches(step_fingerprint(work.step.key_prefix)):
+        in_batches.update(ledger.batch_keys(batch.batch_id))
+    return [key for key in work.pending if key in in_batches]
+
+
 def hold_batched_rows(store: Any, works: list[StepWork]) -> list[StepWork]:
     """Move each work's pending keys that sit in a live batch to a copy of the work, returned."""
     ledger = BatchLedger(store)
     held: list[StepWork] = []
     for work in works:
-        in_batches: set[str] = set()
-        for batch in ledger.live_batches(step_fingerprint(work.step.key_prefix)):
-            in_batches.update(ledger.batch_keys(batch.batch_id))
-        keys = [key for key in work.pending if key in in_batches]
+        keys = _batched_keys(ledger, work)
         if not keys:
             continue
         part = copy.copy(work)

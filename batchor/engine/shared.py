@@ -25,6 +25,7 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Iterator
 
+from batchor.engine.batch_handover import refuse_batched_rows
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.realtime import StopSignal, WorkItem
@@ -118,6 +119,7 @@ class SharedRun:
     async def run_wave(self, works: list[StepWork], realtime: Callable[[Iterator[WorkItem]], Awaitable[None]],
                        batches: Callable[[list[StepWork]], Awaitable[None]], stop: StopSignal) -> None:
         """Claim and run slices of the wave until nothing is pending or held by other live workers."""
+        await asyncio.to_thread(refuse_batched_rows, self.book.store, works)
         await asyncio.to_thread(self._enqueue, works)
         steps = [w.step.name for w in works]
         while not stop.stopped:

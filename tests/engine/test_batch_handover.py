@@ -58,3 +58,16 @@ def test_no_wait_leaves_the_batches_in_flight_and_sends_nothing_of_theirs(fake, 
     done = cli(workdir, "apply", spec, "--yes", "--mode", "realtime")
     assert done.returncode == 0, done.stderr
     assert sent(fake) == (5, 0) and answered_once(fake, 5) and len(results(workdir)) == 5
+
+
+@pytest.mark.postgres
+def test_a_shared_run_refuses_to_send_rows_of_live_batches_realtime(fake, workdir, pg_url):
+    fake.configure(batch_polls=3)
+    spec = batch_spec(workdir, rows=5)
+    assert cli(workdir, "apply", spec, "--yes", "--no-wait", "--state", pg_url).returncode == EXIT_IN_FLIGHT
+    refused = cli(workdir, "apply", spec, "--yes", "--mode", "realtime", "--state", pg_url)
+    assert refused.returncode == EXIT_IN_FLIGHT and "error [batches_in_flight]" in refused.stderr, refused.stderr
+    assert "--mode batch" in refused.stderr and sent(fake) == (5, 0)
+    collected = cli(workdir, "apply", spec, "--yes", "--state", pg_url)
+    assert collected.returncode == 0, collected.stderr
+    assert sent(fake) == (5, 0) and answered_once(fake, 5)
