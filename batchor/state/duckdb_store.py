@@ -1,12 +1,15 @@
 """DuckDB state: the embedded default.
 
 DuckDB admits one process per database file, so connections are short: each named transition
-opens, commits and closes, which lets `batchor status` or `plan` read between an apply's flushes.
+attaches the file, commits and detaches it, which lets `batchor status` or `plan` read between an
+apply's flushes. The file is attached to an in-memory DuckDB (`_Host`) kept open while units come
+often: opening a DuckDB instance costs ~10 ms (it builds the function catalog), attaching ~1 ms.
 Exclusive apply is a separate advisory lock file (see `lock.py`).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -16,6 +19,7 @@ from typing import Any, Iterator
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from batchor.errors import StateCorruptError, StateError, StateLockedError, StateVersionError
 from batchor.private import private_dir
@@ -27,7 +31,63 @@ _RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requ
                 "paused_reason", "output_path", "plan_path", "started_at", "finished_at")
 
 
-_PROCESS_LOCK = threading.RLock()
+_PROCESS_LOCK = threading.RLock()  # one unit of work at a time per process: they share the host
+
+
+class _Host:
+    """The process's in-memory DuckDB that state files are attached to (see the module doc).
+
+    It stays open while short units of work follow each other closely (an apply's flushes, several
+    a second) and is closed otherwise: a DuckDB instance gives the memory its queries used back to
+    the system only when it closes (hundreds of MB after a million-row join)."""
+
+    SHORT_UNIT_S = 0.1
+    CLOSE_AFTER_GAP_S = 1.0
+
+    def __init__(self) -> None:
+        self.db: duckdb.DuckDBPyConnection | None = None
+        self.attached = 0  # state files attached right now
+        self.last_end = 0.0
+        self.aliases = itertools.count()
+
+    def attach(self, path: Path) -> str:
+        """Attach `path` under a new alias (DuckDB errors propagate: the store names them)."""
+        if self.db is None:
+            self.db = duckdb.connect(":memory:")
+        alias, quoted = f"state_{next(self.aliases)}", str(path).replace("'", "''")
+        self.db.execute(f"ATTACH '{quoted}' AS {alias}")
+        self.attached += 1
+        return alias
+
+    def cursor(self, alias: str) -> duckdb.DuckDBPyConnection:
+        assert self.db is not None
+        db = self.db.cursor()
+        db.execute(f"USE {alias}")
+        return db
+
+    def detach(self, alias: str, since: float) -> None:
+        """Detach (DuckDB checkpoints the file then); close the host unless units come often."""
+        assert self.db is not None
+        try:
+            self.db.execute(f"DETACH {alias}")
+        except duckdb.Error:
+            self.attached -= 1
+            self._close_if_idle()  # closing the host lets the file go all the same
+            raise
+        self.attached -= 1
+        now = time.monotonic()
+        busy = now - since < self.SHORT_UNIT_S and since - self.last_end < self.CLOSE_AFTER_GAP_S
+        self.last_end = now
+        if not busy:
+            self._close_if_idle()
+
+    def _close_if_idle(self) -> None:
+        if self.attached == 0 and self.db is not None:
+            self.db.close()
+            self.db = None
+
+
+_HOST = _Host()
 
 
 class DuckDBStore:
@@ -38,6 +98,7 @@ class DuckDBStore:
         self.location = str(path)
         self.connect_timeout_s = connect_timeout_s
         self._held: duckdb.DuckDBPyConnection | None = None
+        self._alias, self._attached_at = "", 0.0
         private_dir(path.parent)
         with self.connection() as db:
             self._migrate(db)
@@ -47,23 +108,18 @@ class DuckDBStore:
 
     @contextmanager
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection for one unit of work (reused when a session is held).
-
-        One at a time per process: DuckDB shares one database instance between a process's
-        connections, and opening one while another thread closes the last one races."""
+        """A connection for one unit of work (the held one inside a session), the state file
+        attached only meanwhile. One at a time per process: they share the host instance."""
         with _PROCESS_LOCK:
             if self._held is not None:
                 yield self._held
                 return
-            db = self._connect()
-            try:
-                yield db
-            finally:
-                db.close()
+            with self.session():
+                yield self._held  # type: ignore[misc]
 
     @contextmanager
     def session(self) -> Iterator[None]:
-        """Hold one connection across several operations (e.g. the end of a run)."""
+        """Keep the file attached across several operations (e.g. the end of a run)."""
         with _PROCESS_LOCK:
             if self._held is not None:
                 yield
@@ -72,15 +128,17 @@ class DuckDBStore:
             try:
                 yield
             finally:
-                self._held.close()
-                self._held = None
+                self._release()
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of the host with the state file attached and selected, waiting while
+        another process holds the file."""
         deadline = time.monotonic() + self.connect_timeout_s
         delay = 0.005
         while True:
             try:
-                return duckdb.connect(str(self.path))
+                self._alias = _HOST.attach(self.path)
+                break
             except duckdb.IOException as exc:
                 text = str(exc)
                 if "lock" not in text.lower():
@@ -93,6 +151,15 @@ class DuckDBStore:
                 delay = min(delay * 2, 0.1)
             except duckdb.Error as exc:
                 raise _open_error(self.path, str(exc)) from None
+        self._attached_at = time.monotonic()
+        return _HOST.cursor(self._alias)
+
+    def _release(self) -> None:
+        """Detach the file, so other processes can open it."""
+        db, self._held = self._held, None
+        if db is not None:
+            db.close()  # rolls back a transaction an error left open
+            _HOST.detach(self._alias, self._attached_at)
 
     def _migrate(self, db: duckdb.DuckDBPyConnection) -> None:
         db.execute("CREATE TABLE IF NOT EXISTS batchor_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
@@ -141,11 +208,14 @@ class DuckDBStore:
     # --- transitions -----------------------------------------------------------------------
 
     def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:
-        """Store a flush of finished requests and their attempts in one transaction."""
+        """Store a flush of finished requests and their attempts in one transaction.
+
+        A key's new answer replaces its stored one (the first, if a flush holds a key twice)."""
         with self.connection() as db:
             db.execute("BEGIN")
-            db.register("new_results", results)
-            db.execute("INSERT OR REPLACE INTO results SELECT request_key, step, status, output, error_code, "
+            db.register("new_results", _first_per_key(results, "request_key"))
+            db.execute("DELETE FROM results WHERE request_key IN (SELECT request_key FROM new_results)")
+            db.execute("INSERT INTO results SELECT request_key, step, status, output, error_code, "
                        "error, attempts, input_tokens, output_tokens, cost_usd, run_id, now() FROM new_results")
             db.unregister("new_results")
             if attempts is not None and attempts.num_rows:
@@ -156,12 +226,13 @@ class DuckDBStore:
             db.execute("COMMIT")
 
     def add_run_requests(self, job_id: str, step: str, table: pa.Table) -> None:
-        """Record which request answers each row of a job's step (once per job)."""
+        """Record which request answers each row of a job's step (a row's new mapping replaces its old)."""
         with self.connection() as db:
             db.execute("BEGIN")
-            db.register("new_map", table)
-            db.execute("INSERT OR REPLACE INTO job_requests SELECT ?, ?, row_key, request_key FROM new_map",
-                       [job_id, step])
+            db.register("new_map", _first_per_key(table, "row_key"))
+            db.execute("DELETE FROM job_requests WHERE job_id = ? AND step = ? "
+                       "AND row_key IN (SELECT row_key FROM new_map)", [job_id, step])
+            db.execute("INSERT INTO job_requests SELECT ?, ?, row_key, request_key FROM new_map", [job_id, step])
             db.unregister("new_map")
             db.execute("COMMIT")
 
@@ -229,9 +300,8 @@ class DuckDBStore:
         return [batch_summary(b) for b in BatchLedger(self).job_batches(job_id)]
 
     def close(self) -> None:
-        if self._held is not None:
-            self._held.close()
-            self._held = None
+        with _PROCESS_LOCK:
+            self._release()
 
     def size_bytes(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
@@ -245,6 +315,16 @@ class DuckDBStore:
 def _first(rows: list[tuple]) -> tuple | None:
     """First row of a fully fetched result (DuckDB 2 refuses new work while a result is open)."""
     return rows[0] if rows else None
+
+
+def _first_per_key(table: pa.Table, key: str) -> pa.Table:
+    """`table` with each `key` once (its first row), as the tables' former primary keys had it
+    (migration 3 dropped them; the writes above keep keys unique instead)."""
+    if pc.count_distinct(table.column(key), mode="all").as_py() == table.num_rows:
+        return table
+    numbered = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
+    first = numbered.group_by(key, use_threads=False).aggregate([("_row", "min")]).column("_row_min")
+    return table.take(pc.take(first, pc.sort_indices(first)))
 
 
 def _open_error(path: Path, text: str) -> StateError:

@@ -5,7 +5,7 @@ Append new migrations; never edit a released one. The version is stored in `batc
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -37,5 +37,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             submitted_at TIMESTAMP, updated_at TIMESTAMP, ended_at TIMESTAMP)""",
         """CREATE TABLE IF NOT EXISTS batch_requests (
             batch_id VARCHAR, request_key VARCHAR, outcome VARCHAR)""",
+    ]),
+    # No primary keys on the two tables that grow with every row: their indexes cost more than the
+    # rows to insert and checkpoint (at 1M rows, 10x for a 400-row flush) and ~100 bytes a row, and
+    # no query uses them (lookups are hash joins). The store's writes keep the keys unique instead.
+    # DuckDB cannot drop a constraint: the tables are copied without it.
+    (3, [
+        "CREATE TABLE results_v3 AS SELECT * FROM results",
+        "DROP TABLE results",
+        "ALTER TABLE results_v3 RENAME TO results",
+        "CREATE TABLE job_requests_v3 AS SELECT * FROM job_requests",
+        "DROP TABLE job_requests",
+        "ALTER TABLE job_requests_v3 RENAME TO job_requests",
     ]),
 ]

@@ -6,7 +6,7 @@ import duckdb
 
 from batchor.state import open_state
 from batchor.state.batches import BatchLedger, BatchRecord
-from batchor.state.migrations import SCHEMA_VERSION
+from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 def _record(batch_id: str, chunk: int = 0, fp: str = "fp1") -> BatchRecord:
@@ -19,6 +19,8 @@ def test_a_version_1_state_is_migrated_to_version_2(tmp_path):
     path = tmp_path / "old.duckdb"
     db = duckdb.connect(str(path))
     db.execute("CREATE TABLE batchor_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    for sql in MIGRATIONS[0][1]:  # the tables a version 1 state has
+        db.execute(sql)
     db.execute("INSERT INTO batchor_meta VALUES ('schema_version', '1')")
     db.close()
     store = open_state(str(path))
