@@ -24,6 +24,11 @@ from batchor.state.cache import cached_mask
 
 def changed_rows(data_path: Path, step: StepPlan, state: Any, name: str, job_id: str) -> int:
     """How many of `step`'s requests to run replace an earlier, different request for their row."""
+    now = pq.read_table(data_path, columns=[ROW_KEY, req_column(step.name, "key")])
+    now = now.rename_columns(["row_key", "request_key"]).filter(pc.is_valid(now.column(1)))
+    now = now.filter(pc.invert(cached_mask(state, now.column("request_key"))))
+    if not now.num_rows:
+        return 0
     previous = state.execute(
         "SELECT DISTINCT j.row_key, j.request_key FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
         "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)", [step.name, job_id, name])
@@ -31,9 +36,6 @@ def changed_rows(data_path: Path, step: StepPlan, state: Any, name: str, job_id:
         return 0
     before = pa.table({"row_key": pa.array([r[0] for r in previous], pa.string()),
                        "request_key": pa.array([r[1] for r in previous], pa.string())})
-    now = pq.read_table(data_path, columns=[ROW_KEY, req_column(step.name, "key")])
-    now = now.rename_columns(["row_key", "request_key"]).filter(pc.is_valid(now.column(1)))
-    now = now.filter(pc.invert(cached_mask(state, now.column("request_key"))))
     with duckdb.connect() as db:
         db.register("now", now)
         db.register("before", before)
