@@ -132,6 +132,21 @@ def test_find_reconciles_by_display_name(fake):
     assert found.remote_id == created.remote_id and found.tag == "batchor-gem-find" and missing is None
 
 
+def test_a_job_whose_row_errors_carry_detail_objects_is_still_found_and_read(fake):
+    fake.configure(fail_matching={"item 1": 429})  # the row error carries a RetryInfo object
+
+    async def scenario(client):
+        wanted = tag("batchor-gem-details", 2)
+        created = await client.submit(wanted, [client.encode(r) for r in requests(MODEL, 2)])
+        ended = await until_ended(client, created)
+        return created, await client.find(wanted, set()), await collect(client, ended)
+
+    created, found, rows = run("gemini", scenario)
+    assert found is not None and found.remote_id == created.remote_id
+    assert isinstance(rows[f"{1:032x}"].error, RateLimitedError) and rows[f"{1:032x}"].error.retry_after
+    assert rows[f"{0:032x}"].completion is not None
+
+
 def test_a_create_answered_too_late_is_unknown_then_found(fake):
     fake.configure(batch_create_delay_s=3.0)
 
