@@ -87,6 +87,8 @@ class Pipeline:
         for work in works:
             if work.step.mode != "batch":
                 self._load_stage_step(work)
+        for name in self.followers:  # their row maps are recorded again row by row (see StepWork.scan)
+            store.forget_run_requests(plan.job_id, name)
         env = make_environment(Path(plan.header.base_dir))
         ready = [w for step in steps for w in self._register(step, env)]
         for waiting in ready:

@@ -41,6 +41,8 @@ class StepWork:
     def scan(self) -> None:
         """Pass 1: map rows to requests, record the mapping, find the keys without an answer."""
         record = bool(self.step.depends_on) or not self.store.has_job_requests(self.plan.job_id, self.step.name)
+        if self.step.depends_on:  # re-recorded in full: element rows of a list that shrank must go
+            self.store.forget_run_requests(self.plan.job_id, self.step.name)
         present: list[pa.Array] = []
         for row_keys, keys, _, _ in self._requests(with_messages=False):
             self.rows += len(keys)

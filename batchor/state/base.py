@@ -93,6 +93,10 @@ class StateStore(Protocol):
         """Record which request (`request_key`) answers each row (`row_key`) of a job's step."""
         ...
 
+    def forget_run_requests(self, job_id: str, step: str) -> None:
+        """Drop a job step's row map (it is about to be recorded again in full)."""
+        ...
+
     def has_job_requests(self, job_id: str, step: str) -> bool: ...
 
     def job_results(self, job_id: str, step: str) -> pa.Table:

@@ -236,6 +236,11 @@ class DuckDBStore:
             db.unregister("new_map")
             db.execute("COMMIT")
 
+    def forget_run_requests(self, job_id: str, step: str) -> None:
+        """Drop a job step's row map before it is recorded again in full (rows may have gone)."""
+        with self.connection() as db:
+            db.execute("DELETE FROM job_requests WHERE job_id = ? AND step = ?", [job_id, step])
+
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.connection() as db:
             row = db.execute("SELECT 1 FROM job_requests WHERE job_id = ? AND step = ? LIMIT 1",

@@ -201,6 +201,11 @@ class PostgresStore:
             args = [job_id, step, rows[start:start + _CHUNK], keys[start:start + _CHUNK]]
             self._retry(lambda conn, args=args: conn.execute(_UPSERT_JOB_REQUESTS, args))
 
+    def forget_run_requests(self, job_id: str, step: str) -> None:
+        """Drop a job step's row map before it is recorded again in full (rows may have gone)."""
+        self._retry(lambda conn: conn.execute("DELETE FROM job_requests WHERE job_id = %s AND step = %s",
+                                              [job_id, step]))
+
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.pg() as conn:
             return conn.execute("SELECT 1 FROM job_requests WHERE job_id = %s AND step = %s LIMIT 1",

@@ -68,6 +68,12 @@ def test_job_requests_map_rows_to_results(store):
     assert store.job_results("j", "none").num_rows == 0
     assert store.failures_by_reason("j") == {"http_400": 1}
 
+    store.add_run_requests("j", "other", pa.table({"row_key": ["1"], "request_key": ["b"]}))
+    store.forget_run_requests("j", "s")  # rows 2 and 3 are gone from the step (a shorter fan-out list)
+    store.add_run_requests("j", "s", pa.table({"row_key": ["1"], "request_key": ["a"]}))
+    assert [r["row_key"] for r in store.job_results("j", "s").to_pylist()] == ["1"]
+    assert store.job_results("j", "other").num_rows == 1 and store.failures_by_reason("j") == {"http_400": 1}
+
 
 def test_run_history(store):
     assert store.get_run(None) is None and store.list_runs() == []
