@@ -182,15 +182,7 @@ class DuckDBStore:
     # --- the cache -------------------------------------------------------------------------
 
     def cached_keys(self, keys: pa.Array) -> set[str]:
-        if len(keys) == 0:
-            return set()
-        probe = pa.table({"k": keys})
-        with self.connection() as db:
-            db.register("probe", probe)
-            rows = db.execute("SELECT r.request_key FROM results r JOIN probe p ON r.request_key = p.k "
-                              "WHERE r.status = 'succeeded'").fetchall()
-            db.unregister("probe")
-        return {r[0] for r in rows}
+        return set(self.cached_key_array(keys).to_pylist())
 
     def cached_key_array(self, keys: pa.Array) -> pa.Array:
         """`cached_keys` as an Arrow array (each key once): a million cached keys never become
