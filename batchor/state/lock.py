@@ -1,17 +1,19 @@
 """Exclusive apply: an advisory lock file beside the state, held for a whole apply.
 
 DuckDB's own file lock only lasts while a connection is open (we keep connections short), so a
-second apply is refused by this lock instead, with a message naming the holder.
+second apply is refused by this lock instead, with a message naming the holder. The lock is taken
+through `portalocker` (flock on POSIX, LockFileEx/msvcrt on Windows), imported only when a lock is
+taken, so `import batchor` works where `fcntl` does not exist.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
 import time
 from pathlib import Path
+from typing import IO
 
 from batchor.errors import StateLockedError
 from batchor.private import private_dir
@@ -20,42 +22,49 @@ from batchor.private import private_dir
 class ApplyLock:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
+        self._file: IO[bytes] | None = None
 
-    def acquire(self) -> "ApplyLock":
+    def acquire(self) -> ApplyLock:
+        import portalocker
+
         private_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        handle = os.fdopen(fd, "r+b", buffering=0)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except portalocker.LockException:
+            holder = _read_holder(handle)
+            handle.close()
             raise StateLockedError(
                 f"another batchor apply is running on this state ({holder})",
                 hint="wait for it to finish, stop it, or use another --state",
             ) from None
-        os.ftruncate(fd, 0)
         info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        os.write(fd, json.dumps(info).encode())
-        self._fd = fd
+        handle.truncate(0)
+        handle.write(json.dumps(info).encode())
+        self._file = handle
         return self
 
     def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            import portalocker
 
-    def __enter__(self) -> "ApplyLock":
+            portalocker.unlock(self._file)
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> ApplyLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
 
 
-def _read_holder(fd: int) -> str:
+def _read_holder(handle: IO[bytes]) -> str:
+    """Who holds the lock, from what it wrote (Windows may refuse the read: the bytes are locked)."""
     try:
-        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        handle.seek(0)
+        info = json.loads(handle.read(4096) or b"{}")
         return f"pid {info.get('pid')} on {info.get('host')} since {info.get('since')}"
     except (OSError, ValueError):
         return "holder unknown"
