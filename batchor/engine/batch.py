@@ -36,6 +36,7 @@ from batchor.errors import (
     TransientProviderError,
 )
 from batchor.fingerprint import sha256_hex
+from batchor.plan.request import llm_request
 from batchor.providers.base import LLMRequest, ProviderConfig
 from batchor.providers.batch import (
     FAILED,
@@ -252,8 +253,7 @@ class _Lane:
             self.work.pending = dict.fromkeys(self.queue)
 
     def _request(self, item: WorkItem) -> LLMRequest:
-        p = self.plan
-        return LLMRequest(item.key, p.model, item.messages, p.params, p.sent_schema, p.name)
+        return llm_request(self.plan, item.key, item.messages)
 
     def _record(self, chunk: _Chunk) -> BatchRecord:
         batch = BatchRecord(

@@ -17,7 +17,6 @@ import json
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -27,12 +26,11 @@ from batchor.engine.realtime import RealtimeExecutor, StopSignal, WorkItem
 from batchor.engine.rows import JobRows, input_values
 from batchor.engine.sink import ResultSink
 from batchor.engine.work import StepWork
-from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.plan.grain import Row, order_steps
 from batchor.plan.model import StepPlan
+from batchor.plan.request import RenderedRequest, StepRequests, pinned_requests
 from batchor.plan.store import CompiledPlan
-from batchor.plan.tokens import get_counter
-from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error
+from batchor.spec.templates import StepTemplates
 
 NO_ANSWER = object()  # skipped or failed upstream: rows that need it are skipped, as in wave mode
 
@@ -71,13 +69,13 @@ class Pipeline:
         self.plans = {s.name: s for s in plan.header.steps}
         self.followers = {s.name: s for s in steps}
         self.stage = {w.step.name for w in works if w.step.mode != "batch"} | set(self.followers)
-        self.templates: dict[str, StepTemplates] = {}
+        self.requests: dict[str, StepRequests] = {}
         self.fresh = {s for s in self.followers if s in refresh or "*" in refresh}  # no cache lookups
         self.values: dict[str, dict[str, Any]] = defaultdict(dict)  # step -> row key -> answer
         self.rows_of_key: dict[str, dict[str, list[str]]] = defaultdict(dict)  # step -> request -> rows
         self.answered: dict[str, dict[str, tuple[Any, bool]]] = defaultdict(dict)  # -> (answer, from cache)
         self.waiters: dict[tuple[str, str], list[_Waiting]] = defaultdict(list)
-        self.unchecked: list[tuple[str, str, list[dict]]] = []  # new follower requests: step, key, messages
+        self.unchecked: list[tuple[str, RenderedRequest]] = []  # new follower requests
         self.records: dict[str, list[tuple[str, str | None]]] = defaultdict(list)  # rows -> requests to store
         self.queue: deque[WorkItem] = deque()
         self.outstanding = 0  # sent requests whose answer is not stored yet
@@ -89,8 +87,7 @@ class Pipeline:
                 self._load_stage_step(work)
         for name in self.followers:  # their row maps are recorded again row by row (see StepWork.scan)
             store.forget_run_requests(plan.job_id, name)
-        env = make_environment(Path(plan.header.base_dir))
-        ready = [w for step in steps for w in self._register(step, env)]
+        ready = [w for step in steps for w in self._register(step)]
         for waiting in ready:
             self._release(waiting)
         while self.unchecked:  # before the stage starts: the same lookups, synchronously
@@ -110,10 +107,10 @@ class Pipeline:
             else:
                 self.values[name][row_key] = self._parse(name, output) if status == "succeeded" else NO_ANSWER
 
-    def _register(self, step: StepPlan, env: Any) -> list[_Waiting]:
+    def _register(self, step: StepPlan) -> list[_Waiting]:
         """Every row of a follower, waiting on the stage answers it needs; returns those ready now."""
-        self.templates[step.name] = tpl = compile_step(env, step.name, step.system, step.prompt, step.when,
-                                                       set(step.depends_on))
+        self.requests[step.name] = requests = pinned_requests(step, self.plan.header.base_dir)
+        tpl = requests.templates
         in_stage = [d for d in step.depends_on if d in self.stage]
         before = step.model_copy(update={"depends_on": [d for d in step.depends_on if d not in in_stage]})
         rows_of, ready = JobRows(self.plan, self.store), []
@@ -142,14 +139,10 @@ class Pipeline:
         step, row_key = waiting.step, waiting.row.key
         if any(v is None or v is NO_ANSWER for k, v in waiting.context.items() if k != "row"):
             return self._skip(step, row_key)
-        tpl = self.templates[step]
-        try:
-            if not tpl.should_run(waiting.context):
-                return self._skip(step, row_key)
-            messages = tpl.render_messages(waiting.context)
-        except Exception as exc:  # noqa: BLE001
-            raise render_error(step, exc, row_key) from None
-        key = request_key_from_json(self.followers[step].key_prefix, canonical_json(messages))
+        request = self.requests[step].render(row_key, waiting.context)
+        if request is None:
+            return self._skip(step, row_key)
+        key = request.key
         self.records[step].append((row_key, key))
         if key in self.answered[step]:  # asked (or found) earlier in this stage
             answer, cached = self.answered[step][key]
@@ -159,7 +152,7 @@ class Pipeline:
             self.rows_of_key[step][key].append(row_key)
             return None
         self.rows_of_key[step][key] = [row_key]
-        self.unchecked.append((step, key, messages))
+        self.unchecked.append((step, request))
         return None
 
     def _skip(self, step: str, row_key: str) -> None:
@@ -191,15 +184,15 @@ class Pipeline:
 
     # --- cache lookups of new follower requests --------------------------------------------
 
-    def _take(self) -> tuple[list[tuple[str, str, list[dict]]], dict[str, list[tuple[str, str | None]]]]:
+    def _take(self) -> tuple[list[tuple[str, RenderedRequest]], dict[str, list[tuple[str, str | None]]]]:
         batch, self.unchecked = self.unchecked, []
         records, self.records = self.records, defaultdict(list)
         return batch, records
 
-    def _look_up(self, batch: list[tuple[str, str, list[dict]]], records: dict[str, list]) -> tuple[dict, list[int]]:
+    def _look_up(self, batch: list[tuple[str, RenderedRequest]], records: dict[str, list]) -> tuple[dict, list[int]]:
         """Off the event loop: store the row -> request records, find cached answers, count tokens."""
         self._record(records)
-        keys = [key for step, key, _ in batch if step not in self.fresh]
+        keys = [request.key for step, request in batch if step not in self.fresh]
         found = self.store.results_for_keys(pa.array(keys, pa.string())) if keys else None
         cached = {}
         if found is not None:
@@ -208,18 +201,17 @@ class Pipeline:
                     cached[key] = output
         return cached, self._tokens(batch)
 
-    def _tokens(self, batch: list[tuple[str, str, list[dict]]]) -> list[int]:
+    def _tokens(self, batch: list[tuple[str, RenderedRequest]]) -> list[int]:
         tokens = [0] * len(batch)
-        for step, plan in self.followers.items():
-            at = [i for i, (s, _, _) in enumerate(batch) if s == step]
-            if at:
-                counter = get_counter(plan.provider, plan.model)
-                for i, n in zip(at, counter.count_messages_batch([batch[i][2] for i in at])):
-                    tokens[i] = n
+        for step, requests in self.requests.items():
+            at = [i for i, (s, _) in enumerate(batch) if s == step]
+            for i, n in zip(at, requests.tokens([batch[i][1] for i in at])):
+                tokens[i] = n or 0
         return tokens
 
-    def _checked(self, batch: list[tuple[str, str, list[dict]]], cached: dict[str, str], tokens: list[int]) -> None:
-        for (step, key, messages), n in zip(batch, tokens):
+    def _checked(self, batch: list[tuple[str, RenderedRequest]], cached: dict[str, str], tokens: list[int]) -> None:
+        for (step, request), n in zip(batch, tokens):
+            key = request.key
             if key in cached:
                 answer = self._parse(step, cached[key])
                 self.answered[step][key] = (answer, True)
@@ -229,7 +221,7 @@ class Pipeline:
                     self._deliver(step, row_key, answer)
             else:
                 self.progress.total += 1
-                self.queue.append(WorkItem(key, step, tuple(messages), n))
+                self.queue.append(WorkItem(key, step, request.messages, n))
 
     async def _check_loop(self) -> None:
         try:

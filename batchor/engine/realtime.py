@@ -34,6 +34,7 @@ from batchor.outputs.schemas import parse_structured
 from batchor.plan.context import too_long
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
+from batchor.plan.request import llm_request
 from batchor.providers.base import Completion, LLMRequest, Provider
 
 MAX_RATE_LIMIT_WAITS = 100  # 429s do not use attempts, but a request cannot wait forever
@@ -153,8 +154,7 @@ class RealtimeExecutor:
             self._report()
 
     async def _process(self, item: WorkItem, step: StepRuntime) -> float:
-        request = LLMRequest(item.key, step.plan.model, item.messages, step.plan.params, step.plan.sent_schema,
-                             step.plan.name)
+        request = llm_request(step.plan, item.key, item.messages)
         if too_long(item.input_tokens, step.plan.max_tokens, step.plan.context_window):
             return self._fail(item, 0, ContextLengthError(
                 f"prompt has {item.input_tokens} tokens; with max_tokens {step.plan.max_tokens} it exceeds the "

@@ -9,7 +9,6 @@ keys are filtered out with one cache query per step.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -17,12 +16,10 @@ import pyarrow.compute as pc
 
 from batchor.engine.realtime import WorkItem
 from batchor.engine.rows import JobRows, input_values
-from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.plan.model import StepPlan, req_column
+from batchor.plan.request import RenderedRequest, pinned_requests
 from batchor.plan.store import CompiledPlan
-from batchor.plan.tokens import get_counter
 from batchor.spec.inputs import ROW_KEY
-from batchor.spec.templates import compile_step, make_environment, render_error
 from batchor.state.cache import cached_mask
 
 
@@ -89,33 +86,17 @@ class StepWork:
 
     def _rendered(self) -> Iterator[tuple[pa.Array, pa.Array, list, list]]:
         """Render a dependent step for rows whose upstream answers all succeeded."""
-        env = make_environment(Path(self.plan.header.base_dir))
-        tpl = compile_step(env, self.step.name, self.step.system, self.step.prompt, self.step.when,
-                           set(self.step.depends_on))
-        counter = get_counter(self.step.provider, self.step.model)
+        requests = pinned_requests(self.step, self.plan.header.base_dir)
         for inputs, rows in self.rows_of.batches(self.step.grain):
             values = input_values(inputs)
-            keys, bodies, lists = [], [], []
+            rendered: list[RenderedRequest | None] = []
             for row in rows:
                 answers = self.rows_of.upstream(self.step, row)
                 if any(a is None for a in answers.values()):
-                    keys.append(None), bodies.append(None)
                     self.blocked += 1
+                    rendered.append(None)
                     continue
-                body, messages = self._render(tpl, row.key, {"row": values[row.index], **answers})
-                keys.append(None if body is None else request_key_from_json(self.step.key_prefix, body))
-                bodies.append(body)
-                if messages is not None:
-                    lists.append(messages)
-            counts = iter(counter.count_messages_batch(lists))
-            tokens = [next(counts) if b is not None else None for b in bodies]
-            yield pa.array([r.key for r in rows], pa.string()), pa.array(keys, pa.string()), bodies, tokens
-
-    def _render(self, tpl: Any, row_key: str, context: dict) -> tuple[str | None, list | None]:
-        try:
-            if not tpl.should_run(context):
-                return None, None
-            messages = tpl.render_messages(context)
-        except Exception as exc:  # noqa: BLE001
-            raise render_error(self.step.name, exc, row_key) from None
-        return canonical_json(messages), messages
+                rendered.append(requests.render(row.key, {"row": values[row.index], **answers}))
+            keys = pa.array([r.key if r is not None else None for r in rendered], pa.string())
+            bodies = [r.body if r is not None else None for r in rendered]
+            yield pa.array([r.key for r in rows], pa.string()), keys, bodies, requests.tokens(rendered)

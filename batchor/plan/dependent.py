@@ -19,14 +19,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.outputs.sample_values import sample_value
 from batchor.plan.grain import Row, children, element_key, input_rows, order_steps, rows_table, upstream
 from batchor.plan.model import StepPlan, req_column
+from batchor.plan.request import RenderedRequest, StepRequests
 from batchor.plan.sql_step import evaluate
 from batchor.plan.tokens import get_counter
 from batchor.spec.inputs import ROW_KEY
-from batchor.spec.templates import StepTemplates, render_error
+from batchor.spec.templates import StepTemplates
 
 
 @dataclass
@@ -167,8 +167,9 @@ def _row_state(upstream_values: list[Any]) -> str:
 def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: list[dict],
                answers: dict[str, dict[str, Any]], by_name: dict[str, StepPlan], state: Any,
                refresh: frozenset[str], tally: DependentTally) -> dict[str, Any]:
+    requests = StepRequests(step, tpl)
     keys: list[Any] = []
-    messages_known: list[list[dict]] = []
+    rendered: list[RenderedRequest] = []
     for row in rows:
         tally.rows += row.weight
         values = upstream(step, row, answers, by_name)
@@ -180,26 +181,22 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
             tally.project(row)
             keys.append(PROJECTED)
             continue
-        context = {"row": row_values[row.index], **values}
-        try:
-            tally.evaluated += 1
-            if not tpl.should_run(context):
-                tally.skipped += 1
-                keys.append(None)
-                continue
-            messages = tpl.render_messages(context)
-        except Exception as exc:  # noqa: BLE001
-            raise render_error(step.name, exc, row.key) from None
-        keys.append(request_key_from_json(step.key_prefix, canonical_json(messages)))
-        messages_known.append(messages)
-    counts = iter(get_counter(step.provider, step.model).count_messages_batch(messages_known))
+        tally.evaluated += 1
+        request = requests.render(row.key, {"row": row_values[row.index], **values})
+        if request is None:
+            tally.skipped += 1
+            keys.append(None)
+            continue
+        keys.append(request.key)
+        rendered.append(request)
+    counts = iter(requests.tokens(rendered))
     real = [k if isinstance(k, str) else None for k in keys]
     cached = _cached_answers(state, step, real, refresh)
     cached = [None if k is PROJECTED else c for k, c in zip(keys, cached)]
     for key, answer in zip(real, cached):
         if key is None:
             continue
-        tokens = next(counts)
+        tokens = next(counts) or 0
         if answer is not None:
             tally.cached += 1
         elif key not in tally.run_keys:

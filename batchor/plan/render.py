@@ -17,12 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.plan.model import StepPlan, req_column
-from batchor.plan.tokens import get_counter
-from batchor.plan.vectorized import FastStep, fast_step, request_keys
+from batchor.plan.request import StepRequests
+from batchor.plan.vectorized import FastStep, fast_step
 from batchor.spec.inputs import InputReader
-from batchor.spec.templates import StepTemplates, render_error
+from batchor.spec.templates import StepTemplates
 from batchor.state.cache import cached_mask
 
 _BATCH_ROWS = 32_768  # the Python strings of a batch (bodies, prompts, keys) are what bounds memory
@@ -89,8 +88,7 @@ class _StepRenderer:
     """Renders one step's requests for a batch: column-wise when possible, else Jinja."""
 
     def __init__(self, step: StepPlan, tpl: StepTemplates, schema: pa.Schema) -> None:
-        self.step, self.tpl = step, tpl
-        self.counter = get_counter(step.provider, step.model)
+        self.step, self.requests = step, StepRequests(step, tpl)
         self.fast: FastStep | None = (
             fast_step(step.system, step.prompt, step.when, schema)
             if not tpl.dynamic_row_access
@@ -105,33 +103,18 @@ class _StepRenderer:
 
     def _render_columns(self, fast: FastStep, batch: pa.RecordBatch) -> _Rendered:
         bodies = fast.bodies(batch)
-        keys = request_keys(self.step.key_prefix, bodies.to_pylist())
+        keys = self.requests.keys(bodies.to_pylist())
         contents = [
             (role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)
         ]
-        return _Rendered(keys, bodies, self.counter.count_chat_columns(contents, batch.num_rows))
+        counter = self.requests.counter
+        return _Rendered(keys, bodies, counter.count_chat_columns(contents, batch.num_rows))
 
     def _render_rows(self, row_keys: list[str], rows: list[dict]) -> _Rendered:
-        keys: list[str | None] = []
-        bodies: list[str | None] = []
-        message_lists: list[list[dict[str, str]]] = []
-        prefix, tpl = self.step.key_prefix, self.tpl
-        for row_key, row in zip(row_keys, rows):
-            context = {"row": row}
-            try:
-                if not tpl.should_run(context):
-                    keys.append(None), bodies.append(None)
-                    continue
-                messages = tpl.render_messages(context)
-            except Exception as exc:  # noqa: BLE001 - any render failure names the row
-                raise render_error(self.step.name, exc, row_key) from None
-            body = canonical_json(messages)
-            keys.append(request_key_from_json(prefix, body))
-            bodies.append(body)
-            message_lists.append(messages)
-        counts = iter(self.counter.count_messages_batch(message_lists))
-        tokens = [next(counts) if k is not None else None for k in keys]
-        return _Rendered(keys, pa.array(bodies, pa.string()), tokens)
+        rendered = [self.requests.render(k, {"row": row}) for k, row in zip(row_keys, rows)]
+        keys = [r.key if r is not None else None for r in rendered]
+        bodies = pa.array([r.body if r is not None else None for r in rendered], pa.string())
+        return _Rendered(keys, bodies, self.requests.tokens(rendered))
 
 
 def write_plan_data(

@@ -5,12 +5,12 @@ what Jinja renders (text cells as they are, NULL as '' like `finalize`), so a wh
 rendered by concatenating Arrow columns, and its canonical-JSON body by concatenating the
 JSON-escaped pieces (escaping is per character, so literals are escaped once and only cells
 holding a quote, backslash or control character are escaped in Python). Anything else (filters,
-tags, `when`, non-text columns) returns None here and takes the Jinja path.
+tags, `when`, non-text columns) returns None here and takes the Jinja path. The bodies are keyed
+by `request.StepRequests.keys`, the same hash as every other path.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -180,10 +180,3 @@ def _merge_literals(pieces: list[pa.Array | str]) -> list[pa.Array | str]:
         else:
             merged.append(piece)
     return merged
-
-
-def request_keys(prefix: str, bodies: list[str]) -> list[str]:
-    """request_key_from_json for many bodies (same hash, without the per-call overhead)."""
-    head = (prefix + "\x1f").encode("utf-8")
-    sha = hashlib.sha256
-    return [sha(head + body.encode("utf-8")).hexdigest()[:32] for body in bodies]

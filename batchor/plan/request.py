@@ -1,0 +1,79 @@
+"""One request, one implementation: a step's request for a row, rendered and keyed.
+
+Planning (root and dependent steps), apply (`engine/work.py`) and row-level pipelining
+(`engine/pipeline.py`) all render through `StepRequests`, so a row gets the same request key and
+the same body whichever path rendered it, and `llm_request` builds what is sent from exactly the
+messages that were keyed. The column-wise fast path (`vectorized.py`) builds the same bodies for
+simple templates without Jinja and keys them with `StepRequests.keys`; tests/plan/test_request.py
+holds the two (and the three callers) to identical results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from batchor.fingerprint import canonical_json, request_key_from_json
+from batchor.plan.model import StepPlan
+from batchor.plan.tokens import get_counter
+from batchor.providers.base import LLMRequest
+from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedRequest:
+    """A row's request: its key, its messages, and their canonical JSON (what the key hashes)."""
+
+    key: str
+    body: str
+    messages: tuple[dict[str, str], ...]
+
+
+class StepRequests:
+    """Renders and keys one step's requests; `render` is the only place a row becomes a request."""
+
+    def __init__(self, step: StepPlan, templates: StepTemplates) -> None:
+        self.step, self.templates = step, templates
+        self.counter = get_counter(step.provider, step.model)
+
+    def render(self, row_key: str, context: dict[str, Any]) -> RenderedRequest | None:
+        """The row's request, or None when the step's `when:` skips it; a failure names the row."""
+        try:
+            if not self.templates.should_run(context):
+                return None
+            messages = self.templates.render_messages(context)
+        except Exception as exc:  # noqa: BLE001 - any render failure names the step and row
+            raise render_error(self.step.name, exc, row_key) from None
+        body = canonical_json(messages)
+        return RenderedRequest(request_key_from_json(self.step.key_prefix, body), body, tuple(messages))
+
+    def tokens(self, requests: Sequence[RenderedRequest | None]) -> list[int | None]:
+        """Input tokens per request (None where there is none), counted in one batch."""
+        counts = iter(self.counter.count_messages_batch([r.messages for r in requests if r is not None]))
+        return [next(counts) if r is not None else None for r in requests]
+
+    def keys(self, bodies: Sequence[str]) -> list[str]:
+        """Keys of many canonical bodies at once (the fast path): the hash `render` computes."""
+        return request_keys(self.step.key_prefix, bodies)
+
+
+def request_keys(prefix: str, bodies: Sequence[str]) -> list[str]:
+    """`request_key_from_json` for many bodies (same hash, without the per-call overhead)."""
+    head = (prefix + "\x1f").encode("utf-8")
+    sha = hashlib.sha256
+    return [sha(head + body.encode("utf-8")).hexdigest()[:32] for body in bodies]
+
+
+def pinned_requests(step: StepPlan, base_dir: str) -> StepRequests:
+    """A step's renderer from the templates pinned in a plan (apply and pipelining)."""
+    env = make_environment(Path(base_dir))
+    templates = compile_step(env, step.name, step.system, step.prompt, step.when, set(step.depends_on))
+    return StepRequests(step, templates)
+
+
+def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, str], ...]) -> LLMRequest:
+    """What is sent for a request: the keyed messages with the step's pinned params and schema."""
+    return LLMRequest(key, step.model, messages, step.params, step.sent_schema, step.name)
