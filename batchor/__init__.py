@@ -8,9 +8,9 @@
 
 __version__ = "0.1.0"
 
-from batchor.api import Plan, ValidationReport, apply, plan, validate  # noqa: E402
-from batchor.engine.events import Event  # noqa: E402
-from batchor.errors import (  # noqa: E402
+from batchor.api import Plan, ValidationReport, apply, plan, validate
+from batchor.engine.events import Event
+from batchor.errors import (
     BatchorError,
     CostLimitError,
     InputError,
@@ -22,7 +22,7 @@ from batchor.errors import (  # noqa: E402
     StateLockedError,
     TemplateUndefinedError,
 )
-from batchor.result import Result  # noqa: E402
+from batchor.result import Result
 
 __all__ = [
     "BatchorError",

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from batchor.engine.events import Event
-from batchor.errors import disk_full_reported
 from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget
+from batchor.errors import disk_full_reported
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
 from batchor.plan.compile import compile_plan

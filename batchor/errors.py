@@ -112,7 +112,11 @@ class UnknownProviderError(SpecError):
 
 
 class UnknownModelError(SpecError):
-    code = "unknown_model"
+    """The spec names a model that is neither priced nor known to the provider (before any call).
+
+    Distinct from `ModelNotFoundError` (`unknown_model`), the provider's own answer at run time."""
+
+    code = "model_unlisted"
 
 
 class BaseUrlMissingError(SpecError):
@@ -313,16 +317,6 @@ class InvalidOutputError(ProviderError):
 
     code = "invalid_output"
     transient = True
-
-
-class RunFailedError(BatchorError):
-    code = "run_failed"
-    exit_code = EXIT_ROWS_FAILED
-
-
-class InterruptedRunError(BatchorError):
-    code = "interrupted"
-    exit_code = EXIT_INTERRUPTED
 
 
 def redact(text: str, secrets: list[str]) -> str:

@@ -17,6 +17,8 @@ except ImportError:  # pragma: no cover - Typer with an external Click
 from batchor import api
 from batchor.cli import render
 from batchor.errors import (
+    EXIT_COST_LIMIT,
+    EXIT_ERROR,
     EXIT_IN_FLIGHT,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -138,7 +140,7 @@ def _report(outcome: Any, target: Path, as_json: bool) -> None:
         raise typer.Exit(EXIT_INTERRUPTED)
     if outcome.status in ("budget", "paused"):
         typer.echo(f"stopped: {outcome.stop_reason}. Run `batchor apply {target}` again to continue.", err=True)
-        raise typer.Exit(4 if outcome.status == "budget" else 1)
+        raise typer.Exit(EXIT_COST_LIMIT if outcome.status == "budget" else EXIT_ERROR)
     if outcome.status in ("partial", "failed"):
         if outcome.stop_reason and not as_json:
             typer.echo(f"stopped early: {outcome.stop_reason}", err=True)
@@ -205,7 +207,8 @@ def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
 def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
            output: Path = typer.Option(..., "--output", "-o", help="File to write (.csv .parquet .jsonl .duckdb)"),
            state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
-           attempts: bool = typer.Option(False, "--attempts", help="Export every attempt with raw payloads (JSONL)")) -> None:
+           attempts: bool = typer.Option(False, "--attempts",
+                                         help="Export every attempt with raw payloads (JSONL)")) -> None:
     """Write a run's results (also while it runs: unanswered rows are `pending`)."""
     from batchor import ops
 
@@ -220,7 +223,8 @@ app.command("results", help="Same as `export`.")(export)
 def prune(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
           older_than: Optional[float] = typer.Option(None, "--older-than", help="Only attempts older than DAYS"),
           finished: bool = typer.Option(False, "--finished", help="Only attempts of finished runs"),
-          answers: bool = typer.Option(False, "--answers", help="Also delete cached answers (they will be paid again)")) -> None:
+          answers: bool = typer.Option(False, "--answers",
+                                       help="Also delete cached answers (they will be paid again)")) -> None:
     """Drop raw request/response payloads to shrink the state; answers stay unless --answers."""
     from batchor import ops
 
@@ -240,7 +244,8 @@ def prices(query: Optional[str] = typer.Argument(None, help="Model name or part 
         return
     typer.echo("  ".join(f"{k}: {v}" for k, v in data["table"].items() if not isinstance(v, (list, dict))))
     for p in data["models"]:
-        batch = f"  batch {p['batch_input_per_mtok']}/{p['batch_output_per_mtok']}" if p.get("batch_input_per_mtok") else ""
+        has_batch = p.get("batch_input_per_mtok")
+        batch = f"  batch {p['batch_input_per_mtok']}/{p['batch_output_per_mtok']}" if has_batch else ""
         typer.echo(f"{p['provider']:10} {p['model']:40} in {p['input_per_mtok']:>8} out {p['output_per_mtok']:>8}"
                    f" $/Mtok{batch}  (as of {p['as_of']})")
 

@@ -23,8 +23,8 @@ from batchor.engine.sink import ResultSink
 from batchor.errors import (
     AuthenticationError,
     ContextLengthError,
-    ModelNotFoundError,
     InvalidOutputError,
+    ModelNotFoundError,
     ProviderError,
     QuotaExhaustedError,
     RateLimitedError,

@@ -172,7 +172,8 @@ class _Runner:
             self._last_saved = time.monotonic()
             p, r = self.progress, self.run_record
             r.requests, r.succeeded, r.failed, r.cached = p.total, p.succeeded, p.failed, p.cached
-            r.skipped, r.cost_usd, r.input_tokens, r.output_tokens = p.skipped, p.cost_usd, p.input_tokens, p.output_tokens
+            r.skipped, r.cost_usd = p.skipped, p.cost_usd
+            r.input_tokens, r.output_tokens = p.input_tokens, p.output_tokens
             # Off the event loop (a state write takes milliseconds); the loop's Runner waits for it on
             # close, so it lands before the final finish_run in _finish.
             save = functools.partial(self.store.finish_run, dataclasses.replace(r), final=False)
@@ -286,7 +287,8 @@ class _Runner:
         sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)
         options = {"limits": self.limits, "budget": self.budget, "sink": sink, "progress": self.progress,
                    "emit": self.options.emit, "stop": self.stop, "seed": self.options.seed}
-        executor = PipelinedExecutor(feed, self.runtimes, **options) if feed else RealtimeExecutor(self.runtimes, **options)
+        executor = (PipelinedExecutor(feed, self.runtimes, **options) if feed
+                    else RealtimeExecutor(self.runtimes, **options))
         if self.shared is not None:
             executor.limiter = self.shared.limiter(executor.limiter, self.runtimes)
         await executor.run(items)
@@ -386,6 +388,6 @@ def _status(progress: Progress, stop: StopSignal) -> str:
 
 
 def _new_run_id() -> str:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     return f"r{stamp}-{uuid.uuid4().hex[:6]}"
 

@@ -155,7 +155,7 @@ class SharedRun:
                 announced = True
             try:
                 await asyncio.wait_for(stop.event.wait(), poll)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         return False
 

@@ -52,7 +52,7 @@ def build_output_sql(plan: CompiledPlan) -> str:
     result aligned to its row in a struct column (`_aligned_rows`). A plain projection, so
     DuckDB keeps the input order without sorting a million wide rows."""
     steps = plan.header.steps
-    inputs = [c for c in plan.header.input.columns]
+    inputs = list(plan.header.input.columns)
     select = [f"rows.{_q(c)}" for c in inputs] + [f"rows.{ROW_KEY}"]
     aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(steps))]
     for step, alias in zip(steps, aliases):

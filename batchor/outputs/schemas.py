@@ -326,9 +326,9 @@ def _drop_optional_nulls(value: Any, node: Any, compiled: Validator, depth: int)
     out = {}
     for key, item in value.items():
         sub = props.get(key)
-        if sub is not None and item is None and key not in required:
-            if not compiled.evolve(schema=sub).is_valid(None):
-                continue
+        optional_null = sub is not None and item is None and key not in required
+        if optional_null and not compiled.evolve(schema=sub).is_valid(None):
+            continue
         out[key] = item if sub is None else _drop_optional_nulls(item, sub, compiled, depth + 1)
     return out
 

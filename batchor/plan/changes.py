@@ -40,6 +40,7 @@ def changed_rows(data_path: Path, step: StepPlan, state: Any, name: str, job_id:
         db.register("now", now)
         db.register("before", before)
         return int(db.sql(
-            "SELECT count(DISTINCT n.request_key) FROM now n WHERE n.row_key IN (SELECT row_key FROM before) AND NOT EXISTS "
+            "SELECT count(DISTINCT n.request_key) FROM now n WHERE n.row_key IN (SELECT row_key FROM before) "
+            "AND NOT EXISTS "
             "(SELECT 1 FROM before b WHERE b.row_key = n.row_key AND b.request_key = n.request_key)"
         ).fetchall()[0][0])

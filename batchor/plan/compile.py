@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 import batchor
 from batchor.errors import InputError, SpecError
+from batchor.plan.changes import changed_rows
 from batchor.plan.dependent import (
     DependentTally,
     dependent_tallies,
@@ -24,7 +25,6 @@ from batchor.plan.dependent import (
     order_steps,
     projected_tokens,
 )
-from batchor.plan.changes import changed_rows
 from batchor.plan.mode import settle_mode
 from batchor.plan.model import (
     InputInfo,
@@ -58,7 +58,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     source = input_source(loaded)
     reader = InputReader(source)
     try:
-        for name, compiled in templates.items():
+        for compiled in templates.values():
             check_columns(compiled, reader.columns)
         steps = _with_sql_schemas(steps, reader.columns, str(loaded.base_dir))
         roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
@@ -180,7 +180,7 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
         estimates=any(s.counts.estimated for s in steps),
         unbounded=[s.name for s in steps if s.counts.unbounded and s.provider != "sql"])
     return PlanHeader(
-        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         batchor_version=batchor.__version__, name=spec.name, spec_source=loaded.source,
         spec_text=loaded.text, spec=spec.model_dump(mode="json", by_alias=True), base_dir=str(loaded.base_dir),
         input=InputInfo(files=[str(p) for p in source.files], format=source.format, fingerprint=fingerprint,

@@ -17,10 +17,10 @@ from batchor.plan.grain import assign_grains
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
+from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
 from batchor.spec.load import LoadedSpec
-from batchor.plan.sql_step import sql_step_plan
 from batchor.spec.model import ModelSpec, SqlStep
 from batchor.spec.templates import StepTemplates, compile_step, make_environment
 

@@ -19,7 +19,8 @@ def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
         "rows": h.totals.rows, "totals": h.totals.model_dump(), "input": {"files": h.input.files,
                                                                           "fingerprint": h.input.fingerprint},
         "output": h.output.model_dump(),
-        "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "mode_note": s.mode_note, "depends_on": s.depends_on,
+        "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "mode_note": s.mode_note,
+                   "depends_on": s.depends_on,
                    "price": s.price, "token_count_exact": s.token_count_exact, "schema_notes": s.schema_notes,
                    **s.counts.model_dump()} for s in h.steps],
     }
@@ -71,7 +72,8 @@ def plan_markdown(plan: "CompiledPlan") -> str:
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for s in h.steps:
         c = s.counts
-        rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {c.changed:,} | {c.cached:,} | {c.skipped:,} | "
+        rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {c.changed:,} | {c.cached:,} "
+                    f"| {c.skipped:,} | "
                     f"{money(c.cost_expected)} | {_upper(s)} |")
     head = (f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
             f"{t.cached:,} cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n")
@@ -91,4 +93,6 @@ def _upper(step: Any) -> str:
 
 
 def _at_most(totals: Any) -> str:
-    return "no upper bound: a fan-out has no `max_fanout`" if totals.unbounded else f"at most {money(totals.cost_upper)}"
+    if totals.unbounded:
+        return "no upper bound: a fan-out has no `max_fanout`"
+    return f"at most {money(totals.cost_upper)}"

@@ -25,7 +25,6 @@ from batchor.errors import (
     TransientProviderError,
 )
 from batchor.providers.base import (
-    Capabilities,
     Completion,
     LLMRequest,
     ProviderConfig,
@@ -139,9 +138,8 @@ def error_for(status: int | None, body: Any, message: str, retry_after: float | 
 class AnthropicProvider:
     name = "anthropic"
 
-    def __init__(self, client: Any, *, strict: bool, option: str | None, secret: str, batch: bool) -> None:
+    def __init__(self, client: Any, *, strict: bool, option: str | None, secret: str) -> None:
         self.client, self.strict, self.option = client, strict, option
-        self.capabilities = Capabilities(structured_output=True, batch=batch, exact_token_counts=False)
         self._secret = secret
 
     async def complete(self, request: LLMRequest) -> Completion:
@@ -203,4 +201,4 @@ def create(config: ProviderConfig, info: Any) -> AnthropicProvider:
                                       timeout=config.timeout_s, http_client=_http_client(anthropic, config.timeout_s))
     option = config.options.get("structured")
     return AnthropicProvider(client, strict=bool(config.options.get("strict", True)), option=option,
-                             secret=secret, batch=info.batch)
+                             secret=secret)

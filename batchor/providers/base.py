@@ -42,13 +42,6 @@ class Completion:
 
 
 @dataclass(frozen=True, slots=True)
-class Capabilities:
-    structured_output: bool = True
-    batch: bool = False
-    exact_token_counts: bool = False  # tiktoken counts are exact for this provider's models
-
-
-@dataclass(frozen=True, slots=True)
 class ProviderConfig:
     """Connection settings resolved from the spec; the key itself is read from env at call time."""
 
@@ -62,7 +55,6 @@ class ProviderConfig:
 @runtime_checkable
 class Provider(Protocol):
     name: str
-    capabilities: Capabilities
 
     async def complete(self, request: LLMRequest) -> Completion:
         """Send one request; raise a ProviderError subclass on failure."""

@@ -33,7 +33,6 @@ from batchor.errors import (
     TransientProviderError,
 )
 from batchor.providers.base import (
-    Capabilities,
     Completion,
     LLMRequest,
     ProviderConfig,
@@ -156,9 +155,8 @@ def retry_delay(details: list[dict[str, Any]]) -> float | None:
 class GeminiProvider:
     name = "gemini"
 
-    def __init__(self, client: Any, *, secret: str | None, batch: bool) -> None:
+    def __init__(self, client: Any, *, secret: str | None) -> None:
         self.client = client
-        self.capabilities = Capabilities(structured_output=True, batch=batch, exact_token_counts=False)
         self._secret = secret
 
     async def complete(self, request: LLMRequest) -> Completion:
@@ -262,4 +260,4 @@ def create(config: ProviderConfig, info: Any) -> GeminiProvider:
         raise NoApiKeyError(f"cannot set up Gemini on Vertex AI: {exc}",
                             hint="set `project` and `location` (or GOOGLE_CLOUD_PROJECT and "
                                  "GOOGLE_CLOUD_LOCATION) and run `gcloud auth application-default login`") from None
-    return GeminiProvider(client, secret=kwargs.get("api_key"), batch=info.batch)
+    return GeminiProvider(client, secret=kwargs.get("api_key"))

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from batchor.outputs.sample_values import sample_value
-from batchor.providers.base import Capabilities, Completion, LLMRequest, ProviderConfig
+from batchor.providers.base import Completion, LLMRequest, ProviderConfig
 
 
 def to_body(request: LLMRequest) -> dict[str, Any]:
@@ -31,7 +31,6 @@ def answer(request: LLMRequest) -> Completion:
 
 class MockProvider:
     name = "mock"
-    capabilities = Capabilities(structured_output=True, batch=False, exact_token_counts=False)
 
     async def complete(self, request: LLMRequest) -> Completion:
         return answer(request)

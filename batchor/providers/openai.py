@@ -14,9 +14,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from batchor.errors import ContentRefusedError, BaseUrlMissingError, InvalidOutputError, TransientProviderError
+from batchor.errors import BaseUrlMissingError, ContentRefusedError, TransientProviderError
 from batchor.providers.base import (
-    Capabilities,
     Completion,
     LLMRequest,
     ProviderConfig,
@@ -124,7 +123,6 @@ class OpenAIProvider:
 
     def __init__(self, client: Any, *, api: str, strict: bool, first_party: bool, secret: str | None) -> None:
         self.client, self.api, self.strict, self.first_party = client, api, strict, first_party
-        self.capabilities = Capabilities(structured_output=True, batch=first_party, exact_token_counts=first_party)
         self._secret = secret
         self._response_type = _response_type()
 

@@ -101,7 +101,8 @@ def _batch_error(batch: Any) -> ProviderError | None:
 class OpenAIBatchProvider:
     name = "openai"
 
-    def __init__(self, client: Any, *, api: str, strict: bool, secret: str | None, limits: BatchLimits = LIMITS) -> None:
+    def __init__(self, client: Any, *, api: str, strict: bool, secret: str | None,
+                 limits: BatchLimits = LIMITS) -> None:
         self.client, self.api, self.strict, self._secret = client, api, strict, secret
         self.limits = limits
 

@@ -73,6 +73,16 @@ def _message(err: dict[str, Any]) -> str:
     return err["msg"]
 
 
+_VALIDATOR_PARTS = ("function-", "literal[", "str", "dict")  # pydantic's names for validators, not keys
+
+
+def _has(node: Any, part: Any) -> bool:
+    """Whether `part` is an existing key (mapping) or index (list) of `node`."""
+    if isinstance(node, dict):
+        return part in node
+    return isinstance(node, list) and isinstance(part, int) and part < len(node)
+
+
 def _key_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """Keep only the parts of a pydantic location that are real keys in the data."""
     path: list[Any] = []
@@ -80,13 +90,10 @@ def _key_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     for part in loc:
         if part in STEP_TAGS:  # the union's tag, not a key the user wrote
             continue
-        if isinstance(node, dict) and part in node:
+        if _has(node, part):
             path.append(part)
             node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-            path.append(part)
-            node = node[part]
-        elif isinstance(part, str) and not part.startswith(("function-", "literal[", "str", "dict")) and "[" not in part:
+        elif isinstance(part, str) and not part.startswith(_VALIDATOR_PARTS) and "[" not in part:
             path.append(part)  # a missing or unknown key: still worth naming
             node = None
     return tuple(path)

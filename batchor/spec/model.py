@@ -6,7 +6,7 @@ generated JSON Schema (`schemas/batchor-spec.schema.json`) that editors use for 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
@@ -163,7 +163,7 @@ def _step_kind(value: Any) -> str:
 
 
 STEP_TAGS = ("llm_step", "sql_step")
-StepSpec = Annotated[Union[Annotated[LLMStep, Tag("llm_step")], Annotated[SqlStep, Tag("sql_step")]],
+StepSpec = Annotated[Annotated[LLMStep, Tag("llm_step")] | Annotated[SqlStep, Tag("sql_step")],
                      Discriminator(_step_kind)]
 
 

@@ -72,7 +72,8 @@ class StepTemplates:
 
 
 def compile_step(
-    env: ImmutableSandboxedEnvironment, step: str, system: str | None, prompt: str, when: str | None, known_steps: set[str]
+    env: ImmutableSandboxedEnvironment, step: str, system: str | None, prompt: str, when: str | None,
+    known_steps: set[str],
 ) -> StepTemplates:
     """Parse a step's templates and find which columns and steps they reference."""
     compiled = StepTemplates(step=step, system=None, prompt=None, when=None)  # type: ignore[arg-type]

@@ -21,7 +21,6 @@ from typing import Any
 import pyarrow as pa
 
 LIVE_STATES = ("intent", "submitted", "completed", "failed", "expired", "cancelled")
-ENDED_STATES = ("completed", "failed", "expired", "cancelled")
 # Outcomes of a row in one batch. `retry` used an attempt; `retry_free` (rate limit, quota) and
 # `missing` (no result: batch expired or cancelled first) did not; `unsent` (the create never
 # happened) is not an attempt at all.

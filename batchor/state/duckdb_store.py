@@ -300,9 +300,6 @@ class DuckDBStore:
         with _PROCESS_LOCK:
             self._release()
 
-    def size_bytes(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
-
     def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple]:
         """Read-only queries for operator commands."""
         with self.connection() as db:

@@ -79,6 +79,3 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-
-# Tables that only coordinate live workers: not state worth moving between databases.
-COORDINATION_TABLES = ("workers", "work_items", "rate_buckets", "run_budgets")

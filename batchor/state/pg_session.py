@@ -91,11 +91,6 @@ class PgSession:
             return rows[0] if rows else None
         return self._cursor.fetchone() if self._cursor is not None else None
 
-    def fetch_arrow_table(self) -> pa.Table:
-        rows = self.fetchall()
-        names = [d.name for d in self._cursor.description] if self._cursor is not None else []
-        return pa.table({name: [r[i] for r in rows] for i, name in enumerate(names)})
-
     def register(self, name: str, data: pa.Table | pa.RecordBatchReader) -> "PgSession":
         """Make an Arrow table queryable as `name` (a temp table on this connection)."""
         table = data.read_all() if isinstance(data, pa.RecordBatchReader) else data

@@ -272,14 +272,6 @@ class PostgresStore:
     def close(self) -> None:
         self._engine.dispose()
 
-    def size_bytes(self) -> int:
-        with self.pg() as conn:
-            row = conn.execute(
-                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = current_schema() AND c.relkind = 'r'").fetchone()
-        return int(row[0])
-
     def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple]:
         """Operator queries in the portable subset (`?` placeholders)."""
         with self.connection() as db:

@@ -9,7 +9,12 @@ from batchor import api
 from batchor.engine.run import ApplyOptions, apply_plan
 from batchor.state import open_state
 from tests.engine.batch_helpers import (
-    batch_spec, batches, key_of, results, submitted, switch_after_first_collect,
+    batch_spec,
+    batches,
+    key_of,
+    results,
+    submitted,
+    switch_after_first_collect,
 )
 
 pytestmark = pytest.mark.timeout(120)

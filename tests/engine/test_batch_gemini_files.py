@@ -11,7 +11,13 @@ import yaml
 
 from batchor import api
 from tests.engine.batch_helpers import (
-    FAST, batches, cli, key_of, results, submitted, switch_after_first_collect,
+    FAST,
+    batches,
+    cli,
+    key_of,
+    results,
+    submitted,
+    switch_after_first_collect,
 )
 from tests.providers.helpers import provider_spec
 

@@ -43,7 +43,8 @@ PROVIDERS: tuple[Provider, ...] = (
     anthropic_routes.PROVIDER,
     gemini_routes.PROVIDER,
 )
-BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes)  # batch jobs and files: modules with register(app)
+# batch jobs and files: modules with register(app)
+BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes)
 RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 
 

@@ -105,7 +105,8 @@ def test_refusal_is_content_refused():
 
 def test_rate_limit_headers_are_read():
     headers = {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
-               "anthropic-ratelimit-tokens-remaining": "9000", "anthropic-ratelimit-tokens-reset": "2026-01-01T00:00:00Z"}
+               "anthropic-ratelimit-tokens-remaining": "9000",
+               "anthropic-ratelimit-tokens-reset": "2026-01-01T00:00:00Z"}
     assert rate_limit_headers(headers) == {"limit-requests": 50.0, "remaining-requests": 49.0,
                                            "remaining-tokens": 9000.0}
 
