@@ -17,6 +17,7 @@ from batchor.errors import disk_full_reported
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
 from batchor.plan.compile import compile_plan
+from batchor.plan.endpoint import check_endpoints
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.store import CompiledPlan, load_plan
 from batchor.result import Result
@@ -164,6 +165,7 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
                    on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
                    limits: dict[str, Any] | None = None, wait: bool = True) -> RunOutcome:
     check_budget(compiled, max_cost)
+    check_endpoints(compiled.header.steps)
     location = state_location(state, compiled.header.state_location)
     with disk_full_reported(location), apply_lock(location):
         store = open_state(location)

@@ -50,6 +50,7 @@ class StepPlan(_Frozen):
     model: str
     api: str | None = None
     base_url: str | None = None
+    endpoint: str | None = None  # normalised endpoint in the request key (None: the official one)
     api_key_env: str | None = None  # the variable's name, never its value
     provider_options: dict[str, Any] = Field(default_factory=dict)  # spec `model.options`
     params: dict[str, Any]

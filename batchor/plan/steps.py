@@ -13,6 +13,7 @@ from batchor.fingerprint import request_prefix
 from batchor.outputs.adapt import adapt_schema
 from batchor.outputs.schemas import check_schema, estimate_output_tokens
 from batchor.plan.context import context_window
+from batchor.plan.endpoint import key_identity, step_endpoint
 from batchor.plan.grain import assign_grains
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
@@ -93,8 +94,7 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
     if overrides.mock:
         price = lookup_price("mock", model.name)
     counter = get_counter(provider, model.name)
-    base_url = model.base_url or info.base_url
-    identity = provider if info.first_party else f"{provider}@{base_url}"
+    endpoint = step_endpoint(provider, model.base_url, model.options)
     key_params = {**params, "_api": model.api or "chat", "_strict": strict}
     if "structured" in model.options:  # changes what is sent; connection options do not
         key_params["_structured"] = model.options["structured"]
@@ -109,7 +109,8 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
         token_upper_factor=counter.upper_factor, max_tokens=max_tokens,
         context_window=context_window(model.name, model.context_window),
         expected_output_tokens=min(max_tokens, estimate_output_tokens(schema)),
-        key_prefix=request_prefix(identity, model.name, key_params, sent_schema),
+        endpoint=endpoint,
+        key_prefix=request_prefix(key_identity(provider, endpoint), model.name, key_params, sent_schema),
     )
 
 

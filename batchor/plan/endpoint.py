@@ -1,0 +1,87 @@
+"""Which endpoint answers a step, as part of its requests' identity.
+
+A local test server or a gateway alias answering under the same model name must never feed the
+cache of the real provider, so the endpoint a request goes to (its normalised base URL, from the
+spec, a preset, or the SDK's base-URL variable) is part of the request key. The official endpoint
+(no base URL, or the provider's documented default written out) adds nothing, which is what every
+key held before endpoints counted: existing caches stay valid.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from batchor.errors import StalePlanError
+from batchor.plan.model import StepPlan
+from batchor.providers import ProviderInfo, provider_info
+
+# The base-URL variable each first-party SDK reads when the spec gives none.
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL",
+                "gemini": "GOOGLE_GEMINI_BASE_URL"}
+# The SDKs' own default base URLs: writing one out is the same endpoint as writing none.
+OFFICIAL_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com",
+                 "gemini": "https://generativelanguage.googleapis.com"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_SECRET_WORDS = ("key", "token", "secret", "sig", "pass", "auth")
+
+
+def normalise_url(url: str) -> str:
+    """Scheme and host lower-cased, default port, trailing slash and credentials dropped;
+    query parameters that may hold a secret are dropped (the key goes into plan files)."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    netloc = (parts.hostname or "").lower()
+    if parts.port is not None and parts.port != _DEFAULT_PORTS.get(scheme):
+        netloc += f":{parts.port}"
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if not any(word in k.lower() for word in _SECRET_WORDS)]
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), urlencode(sorted(query)), ""))
+
+
+def step_endpoint(provider: str, base_url: str | None, options: Mapping[str, Any],
+                  env: Mapping[str, str] = os.environ) -> str | None:
+    """The normalised endpoint of a step, or None for the provider's official endpoint (and for
+    the local `mock` provider, which has none)."""
+    if provider in ("mock", "sql"):
+        return None
+    info = provider_info(provider)
+    url = base_url or info.base_url or _env_url(info, env)
+    if not url:
+        return None
+    endpoint = normalise_url(url)
+    if info.first_party and endpoint == OFFICIAL_URLS.get(provider):
+        return None
+    if options.get("api_version"):  # a gateway may route API versions to different backends
+        endpoint += f" api_version={options['api_version']}"
+    return endpoint
+
+
+def key_identity(provider: str, endpoint: str | None) -> str:
+    """The provider part of the request key: the provider alone for its official endpoint."""
+    return provider if endpoint is None else f"{provider}@{endpoint}"
+
+
+def check_endpoints(steps: list[StepPlan], env: Mapping[str, str] = os.environ) -> None:
+    """Refuse to apply a plan whose requests would now go to another endpoint than it keyed
+    (a base-URL variable changed since `plan`): their answers would be cached as the wrong one's."""
+    for step in steps:
+        now = step_endpoint(step.provider, step.base_url, step.provider_options, env)
+        if now != step.endpoint:
+            variable = BASE_URL_ENV.get(step.provider, "the base URL")
+            raise StalePlanError(
+                f"steps.{step.name}: the plan was made for endpoint {_shown(step.endpoint)}, but "
+                f"{variable} now sends its requests to {_shown(now)}",
+                hint="plan again with the environment you apply with, or restore the variable")
+
+
+def _env_url(info: ProviderInfo, env: Mapping[str, str]) -> str | None:
+    if not info.first_party or info.name not in BASE_URL_ENV:
+        return None
+    return env.get(BASE_URL_ENV[info.name]) or None
+
+
+def _shown(endpoint: str | None) -> str:
+    return endpoint or "the official one"
