@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from batchor.duck import memory_db
 from batchor.errors import InputError
 from batchor.private import private_dir
 
@@ -63,7 +63,7 @@ def materialize(data: Any, folder: Path) -> Path:
 def read_output(path: str | Path) -> pa.Table:
     """Any output file batchor writes, back as an Arrow table."""
     path = Path(path)
-    db = duckdb.connect(":memory:")
+    db = memory_db()
     try:
         if path.suffix == ".duckdb":
             db.execute(f"ATTACH '{path}' AS out (READ_ONLY)")

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from batchor.duck import memory_db
 from batchor.errors import OutputError
 from batchor.outputs.schemas import flatten_fields
 from batchor.plan.grain import element_key, fanout_parents, lineage
@@ -99,7 +100,7 @@ def write_output(plan: CompiledPlan, store: Any, path: Path | None = None, fmt: 
     target = Path(path or plan.header.output.path)
     fmt = fmt or (format_for(target) if path else None) or plan.header.output.format
     _check_target(target)
-    db = duckdb.connect(":memory:")
+    db = memory_db()
     try:
         results = [store.job_results(plan.job_id, s.name) for s in plan.header.steps]
         fanned = any(s.fan_out for s in plan.header.steps)

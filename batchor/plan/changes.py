@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from batchor.duck import memory_db
 from batchor.plan.model import StepPlan, req_column
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.cache import cached_mask
@@ -36,7 +36,7 @@ def changed_rows(data_path: Path, step: StepPlan, state: Any, name: str, job_id:
         return 0
     before = pa.table({"row_key": pa.array([r[0] for r in previous], pa.string()),
                        "request_key": pa.array([r[1] for r in previous], pa.string())})
-    with duckdb.connect() as db:
+    with memory_db() as db:
         db.register("now", now)
         db.register("before", before)
         return int(db.sql(

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from batchor.duck import memory_db
 from batchor.errors import SpecError
 from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
 from batchor.plan.model import StepPlan
@@ -118,7 +119,7 @@ def result_key(step: StepPlan, row_key: str, output: str) -> str:
 
 
 def _run(step: StepPlan, table: pa.Table, base_dir: str, prefix: str) -> pa.Table:
-    db = duckdb.connect(":memory:")
+    db = memory_db()
     try:
         db.execute(f"SET file_search_path = '{base_dir.replace(chr(39), chr(39) * 2)}'")
         if step.fan_out:  # one thread keeps the row order, so element numbers never shuffle

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 import duckdb
 import pyarrow as pa
 
+from batchor.duck import memory_db
 from batchor.errors import (
     DuplicateKeyError,
     InputEmptyError,
@@ -100,7 +101,7 @@ class InputReader:
 
     def __init__(self, source: InputSource) -> None:
         self.source = source
-        self.db = duckdb.connect(":memory:")
+        self.db = memory_db()
         self.db.execute("SET preserve_insertion_order = true")
         self._setup: list[str] = []  # statements that define the views, replayed by `_scratch`
         self._table: pa.Table | None = None  # xlsx rows, registered as `input`
@@ -132,7 +133,7 @@ class InputReader:
     def _scratch(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A second in-memory DuckDB with the same views, closed after use: memory a big
         aggregate takes (the key checks) goes back to the OS instead of staying cached."""
-        db = duckdb.connect(":memory:")
+        db = memory_db()
         try:
             db.execute("SET preserve_insertion_order = true")  # a sampled `source` picks the same rows
             if self._table is not None:
@@ -156,7 +157,7 @@ class InputReader:
             return auto
         first = _sql_str(str(self.source.files[0]))
         options = auto.split(f"{files}, ", 1)[1].removesuffix(")")
-        sniffer = duckdb.connect(":memory:")  # closed at once: what sniffing allocates is freed
+        sniffer = memory_db()  # closed at once: what sniffing allocates is freed
         try:
             (prompt,) = sniffer.execute(f"SELECT Prompt FROM sniff_csv({first}, {options})").fetchall()[0]
         except (duckdb.Error, IndexError, ValueError):

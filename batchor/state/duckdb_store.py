@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from batchor.duck import memory_db
 from batchor.errors import StateCorruptError, StateError, StateLockedError, StateVersionError
 from batchor.private import private_dir
 from batchor.state.base import RunRecord
@@ -53,7 +54,7 @@ class _Host:
     def attach(self, path: Path) -> str:
         """Attach `path` under a new alias (DuckDB errors propagate: the store names them)."""
         if self.db is None:
-            self.db = duckdb.connect(":memory:")
+            self.db = memory_db()
         alias, quoted = f"state_{next(self.aliases)}", str(path).replace("'", "''")
         self.db.execute(f"ATTACH '{quoted}' AS {alias}")
         self.attached += 1
