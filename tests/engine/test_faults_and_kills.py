@@ -38,6 +38,7 @@ def _results(state: Path) -> dict[str, str]:
         db.close()
 
 
+@pytest.mark.slow  # 300 rows through retries
 def test_fault_mix_ends_with_every_row_answered_or_failed_with_reason(fake, workdir):
     fake.configure(error_500=0.10, error_429=0.05, timeout=0.02, malformed=0.02, retry_after_s=0.05,
                    timeout_hold_s=3.0, seed=7)
@@ -62,6 +63,7 @@ def test_fault_mix_ends_with_every_row_answered_or_failed_with_reason(fake, work
     assert succeeded >= 285  # 5 attempts against ~14 % transient failures: nearly all succeed
 
 
+@pytest.mark.slow  # kill loop
 def test_kill_9_twenty_times_then_resume_loses_and_repeats_nothing(fake, workdir):
     fake.configure(latency_ms=40)
     rows, concurrency = 400, 8

@@ -41,6 +41,7 @@ def _both_steps_answered(table: list[dict]) -> bool:
     return len(table) == ROWS and all(r["first"] and r["second"] and r["_status"] == "succeeded" for r in table)
 
 
+@pytest.mark.slow  # kill loop
 def test_kill_9_during_a_pipelined_run_then_resume_finishes_every_step_once(fake, workdir):
     fake.configure(latency_ms=40)
     concurrency = 6

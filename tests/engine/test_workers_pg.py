@@ -22,7 +22,7 @@ from batchor import api
 from tests.cli.cli_helpers import Background, run_cli, wait_until
 from tests.conftest import make_spec
 
-pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(240)]  # several worker processes
 LEASE_S = "3"
 
 

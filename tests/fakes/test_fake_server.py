@@ -258,6 +258,7 @@ def test_gemini_rate_limit_and_quota(server, gemini):
 # -- Faults, stats, config ----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 300 requests for a statistic
 def test_fault_rates_are_roughly_honoured(server, oai):
     server.configure(seed=7, error_500=0.2, error_429=0.1, error_400=0.1)
     outcomes: dict[str, int] = {}
