@@ -12,7 +12,7 @@ import typer
 try:  # newer Typer vendors Click; its exceptions are not the `click` package's
     from typer._click import exceptions as click_exc
 except ImportError:  # pragma: no cover - Typer with an external Click
-    from click import exceptions as click_exc
+    from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import api
 from batchor.cli import render

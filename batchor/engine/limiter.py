@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
+
+
+class Limiter(Protocol):
+    """What the executors pace through: `RateLimiter` here, `SharedRateLimiter` across workers."""
+
+    async def acquire(self, tokens: int = 0) -> None:
+        """Wait until one request of `tokens` tokens may be sent."""
+
+    def on_rate_limited(self, retry_after: float | None) -> None:
+        """A 429 came back: slow down and pause for Retry-After."""
+
+    def on_success(self, headers: dict[str, float] | None = None) -> None:
+        """An answer came back, with the provider's rate-limit headers when it sent them."""
 
 
 class _Bucket:

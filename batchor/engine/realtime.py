@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
-from batchor.engine.limiter import RateLimiter
+from batchor.engine.limiter import Limiter, RateLimiter
 from batchor.engine.retry import backoff_delay
 from batchor.engine.sink import ResultSink
 from batchor.errors import (
@@ -108,7 +108,7 @@ class RealtimeExecutor:
         self.concurrency = int(limits.get("concurrency", 32))
         self.max_attempts = int(limits.get("max_attempts", 4))
         self.timeout = float(limits.get("request_timeout_s", 120.0))
-        self.limiter = RateLimiter(limits.get("rpm"), limits.get("tpm"), sleep=sleep)
+        self.limiter: Limiter = RateLimiter(limits.get("rpm"), limits.get("tpm"), sleep=sleep)
         self.budget, self.sink, self.progress, self.emit, self.stop = budget, sink, progress, emit, stop
         self.sleep = sleep
         self.rng = random.Random(seed)

@@ -8,8 +8,8 @@ import random
 def backoff_delay(attempt: int, *, base: float = 0.5, cap: float = 30.0, retry_after: float | None = None,
                   rng: random.Random | None = None) -> float:
     """Seconds to wait before retry number `attempt` (1-based)."""
-    rng = rng or random
-    delay = rng.uniform(0, min(cap, base * (2 ** (attempt - 1))))
+    uniform = rng.uniform if rng is not None else random.uniform
+    delay = uniform(0, min(cap, base * (2 ** (attempt - 1))))
     if retry_after is not None:
         delay = max(delay, retry_after)
     return delay

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchor.plan.grain import Row, children, fanout_parents, input_rows, lineage, upstream
+from batchor.plan.grain import Row, children, fanout_parents, fanouts_above, input_rows, upstream
 from batchor.plan.model import StepPlan
 from batchor.plan.store import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
@@ -46,7 +46,7 @@ class JobRows:
 
     def batches(self, grain: str | None) -> Iterator[tuple[pa.Table, list[Row]]]:
         """Plan rows batch by batch: their input columns, and the rows at `grain` under them."""
-        fanouts = list(reversed(lineage(grain, fanout_parents(self.plan.header.steps))))[1:]  # top down
+        fanouts = fanouts_above(grain, fanout_parents(self.plan.header.steps))
         self.load(fanouts)
         columns = [c for c in self.plan.data_columns() if not c.startswith("__req.")]
         for batch in self.plan.iter_batches(columns):

@@ -283,10 +283,12 @@ class _Runner:
         # dies loses at most its in-flight requests (others take over the rest of its claims).
         feed, self._feed = self._feed, None  # a wave's pipeline feeds its first realtime run only
         sink_args = (self.store, self.run_record.run_id)
-        sink_options = {"keep_raw": self.plan.header.keep_raw, **({"flush_rows": 1} if self.shared is not None else {})}
+        sink_options: dict[str, Any] = {"keep_raw": self.plan.header.keep_raw,
+                                        **({"flush_rows": 1} if self.shared is not None else {})}
         sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)
-        options = {"limits": self.limits, "budget": self.budget, "sink": sink, "progress": self.progress,
-                   "emit": self.options.emit, "stop": self.stop, "seed": self.options.seed}
+        options: dict[str, Any] = {"limits": self.limits, "budget": self.budget, "sink": sink,
+                                   "progress": self.progress, "emit": self.options.emit, "stop": self.stop,
+                                   "seed": self.options.seed}
         executor = (PipelinedExecutor(feed, self.runtimes, **options) if feed
                     else RealtimeExecutor(self.runtimes, **options))
         if self.shared is not None:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from batchor.duck import memory_db
 from batchor.errors import OutputError
 from batchor.outputs.schemas import flatten_fields
-from batchor.plan.grain import element_key, fanout_parents, lineage
+from batchor.plan.grain import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
 from batchor.plan.store import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
@@ -169,7 +169,7 @@ def _element_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.Table:
     elements: dict[str, pa.Array] = {}
     by_name = {s.name: r for s, r in zip(steps, results)}
     parents = fanout_parents(steps)
-    for fan in list(reversed(lineage(max(parents, key=lambda f: len(lineage(f, parents))), parents)))[1:]:
+    for fan in fanouts_above(max(parents, key=lambda f: len(lineage(f, parents))), parents):
         frame = pa.table({"i": pa.array(range(len(take)), pa.int64()), "parent": keys[parents[fan]]})
         joined = frame.join(_elements(by_name[fan]), "parent", join_type="left outer")
         joined = joined.sort_by([("i", "ascending"), ("n", "ascending")])
@@ -202,7 +202,9 @@ def _elements(result: pa.Table) -> pa.Table:
         if status != "succeeded" or output is None:
             continue
         for i, item in enumerate(json.loads(output), 1):
-            parent.append(row_key), n.append(i), key.append(element_key(row_key, i))
+            parent.append(row_key)
+            n.append(i)
+            key.append(element_key(row_key, i))
             element.append(json.dumps(item, ensure_ascii=False, separators=(",", ":")))
     return pa.table({"parent": pa.array(parent, pa.string()), "n": pa.array(n, pa.int64()),
                      "key": pa.array(key, pa.string()), "element": pa.array(element, pa.string())})

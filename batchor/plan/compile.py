@@ -117,6 +117,8 @@ def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: 
     price = ModelPrice.from_dict(step.price) if step.price else None
     if isinstance(tally, DependentTally):
         counts = _dependent_counts(price, step, tally)
+    elif tally is None:
+        raise AssertionError(f"step {step.name} was planned without counting its rows")
     else:
         counts = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run,
                          tally.input_tokens, estimated=not step.token_count_exact)
@@ -166,7 +168,7 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
     out_path = Path(os.path.normpath(loaded.resolve(output)))
     out_format = (spec.output.format if spec.output else None) or _OUTPUT_FORMATS.get(out_path.suffix.lower())
     if out_format is None:
-        raise SpecError(f"output.path: cannot tell the format of '{spec.output.path}'",
+        raise SpecError(f"output.path: cannot tell the format of '{output}'",
                         hint="use .csv, .tsv, .parquet, .jsonl or .duckdb, or set output.format")
     unpriced = sorted({f"{s.provider}:{s.model}" for s in steps if s.price is None and s.counts.to_run})
     totals = PlanTotals(

@@ -57,8 +57,13 @@ def lineage(grain: str | None, parents: Mapping[str, str | None]) -> list[str | 
     """`grain` and every grain above it, up to the input rows (None)."""
     chain = [grain]
     while chain[-1] is not None:
-        chain.append(parents[chain[-1]])  # type: ignore[index]
+        chain.append(parents[chain[-1]])
     return chain
+
+
+def fanouts_above(grain: str | None, parents: Mapping[str, str | None]) -> list[str]:
+    """The fan-out steps from the input rows down to `grain`, top down (none at the input grain)."""
+    return [g for g in reversed(lineage(grain, parents)) if g is not None]
 
 
 def fanout_parents(steps: list[StepPlan]) -> dict[str, str | None]:

@@ -115,7 +115,7 @@ def _override_price(provider: str, model: str, override: dict[str, Any], day: da
         "batch_input_per_mtok",
         "batch_output_per_mtok",
     )
-    values = {k: float(v) for k, v in override.items() if k in known and v is not None}
+    values: dict[str, Any] = {k: float(v) for k, v in override.items() if k in known and v is not None}
     return ModelPrice(provider, model, source="spec", as_of=day.isoformat(), **values)
 
 
@@ -179,7 +179,8 @@ def _resolve(info: Any, day: date, context: dict[str, str] | None) -> dict[str, 
         prices = info.get_prices(moment, context)
         for key in _KEYS:
             value = _base(getattr(prices, key, None))
-            if value is not None and (best[key] is None or value > best[key]):
+            current = best[key]
+            if value is not None and (current is None or value > current):
                 best[key] = value
     return best
 
@@ -281,7 +282,7 @@ def price_table_info() -> dict[str, Any]:
     snapshot = data_snapshot.get_snapshot()
     today = _day(None)
     starts = sorted(
-        c.constraint.start_date
+        getattr(c.constraint, "start_date")  # noqa: B009 - not every constraint kind has one
         for p in snapshot.providers
         for m in p.models
         if isinstance(m.prices, list)

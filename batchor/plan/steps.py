@@ -78,6 +78,7 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
                overrides: Overrides, mode: str) -> StepPlan:
     spec = loaded.spec
     step = spec.steps[name]
+    assert not isinstance(step, SqlStep), "SQL steps are planned by plan/sql_step.py"
     provider = "mock" if overrides.mock else model.provider
     info = provider_info(provider)
     schema = loaded.schemas[name]

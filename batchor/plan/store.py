@@ -105,6 +105,11 @@ class CompiledPlan:
 
         return "<pre>" + html.escape(str(self)) + "</pre>"
 
+    def _archive(self) -> Path:
+        """The saved plan zip holding the data (a plan without a data file always has one)."""
+        assert self._zip_path is not None, "a plan needs a data file or a saved plan zip"
+        return self._zip_path
+
     @property
     def job_id(self) -> str:
         return job_id_for(self.header)
@@ -113,13 +118,13 @@ class CompiledPlan:
         if self._data_path is not None:
             yield from pq.ParquetFile(self._data_path).iter_batches(batch_size=batch_size, columns=columns)
             return
-        with zipfile.ZipFile(self._zip_path) as archive, archive.open(DATA_MEMBER) as member:
+        with zipfile.ZipFile(self._archive()) as archive, archive.open(DATA_MEMBER) as member:
             yield from pq.ParquetFile(member).iter_batches(batch_size=batch_size, columns=columns)
 
     def data_columns(self) -> list[str]:
         if self._data_path is not None:
             return pq.read_schema(self._data_path).names
-        with zipfile.ZipFile(self._zip_path) as archive, archive.open(DATA_MEMBER) as member:
+        with zipfile.ZipFile(self._archive()) as archive, archive.open(DATA_MEMBER) as member:
             return pq.ParquetFile(member).schema_arrow.names
 
     def save(self, path: str | Path) -> Path:
@@ -135,7 +140,7 @@ class CompiledPlan:
                 if self._data_path is not None:
                     archive.write(self._data_path, DATA_MEMBER, compress_type=zipfile.ZIP_STORED)
                 else:
-                    with zipfile.ZipFile(self._zip_path) as src, src.open(DATA_MEMBER) as member, \
+                    with zipfile.ZipFile(self._archive()) as src, src.open(DATA_MEMBER) as member, \
                             archive.open(DATA_MEMBER, "w") as out:
                         while chunk := member.read(1 << 20):
                             out.write(chunk)

@@ -24,7 +24,7 @@ from batchor.spec.templates import make_environment
 
 _ROW = "row"
 _NEEDS_ESCAPE = r'[\x00-\x1f"\\]'  # what json.dumps escapes when ensure_ascii=False
-_escape = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_escape = json.encoder.encode_basestring
 
 
 @dataclass(frozen=True)

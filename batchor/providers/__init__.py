@@ -59,4 +59,5 @@ def create_provider(config: ProviderConfig) -> Provider:
     """Instantiate the adapter for a resolved provider config (imports its SDK now)."""
     info = provider_info(config.provider)
     module = importlib.import_module(f"batchor.providers.{info.adapter}")
-    return module.create(config, info)
+    provider: Provider = module.create(config, info)
+    return provider

@@ -128,7 +128,8 @@ def error_for(status: int | None, body: Any, message: str, retry_after: float | 
     """Anthropic's quota signals (402 billing_error, 429 spend limits) first, then the shared map."""
     error = body.get("error") if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else {}
-    details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    details = error.get("details")
+    details = details if isinstance(details, dict) else {}
     code = " ".join(str(x) for x in (error.get("type"), details.get("error_code")) if x)
     if status == 402 or any(marker in code for marker in _QUOTA_CODES):
         return QuotaExhaustedError(message, status=status)

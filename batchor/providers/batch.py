@@ -107,7 +107,8 @@ def create_batch_provider(config: ProviderConfig) -> BatchProvider:
     """The batch adapter of a provider (`batchor.providers.<adapter>_batch`), SDK imported now."""
     info = provider_info(config.provider)
     module = importlib.import_module(f"batchor.providers.{info.adapter}_batch")
-    return module.create(config, info)
+    provider: BatchProvider = module.create(config, info)
+    return provider
 
 
 def capped(limits: BatchLimits, max_requests: int | None, max_bytes: int | None) -> BatchLimits:

@@ -186,9 +186,10 @@ async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
         message = redact(str(exc.message or exc), [secret or ""])
         raise error_for(exc.code, exc.details, message) from None
     except pydantic.ValidationError as exc:  # a param the SDK's config model does not know
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise InvalidRequestError(f"Gemini rejected the request parameters: {where}: {first.get('msg')}",
+        errors = exc.errors()
+        where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+        reason = errors[0]["msg"] if errors else None
+        raise InvalidRequestError(f"Gemini rejected the request parameters: {where}: {reason}",
                                   hint="check model.params against GenerateContentConfig") from None
     except auth_errors.GoogleAuthError as exc:
         raise AuthenticationError(f"Google credentials failed: {redact(str(exc), [secret or ''])}") from None

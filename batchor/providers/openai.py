@@ -151,7 +151,8 @@ def _response_type() -> type:
     for cls in openai.DefaultAsyncHttpxClient.__mro__:
         package = cls.__module__.partition(".")[0]
         if cls.__name__ == "AsyncClient" and package in ("httpx", "httpx2"):
-            return importlib.import_module(package).Response
+            response_type: type = importlib.import_module(package).Response
+            return response_type
     raise TypeError("the OpenAI SDK's HTTP client is neither httpx nor httpx2")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ class LoadedSpec:
 def load_spec(spec: str | Path | dict[str, Any], *, base_dir: Path | None = None) -> LoadedSpec:
     """Load a spec from a file path, a YAML string or a dict."""
     if isinstance(spec, dict):
-        text, source, data, lines = json.dumps(spec), "<dict>", spec, {}
+        lines: Lines = {}
+        text, source, data = json.dumps(spec), "<dict>", spec
         base = base_dir or Path.cwd()
     elif isinstance(spec, Path) or ("\n" not in spec and spec.endswith((".yaml", ".yml"))):
         path = Path(spec)
@@ -65,12 +67,12 @@ def _spec_error(exc: ValidationError, source: str, lines: Lines, data: Any) -> S
     return SpecError(text, hint="see the spec reference in README.md or schemas/batchor-spec.schema.json")
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: Mapping[str, Any]) -> str:
     if err["type"] == "extra_forbidden":
         return "unknown key (check its spelling; see the spec reference)"
     if err["type"] == "missing":
         return "required key is missing"
-    return err["msg"]
+    return str(err["msg"])
 
 
 _VALIDATOR_PARTS = ("function-", "literal[", "str", "dict")  # pydantic's names for validators, not keys

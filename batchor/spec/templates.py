@@ -110,6 +110,7 @@ def _collect_refs(ast: nodes.Template, compiled: StepTemplates, where: str, know
         )
     column_uses = 0
     for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
+        assert isinstance(node, (nodes.Getattr, nodes.Getitem))
         target = node.node
         if isinstance(target, nodes.Name) and target.name == "row":
             column_uses += 1

@@ -53,7 +53,7 @@ def _build(node: yaml.Node, path: tuple[Any, ...], lines: Lines, source: str) ->
     return value
 
 
-def _build_mapping(node: yaml.MappingNode, path: tuple, lines: Lines, source: str) -> dict:
+def _build_mapping(node: yaml.MappingNode, path: tuple[Any, ...], lines: Lines, source: str) -> dict[Any, Any]:
     result: dict[Any, Any] = {}
     for key_node, value_node in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":

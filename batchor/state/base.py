@@ -117,7 +117,7 @@ class StateStore(Protocol):
 
     def list_batches(self, job_id: str) -> list[dict[str, Any]]: ...
 
-    def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple]:
+    def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple[Any, ...]]:
         """Read queries in the portable subset (`?` placeholders), fully fetched."""
         ...
 

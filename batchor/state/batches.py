@@ -60,7 +60,8 @@ class BatchRecord:
         return self.state in LIVE_STATES
 
     def connection_dict(self) -> dict[str, Any]:
-        return json.loads(self.connection or "{}")
+        handle: dict[str, Any] = json.loads(self.connection or "{}")
+        return handle
 
 
 _COLUMNS = tuple(f.name for f in fields(BatchRecord) if f.name != "extra")
@@ -104,7 +105,7 @@ class BatchLedger:
         """Every row's outcome and the batch's counts, in one transaction (the batch is no longer live)."""
         table = pa.table({"k": pa.array(list(outcomes), pa.string()),
                           "o": pa.array(list(outcomes.values()), pa.string())})
-        counts = defaultdict(int)
+        counts: defaultdict[str, int] = defaultdict(int)
         for outcome in outcomes.values():
             counts[outcome] += 1
         requeued = counts["retry"] + counts["retry_free"] + counts["missing"]

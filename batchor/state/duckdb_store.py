@@ -258,8 +258,8 @@ class DuckDBStore:
         with self.connection() as db:
             row = db.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {where} "
                              "ORDER BY started_at DESC LIMIT 1", args).fetchall()
-        row = _first(row)
-        return RunRecord(**dict(zip(_RUN_COLUMNS, row))) if row else None
+        first = _first(row)
+        return RunRecord(**dict(zip(_RUN_COLUMNS, first))) if first else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         with self.connection() as db:
@@ -301,13 +301,13 @@ class DuckDBStore:
         with _PROCESS_LOCK:
             self._release()
 
-    def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple]:
+    def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple[Any, ...]]:
         """Read-only queries for operator commands."""
         with self.connection() as db:
             return db.execute(sql, args or []).fetchall()
 
 
-def _first(rows: list[tuple]) -> tuple | None:
+def _first(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     """First row of a fully fetched result (DuckDB 2 refuses new work while a result is open)."""
     return rows[0] if rows else None
 

@@ -142,7 +142,7 @@ class LeaseBook:
         with self.store.pg() as conn:
             cur = conn.execute("UPDATE work_items SET worker_id = NULL WHERE worker_id = %s AND NOT done",
                                [self.worker_id])
-            return cur.rowcount
+            return int(cur.rowcount)
 
     # --- shared budget -----------------------------------------------------------------------
 

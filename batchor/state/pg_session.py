@@ -83,7 +83,8 @@ class PgSession:
             return []
         if self._cursor.description is None:  # like DuckDB: DML answers its row count, DDL nothing
             return [(self._cursor.rowcount,)] if self._cursor.rowcount >= 0 else []
-        return self._cursor.fetchall()
+        rows: list[tuple[Any, ...]] = self._cursor.fetchall()
+        return rows
 
     def fetchone(self) -> tuple[Any, ...] | None:
         rows = self.fetchall() if self._cursor is not None and self._cursor.description is None else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
@@ -199,7 +200,7 @@ class PostgresStore:
         rows, keys = table.column("row_key").to_pylist(), table.column("request_key").to_pylist()
         for start in range(0, len(rows), _CHUNK):
             args = [job_id, step, rows[start:start + _CHUNK], keys[start:start + _CHUNK]]
-            self._retry(lambda conn, args=args: conn.execute(_UPSERT_JOB_REQUESTS, args))
+            self._retry(partial(_execute, _UPSERT_JOB_REQUESTS, args))
 
     def forget_run_requests(self, job_id: str, step: str) -> None:
         """Drop a job step's row map before it is recorded again in full (rows may have gone)."""
@@ -272,7 +273,7 @@ class PostgresStore:
     def close(self) -> None:
         self._engine.dispose()
 
-    def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple]:
+    def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple[Any, ...]]:
         """Operator queries in the portable subset (`?` placeholders)."""
         with self.connection() as db:
             return db.execute(sql, args or []).fetchall()
@@ -338,3 +339,8 @@ _UPSERT_JOB_REQUESTS = (
     "SELECT %s, %s, r, k FROM unnest(%s::text[], %s::text[]) AS n(r, k) ORDER BY r "
     "ON CONFLICT (job_id, step, row_key) DO UPDATE SET request_key = EXCLUDED.request_key "
     "WHERE job_requests.request_key IS DISTINCT FROM EXCLUDED.request_key")
+
+
+def _execute(sql: str, args: list[Any], conn: Any) -> Any:
+    """One statement on `conn`, for `_retry` (a partial of it binds the loop's values)."""
+    return conn.execute(sql, args)

@@ -74,7 +74,7 @@ def _write(store: Any, table: str, columns: list[str], keys: list[str], chunk: p
             # The staging table takes the target's column types, so COPY parses each value as its column.
             conn.execute(f"CREATE TEMP TABLE incoming ON COMMIT DROP AS SELECT {names} FROM {table} WITH NO DATA")
             copy_rows(conn, "incoming", columns, arrow_rows(chunk))
-            return conn.execute(insert).rowcount
+            return int(conn.execute(insert).rowcount)
     with store.connection() as db:
         db.execute("BEGIN")
         db.register("incoming", chunk)
