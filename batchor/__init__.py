@@ -22,11 +22,14 @@ from batchor.errors import (
     StateLockedError,
     TemplateUndefinedError,
 )
+from batchor.quality import CheckReport, DiffReport, check, diff
 from batchor.result import Result
 
 __all__ = [
     "BatchorError",
+    "CheckReport",
     "CostLimitError",
+    "DiffReport",
     "Event",
     "InputError",
     "NoApiKeyError",
@@ -41,6 +44,8 @@ __all__ = [
     "ValidationReport",
     "__version__",
     "apply",
+    "check",
+    "diff",
     "plan",
     "validate",
 ]

@@ -20,6 +20,7 @@ from batchor.plan.compile import compile_plan
 from batchor.plan.endpoint import check_endpoints
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.store import CompiledPlan, load_plan
+from batchor.quality import check_plan, checks_after_run
 from batchor.result import Result
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec, load_spec
@@ -131,7 +132,9 @@ def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: 
     if data is None:
         data = getattr(compiled, "source_data", None)
     kind = frame_kind(data) if data is not None else "path"
-    return to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
+    result = to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
+    result.checks = checks_after_run(compiled, outcome.run_id, outcome.status, state)  # quality gates, no calls
+    return result
 
 
 def to_result(outcome: RunOutcome, compiled: CompiledPlan, kind: str = "path", original: Any = None) -> Result:
@@ -166,6 +169,7 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
                    limits: dict[str, Any] | None = None, wait: bool = True) -> RunOutcome:
     check_budget(compiled, max_cost)
     check_endpoints(compiled.header.steps)
+    check_plan(compiled)  # checks and golden labels bind to the plan's columns before any call
     location = state_location(state, compiled.header.state_location)
     with disk_full_reported(location), apply_lock(location):
         store = open_state(location)

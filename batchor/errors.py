@@ -20,6 +20,7 @@ EXIT_STALE_PLAN = 5
 EXIT_APPROVAL = 6
 EXIT_IN_FLIGHT = 7
 EXIT_LOCKED = 8
+EXIT_CHECKS_FAILED = 9
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
@@ -317,6 +318,13 @@ class InvalidOutputError(ProviderError):
 
     code = "invalid_output"
     transient = True
+
+
+class ChecksFailedError(BatchorError):
+    """Quality gates (`checks:`) failed on the stored answers; the answers themselves are kept."""
+
+    code = "checks_failed"
+    exit_code = EXIT_CHECKS_FAILED
 
 
 def redact(text: str, secrets: list[str]) -> str:

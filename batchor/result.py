@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.frames import as_kind, read_output
+
+if TYPE_CHECKING:
+    from batchor.quality.checks import CheckReport
 
 
 @dataclass
@@ -26,6 +29,7 @@ class Result:
     output_path: str | None
     stop_reason: str | None = None
     answer_columns: list[str] = field(default_factory=list)
+    checks: CheckReport | None = None  # the spec's quality gates over this run (None: it has none)
     _kind: str = "path"
     _original: Any = None
     _table: pa.Table | None = None

@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import api
+from batchor.cli import quality as quality_cli
 from batchor.cli import render
 from batchor.errors import (
     EXIT_COST_LIMIT,
@@ -110,7 +111,9 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
                                      output=output, on_event=printer, wait=not no_wait)
     finally:
         printer.close()
+    checks = quality_cli.after_apply(compiled, outcome, state, as_json)
     _report(outcome, target, as_json)
+    quality_cli.gate(checks)
 
 
 def _approve(yes: bool, max_cost: float | None) -> None:
@@ -261,6 +264,8 @@ def init(folder: Path = typer.Argument(Path("batchor-job"), help="Folder to crea
         typer.echo(f"created {path}")
     typer.echo(f"next: batchor validate {folder}/job.yaml && batchor apply {folder}/job.yaml --mock --yes")
 
+
+quality_cli.register(app)  # check, diff
 
 state_app = typer.Typer(no_args_is_help=True, help="Manage the state itself (schema, moving it between backends).")
 app.add_typer(state_app, name="state")

@@ -102,9 +102,7 @@ def write_output(plan: CompiledPlan, store: Any, path: Path | None = None, fmt: 
     _check_target(target)
     db = memory_db()
     try:
-        results = [store.job_results(plan.job_id, s.name) for s in plan.header.steps]
-        fanned = any(s.fan_out for s in plan.header.steps)
-        db.register("rows", _element_rows(plan, results) if fanned else _aligned_rows(plan, results))
+        register_rows(db, plan, store)
         query = build_output_sql(plan)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
@@ -121,6 +119,24 @@ def write_output(plan: CompiledPlan, store: Any, path: Path | None = None, fmt: 
     finally:
         db.close()
     return target
+
+
+def register_rows(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any) -> None:
+    """Register `rows` in `db`: the job's rows in output order, step i's stored result for each
+    in the struct column `result_column(i)` (read once: a stream, not a table)."""
+    results = [store.job_results(plan.job_id, s.name) for s in plan.header.steps]
+    fanned = any(s.fan_out for s in plan.header.steps)
+    db.register("rows", _element_rows(plan, results) if fanned else _aligned_rows(plan, results))
+
+
+def result_column(index: int) -> str:
+    """Name of the struct column of `rows` holding step `index`'s result (row_key, status, output...)."""
+    return _RESULT.format(index)
+
+
+def row_status_sql(plan: CompiledPlan) -> str:
+    """SQL over `rows` giving each row's `_status`, exactly as the output file has it."""
+    return _status_sql([f"rows.{result_column(i)}" for i in range(len(plan.header.steps))])
 
 
 def _copy(db: duckdb.DuckDBPyConnection, query: str, tmp: str, fmt: str) -> None:

@@ -106,6 +106,49 @@ class SchemaOutput(_Strict):
     """Schema name sent to the provider (default: the step name)."""
 
 
+class CheckSpec(_Strict):
+    """A quality gate over the stored answers, run after apply and by `batchor check`.
+
+    Give exactly one of `row`, `sql`, `distribution`, `aggregate` or `metric`. Row checks
+    (`row`, `sql`) must hold for at least `min_share` of the rows; the others compare one
+    figure with `max_share` or `min`/`max`. On a step, only rows that step answered count.
+    """
+
+    name: str | None = None
+    """Name shown in reports (default: the expression)."""
+    row: str | None = None
+    """Jinja expression that must be true for each row, e.g. `classify.reply | length < 600`."""
+    sql: str | None = None
+    """DuckDB SQL expression that must be true for each row, e.g. `length(classify.reply) < 600`."""
+    min_share: float = Field(default=1.0, ge=0, le=1)
+    """Row checks: share of rows that must pass (default all)."""
+    distribution: str | None = None
+    """DuckDB SQL expression whose values must each stay at or below `max_share` of the rows."""
+    max_share: float | None = Field(default=None, gt=0, le=1)
+    """With `distribution`: the largest share one value may take, e.g. 0.8."""
+    aggregate: str | None = None
+    """DuckDB SQL aggregate over the rows, e.g. `avg(judge.score)`, bounded by `min`/`max`."""
+    metric: str | None = None
+    """A golden-label metric `<step>.<field>.<name>` (from `expected:`), bounded by `min`/`max`."""
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "CheckSpec":
+        kinds = [k for k in ("row", "sql", "distribution", "aggregate", "metric") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("a check needs exactly one of row, sql, distribution, aggregate, metric"
+                             + (f" (got {', '.join(kinds)})" if kinds else ""))
+        if (self.distribution is None) != (self.max_share is None):
+            raise ValueError("`distribution` and `max_share` go together")
+        bounded = self.aggregate is not None or self.metric is not None
+        if bounded and self.min is None and self.max is None:
+            raise ValueError(f"`{kinds[0]}` needs a threshold: `min`, `max` or both")
+        if not bounded and (self.min is not None or self.max is not None):
+            raise ValueError("`min`/`max` bound an `aggregate` or a `metric`")
+        return self
+
+
 class LLMStep(_Strict):
     """One LLM call per row."""
 
@@ -125,6 +168,10 @@ class LLMStep(_Strict):
     """Realtime API or provider Batch API (half price); default from `limits.mode`."""
     deadline: str | None = None
     """Overrides `limits.deadline` for this step (`mode: auto` stays realtime when set)."""
+    expected: dict[str, str] = Field(default_factory=dict)
+    """Golden labels: answer field (`text` for a text step) -> input column of known answers."""
+    checks: list[CheckSpec] = Field(default_factory=list)
+    """Quality gates over this step's answers (only rows it answered count)."""
 
 
 class SqlStep(_Strict):
@@ -229,6 +276,8 @@ class JobSpec(_Strict):
     """State location: a DuckDB file path or postgresql:// URL (default .batchor/state.duckdb)."""
     keep_raw: bool = True
     """Keep raw request/response payloads of every attempt for audit."""
+    checks: list[CheckSpec] = Field(default_factory=list)
+    """Quality gates over the finished rows of the whole job (`batchor check`)."""
 
     @field_validator("steps")
     @classmethod

@@ -1,0 +1,126 @@
+"""The answers of one job as a typed DuckDB table: what checks, golden-label metrics and diffs read.
+
+Quality commands never call a provider: they read the stored results of a job through the same
+row alignment the output file uses (`outputs/export.py`), so a row has the same `_status` here as
+in the file. Each step becomes one column, a struct typed from the step's JSON schema (so SQL can
+say `classify.sentiment` and `judge.score > 3`) or text for a text step, next to the input columns,
+`_row_key`, `_status` and the step's own result status (`"_ok.<step>"`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from batchor.outputs.export import register_rows, result_column, row_status_sql
+from batchor.plan.model import StepPlan
+from batchor.plan.store import CompiledPlan
+
+_SCALARS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN", "string": "VARCHAR"}
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB for one report (no progress bar: it would land in stdout)."""
+    db = duckdb.connect(":memory:")
+    db.execute("SET enable_progress_bar = false")
+    return db
+
+
+def q(name: str) -> str:
+    """A quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def ok_column(step: str) -> str:
+    """Column saying whether `step` answered the row (its result succeeded)."""
+    return f"_ok.{step}"
+
+
+def load_answers(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any, table: str = "answers") -> None:
+    """Create `table` in `db`: one row per output row, typed answers per step (see module doc).
+    With `store=None` the table is empty but fully typed: enough to bind check expressions."""
+    register_rows(db, plan, store if store is not None else _NoAnswers())
+    try:
+        db.execute(f"CREATE TABLE {q(table)} AS {answers_sql(plan)}" + (" LIMIT 0" if store is None else ""))
+    finally:
+        db.unregister("rows")
+
+
+class _NoAnswers:
+    """A state with no results: rows keep their shape, every answer is missing."""
+
+    def job_results(self, job_id: str, step: str) -> pa.Table:
+        return pa.table({name: pa.array([], pa.string()) for name in
+                         ("row_key", "request_key", "status", "output", "error_code", "error")})
+
+
+def answers_sql(plan: CompiledPlan) -> str:
+    """The SELECT over export's `rows` that builds the answers table."""
+    columns = [f"rows.{q(c)}" for c in plan.header.input.columns] + ["rows._row_key"]
+    for i, step in enumerate(plan.header.steps):
+        result = f"rows.{result_column(i)}"
+        ok = f"coalesce({result}.status = 'succeeded', false)"
+        columns.append(f"CASE WHEN {ok} THEN {typed_answer(step, result + '.output')} END AS {q(step.name)}")
+        columns.append(f"{ok} AS {q(ok_column(step.name))}")
+    columns.append(f"{row_status_sql(plan)} AS _status")
+    return f"SELECT {', '.join(columns)} FROM rows"
+
+
+def typed_answer(step: StepPlan, output: str) -> str:
+    """SQL turning a stored answer (JSON text, or text) into a value of the step's type."""
+    if step.schema is None:
+        return output
+    structure = duck_structure(step.schema)
+    if structure == "JSON":
+        return f"CAST({output} AS JSON)"
+    return f"json_transform({output}, '{json.dumps(structure).replace(chr(39), chr(39) * 2)}')"
+
+
+def duck_structure(schema: Any) -> Any:
+    """A `json_transform` structure for a JSON schema: struct, list or scalar type names."""
+    if not isinstance(schema, dict):
+        return "JSON"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind is None and "enum" in schema and all(isinstance(v, str) for v in schema["enum"]):
+        kind = "string"
+    if kind == "object" and schema.get("properties"):
+        return {name: duck_structure(sub) for name, sub in schema["properties"].items()}
+    if kind == "array":
+        return [duck_structure(schema.get("items") or {})]
+    return _SCALARS.get(kind or "", "JSON")
+
+
+def field_kind(step: StepPlan, field: str) -> str:
+    """What a top-level answer field holds, for choosing its metric: enum, string, number, array,
+    boolean (an enum of two), or text (the whole answer of a text step)."""
+    if step.schema is None:
+        return "text"
+    spec = (step.schema.get("properties") or {}).get(field)
+    if not isinstance(spec, dict):
+        return "unknown"
+    if "enum" in spec:
+        return "enum"
+    kind = spec.get("type")
+    kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
+    return {"integer": "number", "number": "number", "boolean": "enum", "array": "array",
+            "string": "string"}.get(kind or "", "unknown")
+
+
+def answer_fields(step: StepPlan) -> list[str]:
+    """Top-level fields of a step's answers (`text` for a text step)."""
+    if step.schema is None:
+        return ["text"]
+    return list((step.schema.get("properties") or {}).keys())
+
+
+def field_sql(step: StepPlan, field: str, table: str = "") -> str:
+    """SQL for one answer field of a step (the whole answer of a text step)."""
+    prefix = f"{table}." if table else ""
+    if step.schema is None:
+        return f"{prefix}{q(step.name)}"
+    return f"{prefix}{q(step.name)}.{q(field)}"

@@ -1,0 +1,98 @@
+"""What `check` and `diff` read: a run, a saved plan or a spec, resolved to a plan and its state.
+
+A run gives its plan file; a plan file is itself; a spec means its latest run in the state (the
+newest run planned from that very file, so two prompt versions in two files stay apart, as do
+`--sample` pilots of one file). The checks and golden labels come from the spec as it is now
+when a spec is named (edit a check, re-check without a call), else from the plan's own copy.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from batchor.errors import PlanFileError, RunNotFoundError
+from batchor.plan.store import HEADER_MEMBER, CompiledPlan, load_plan
+from batchor.spec.load import load_spec
+from batchor.spec.model import JobSpec
+from batchor.state import open_state, state_location
+from batchor.state.base import RunRecord
+
+_RUNS_SEARCHED = 500
+
+
+@dataclass
+class Source:
+    """One side of a diff, or the subject of a check."""
+
+    label: str  # how the user named it
+    plan: CompiledPlan
+    store: Any
+    run: RunRecord | None
+    spec: JobSpec  # where `checks:` and `expected:` are read from
+
+
+def resolve_source(target: str | Path | None, state: str | None = None) -> Source:
+    """A run id (default: the latest run), a `.plan` file or a spec file."""
+    text = str(target) if target is not None else None
+    if text is not None and Path(text).suffix in (".yaml", ".yml") and Path(text).is_file():
+        return _from_spec(Path(text), state)
+    if text is not None and Path(text).is_file():
+        plan = load_plan(Path(text))
+        store = open_state(state_location(state, plan.header.state_location))
+        return Source(text, plan, store, _latest_run_of(store, plan.job_id), plan_spec(plan))
+    store = open_state(state_location(state))
+    run = store.get_run(text)
+    if run is None:
+        raise RunNotFoundError(f"no run {text!r} in state {store.location}" if text else
+                               f"no runs yet in state {store.location}",
+                               hint="name a run id (see `batchor runs`), a saved .plan file or a spec file")
+    plan = _plan_of(run)
+    return Source(text or run.run_id, plan, store, run, plan_spec(plan))
+
+
+def _from_spec(path: Path, state: str | None) -> Source:
+    loaded = load_spec(path)
+    store = open_state(state_location(state, loaded.spec.state))
+    wanted = path.resolve()
+    for run in store.list_runs(_RUNS_SEARCHED):
+        if run.name == loaded.spec.name and _planned_from(run.plan_path) == wanted:
+            return Source(str(path), _plan_of(run), store, run, loaded.spec)
+    raise RunNotFoundError(f"{path} has no run in state {store.location}",
+                           hint=f"apply it first, e.g. `batchor apply {path} --sample 50 --mock --yes`")
+
+
+def _planned_from(plan_path: str | None) -> Path | None:
+    """The spec file a saved plan was compiled from (read from its header only: cheap)."""
+    if not plan_path or not Path(plan_path).is_file():
+        return None
+    try:
+        with zipfile.ZipFile(plan_path) as archive:
+            header = json.loads(archive.read(HEADER_MEMBER))
+        return (Path(header["base_dir"]) / Path(header["spec_source"]).name).resolve()
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError):
+        return None
+
+
+def _plan_of(run: RunRecord) -> CompiledPlan:
+    if not run.plan_path or not Path(run.plan_path).exists():
+        raise PlanFileError(f"the plan of run {run.run_id} is not available ({run.plan_path})",
+                            hint="checks and diffs need the saved plan file the run was applied from")
+    return load_plan(Path(run.plan_path))
+
+
+def _latest_run_of(store: Any, job_id: str) -> RunRecord | None:
+    return next((r for r in store.list_runs(_RUNS_SEARCHED) if r.job_id == job_id), None)
+
+
+def plan_spec(plan: CompiledPlan) -> JobSpec:
+    try:
+        return JobSpec.model_validate(plan.header.spec)
+    except ValidationError as exc:
+        raise PlanFileError(f"the spec inside plan {plan.plan_id} no longer validates ({exc.error_count()} problems)",
+                            hint="name the spec file instead, so its current checks are used") from None

@@ -1,0 +1,136 @@
+"""`batchor check`, `batchor diff` and the checks after `apply`, through the real command line."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+from cli_helpers import ROOT, ndjson, run_cli
+
+import batchor
+
+JUDGED = ROOT / "specs" / "reviews_judged.yaml"
+
+
+def copy_example(folder: Path, name: str = "judged.yaml", **prompt_change: str) -> Path:
+    """The judged example with its data next to it (so tests never write into the repository)."""
+    (folder / "examples" / "data").mkdir(parents=True, exist_ok=True)
+    (folder / "schemas").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "examples" / "data" / "reviews_labelled.csv", folder / "examples" / "data")
+    for schema in ("review.schema.json", "reply_grade.schema.json"):
+        shutil.copy(ROOT / "schemas" / schema, folder / "schemas")
+    spec = yaml.safe_load(JUDGED.read_text())
+    spec["output"]["path"] = str(folder / "out" / f"{name}.csv")
+    for step, suffix in prompt_change.items():
+        spec["steps"][step]["prompt"] += suffix
+    (folder / "specs").mkdir(exist_ok=True)
+    path = folder / "specs" / name
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_apply_prints_checks_and_exits_9_when_one_fails(workdir):
+    spec = copy_example(workdir)
+    result = run_cli(workdir, "apply", spec, "--mock", "--yes")
+    assert result.returncode == 9, result.stderr
+    assert "FAIL  classify: sentiment accuracy" in result.stderr
+    assert "Traceback" not in result.stderr
+    # the answers are kept: checking again reads them without a call and gives the same verdict
+    again = run_cli(workdir, "check", spec, "--json")
+    assert again.returncode == 9
+    report = json.loads(again.stdout)
+    assert not report["passed"] and report["run_id"]
+    assert {c["name"] for c in report["checks"] if not c["passed"]} == {"sentiment accuracy"}
+    metrics = {m["field"]: m for m in report["metrics"]}
+    assert metrics["classify.sentiment"]["labelled"] == 54  # 6 of the 60 rows have no label
+    assert sum(c["rows"] for c in metrics["classify.sentiment"]["confusion"]) == 54
+
+
+def test_apply_json_emits_a_checks_event(workdir):
+    spec = copy_example(workdir)
+    result = run_cli(workdir, "apply", spec, "--mock", "--yes", "--json")
+    assert result.returncode == 9
+    events = [e for e in ndjson(result.stdout) if e.get("event") == "checks"]
+    assert len(events) == 1 and events[0]["passed"] is False
+
+
+def test_check_markdown_for_a_pr_comment(workdir):
+    spec = copy_example(workdir)
+    run_cli(workdir, "apply", spec, "--mock", "--yes")
+    result = run_cli(workdir, "check", "--format", "markdown")  # the latest run
+    assert result.returncode == 9
+    assert result.stdout.startswith("### batchor checks")
+    assert "| ❌ | classify | `sentiment accuracy` |" in result.stdout
+    assert "| expected \\ answered |" in result.stdout
+
+
+def test_passing_checks_exit_0(workdir):
+    spec = copy_example(workdir)
+    data = yaml.safe_load(spec.read_text())
+    data["steps"]["classify"]["checks"] = [{"distribution": "classify.sentiment", "max_share": 0.9}]
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert run_cli(workdir, "apply", spec, "--mock", "--yes").returncode == 0
+    result = run_cli(workdir, "check", spec)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS  classify" in result.stdout
+
+
+def test_bad_check_is_a_coded_error_before_any_call(workdir):
+    spec = copy_example(workdir)
+    data = yaml.safe_load(spec.read_text())
+    data["checks"] = [{"sql": "length(classify.nope) > 0"}]
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = run_cli(workdir, "apply", spec, "--mock", "--yes")
+    assert result.returncode == 1
+    assert "error [spec_invalid]" in result.stderr and "nope" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert run_cli(workdir, "runs", "--json").stdout.strip() == "[]"
+
+
+def test_check_without_runs_names_the_fix(workdir):
+    result = run_cli(workdir, "check")
+    assert result.returncode == 1
+    assert "error [run_not_found]" in result.stderr
+
+
+def outputs(path: Path) -> dict[str, dict]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return {r["_row_key"]: r for r in csv.DictReader(handle)}
+
+
+def test_diff_two_prompt_versions_on_a_sample(workdir):
+    v1 = copy_example(workdir, "v1.yaml")
+    v2 = copy_example(workdir, "v2.yaml", classify="Be careful with mixed reviews.\n")
+    for spec in (v1, v2):
+        assert run_cli(workdir, "apply", spec, "--mock", "--yes", "--sample", "20").returncode in (0, 9)
+    result = run_cli(workdir, "diff", v1, v2, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    a, b = outputs(workdir / "out" / "v1.yaml.csv"), outputs(workdir / "out" / "v2.yaml.csv")
+    assert len(a) == len(b) == 20 and set(a) == set(b)  # the same seeded sample on both sides
+    classify = next(s for s in report["steps"] if s["step"] == "classify")
+    fields = ("classify.sentiment", "classify.topics", "classify.rating_guess")
+    changed = [k for k in a if any(a[k][f] != b[k][f] for f in fields)]
+    assert classify["compared"] == 20 and classify["changed"] == len(changed) > 0
+    sentiment = next(f for f in classify["fields"] if f["field"] == "sentiment")
+    assert sentiment["agree"] == sum(a[k]["classify.sentiment"] == b[k]["classify.sentiment"] for k in a)
+    assert sum(c["rows"] for c in sentiment["confusion"]) == 20
+    assert {m["metric"] for m in classify["metrics"]} >= {"sentiment.accuracy", "rating_guess.mae"}
+    assert [e["_row_key"] for e in classify["examples"]] == sorted(changed)[:5]
+    text = run_cli(workdir, "diff", v1, v2)
+    assert "step classify: 20 rows compared" in text.stdout
+    markdown = run_cli(workdir, "diff", v1, v2, "--format", "markdown")
+    assert markdown.stdout.startswith("### batchor diff")
+
+
+def test_python_api_check_and_diff(workdir):
+    spec = copy_example(workdir)
+    first = batchor.apply(spec, mock=True, handle_signals=False)
+    assert first.checks is not None and not first.checks.passed
+    report = batchor.check(first.run_id)
+    assert [c.passed for c in report.checks] == [c.passed for c in first.checks.checks]
+    same = batchor.diff(first.run_id, spec)
+    assert all(s.changed == 0 and s.compared == s.rows_a for s in same.steps)
