@@ -61,8 +61,8 @@ def diff(a: str = typer.Argument(..., help="Run id, .plan file or spec (its late
 
 
 def show_checks(report: CheckReport, fmt: str, err: bool = False) -> None:
-    if fmt == "json":
-        _json(report.to_dict())
+    if fmt == "json":  # one line: a failing gate adds its error event as the next line
+        sys.stdout.write(json.dumps(report.to_dict(), default=str, ensure_ascii=False) + "\n")
     else:
         typer.echo(checks_markdown(report) if fmt == "markdown" else checks_text(report), err=err)
 

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from batchor.duck import memory_db
 from batchor.outputs.export import register_rows, result_column, row_status_sql
 from batchor.plan.model import StepPlan
 from batchor.plan.store import CompiledPlan
@@ -23,10 +24,8 @@ _SCALARS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN", "stri
 
 
 def connect() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB for one report (no progress bar: it would land in stdout)."""
-    db = duckdb.connect(":memory:")
-    db.execute("SET enable_progress_bar = false")
-    return db
+    """An in-memory DuckDB for one report."""
+    return memory_db()
 
 
 def q(name: str) -> str:

@@ -218,7 +218,8 @@ def _distribution(db: duckdb.DuckDBPyConnection, scope: str, check: CheckSpec, w
     rows = _count(db, where)
     share = top[0][1] / rows if rows else None
     passed = share is not None and share <= (check.max_share or 1.0)
-    detail = ", ".join(f"{v if v is not None else 'null'} {n / rows:.0%}" for v, n in top) if rows else "no rows to check"
+    shares = ", ".join(f"{v if v is not None else 'null'} {n / rows:.0%}" for v, n in top) if rows else ""
+    detail = shares or "no rows to check"
     return CheckOutcome(_name(check), scope, "distribution", passed, rows, 0, share,
                         f"each value <= {check.max_share:.0%}", detail)
 
@@ -245,7 +246,8 @@ def _metric(scope: str, check: CheckSpec, metrics: list[FieldMetrics]) -> CheckO
 def _bounded(check: CheckSpec, scope: str, kind: str, value: float | None, rows: int) -> CheckOutcome:
     low_ok = check.min is None or (value is not None and value >= check.min)
     high_ok = check.max is None or (value is not None and value <= check.max)
-    bounds = [f">= {check.min:g}" if check.min is not None else "", f"<= {check.max:g}" if check.max is not None else ""]
+    bounds = [f">= {check.min:g}" if check.min is not None else "",
+              f"<= {check.max:g}" if check.max is not None else ""]
     detail = f"value {value:.4g} over {rows:,} rows" if value is not None else "no rows to check"
     return CheckOutcome(_name(check), scope, kind, value is not None and low_ok and high_ok, rows, 0, value,
                         " and ".join(b for b in bounds if b), detail)

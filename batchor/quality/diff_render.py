@@ -33,7 +33,8 @@ def diff_text(report: DiffReport) -> str:
              (f"answer cost: A {_money(report.cost_a)}, B {_money(report.cost_b)} "
              f"({_delta(report.cost_a, report.cost_b, money=True)})")]
     if report.only_a or report.only_b:
-        lines.append(f"steps only in A: {', '.join(report.only_a) or '-'}; only in B: {', '.join(report.only_b) or '-'}")
+        only_a, only_b = ", ".join(report.only_a) or "-", ", ".join(report.only_b) or "-"
+        lines.append(f"steps only in A: {only_a}; only in B: {only_b}")
     for step in report.steps:
         lines += ["", *_step_text(step)]
     return "\n".join(lines)
@@ -73,7 +74,8 @@ def diff_markdown(report: DiffReport) -> str:
     for step in report.steps:
         lines += ["", f"#### {step.step}", ""]
         if step.fields:
-            lines += ["| field | agreement |", "|---|---:|"] + [f"| {f.field} | {_share(f.share)} |" for f in step.fields]
+            lines += ["| field | agreement |", "|---|---:|"]
+            lines += [f"| {f.field} | {_share(f.share)} |" for f in step.fields]
         for f in step.fields:
             if f.confusion:
                 lines += ["", *confusion_markdown(f.confusion, f"{f.field}: A \\ B")]

@@ -45,7 +45,8 @@ def _metric_summary(m: FieldMetrics) -> str:
 
 
 def checks_markdown(report: CheckReport) -> str:
-    verdict = "✅ all checks passed" if report.passed else f"❌ {len(report.failed)} of {len(report.checks)} checks failed"
+    failed = f"❌ {len(report.failed)} of {len(report.checks)} checks failed"
+    verdict = "✅ all checks passed" if report.passed else failed
     lines = [f"### batchor checks: `{report.source}`", "", verdict, ""]
     if report.checks:
         lines += ["| | scope | check | value | threshold | detail |", "|---|---|---|---:|---|---|"]
@@ -92,5 +93,6 @@ def confusion_text(pairs: list[tuple[str, str, int]], indent: str = "    ") -> l
     width = max([len(x) for x in rows + cols] + [6])
     lines = [indent + " " * width + " " + " ".join(f"{c or '(none)':>{width}}" for c in cols)]
     for r in rows:
-        lines.append(indent + f"{r or '(none)':>{width}} " + " ".join(f"{counts.get((r, c), 0):>{width}}" for c in cols))
+        figures = " ".join(f"{counts.get((r, c), 0):>{width}}" for c in cols)
+        lines.append(indent + f"{r or '(none)':>{width}} " + figures)
     return lines

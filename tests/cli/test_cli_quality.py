@@ -41,7 +41,9 @@ def test_apply_prints_checks_and_exits_9_when_one_fails(workdir):
     # the answers are kept: checking again reads them without a call and gives the same verdict
     again = run_cli(workdir, "check", spec, "--json")
     assert again.returncode == 9
-    report = json.loads(again.stdout)
+    report, error = ndjson(again.stdout)  # the report, then the error event of the failed gate
+    assert error == {"event": "error", "code": "checks_failed", "message": error["message"], "hint": error["hint"]}
+    assert "1 of 8 checks failed: sentiment accuracy" in error["message"]
     assert not report["passed"] and report["run_id"]
     assert {c["name"] for c in report["checks"] if not c["passed"]} == {"sentiment accuracy"}
     metrics = {m["field"]: m for m in report["metrics"]}
