@@ -13,11 +13,11 @@ from typing import Any
 
 from batchor.errors import PlanFileError, RunNotFoundError
 from batchor.state import open_state, state_location
-from batchor.state.base import RunRecord
+from batchor.state.base import RunRecord, StateStore
 from batchor.state.raw import unpack
 
 
-def _run(store: Any, run_id: str | None) -> RunRecord:
+def _run(store: StateStore, run_id: str | None) -> RunRecord:
     run = store.get_run(run_id)
     if run is None:
         raise RunNotFoundError(f"no run {run_id!r} in state {store.location}" if run_id else
@@ -52,7 +52,7 @@ def migrate_state(source: str | None, target: str) -> dict[str, Any]:
     return report
 
 
-def _schema_version(store: Any) -> int | None:
+def _schema_version(store: StateStore) -> int | None:
     version = getattr(store, "schema_version", None)
     return version() if version is not None else None
 

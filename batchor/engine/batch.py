@@ -48,6 +48,7 @@ from batchor.providers.batch import (
     crash_point,
     create_batch_provider,
 )
+from batchor.state.base import StateStore
 from batchor.state.batches import BatchLedger, BatchRecord
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -93,7 +94,7 @@ class _Chunk:
 class BatchExecutor:
     """Runs the batch-mode steps of one wave until their batches are collected (or submitted)."""
 
-    def __init__(self, steps: dict[str, StepRuntime], *, store: Any, run_id: str, job_id: str,
+    def __init__(self, steps: dict[str, StepRuntime], *, store: StateStore, run_id: str, job_id: str,
                  limits: dict[str, Any], budget: Budget, sink: ResultSink, progress: Progress, emit: EventSink,
                  stop: StopSignal, options: BatchOptions) -> None:
         self.steps, self.store, self.run_id, self.job_id = steps, store, run_id, job_id

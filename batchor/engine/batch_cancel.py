@@ -12,12 +12,13 @@ from typing import Any
 from batchor.engine.batch import batch_provider_for
 from batchor.errors import ProviderError, TransientProviderError
 from batchor.providers.batch import BatchProvider, BatchTag
+from batchor.state.base import StateStore
 from batchor.state.batches import BatchLedger, BatchRecord, batch_summary
 
 CANCEL_TIMEOUT_S = 60.0
 
 
-async def cancel_batches(store: Any, job_id: str) -> list[dict[str, Any]]:
+async def cancel_batches(store: StateStore, job_id: str) -> list[dict[str, Any]]:
     ledger = BatchLedger(store)
     clients: dict[tuple[str, str], BatchProvider] = {}
     try:

@@ -13,16 +13,16 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 from batchor.engine.batch import step_fingerprint
 from batchor.engine.realtime import WorkItem
 from batchor.engine.work import StepWork
 from batchor.errors import BatchesInFlightError
+from batchor.state.base import StateStore
 from batchor.state.batches import BatchLedger
 
 
-async def realtime_after_batches(works: list[StepWork], store: Any,
+async def realtime_after_batches(works: list[StepWork], store: StateStore,
                                  send: Callable[[Iterator[WorkItem]], Awaitable[None]],
                                  collect: Callable[[list[StepWork]], Awaitable[None]]) -> None:
     """Run realtime `works`; rows held in live batches are collected by `collect`, not sent.
@@ -39,7 +39,7 @@ async def realtime_after_batches(works: list[StepWork], store: Any,
         await send(_items(leftovers))
 
 
-def refuse_batched_rows(store: Any, works: list[StepWork]) -> None:
+def refuse_batched_rows(store: StateStore, works: list[StepWork]) -> None:
     """Shared (PostgreSQL) runs do not collect for realtime steps: they refuse instead of paying twice."""
     held = {w.step.name: len(_batched_keys(BatchLedger(store), w)) for w in works if w.step.mode != "batch"}
     held = {name: n for name, n in held.items() if n}
@@ -58,7 +58,7 @@ def _batched_keys(ledger: BatchLedger, work: StepWork) -> list[str]:
     return [key for key in work.pending if key in in_batches]
 
 
-def hold_batched_rows(store: Any, works: list[StepWork]) -> list[StepWork]:
+def hold_batched_rows(store: StateStore, works: list[StepWork]) -> list[StepWork]:
     """Move each work's pending keys that sit in a live batch to a copy of the work, returned."""
     ledger = BatchLedger(store)
     held: list[StepWork] = []

@@ -31,6 +31,7 @@ from batchor.plan.model import StepPlan
 from batchor.plan.request import RenderedRequest, StepRequests, pinned_requests
 from batchor.plan.store import CompiledPlan
 from batchor.spec.templates import StepTemplates
+from batchor.state.base import StateStore
 
 NO_ANSWER = object()  # skipped or failed upstream: rows that need it are skipped, as in wave mode
 
@@ -62,7 +63,7 @@ class _Waiting:
 class Pipeline:
     """The follower rows of one stage, released as the answers they need are stored."""
 
-    def __init__(self, plan: CompiledPlan, store: Any, works: list[StepWork], steps: list[StepPlan], *,
+    def __init__(self, plan: CompiledPlan, store: StateStore, works: list[StepWork], steps: list[StepPlan], *,
                  refresh: frozenset[str], progress: Progress, stop: StopSignal) -> None:
         self.plan, self.store, self.progress, self.stop = plan, store, progress, stop
         self.error: BaseException | None = None

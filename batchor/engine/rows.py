@@ -17,9 +17,10 @@ from batchor.plan.grain import Row, children, fanout_parents, fanouts_above, inp
 from batchor.plan.model import StepPlan
 from batchor.plan.store import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
+from batchor.state.base import StateStore
 
 
-def stored_answers(store: Any, plan: CompiledPlan, step: str) -> dict[str, Any]:
+def stored_answers(store: StateStore, plan: CompiledPlan, step: str) -> dict[str, Any]:
     """A step's succeeded answers by row key (parsed JSON for structured steps and SQL steps)."""
     table = store.job_results(plan.job_id, step)
     structured = plan.header.step(step).schema is not None
@@ -34,7 +35,7 @@ def stored_answers(store: Any, plan: CompiledPlan, step: str) -> dict[str, Any]:
 class JobRows:
     """The rows of one job at a step's grain, with their upstream answers from the state."""
 
-    def __init__(self, plan: CompiledPlan, store: Any) -> None:
+    def __init__(self, plan: CompiledPlan, store: StateStore) -> None:
         self.plan, self.store = plan, store
         self.plans = {s.name: s for s in plan.header.steps}
         self.answers: dict[str, dict[str, Any]] = {}

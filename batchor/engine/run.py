@@ -38,7 +38,8 @@ from batchor.plan.prices import ModelPrice
 from batchor.plan.store import CompiledPlan
 from batchor.providers import create_provider
 from batchor.providers.base import ProviderConfig
-from batchor.state.base import RunRecord
+from batchor.state.base import RunRecord, RunStatus, StateStore
+from batchor.state.postgres_store import PostgresStore
 
 
 @dataclass
@@ -57,7 +58,7 @@ class ApplyOptions:
 @dataclass
 class RunOutcome:
     run_id: str
-    status: str  # succeeded | partial | failed | interrupted | budget | paused
+    status: RunStatus
     stop_reason: str | None
     progress: dict[str, Any]
     output_path: str | None
@@ -90,7 +91,7 @@ def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
             hint="raise --max-cost, lower max_tokens, or add input.limit", plan=plan)
 
 
-def apply_plan(plan: CompiledPlan, store: Any, options: ApplyOptions) -> RunOutcome:
+def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> RunOutcome:
     header = plan.header
     check_budget(plan, options.max_cost)
     check_output_target(plan, options.output_path)
@@ -105,7 +106,7 @@ def apply_plan(plan: CompiledPlan, store: Any, options: ApplyOptions) -> RunOutc
     progress = Progress()
     # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
     shared = (SharedRun.join(store, run, progress, limits, options.emit, options.max_cost)
-              if getattr(store, "shared", False) else None)
+              if isinstance(store, PostgresStore) else None)
     if shared is None:
         store.start_run(run)
     options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
@@ -150,7 +151,7 @@ def _off_running_loop(fn: Any, stop: StopSignal) -> StopSignal:
 class _Runner:
     """Runs the waves of one plan; owns providers and signal handling for the run."""
 
-    def __init__(self, plan: CompiledPlan, store: Any, options: ApplyOptions, run: RunRecord,
+    def __init__(self, plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord,
                  progress: Progress, limits: dict[str, Any], shared: SharedRun | None = None) -> None:
         self.plan, self.store, self.options, self.run_record = plan, store, options, run
         self.shared = shared
@@ -352,7 +353,7 @@ class _signals:
                 self.loop.remove_signal_handler(sig)
 
 
-def _finish(plan: CompiledPlan, store: Any, options: ApplyOptions, run: RunRecord, progress: Progress,
+def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord, progress: Progress,
             stop: StopSignal, started: float, shared: SharedRun | None = None) -> RunOutcome:
     status = _status(progress, stop)
     output = write_output(plan, store, options.output_path)
@@ -373,7 +374,7 @@ def _finish(plan: CompiledPlan, store: Any, options: ApplyOptions, run: RunRecor
     return outcome
 
 
-def _status(progress: Progress, stop: StopSignal) -> str:
+def _status(progress: Progress, stop: StopSignal) -> RunStatus:
     if stop.reason == "in_flight":
         return "in_flight"
     if stop.reason == "interrupted":

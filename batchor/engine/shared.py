@@ -32,6 +32,7 @@ from batchor.engine.realtime import StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.state.base import RunRecord
 from batchor.state.leases import LeaseBook
+from batchor.state.postgres_store import PostgresStore
 
 LEASE_ENV = "BATCHOR_LEASE_S"
 DEFAULT_LEASE_S = 30.0
@@ -46,7 +47,7 @@ def lease_seconds(limits: dict[str, Any]) -> float:
 class SharedRun:
     """This process's membership in a run shared with other workers."""
 
-    def __init__(self, store: Any, run: RunRecord, progress: Progress, limits: dict[str, Any],
+    def __init__(self, store: PostgresStore, run: RunRecord, progress: Progress, limits: dict[str, Any],
                  emit: EventSink) -> None:
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.worker_id = f"{self.host}-{self.pid}-{uuid.uuid4().hex[:6]}"
@@ -59,7 +60,7 @@ class SharedRun:
         self.budget: Budget = Budget(None)
 
     @classmethod
-    def join(cls, store: Any, run: RunRecord, progress: Progress, limits: dict[str, Any],
+    def join(cls, store: PostgresStore, run: RunRecord, progress: Progress, limits: dict[str, Any],
              emit: EventSink, max_cost: float | None = None) -> "SharedRun":
         shared = cls(store, run, progress, limits, emit)
         shared.run = shared.book.join_run(run, shared.host, shared.pid)

@@ -12,12 +12,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA
+from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA, StateStore
 from batchor.state.raw import pack
 
 
 class ResultSink:
-    def __init__(self, store: Any, run_id: str, *, flush_rows: int = 2000, flush_interval_s: float = 0.25,
+    def __init__(self, store: StateStore, run_id: str, *, flush_rows: int = 2000, flush_interval_s: float = 0.25,
                  keep_raw: bool = True) -> None:
         self.store = store
         self.run_id = run_id

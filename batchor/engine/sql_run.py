@@ -16,10 +16,10 @@ from batchor.plan.grain import rows_table
 from batchor.plan.model import StepPlan
 from batchor.plan.sql_step import evaluate, result_key
 from batchor.plan.store import CompiledPlan
-from batchor.state.base import RESULT_SCHEMA
+from batchor.state.base import RESULT_SCHEMA, StateStore
 
 
-def run_sql_step(plan: CompiledPlan, step: StepPlan, store: Any, run_id: str) -> tuple[int, int]:
+def run_sql_step(plan: CompiledPlan, step: StepPlan, store: StateStore, run_id: str) -> tuple[int, int]:
     """Returns (rows answered, rows left out)."""
     rows_of = JobRows(plan, store)
     tables, row_keys = [], []

@@ -9,7 +9,7 @@ keys are filtered out with one cache query per step.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,13 +20,14 @@ from batchor.plan.model import StepPlan, req_column
 from batchor.plan.request import RenderedRequest, pinned_requests
 from batchor.plan.store import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
+from batchor.state.base import StateStore
 from batchor.state.cache import cached_mask
 
 
 class StepWork:
     """Pending requests of one step of one job."""
 
-    def __init__(self, plan: CompiledPlan, step: StepPlan, store: Any, *, refresh: bool = False) -> None:
+    def __init__(self, plan: CompiledPlan, step: StepPlan, store: StateStore, *, refresh: bool = False) -> None:
         self.plan, self.step, self.store, self.refresh = plan, step, store, refresh
         self.pending: dict[str, None] = {}  # insertion-ordered set of keys to send
         self.blocked = 0  # rows whose upstream step failed

@@ -29,6 +29,7 @@ from batchor.plan.grain import element_key, fanout_parents, fanouts_above, linea
 from batchor.plan.model import StepPlan
 from batchor.plan.store import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
+from batchor.state.base import StateStore
 
 _COPY_OPTIONS = {"csv": "(FORMAT csv, HEADER true)", "tsv": "(FORMAT csv, HEADER true, DELIMITER '\t')",
                  "parquet": "(FORMAT parquet, COMPRESSION zstd)", "jsonl": "(FORMAT json)"}
@@ -95,7 +96,7 @@ def _error_sql(steps: list[StepPlan], aliases: list[str]) -> str:
     return f"NULLIF(concat_ws(' | ', {', '.join(parts)}), '')"
 
 
-def write_output(plan: CompiledPlan, store: Any, path: Path | None = None, fmt: str | None = None) -> Path:
+def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None, fmt: str | None = None) -> Path:
     """Export the job's current results (finished or not) to the output file."""
     target = Path(path or plan.header.output.path)
     fmt = fmt or (format_for(target) if path else None) or plan.header.output.format

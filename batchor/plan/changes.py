@@ -10,7 +10,6 @@ at plan time are split this way; steps that depend on other steps render theirs 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,10 +18,11 @@ import pyarrow.parquet as pq
 from batchor.duck import memory_db
 from batchor.plan.model import StepPlan, req_column
 from batchor.spec.inputs import ROW_KEY
+from batchor.state.base import StateStore
 from batchor.state.cache import cached_mask
 
 
-def changed_rows(data_path: Path, step: StepPlan, state: Any, name: str, job_id: str) -> int:
+def changed_rows(data_path: Path, step: StepPlan, state: StateStore, name: str, job_id: str) -> int:
     """How many of `step`'s requests to run replace an earlier, different request for their row."""
     now = pq.read_table(data_path, columns=[ROW_KEY, req_column(step.name, "key")])
     now = now.rename_columns(["row_key", "request_key"]).filter(pc.is_valid(now.column(1)))

@@ -42,12 +42,13 @@ from batchor.plan.store import CompiledPlan, file_sha256, job_id_for, plan_id_fo
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates, check_columns
+from batchor.state.base import StateStore
 
 _OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet",
                    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}
 
 
-def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), state: Any = None,
+def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), state: StateStore | None = None,
                  refresh: frozenset[str] = frozenset(), state_location: str | None = None) -> CompiledPlan:
     """Compile a loaded spec against its input and the cache in `state` (None: nothing cached)."""
     spec = loaded.spec
@@ -78,7 +79,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     return CompiledPlan(header, data_path=Path(tmp), cleanup=True)
 
 
-def _with_changes(header: PlanHeader, data_path: Path, state: Any) -> PlanHeader:
+def _with_changes(header: PlanHeader, data_path: Path, state: StateStore | None) -> PlanHeader:
     """Split each plan-time step's work into new rows and changed ones (see plan/changes.py)."""
     if state is None:
         return header
@@ -100,7 +101,7 @@ def _with_sql_schemas(steps: list[StepPlan], columns: list[str], base_dir: str) 
     return [resolved[s.name] for s in steps]
 
 
-def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates], state: Any,
+def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates], state: StateStore | None,
                 refresh: frozenset[str], base_dir: str) -> dict[str, DependentTally]:
     tallies = dependent_tallies(path, steps, templates, state, refresh, base_dir)
     if tallies:

@@ -27,6 +27,7 @@ from batchor.plan.sql_step import evaluate
 from batchor.plan.tokens import get_counter
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import StepTemplates
+from batchor.state.base import StateStore
 
 
 @dataclass
@@ -67,7 +68,8 @@ PROJECTED = object()  # a row whose request cannot be rendered yet
 
 
 def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates],
-                      state: Any, refresh: frozenset[str], base_dir: str = ".") -> dict[str, DependentTally]:
+                      state: StateStore | None, refresh: frozenset[str],
+                      base_dir: str = ".") -> dict[str, DependentTally]:
     """Counts for every step that depends on another (or is SQL), from the plan data and the cache."""
     dependents = [s for s in order_steps(steps) if s.depends_on or s.provider == "sql"]
     if not dependents:
@@ -95,7 +97,8 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
     return tallies
 
 
-def _cached_answers(state: Any, step: StepPlan, keys: list[str | None], refresh: frozenset[str]) -> list[Any]:
+def _cached_answers(state: StateStore | None, step: StepPlan, keys: list[str | None],
+                    refresh: frozenset[str]) -> list[Any]:
     """Per row: the parsed cached answer, or None when there is none (yet)."""
     if state is None or step.name in refresh or "*" in refresh:
         return [None if k is not None else SKIPPED for k in keys]
@@ -165,7 +168,7 @@ def _row_state(upstream_values: list[Any]) -> str:
 
 
 def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: list[dict],
-               answers: dict[str, dict[str, Any]], by_name: dict[str, StepPlan], state: Any,
+               answers: dict[str, dict[str, Any]], by_name: dict[str, StepPlan], state: StateStore | None,
                refresh: frozenset[str], tally: DependentTally) -> dict[str, Any]:
     requests = StepRequests(step, tpl)
     keys: list[Any] = []

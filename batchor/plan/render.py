@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,6 +21,7 @@ from batchor.plan.request import StepRequests
 from batchor.plan.vectorized import FastStep, fast_step
 from batchor.spec.inputs import InputReader
 from batchor.spec.templates import StepTemplates
+from batchor.state.base import StateStore
 from batchor.state.cache import cached_mask
 
 _BATCH_ROWS = 32_768  # the Python strings of a batch (bodies, prompts, keys) are what bounds memory
@@ -49,7 +49,7 @@ class RowTally:
         self._keys.append(keys)
         self._tokens.append(tokens)
 
-    def finish(self, step: StepPlan, store: Any) -> None:
+    def finish(self, step: StepPlan, store: StateStore | None) -> None:
         """Count cached rows (one cache query for the whole step) and unique requests to run."""
         keys = pa.chunked_array(self._keys, pa.string())
         tokens = pa.chunked_array(self._tokens, pa.int32())
@@ -122,7 +122,7 @@ def write_plan_data(
     path: Path,
     roots: list[StepPlan],
     templates: dict[str, StepTemplates],
-    state: Any,
+    state: StateStore | None,
     refresh: frozenset[str],
 ) -> dict[str, RowTally]:
     """Write the plan data (input columns + each root step's key, messages, tokens); count."""

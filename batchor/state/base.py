@@ -7,7 +7,7 @@ The result cache is keyed by request key, so any spec or run using the same stat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
@@ -37,13 +37,17 @@ ATTEMPT_SCHEMA = pa.schema([
 ])
 
 
+# A run's status: `running` while it works, then what its rows and its stop reason make it.
+RunStatus = Literal["running", "succeeded", "partial", "failed", "interrupted", "budget", "paused", "in_flight"]
+
+
 @dataclass
 class RunRecord:
     run_id: str
     job_id: str
     plan_id: str
     name: str
-    status: str = "running"
+    status: RunStatus = "running"
     mocked: bool = False
     requests: int = 0
     succeeded: int = 0

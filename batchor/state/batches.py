@@ -20,6 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from batchor.state.base import StateStore
+
 LIVE_STATES = ("intent", "submitted", "completed", "failed", "expired", "cancelled")
 # Outcomes of a row in one batch. `retry` used an attempt; `retry_free` (rate limit, quota) and
 # `missing` (no result: batch expired or cancelled first) did not; `unsent` (the create never
@@ -71,7 +73,7 @@ _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM batches"
 class BatchLedger:
     """Batch transitions and queries over a `DuckDBStore` (short connections, like the store)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: StateStore) -> None:
         self.store = store
 
     # --- transitions -----------------------------------------------------------------------

@@ -6,13 +6,13 @@ Planning and apply ask this for every row of a job; stores that can answer with 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from batchor.state.base import StateStore
 
-def cached_mask(store: Any, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+
+def cached_mask(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """Per key: True when `store` holds a succeeded answer for it (False for null keys)."""
     if len(keys) == 0:
         return pa.array([], pa.bool_())
@@ -20,7 +20,7 @@ def cached_mask(store: Any, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.C
     return pc.is_in(keys, value_set=_cached(store, present), skip_nulls=True)
 
 
-def _cached(store: Any, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+def _cached(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     combined = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     as_array = getattr(store, "cached_key_array", None)
     if as_array is not None:

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from batchor.state.base import RunRecord
+from batchor.state.base import RunRecord, RunStatus
 from batchor.state.postgres_store import PostgresStore, insert_run, update_run
 
 
@@ -233,7 +233,7 @@ def _grant(rpm: float | None, tpm: float | None, burst_s: float, level_r: float,
     return Grant(requests, tokens, 0.0), level_r - (requests if rpm else 0), level_t - (tokens if tpm else 0)
 
 
-def _settled_status(run: RunRecord) -> str:
+def _settled_status(run: RunRecord) -> RunStatus:
     """A run that ran to its end is judged on all workers' answers, not the last worker's."""
     if run.status not in ("succeeded", "partial", "failed"):
         return run.status  # interrupted, paused, budget: how the last worker stopped

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from batchor.errors import StateError
+from batchor.state.base import StateStore
 from batchor.state.pg_session import arrow_rows, copy_rows
 from batchor.state.postgres_store import PostgresStore
 
@@ -45,13 +46,13 @@ def copy_state(source: Any, target: Any, *, chunk_rows: int = CHUNK_ROWS) -> dic
     return report
 
 
-def _columns(store: Any, table: str) -> list[str]:
+def _columns(store: StateStore, table: str) -> list[str]:
     rows = store.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
                          "AND table_schema = current_schema() ORDER BY ordinal_position", [table])
     return [r[0] for r in rows]
 
 
-def _read(store: Any, table: str, columns: list[str], chunk_rows: int) -> Iterator[pa.Table]:
+def _read(store: StateStore, table: str, columns: list[str], chunk_rows: int) -> Iterator[pa.Table]:
     names = ", ".join(columns)
     if isinstance(store, PostgresStore):
         with store.pg() as conn, conn.transaction(), conn.cursor(name="batchor_transfer") as cur:
@@ -64,7 +65,7 @@ def _read(store: Any, table: str, columns: list[str], chunk_rows: int) -> Iterat
             yield pa.Table.from_batches([batch])
 
 
-def _write(store: Any, table: str, columns: list[str], keys: list[str], chunk: pa.Table) -> int:
+def _write(store: StateStore, table: str, columns: list[str], keys: list[str], chunk: pa.Table) -> int:
     names = ", ".join(columns)
     match = " AND ".join(f"t.{k} IS NOT DISTINCT FROM s.{k}" for k in keys) or "FALSE"
     insert = (f"INSERT INTO {table} ({names}) SELECT {names} FROM incoming s "
