@@ -9,7 +9,8 @@ each side, and a sample of changed rows side by side.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field  # a dataclass below has a field named `field`
 from typing import Any
 
 import duckdb
@@ -36,7 +37,7 @@ class FieldAgreement:
     kind: str
     agree: int
     compared: int
-    confusion: list[tuple[str, str, int]] = field(default_factory=list)  # enums: (A value, B value, rows)
+    confusion: list[tuple[str, str, int]] = dataclass_field(default_factory=list)  # enums: (A value, B value, rows)
 
     @property
     def share(self) -> float | None:
@@ -50,11 +51,12 @@ class StepDiff:
     rows_b: int
     compared: int  # rows answered on both sides
     changed: int
-    fields: list[FieldAgreement] = field(default_factory=list)
-    metrics: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # (field.metric, A, B)
+    fields: list[FieldAgreement] = dataclass_field(default_factory=list)
+    # (field.metric, A, B)
+    metrics: list[tuple[str, float | None, float | None]] = dataclass_field(default_factory=list)
     cost_a: float = 0.0  # what this step's answers cost (each distinct request once)
     cost_b: float = 0.0
-    examples: list[dict[str, Any]] = field(default_factory=list)
+    examples: list[dict[str, Any]] = dataclass_field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "rows_a": self.rows_a, "rows_b": self.rows_b, "compared": self.compared,

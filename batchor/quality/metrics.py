@@ -9,7 +9,8 @@ Everything is aggregated by DuckDB over the answers table; only the confusion ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field  # a dataclass below has a field named `field`
 from typing import Any
 
 import duckdb
@@ -33,8 +34,8 @@ class FieldMetrics:
     kind: str  # enum | string | text | number | array
     labelled: int  # rows with a label and an answer: the metric's denominator
     unanswered: int  # rows with a label the step did not answer (not counted)
-    values: dict[str, float] = field(default_factory=dict)
-    confusion: list[tuple[str, str, int]] = field(default_factory=list)  # enums: (expected, answered, rows)
+    values: dict[str, float] = dataclass_field(default_factory=dict)
+    confusion: list[tuple[str, str, int]] = dataclass_field(default_factory=list)  # enums: (expected, answered, rows)
 
     @property
     def name(self) -> str:
