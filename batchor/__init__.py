@@ -6,8 +6,6 @@
     result.data                                         # the rows with their answers
 """
 
-__version__ = "0.1.0"
-
 from batchor.api import Plan, ValidationReport, apply, plan, validate
 from batchor.engine.events import Event
 from batchor.errors import (
@@ -24,6 +22,7 @@ from batchor.errors import (
 )
 from batchor.quality import CheckReport, DiffReport, check, diff
 from batchor.result import Result
+from batchor.version import __version__
 
 __all__ = [
     "BatchorError",

@@ -30,12 +30,12 @@ from batchor.errors import (
     RateLimitedError,
     TransientProviderError,
 )
-from batchor.outputs.schemas import parse_structured
 from batchor.plan.context import too_long
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
 from batchor.plan.request import llm_request
 from batchor.providers.base import Completion, LLMRequest, Provider
+from batchor.schema.core import parse_structured
 
 MAX_RATE_LIMIT_WAITS = 100  # 429s do not use attempts, but a request cannot wait forever
 

@@ -24,10 +24,10 @@ import pyarrow.compute as pc
 
 from batchor.duck import memory_db
 from batchor.errors import OutputError
-from batchor.outputs.schemas import flatten_fields
 from batchor.plan.grain import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
 from batchor.plan.store import CompiledPlan
+from batchor.schema.core import flatten_fields
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-import batchor
 from batchor.errors import InputError, SpecError
 from batchor.plan.changes import changed_rows
 from batchor.plan.dependent import (
@@ -43,6 +42,7 @@ from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates, check_columns
 from batchor.state.base import StateStore
+from batchor.version import __version__
 
 _OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet",
                    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}
@@ -184,7 +184,7 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
         unbounded=[s.name for s in steps if s.counts.unbounded and s.provider != "sql"])
     return PlanHeader(
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        batchor_version=batchor.__version__, name=spec.name, spec_source=loaded.source,
+        batchor_version=__version__, name=spec.name, spec_source=loaded.source,
         spec_text=loaded.text, spec=spec.model_dump(mode="json", by_alias=True), base_dir=str(loaded.base_dir),
         input=InputInfo(files=[str(p) for p in source.files], format=source.format, fingerprint=fingerprint,
                         columns=columns, rows=rows, sql=source.sql, limit=source.limit,

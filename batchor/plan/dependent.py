@@ -19,12 +19,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchor.outputs.sample_values import sample_value
 from batchor.plan.grain import Row, children, element_key, input_rows, order_steps, rows_table, upstream
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.request import RenderedRequest, StepRequests
 from batchor.plan.sql_step import evaluate
 from batchor.plan.tokens import get_counter
+from batchor.schema.sample_values import sample_value
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore

@@ -10,8 +10,6 @@ from typing import Any
 
 from batchor.errors import SpecError
 from batchor.fingerprint import request_prefix
-from batchor.outputs.adapt import adapt_schema
-from batchor.outputs.schemas import check_schema, estimate_output_tokens
 from batchor.plan.context import context_window
 from batchor.plan.endpoint import key_identity, step_endpoint
 from batchor.plan.grain import assign_grains
@@ -21,6 +19,8 @@ from batchor.plan.prices import lookup_price
 from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
+from batchor.schema.adapt import adapt_schema
+from batchor.schema.core import check_schema, estimate_output_tokens
 from batchor.spec.load import LoadedSpec
 from batchor.spec.model import ModelSpec, SqlStep
 from batchor.spec.templates import StepTemplates, compile_step, make_environment

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from batchor.outputs.sample_values import sample_value
 from batchor.providers.base import Completion, LLMRequest, ProviderConfig
+from batchor.schema.sample_values import sample_value
 
 
 def to_body(request: LLMRequest) -> dict[str, Any]:

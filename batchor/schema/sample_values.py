@@ -15,7 +15,7 @@ import re
 import uuid
 from typing import Any
 
-from batchor.outputs.schemas import compile_schema, resolve_ref
+from batchor.schema.core import compile_schema, resolve_ref
 
 try:  # the stdlib's own regex parser drives pattern samples; private, so optional
     from re import _constants as sre  # type: ignore[attr-defined]

@@ -10,15 +10,15 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from batchor.errors import ProviderSchemaError, SchemaError
-from batchor.outputs.adapt import AdaptedSchema, adapt_schema
-from batchor.outputs.sample_values import sample_value
-from batchor.outputs.schemas import (
+from batchor.schema.adapt import AdaptedSchema, adapt_schema
+from batchor.schema.core import (
     check_schema,
     estimate_output_tokens,
     flatten_fields,
     parse_structured,
     validator_for,
 )
+from batchor.schema.sample_values import sample_value
 
 WHERE = "steps.classify.output.schema"
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"

@@ -2,7 +2,7 @@
 
 Each provider supports a different subset of JSON Schema. `adapt_schema` returns the copy to
 send plus notes naming every constraint the provider will not enforce; those are checked only
-by the local validation of each answer against the original schema (`schemas.validator_for`).
+by the local validation of each answer against the original schema (`core.validator_for`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from batchor.errors import ProviderSchemaError
-from batchor.outputs.schemas import ANNOTATIONS, Path, children, field_label, resolve_ref, walk
+from batchor.schema.core import ANNOTATIONS, Path, children, field_label, resolve_ref, walk
 
 OPENAI_COMPATIBLE = frozenset({
     "openai", "openai-compatible", "openrouter", "xai", "together", "groq", "vllm", "ollama",
