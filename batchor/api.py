@@ -7,60 +7,34 @@ path) replaces the spec's input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
 from batchor.engine.events import Event
 from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget
-from batchor.errors import disk_full_reported
+from batchor.errors import UsageError, disk_full_reported
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
 from batchor.plan.compile import compile_plan
 from batchor.plan.endpoint import check_endpoints
-from batchor.plan.steps import Overrides, resolve_steps
+from batchor.plan.steps import Overrides
+from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.store import CompiledPlan, load_plan
 from batchor.quality import check_plan, checks_after_run
 from batchor.result import Result
-from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec, load_spec
-from batchor.spec.templates import check_columns
 from batchor.state import apply_lock, open_state, state_location
 
 SpecLike = str | Path | dict[str, Any]
 Plan = CompiledPlan
 
 
-@dataclass
-class ValidationReport:
-    spec: str
-    steps: list[str]
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"spec": self.spec, "ok": True, "steps": self.steps, "warnings": self.warnings}
-
-
 def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) -> ValidationReport:
-    """Check a spec without network or keys: spec, templates, columns, schemas, prices."""
-    loaded = load_spec(spec)
-    steps, templates = resolve_steps(loaded, Overrides(model=model, mock=mock))
-    reader = InputReader(input_source(loaded))
-    try:
-        for compiled in templates.values():
-            check_columns(compiled, reader.columns)
-    finally:
-        reader.close()
-    report = ValidationReport(spec=loaded.source, steps=[st.name for st in steps])
-    for st in steps:
-        report.warnings += [f"steps.{st.name}: {note}" for note in st.schema_notes]
-        if st.price is None:
-            report.warnings.append(f"steps.{st.name}: no price known for {st.provider}:{st.model}; "
-                                   "--max-cost will refuse until the spec gives `price:`")
-        if not st.token_count_exact and st.provider != "mock":
-            report.warnings.append(f"steps.{st.name}: token counts for {st.provider} are estimates "
-                                   f"(upper bound x{st.token_upper_factor:g})")
-    return report
+    """Check a spec without network or keys: spec, templates, columns, schemas, prices.
+
+    Raises the problem found, or `SpecProblemsError` (its `.problems`) when there are several."""
+    return validate_loaded(load_spec(spec), Overrides(model=model, mock=mock))
 
 
 def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: str | None = None,
@@ -68,6 +42,7 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
          no_cache: bool = False, limit: int | None = None, sample: int | None = None, seed: int | None = None,
          save: bool | str | Path = True) -> CompiledPlan:
     """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`."""
+    check_arguments(mode=mode, limit=limit, sample=sample)
     loaded = load_spec(spec)
     location = state_location(state, loaded.spec.state)
     loaded = _with_input(loaded, data, location, limit=limit, sample=sample, seed=seed)
@@ -83,6 +58,21 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     return compiled
 
 
+MODES = ("realtime", "batch", "auto")
+
+
+def check_arguments(*, mode: str | None = None, max_cost: float | None = None, limit: int | None = None,
+                    sample: int | None = None) -> None:
+    """Refuse argument values no command could mean (the CLI's parser already stops most of them)."""
+    if mode is not None and mode not in MODES:
+        raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}", hint="pass --mode realtime, batch or auto")
+    if max_cost is not None and not max_cost >= 0:  # also refuses NaN
+        raise UsageError(f"max_cost {max_cost} must be a number >= 0", hint="give the budget in USD, e.g. --max-cost 5")
+    for name, value in (("limit", limit), ("sample", sample)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} {value} must be at least 1", hint=f"give --{name} N with N >= 1")
+
+
 def _with_input(loaded: LoadedSpec, data: Any, location: str, **changes: Any) -> LoadedSpec:
     """Replace the spec's input by `data` and apply --limit/--sample overrides."""
     updates = {k: v for k, v in changes.items() if v is not None}
@@ -95,8 +85,7 @@ def _with_input(loaded: LoadedSpec, data: Any, location: str, **changes: Any) ->
     if not updates:
         return loaded
     new_input = loaded.spec.input.model_copy(update=updates)
-    return LoadedSpec(spec=loaded.spec.model_copy(update={"input": new_input}), base_dir=loaded.base_dir,
-                      source=loaded.source, text=loaded.text, schemas=loaded.schemas)
+    return dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"input": new_input}))
 
 
 def _state_dir(location: str) -> Path:
@@ -167,6 +156,7 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
                    refresh: frozenset[str] | set[str] = frozenset(), output: str | Path | None = None,
                    on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
                    limits: dict[str, Any] | None = None, wait: bool = True) -> RunOutcome:
+    check_arguments(max_cost=max_cost)
     check_budget(compiled, max_cost)
     check_endpoints(compiled.header.steps)
     check_plan(compiled)  # checks and golden labels bind to the plan's columns before any call

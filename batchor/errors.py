@@ -47,6 +47,13 @@ class BatchorError(Exception):
         return data
 
 
+class UsageError(BatchorError):
+    """A command-line or API argument has a value it cannot take (names the argument)."""
+
+    code = "usage"
+    exit_code = EXIT_USAGE
+
+
 # --- spec and input -------------------------------------------------------------------------
 
 
@@ -54,6 +61,51 @@ class SpecError(BatchorError):
     """The spec file is malformed or invalid (file:line and key path in the message)."""
 
     code = "spec_invalid"
+
+
+class SpecProblemsError(SpecError):
+    """Several independent problems found in one pass over a spec, each with its own code."""
+
+    code = "spec_problems"
+
+    def __init__(self, problems: list[BatchorError]) -> None:
+        lines = [f"  [{p.code}] {p.message}" + (f"\n    fix: {p.hint}" if p.hint else "") for p in problems]
+        super().__init__(f"{len(problems)} problems:\n" + "\n".join(lines))
+        self.problems = problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "problems": [p.to_dict() for p in self.problems]}
+
+
+def problems_of(exc: BatchorError) -> list[BatchorError]:
+    """The single problems an error stands for (a SpecProblemsError holds several)."""
+    return list(exc.problems) if isinstance(exc, SpecProblemsError) else [exc]
+
+
+def raise_problems(problems: list[BatchorError]) -> None:
+    """Raise nothing, the one problem, or all of them together."""
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise SpecProblemsError(problems)
+
+
+class Problems:
+    """Collects the errors of independent checks, so one pass reports every problem it can."""
+
+    def __init__(self) -> None:
+        self.found: list[BatchorError] = []
+
+    @contextmanager
+    def check(self) -> Iterator[None]:
+        """Run one check; its error is recorded and the caller goes on with the next check."""
+        try:
+            yield
+        except BatchorError as exc:
+            self.found.extend(problems_of(exc))
+
+    def raise_all(self) -> None:
+        raise_problems(self.found)
 
 
 class SpecYamlError(SpecError):

@@ -17,6 +17,9 @@ except ImportError:  # pragma: no cover - Typer with an external Click
 from batchor import api
 from batchor.cli import quality as quality_cli
 from batchor.cli import render
+from batchor.cli.options import (
+    ApplyMaxCostOpt, FormatOpt, LimitOpt, Mode, ModeOpt, PlanFormat, PlanMaxCostOpt, SampleOpt, choice_value,
+)
 from batchor.errors import (
     EXIT_COST_LIMIT,
     EXIT_ERROR,
@@ -46,37 +49,31 @@ def _out(data: Any) -> None:
 @app.command()
 def validate(specs: list[Path] = typer.Argument(..., help="Spec files"), as_json: bool = JsonOpt,
              model: Optional[str] = ModelOpt, mock: bool = MockOpt) -> None:
-    """Check specs offline: YAML, keys, templates, input columns, schemas, prices."""
-    reports = [api.validate(spec, model=model, mock=mock) for spec in specs]
-    if as_json:
-        _out([r.to_dict() for r in reports])
-        return
-    for report in reports:
-        typer.echo(f"ok  {report.spec} ({len(report.steps)} step(s))")
-        for warning in report.warnings:
-            typer.echo(f"    warning: {warning}")
+    """Check specs offline: YAML, keys, templates, input columns, schemas, prices. Reports every problem
+    in every file, then exits non-zero if there was one."""
+    from batchor.cli.validate_cmd import validate_all
+
+    raise typer.Exit(validate_all(specs, as_json=as_json, model=model, mock=mock))
 
 
 @app.command()
 def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str] = StateOpt,
-         as_json: bool = JsonOpt, fmt: str = typer.Option("text", "--format", help="text | markdown | json"),
-         model: Optional[str] = ModelOpt, mock: bool = MockOpt,
-         mode: Optional[str] = typer.Option(None, "--mode", help="realtime | batch | auto"),
+         as_json: bool = JsonOpt, fmt: PlanFormat = FormatOpt,
+         model: Optional[str] = ModelOpt, mock: bool = MockOpt, mode: Optional[Mode] = ModeOpt,
          refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
          no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers"),
          out: Optional[Path] = typer.Option(None, "--out", help="Where to save the plan file"),
-         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows"),
-         sample: Optional[int] = typer.Option(None, "--sample", help="N random rows (seeded: same rows each time)"),
-         max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Show the plan against this budget"),
+         limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
+         max_cost: Optional[float] = PlanMaxCostOpt,
          detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode",
                                                 help="Exit 0 when nothing would run, 2 when work is pending")) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
-    compiled = api.plan(spec, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh),
+    compiled = api.plan(spec, state=state, model=model, mock=mock, mode=choice_value(mode), refresh=set(refresh),
                         no_cache=no_cache, save=out or True, limit=limit, sample=sample)
-    fmt = "json" if as_json else fmt
-    if fmt == "json":
+    fmt = PlanFormat.json if as_json else fmt
+    if fmt == PlanFormat.json:
         _out(render.plan_dict(compiled))
-    elif fmt == "markdown":
+    elif fmt == PlanFormat.markdown:
         typer.echo(render.plan_markdown(compiled))
     else:
         typer.echo(render.plan_text(compiled, max_cost))
@@ -86,20 +83,20 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
 
 @app.command()
 def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan file"),
-          max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Budget in USD (also approves the run)"),
+          max_cost: Optional[float] = ApplyMaxCostOpt,
           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation"),
           state: Optional[str] = StateOpt, as_json: bool = JsonOpt, model: Optional[str] = ModelOpt,
-          mock: bool = MockOpt, mode: Optional[str] = typer.Option(None, "--mode", help="realtime | batch | auto"),
+          mock: bool = MockOpt, mode: Optional[Mode] = ModeOpt,
           refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
           output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
-          limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N rows"),
-          sample: Optional[int] = typer.Option(None, "--sample", help="N random rows (seeded)"),
+          limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
           no_wait: bool = typer.Option(False, "--no-wait", help="Submit provider batches and exit (code 7); "
                                        "a later apply collects them")) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
     api.ensure_unlocked(state)
     from_file = api.is_plan_file(target)
-    compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=mode, refresh=set(refresh),
+    compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
+                                refresh=set(refresh),
                                 limit=limit, sample=sample)
     if not as_json:
         typer.echo(render.plan_text(compiled, max_cost), err=True)
@@ -193,7 +190,7 @@ def cancel(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 
 @app.command()
 def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
-         limit: int = typer.Option(20, "--limit")) -> None:
+         limit: int = typer.Option(20, "--limit", min=1)) -> None:
     """Run history with cost."""
     from batchor.ops import list_runs
 
@@ -224,7 +221,8 @@ app.command("results", help="Same as `export`.")(export)
 
 @app.command()
 def prune(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
-          older_than: Optional[float] = typer.Option(None, "--older-than", help="Only attempts older than DAYS"),
+          older_than: Optional[float] = typer.Option(None, "--older-than", min=0.0,
+                                                     help="Only attempts older than DAYS (>= 0)"),
           finished: bool = typer.Option(False, "--finished", help="Only attempts of finished runs"),
           answers: bool = typer.Option(False, "--answers",
                                        help="Also delete cached answers (they will be paid again)")) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from batchor.errors import SpecError
+from batchor.errors import Problems, SpecError
 from batchor.fingerprint import request_prefix
 from batchor.plan.context import context_window
 from batchor.plan.endpoint import key_identity, step_endpoint
@@ -41,16 +41,19 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
     names = set(spec.steps)
     templates: dict[str, StepTemplates] = {}
     plans: list[StepPlan] = []
+    found = Problems()  # every step is checked, so one pass reports all of their problems
     for name, step in spec.steps.items():
-        if isinstance(step, SqlStep):
-            plans.append(sql_step_plan(name, step.sql, step.depends_on, names, step.fan_out, step.max_fanout))
-            continue
-        compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name})
-        templates[name] = compiled
-        deps = sorted(set(step.depends_on) | compiled.step_refs)
-        model = _effective_model(spec.model, step.model, overrides)
-        mode = overrides.mode or step.mode or spec.limits.mode
-        plans.append(_step_plan(loaded, name, model, deps, overrides, mode))
+        with found.check():
+            if isinstance(step, SqlStep):
+                plans.append(sql_step_plan(name, step.sql, step.depends_on, names, step.fan_out, step.max_fanout))
+                continue
+            compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name})
+            templates[name] = compiled
+            deps = sorted(set(step.depends_on) | compiled.step_refs)
+            model = _effective_model(spec.model, step.model, overrides)
+            mode = overrides.mode or step.mode or spec.limits.mode
+            plans.append(_step_plan(loaded, name, model, deps, overrides, mode))
+    found.raise_all()
     _check_acyclic(plans)
     return assign_grains(plans), templates
 

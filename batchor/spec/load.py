@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from batchor.errors import SchemaError, SpecError
+from batchor.errors import BatchorError, Problems, SchemaError, SpecError, raise_problems
 from batchor.spec.model import STEP_TAGS, JobSpec, SchemaOutput
 from batchor.spec.yaml_loader import Lines, load_yaml, read_spec_text
 
@@ -24,6 +24,18 @@ class LoadedSpec:
     source: str  # file path or "<string>"
     text: str  # the spec as written, for the plan snapshot
     schemas: dict[str, dict[str, Any] | None]  # step -> resolved JSON schema (None: text)
+    lines: Lines = field(default_factory=dict)  # key path -> line in `source`, for error messages
+    text_lines: Lines = field(default_factory=dict)  # key path -> line a text value starts on
+
+    def where(self, *path: Any) -> str:
+        """`file:line` of the nearest key of `path` written in the spec (the file alone if none)."""
+        line = _line_for(tuple(path), self.lines)
+        return f"{self.source}:{line}" if line else self.source
+
+    def where_in_text(self, path: tuple[Any, ...], line_in_text: int) -> str:
+        """`file:line` of line `line_in_text` (1-based) of the text value at `path`."""
+        start = self.text_lines.get(path)
+        return f"{self.source}:{start + line_in_text - 1}" if start else self.where(*path)
 
     def resolve(self, relative: str) -> Path:
         path = Path(relative).expanduser()
@@ -31,40 +43,52 @@ class LoadedSpec:
 
 
 def load_spec(spec: str | Path | dict[str, Any], *, base_dir: Path | None = None) -> LoadedSpec:
-    """Load a spec from a file path, a YAML string or a dict."""
+    """Load a spec from a file path, a YAML string or a dict; every problem found is reported at once."""
+    problems: list[BatchorError] = []
     if isinstance(spec, dict):
         lines: Lines = {}
+        text_lines: Lines = {}
         text, source, data = json.dumps(spec), "<dict>", spec
         base = base_dir or Path.cwd()
     elif isinstance(spec, Path) or ("\n" not in spec and spec.endswith((".yaml", ".yml"))):
         path = Path(spec)
         text, source, base = read_spec_text(path), str(path), (base_dir or path.parent.resolve())
-        data, lines = load_yaml(text, source)
+        data, lines, text_lines, problems = load_yaml(text, source)
     else:
         text, source, base = spec, "<string>", base_dir or Path.cwd()
-        data, lines = load_yaml(text, source)
+        data, lines, text_lines, problems = load_yaml(text, source)
     if not isinstance(data, dict):
-        raise SpecError(f"{source}: a spec must be a YAML mapping (name:, input:, model:, ...)")
+        raise_problems(problems + [SpecError(f"{source}: a spec must be a YAML mapping (name:, input:, model:, ...)")])
     try:
         job = JobSpec.model_validate(data)
     except ValidationError as exc:
-        raise _spec_error(exc, source, lines, data) from None
-    schemas = {name: _resolve_schema(getattr(step, "output", None), base, source, lines, name)
-               for name, step in job.steps.items()}
-    return LoadedSpec(spec=job, base_dir=base, source=source, text=text, schemas=schemas)
+        raise_problems(problems + _spec_errors(exc, source, lines, data))
+    raise_problems(problems)
+    found = Problems()
+    schemas = {}
+    for name, step in job.steps.items():
+        with found.check():
+            schemas[name] = _resolve_schema(getattr(step, "output", None), base, source, lines, name)
+    found.raise_all()
+    return LoadedSpec(spec=job, base_dir=base, source=source, text=text, schemas=schemas, lines=lines,
+                      text_lines=text_lines)
 
 
-def _spec_error(exc: ValidationError, source: str, lines: Lines, data: Any) -> SpecError:
-    problems = []
-    for err in exc.errors()[:8]:
-        path = _key_path(err["loc"], data)
+def _spec_errors(exc: ValidationError, source: str, lines: Lines, data: Any) -> list[BatchorError]:
+    """One problem per key path (a union type gives several messages for one wrong value)."""
+    by_path: dict[tuple[Any, ...], list[str]] = {}
+    for err in exc.errors():
+        messages = by_path.setdefault(_key_path(err["loc"], data), [])
+        if _message(err) not in messages:
+            messages.append(_message(err))
+    problems: list[BatchorError] = []
+    for path, messages in by_path.items():
         line = _line_for(path, lines)
         where = f"{source}:{line}" if line else source
         dotted = ".".join(str(p) for p in path) or "(top level)"
-        problems.append(f"{where}: {dotted}: {_message(err)}")
-    more = len(exc.errors()) - 8
-    text = "invalid spec:\n  " + "\n  ".join(problems) + (f"\n  ... and {more} more" if more > 0 else "")
-    return SpecError(text, hint="see the spec reference in README.md or schemas/batchor-spec.schema.json")
+        problems.append(SpecError(f"{where}: {dotted}: {'; or '.join(messages)}",
+                                  hint="see the spec reference in README.md or schemas/batchor-spec.schema.json"))
+    return problems
 
 
 def _message(err: Mapping[str, Any]) -> str:

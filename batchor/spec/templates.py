@@ -16,7 +16,7 @@ import jinja2
 from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from batchor.errors import TemplateError, TemplateUndefinedError
+from batchor.errors import Problems, TemplateError, TemplateUndefinedError
 
 
 def _tojson(value: Any, indent: int | None = None) -> str:
@@ -57,6 +57,7 @@ class StepTemplates:
     row_columns: set[str] = field(default_factory=set)  # row.<col> references
     step_refs: set[str] = field(default_factory=set)  # earlier steps used
     dynamic_row_access: bool = False  # row[expr]: columns only checked while rendering
+    asts: dict[str, nodes.Template] = field(default_factory=dict)  # part (system/prompt/when) -> parsed
 
     def render_messages(self, context: dict[str, Any]) -> list[dict[str, str]]:
         messages = []
@@ -78,20 +79,24 @@ def compile_step(
     """Parse a step's templates and find which columns and steps they reference."""
     compiled = StepTemplates(step=step, system=None, prompt=None, when=None)  # type: ignore[arg-type]
     parts = {"system": system, "prompt": prompt, "when": ("{{ " + when + " }}") if when else None}
+    found = Problems()
     for part, source in parts.items():
         if source is None:
             continue
         where = f"steps.{step}.{part}"
-        try:
-            ast = env.parse(source)
-            template = env.from_string(source)
-        except jinja2.TemplateSyntaxError as exc:
-            raise TemplateError(
-                f"{where}: template syntax error on line {exc.lineno}: {exc.message}",
-                hint="Jinja syntax: {{ row.column }}, {% if ... %}...{% endif %}",
-            ) from None
-        _collect_refs(ast, compiled, where, known_steps)
-        setattr(compiled, part, template)
+        with found.check():
+            try:
+                ast = env.parse(source)
+                template = env.from_string(source)
+            except jinja2.TemplateSyntaxError as exc:
+                raise TemplateError(
+                    f"{where}: template syntax error on line {exc.lineno}: {exc.message}",
+                    hint="Jinja syntax: {{ row.column }}, {% if ... %}...{% endif %}",
+                ) from None
+            compiled.asts[part] = ast
+            _collect_refs(ast, compiled, where, known_steps)
+            setattr(compiled, part, template)
+    found.raise_all()
     return compiled
 
 

@@ -1,7 +1,9 @@
 """Strict YAML reading for specs: duplicate keys rejected, every key path mapped to its line.
 
 PyYAML silently keeps the last of duplicate keys; we compose the node tree ourselves so that a
-duplicate is an error and validation messages can point at `file:line` for any key path.
+duplicate is an error and validation messages can point at `file:line` for any key path. Plain
+scalars that YAML 1.1 and 1.2 read differently (`NO`, `on`, `012`) are errors everywhere in the
+spec, `params` included: quoting keeps them as written.
 `${VAR}` / `${VAR:-default}` in string values are expanded from the environment here, at load
 time only: row data never passes through this module.
 """
@@ -11,20 +13,35 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
-from batchor.errors import EnvVarMissingError, SpecYamlError
+from batchor.errors import BatchorError, EnvVarMissingError, SpecYamlError
 
 _ENV_PATTERN = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _scalar_constructor = yaml.SafeLoader("")
+# Plain scalars YAML 1.1 (PyYAML) and YAML 1.2 read differently: yes/no/on/off booleans, 012 octal,
+# 0b101 binary, 1:30 base-60 and 1_000 numbers. Each one is refused with the two ways to write it.
+_BOOL_TAG, _INT_TAG, _FLOAT_TAG = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float"))
+_AMBIGUOUS_NUMBER = re.compile(r"[-+]?(0[0-7_]+|0b[01_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?|.*_.*)")
 
 Lines = dict[tuple[Any, ...], int]
 
 
-def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
-    """Parse YAML text into plain data plus a map from key path to 1-based line number."""
+class YamlDoc(NamedTuple):
+    data: Any
+    lines: Lines  # key path -> 1-based line of the key
+    text_lines: Lines  # key path of a text value -> line its text starts on (after `|` or `>`)
+    problems: list[BatchorError]
+
+
+def load_yaml(text: str, source: str) -> YamlDoc:
+    """Parse YAML text into plain data, maps from key path to line, and the problems found.
+
+    Problems (duplicate keys, YAML 1.1 scalars, missing env vars) do not stop the reading, so one
+    pass reports all of them; the data keeps the first of duplicate keys and scalars as written.
+    """
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -35,40 +52,83 @@ def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
             f"{where}: malformed YAML: {problem}",
             hint="check indentation, colons and quoting near that line",
         ) from None
-    lines: Lines = {}
+    builder = _Builder(source)
     if node is None:
-        return None, lines
-    return _build(node, (), lines, source), lines
+        return YamlDoc(None, {}, {}, [])
+    data = builder.build(node, ())
+    return YamlDoc(data, builder.lines, builder.text_lines, builder.problems)
 
 
-def _build(node: yaml.Node, path: tuple[Any, ...], lines: Lines, source: str) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        return _build_mapping(node, path, lines, source)
-    if isinstance(node, yaml.SequenceNode):
-        return [_build(item, path + (i,), lines, source) for i, item in enumerate(node.value)]
-    value = _scalar_constructor.construct_object(node, deep=True)
-    if isinstance(value, str) and node.tag == "tag:yaml.org,2002:str":
-        return expand_env(value, f"{source}:{node.start_mark.line + 1}")
-    return value
+class _Builder:
+    """Turns a composed node tree into data, recording lines and problems on the way."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.lines: Lines = {}
+        self.text_lines: Lines = {}
+        self.problems: list[BatchorError] = []
+
+    def build(self, node: yaml.Node, path: tuple[Any, ...]) -> Any:
+        self.lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+        return self._scalar(node, path)
+
+    def _where(self, node: yaml.Node) -> str:
+        return f"{self.source}:{node.start_mark.line + 1}"
+
+    def _scalar(self, node: yaml.Node, path: tuple[Any, ...]) -> Any:
+        if _is_ambiguous(node):
+            self.problems.append(_ambiguous_error(node, self._where(node), path))
+            return node.value
+        value = _scalar_constructor.construct_object(node, deep=True)
+        if isinstance(value, str) and node.tag == "tag:yaml.org,2002:str":
+            self.text_lines[path] = node.start_mark.line + (2 if node.style in ("|", ">") else 1)
+            try:
+                return expand_env(value, self._where(node))
+            except EnvVarMissingError as exc:
+                self.problems.append(exc)
+        return value
+
+    def _mapping(self, node: yaml.MappingNode, path: tuple[Any, ...]) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self.problems.append(SpecYamlError(f"{self._where(key_node)}: YAML merge keys (<<) are not supported",
+                                                   hint="write the keys out in full"))
+                continue
+            key = self._scalar(key_node, path) if isinstance(key_node, yaml.ScalarNode) else self.build(key_node, path)
+            if key in result:
+                first = self.lines.get(path + (key,), "?")
+                self.problems.append(SpecYamlError(
+                    f"{self._where(key_node)}: duplicate key '{key}' (first defined on line {first})",
+                    hint="remove one of the two entries; YAML would silently keep only the last"))
+                continue
+            result[key] = self.build(value_node, path + (key,))
+            self.lines[path + (key,)] = key_node.start_mark.line + 1
+        return result
 
 
-def _build_mapping(node: yaml.MappingNode, path: tuple[Any, ...], lines: Lines, source: str) -> dict[Any, Any]:
-    result: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            raise SpecYamlError(f"{source}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported")
-        key = _scalar_constructor.construct_object(key_node, deep=True)
-        if key in result:
-            first = lines.get(path + (key,), "?")
-            raise SpecYamlError(
-                f"{source}:{key_node.start_mark.line + 1}: duplicate key '{key}' "
-                f"(first defined on line {first})",
-                hint="remove one of the two entries; YAML would silently keep only the last",
-            )
-        result[key] = _build(value_node, path + (key,), lines, source)
-        lines[path + (key,)] = key_node.start_mark.line + 1
-    return result
+def _is_ambiguous(node: yaml.Node) -> bool:
+    if not isinstance(node, yaml.ScalarNode) or node.style is not None:  # quoted or block text: as written
+        return False
+    if node.tag == _BOOL_TAG:
+        return node.value.lower() not in ("true", "false")
+    return node.tag in (_INT_TAG, _FLOAT_TAG) and bool(_AMBIGUOUS_NUMBER.fullmatch(node.value))
+
+
+def _ambiguous_error(node: yaml.Node, where: str, path: tuple[Any, ...]) -> SpecYamlError:
+    dotted = ".".join(str(p) for p in path) or "(top level)"
+    text = node.value
+    if node.tag == _BOOL_TAG:
+        meaning, fix = "the boolean " + str(text.lower() in ("yes", "on", "y")).lower(), "true or false"
+    else:
+        meaning, fix = f"the number {_scalar_constructor.construct_object(node)}", "the number in plain digits"
+    return SpecYamlError(
+        f"{where}: {dotted}: `{text}` reads as {meaning} in YAML 1.1 (PyYAML) but differently in YAML 1.2",
+        hint=f"quote it ('{text}') to keep it as text, or write {fix}")
 
 
 def expand_env(value: str, where: str) -> str:
