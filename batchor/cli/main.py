@@ -18,7 +18,15 @@ from batchor import api
 from batchor.cli import quality as quality_cli
 from batchor.cli import render
 from batchor.cli.options import (
-    ApplyMaxCostOpt, FormatOpt, LimitOpt, Mode, ModeOpt, PlanFormat, PlanMaxCostOpt, SampleOpt, choice_value,
+    ApplyMaxCostOpt,
+    FormatOpt,
+    LimitOpt,
+    Mode,
+    ModeOpt,
+    PlanFormat,
+    PlanMaxCostOpt,
+    SampleOpt,
+    choice_value,
 )
 from batchor.errors import (
     EXIT_COST_LIMIT,

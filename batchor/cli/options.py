@@ -7,12 +7,12 @@ read or any call is made.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 
 import typer
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     """How steps reach the provider."""
 
     realtime = "realtime"
@@ -20,7 +20,7 @@ class Mode(str, Enum):
     auto = "auto"
 
 
-class PlanFormat(str, Enum):
+class PlanFormat(StrEnum):
     """How `plan` prints the plan."""
 
     text = "text"

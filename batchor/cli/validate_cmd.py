@@ -33,8 +33,8 @@ def validate_all(specs: list[Path], *, as_json: bool, model: str | None, mock: b
         sys.stdout.write(json.dumps(results, indent=2, default=str) + "\n")
     elif len(specs) > 1:
         failed = sum(1 for r in results if not r["ok"])
-        typer.echo(f"{len(specs) - failed} of {len(specs)} spec(s) valid" + (f", {failed} with problems" if failed else ""),
-                   err=bool(failed))
+        summary = f"{len(specs) - failed} of {len(specs)} spec(s) valid"
+        typer.echo(summary + (f", {failed} with problems" if failed else ""), err=bool(failed))
     return exit_code
 
 
