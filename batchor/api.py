@@ -18,8 +18,8 @@ from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
 from batchor.plan.compile import compile_plan
 from batchor.plan.endpoint import check_endpoints
+from batchor.plan.plan_file import CompiledPlan, load_plan
 from batchor.plan.steps import Overrides
-from batchor.plan.store import CompiledPlan, load_plan
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.quality import check_plan, checks_after_run
 from batchor.result import Result

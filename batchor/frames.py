@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from batchor.duck import memory_db
 from batchor.errors import InputError
-from batchor.private import private_dir
+from batchor.file_modes import private_dir
 
 
 def frame_kind(data: Any) -> str:

@@ -76,7 +76,7 @@ def list_runs(state: str | None, limit: int = 20) -> list[dict[str, Any]]:
 def export_results(run_id: str | None, state: str | None, output: Path, fmt: str | None = None) -> dict[str, Any]:
     """Write a run's results (finished or not: unanswered rows show `_status` pending)."""
     from batchor.outputs.export import write_output
-    from batchor.plan.store import load_plan
+    from batchor.plan.plan_file import load_plan
 
     store = open_state(state_location(state))
     run = _run(store, run_id)

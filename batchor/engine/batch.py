@@ -23,8 +23,8 @@ from typing import Any
 from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
-from batchor.engine.realtime import StepRuntime, StopSignal, WorkItem
 from batchor.engine.sink import ResultSink
+from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.errors import (
     AuthenticationError,

@@ -15,7 +15,7 @@ import copy
 from collections.abc import Awaitable, Callable, Iterator
 
 from batchor.engine.batch import step_fingerprint
-from batchor.engine.realtime import WorkItem
+from batchor.engine.types import WorkItem
 from batchor.engine.work import StepWork
 from batchor.errors import BatchesInFlightError
 from batchor.state.base import StateStore

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 
 from batchor.engine.events import Progress
-from batchor.engine.realtime import StepRuntime, StopSignal, WorkItem, check_output
+from batchor.engine.realtime import check_output
 from batchor.engine.sink import ResultSink
+from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.errors import (
     InvalidOutputError,
     ProviderError,

@@ -22,14 +22,15 @@ from typing import Any
 import pyarrow as pa
 
 from batchor.engine.events import Progress
-from batchor.engine.realtime import RealtimeExecutor, StopSignal, WorkItem
+from batchor.engine.realtime import RealtimeExecutor
 from batchor.engine.rows import JobRows, input_values
 from batchor.engine.sink import ResultSink
+from batchor.engine.types import StopSignal, WorkItem
 from batchor.engine.work import StepWork
-from batchor.plan.grain import Row, order_steps
+from batchor.plan.fanout_rows import Row, order_steps
 from batchor.plan.model import StepPlan
+from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.request import RenderedRequest, StepRequests, pinned_requests
-from batchor.plan.store import CompiledPlan
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
 

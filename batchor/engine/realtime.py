@@ -12,7 +12,6 @@ import asyncio
 import json
 import random
 import time
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 
 from batchor.engine.budget import Budget
@@ -20,6 +19,7 @@ from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limiter import Limiter, RateLimiter
 from batchor.engine.retry import backoff_delay
 from batchor.engine.sink import ResultSink
+from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.errors import (
     AuthenticationError,
     ContextLengthError,
@@ -32,42 +32,11 @@ from batchor.errors import (
 )
 from batchor.plan.context import too_long
 from batchor.plan.model import StepPlan
-from batchor.plan.prices import ModelPrice
 from batchor.plan.request import llm_request
 from batchor.providers.base import Completion, LLMRequest, Provider
 from batchor.schema.core import parse_structured
 
 MAX_RATE_LIMIT_WAITS = 100  # 429s do not use attempts, but a request cannot wait forever
-
-
-@dataclass(slots=True)
-class WorkItem:
-    key: str
-    step: str
-    messages: tuple[dict[str, str], ...]
-    input_tokens: int
-
-
-@dataclass
-class StepRuntime:
-    """What the workers need per step: the plan entry, its client and its price."""
-
-    plan: StepPlan
-    provider: Provider
-    price: ModelPrice | None
-
-    def upper_cost(self, item: WorkItem) -> float:
-        if self.price is None:
-            return 0.0
-        tokens_in = int(item.input_tokens * self.plan.token_upper_factor)
-        return self.price.cost(tokens_in, self.plan.max_tokens, batch=self.plan.mode == "batch")
-
-    def cost(self, completion: Completion, item: WorkItem) -> float:
-        if self.price is None:
-            return 0.0
-        tokens_in = completion.input_tokens or item.input_tokens
-        return self.price.cost(tokens_in, completion.output_tokens, cached_input_tokens=completion.cached_input_tokens,
-                               batch=self.plan.mode == "batch")
 
 
 def check_output(plan: StepPlan, completion: Completion) -> str:
@@ -80,24 +49,6 @@ def check_output(plan: StepPlan, completion: Completion) -> str:
     if errors:
         raise InvalidOutputError("answer does not match the output schema: " + "; ".join(errors[:3]))
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-class StopSignal:
-    """Why the run stops sending: interrupted, budget, quota."""
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-        self.detail: str | None = None
-        self.event = asyncio.Event()
-
-    def stop(self, reason: str, detail: str | None = None) -> None:
-        if self.reason is None:
-            self.reason, self.detail = reason, detail
-        self.event.set()
-
-    @property
-    def stopped(self) -> bool:
-        return self.reason is not None
 
 
 class RealtimeExecutor:

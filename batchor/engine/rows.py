@@ -2,7 +2,7 @@
 
 Steps before a fan-out run on the plan's input rows; steps after it run on its element rows,
 which come from the fan-out step's stored result per row (the list of its elements, see
-plan/grain.py). Answers are read from the state once per step and looked up by row key.
+plan/fanout_rows.py). Answers are read from the state once per step and looked up by row key.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchor.plan.grain import Row, children, fanout_parents, fanouts_above, input_rows, upstream
+from batchor.plan.fanout_rows import Row, children, fanout_parents, fanouts_above, input_rows, upstream
 from batchor.plan.model import StepPlan
-from batchor.plan.store import CompiledPlan
+from batchor.plan.plan_file import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore
 

@@ -25,17 +25,18 @@ from batchor.engine.batch_handover import realtime_after_batches
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
-from batchor.engine.realtime import RealtimeExecutor, StepRuntime, StopSignal, WorkItem
-from batchor.engine.shared import SharedRun
+from batchor.engine.realtime import RealtimeExecutor
 from batchor.engine.sink import ResultSink
 from batchor.engine.sql_run import run_sql_step
+from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
+from batchor.engine.workers import SharedRun
 from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, StalePlanError
 from batchor.outputs.export import check_output_target, write_output
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.model import StepPlan
+from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.prices import ModelPrice
-from batchor.plan.store import CompiledPlan
 from batchor.providers import create_provider
 from batchor.providers.base import ProviderConfig
 from batchor.state.base import RunRecord, RunStatus, StateStore

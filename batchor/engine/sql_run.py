@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow as pa
 
 from batchor.engine.rows import JobRows
-from batchor.plan.grain import rows_table
+from batchor.plan.fanout_rows import rows_table
 from batchor.plan.model import StepPlan
+from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.sql_step import evaluate, result_key
-from batchor.plan.store import CompiledPlan
 from batchor.state.base import RESULT_SCHEMA, StateStore
 
 

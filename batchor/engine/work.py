@@ -14,11 +14,11 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchor.engine.realtime import WorkItem
 from batchor.engine.rows import JobRows, input_values
+from batchor.engine.types import WorkItem
 from batchor.plan.model import StepPlan, req_column
+from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.request import RenderedRequest, pinned_requests
-from batchor.plan.store import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore
 from batchor.state.cache import cached_mask

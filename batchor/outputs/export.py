@@ -5,7 +5,7 @@ Plan rows stream in order with each step's stored answer attached (looked up by 
 Arrow), and an in-memory DuckDB projects and writes them: a million rows export without Python
 objects per row, and without a join and sort over the whole table.
 
-With a fan-out (plan/grain.py) the file has one row per element of the deepest fan-out, in input
+With a fan-out (plan/fanout_rows.py) the file has one row per element of the deepest fan-out, in input
 order then element order: the input columns and earlier answers repeat on each element row, and
 `_row_key` is the element's key (`<row_key>#<n>`). An input row without elements stays one row.
 """
@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 
 from batchor.duck import memory_db
 from batchor.errors import OutputError
-from batchor.plan.grain import element_key, fanout_parents, fanouts_above, lineage
+from batchor.plan.fanout_rows import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
-from batchor.plan.store import CompiledPlan
+from batchor.plan.plan_file import CompiledPlan
 from batchor.schema.core import flatten_fields
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore

@@ -33,11 +33,11 @@ from batchor.plan.model import (
     StepCounts,
     StepPlan,
 )
+from batchor.plan.plan_file import CompiledPlan, file_sha256, job_id_for, plan_id_for
 from batchor.plan.prices import ModelPrice
 from batchor.plan.render import RowTally, write_plan_data
 from batchor.plan.sql_step import derive_schema
 from batchor.plan.steps import Overrides, resolve_steps
-from batchor.plan.store import CompiledPlan, file_sha256, job_id_for, plan_id_for
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates, check_columns

@@ -5,7 +5,7 @@ state, the request is rendered now and checked against the cache like any other,
 an unchanged pipeline shows nothing to run. Where they are not, the rows are projected: counted
 as to run (the upper bound) with a token estimate from a sample render, and the expected cost is
 scaled by the `when` selectivity seen on rows that could be evaluated. Below a fan-out (see
-grain.py) a row whose list is not known yet stands for `max_fanout` element rows (the upper
+fanout_rows.py) a row whose list is not known yet stands for `max_fanout` element rows (the upper
 bound; unbounded without one), and for the elements seen per row so far in the expected cost.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchor.plan.grain import Row, children, element_key, input_rows, order_steps, rows_table, upstream
+from batchor.plan.fanout_rows import Row, children, element_key, input_rows, order_steps, rows_table, upstream
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.request import RenderedRequest, StepRequests
 from batchor.plan.sql_step import evaluate

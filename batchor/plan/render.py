@@ -1,6 +1,6 @@
 """Plan stage: the requests of the root steps, rendered batch by batch into the plan data.
 
-Each input batch is rendered (column-wise for simple templates, see `vectorized.py`; Jinja row
+Each input batch is rendered (column-wise for simple templates, see `column_render.py`; Jinja row
 by row otherwise), keyed and token-counted. The counts come at the end, in Arrow: one cache
 query for the whole step, and duplicate requests counted once without a Python set holding
 every key of the input.
@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from batchor.plan.column_render import FastStep, fast_step
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.request import StepRequests
-from batchor.plan.vectorized import FastStep, fast_step
 from batchor.spec.inputs import InputReader
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore

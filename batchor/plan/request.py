@@ -3,7 +3,7 @@
 Planning (root and dependent steps), apply (`engine/work.py`) and row-level pipelining
 (`engine/pipeline.py`) all render through `StepRequests`, so a row gets the same request key and
 the same body whichever path rendered it, and `llm_request` builds what is sent from exactly the
-messages that were keyed. The column-wise fast path (`vectorized.py`) builds the same bodies for
+messages that were keyed. The column-wise fast path (`column_render.py`) builds the same bodies for
 simple templates without Jinja and keys them with `StepRequests.keys`; tests/plan/test_request.py
 holds the two (and the three callers) to identical results.
 """

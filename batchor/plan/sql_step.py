@@ -6,7 +6,7 @@ in-process, costs nothing, and its per-row results are stored like answers (cont
 so later steps, the output and the cache treat it like any other step. Queries should be
 row-wise (filter, derive, join another file, explode one row's list): plan-time evaluation sees
 rows in batches. A fan-out query may return a row key several times; its result per row is then
-the list of returned rows, in query order (see `grain.py`).
+the list of returned rows, in query order (see `fanout_rows.py`).
 """
 
 from __future__ import annotations

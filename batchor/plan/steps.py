@@ -12,7 +12,7 @@ from batchor.errors import Problems, SpecError
 from batchor.fingerprint import request_prefix
 from batchor.plan.context import context_window
 from batchor.plan.endpoint import key_identity, step_endpoint
-from batchor.plan.grain import assign_grains
+from batchor.plan.fanout_rows import assign_grains
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price

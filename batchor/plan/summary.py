@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from batchor.plan.store import CompiledPlan
+    from batchor.plan.plan_file import CompiledPlan
 
 
 def money(value: float) -> str:

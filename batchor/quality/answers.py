@@ -18,7 +18,7 @@ import pyarrow as pa
 from batchor.duck import memory_db
 from batchor.outputs.export import register_rows, result_column, row_status_sql
 from batchor.plan.model import StepPlan
-from batchor.plan.store import CompiledPlan
+from batchor.plan.plan_file import CompiledPlan
 
 _SCALARS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN", "string": "VARCHAR"}
 

@@ -19,7 +19,7 @@ import jinja2
 from jinja2 import meta
 
 from batchor.errors import SpecError
-from batchor.plan.store import CompiledPlan
+from batchor.plan.plan_file import CompiledPlan
 from batchor.quality.answers import connect, load_answers, ok_column, q
 from batchor.quality.metrics import FieldMetrics, golden_metrics
 from batchor.quality.sources import Source

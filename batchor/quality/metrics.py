@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from batchor.errors import SpecError
-from batchor.plan.store import CompiledPlan
+from batchor.plan.plan_file import CompiledPlan
 from batchor.quality.answers import answer_fields, field_kind, field_sql, ok_column, q
 from batchor.spec.model import JobSpec, LLMStep
 

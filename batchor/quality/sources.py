@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from batchor.errors import PlanFileError, RunNotFoundError
-from batchor.plan.store import HEADER_MEMBER, CompiledPlan, load_plan
+from batchor.plan.plan_file import HEADER_MEMBER, CompiledPlan, load_plan
 from batchor.spec.load import load_spec
 from batchor.spec.model import JobSpec
 from batchor.state import open_state, state_location

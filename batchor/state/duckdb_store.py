@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from batchor.duck import memory_db
 from batchor.errors import StateCorruptError, StateError, StateLockedError, StateVersionError
-from batchor.private import private_dir
+from batchor.file_modes import private_dir
 from batchor.state.base import RunRecord
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 

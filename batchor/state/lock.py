@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from batchor.errors import StateLockedError
-from batchor.private import private_dir
+from batchor.file_modes import private_dir
 
 
 class ApplyLock:

@@ -51,7 +51,7 @@ def normalize_url(location: str) -> str:
 class PostgresStore:
     """State in a PostgreSQL database; safe for any number of processes at once."""
 
-    shared = True  # several applies may work on one run together (see engine/shared.py)
+    shared = True  # several applies may work on one run together (see engine/workers.py)
 
     def __init__(self, url: str, *, pool_size: int = 4) -> None:
         from sqlalchemy import create_engine, event

@@ -12,10 +12,10 @@ import yaml
 
 import batchor
 from batchor import api
+from batchor.plan.column_render import fast_step
 from batchor.plan.model import req_column
 from batchor.plan.request import StepRequests
 from batchor.plan.steps import Overrides, resolve_steps
-from batchor.plan.vectorized import fast_step
 from batchor.spec.load import load_spec
 from batchor.state import open_state
 from tests.conftest import write_csv

@@ -13,7 +13,7 @@ from conftest import SENTIMENT_SCHEMA, make_spec, write_csv
 
 from batchor import api
 from batchor.errors import BatchorError, PlanFileError, StalePlanError
-from batchor.plan.store import DATA_MEMBER, HEADER_MEMBER, _header_hash, load_plan
+from batchor.plan.plan_file import DATA_MEMBER, HEADER_MEMBER, _header_hash, load_plan
 
 
 def saved_plan(workdir: Path, rows: int = 4) -> Path:

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from batchor.engine.shared import SharedBudget
+from batchor.engine.workers import SharedBudget
 from batchor.state.base import RunRecord
 from batchor.state.leases import LeaseBook
 from batchor.state.postgres_store import PostgresStore

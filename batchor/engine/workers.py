@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, Iterator
 from batchor.engine.batch_handover import refuse_batched_rows
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
-from batchor.engine.realtime import StopSignal, WorkItem
+from batchor.engine.types import StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.state.base import RunRecord
 from batchor.state.leases import LeaseBook

@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from batchor.errors import PlanFileError
+from batchor.file_modes import private_dir
 from batchor.fingerprint import canonical_json, sha256_hex
 from batchor.plan.model import PLAN_FORMAT_VERSION, PlanHeader
-from batchor.private import private_dir
 
 HEADER_MEMBER = "plan.json"
 DATA_MEMBER = "data.parquet"

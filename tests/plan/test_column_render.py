@@ -10,9 +10,9 @@ from conftest import make_spec, write_csv
 from batchor import api
 from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.plan import render as render_module
+from batchor.plan.column_render import column_template, fast_step
 from batchor.plan.request import request_keys
 from batchor.plan.tokens import get_counter
-from batchor.plan.vectorized import column_template, fast_step
 from batchor.spec.templates import compile_step, make_environment
 
 NASTY = [
