@@ -40,8 +40,9 @@ def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) ->
 def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: str | None = None,
          mock: bool = False, mode: str | None = None, refresh: frozenset[str] | set[str] = frozenset(),
          no_cache: bool = False, limit: int | None = None, sample: int | None = None, seed: int | None = None,
-         save: bool | str | Path = True) -> CompiledPlan:
-    """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`."""
+         save: bool | str | Path = True, retry_failed: bool = False) -> CompiledPlan:
+    """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`.
+    `retry_failed` plans requests that failed for good earlier (deterministic errors) again."""
     check_arguments(mode=mode, limit=limit, sample=sample)
     loaded = load_spec(spec)
     location = state_location(state, loaded.spec.state)
@@ -50,7 +51,7 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     with disk_full_reported(location):
         store = open_state(location)
         compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
-                                refresh=refresh, state_location=location)
+                                refresh=refresh, state_location=location, retry_failed=retry_failed)
         compiled.source_data = data  # apply(plan) returns results in the type of this input
         if save:
             target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
@@ -111,13 +112,15 @@ def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: 
           state: str | None = None, model: str | None = None, mock: bool = False, mode: str | None = None,
           refresh: frozenset[str] | set[str] = frozenset(), limit: int | None = None, sample: int | None = None,
           output: str | Path | None = None, on_event: Callable[[Event], None] | None = None,
-          handle_signals: bool = True, limits: dict[str, Any] | None = None, wait: bool = True) -> Result:
+          handle_signals: bool = True, limits: dict[str, Any] | None = None, wait: bool = True,
+          retry_failed: bool = False) -> Result:
     """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
     check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume."""
     compiled = load_or_plan(spec_or_plan, data=data, state=state, model=model, mock=mock, mode=mode,
-                            refresh=refresh, limit=limit, sample=sample)
+                            refresh=refresh, limit=limit, sample=sample, retry_failed=retry_failed)
     outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
-                             on_event=on_event, handle_signals=handle_signals, limits=limits, wait=wait)
+                             on_event=on_event, handle_signals=handle_signals, limits=limits, wait=wait,
+                             retry_failed=retry_failed)
     if data is None:
         data = getattr(compiled, "source_data", None)
     kind = frame_kind(data) if data is not None else "path"
@@ -155,7 +158,7 @@ def ensure_unlocked(state: str | None = None, spec_state: str | None = None) -> 
 def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, state: str | None = None,
                    refresh: frozenset[str] | set[str] = frozenset(), output: str | Path | None = None,
                    on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
-                   limits: dict[str, Any] | None = None, wait: bool = True) -> RunOutcome:
+                   limits: dict[str, Any] | None = None, wait: bool = True, retry_failed: bool = False) -> RunOutcome:
     check_arguments(max_cost=max_cost)
     check_budget(compiled, max_cost)
     check_endpoints(compiled.header.steps)
@@ -165,7 +168,7 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
         store = open_state(location)
         options = ApplyOptions(max_cost=max_cost, refresh=frozenset(refresh), emit=on_event or (lambda e: None),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,
-                               limits=limits or {}, wait=wait)
+                               limits=limits or {}, wait=wait, retry_failed=retry_failed)
         return apply_plan(compiled, store, options)
 
 

@@ -311,6 +311,9 @@ class ProviderError(BatchorError):
     code = "provider_error"
     transient: ClassVar[bool] = False
     consumes_attempt: ClassVar[bool] = True
+    # The same request fails the same way again: a later apply leaves the row failed (unless
+    # `--retry-failed` or `--refresh STEP`) instead of paying for the same error once more.
+    deterministic: ClassVar[bool] = False
 
     def __init__(
         self, message: str, *, status: int | None = None, retry_after: float | None = None, **kw: Any
@@ -345,10 +348,12 @@ class InvalidRequestError(ProviderError):
     """4xx invalid request: fail the row at once with the provider's message."""
 
     code = "invalid_request"
+    deterministic = True
 
 
 class ContentRefusedError(ProviderError):
     code = "content_refused"
+    deterministic = True
 
 
 class ContextLengthError(InvalidRequestError):

@@ -64,12 +64,16 @@ def validate(specs: list[Path] = typer.Argument(..., help="Spec files"), as_json
     raise typer.Exit(validate_all(specs, as_json=as_json, model=model, mock=mock))
 
 
+RETRY_FAILED_HELP = "Send again the requests that failed for good earlier (invalid request, refusal, context too long)"
+
+
 @app.command()
 def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str] = StateOpt,
          as_json: bool = JsonOpt, fmt: PlanFormat = FormatOpt,
          model: Optional[str] = ModelOpt, mock: bool = MockOpt, mode: Optional[Mode] = ModeOpt,
          refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
          no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers"),
+         retry_failed: bool = typer.Option(False, "--retry-failed", help=RETRY_FAILED_HELP),
          out: Optional[Path] = typer.Option(None, "--out", help="Where to save the plan file"),
          limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
          max_cost: Optional[float] = PlanMaxCostOpt,
@@ -77,7 +81,8 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
                                                 help="Exit 0 when nothing would run, 2 when work is pending")) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
     compiled = api.plan(spec, state=state, model=model, mock=mock, mode=choice_value(mode), refresh=set(refresh),
-                        no_cache=no_cache, save=out or True, limit=limit, sample=sample)
+                        no_cache=no_cache, save=out or True, limit=limit, sample=sample,
+                        retry_failed=retry_failed)
     fmt = PlanFormat.json if as_json else fmt
     if fmt == PlanFormat.json:
         _out(render.plan_dict(compiled))
@@ -96,6 +101,7 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
           state: Optional[str] = StateOpt, as_json: bool = JsonOpt, model: Optional[str] = ModelOpt,
           mock: bool = MockOpt, mode: Optional[Mode] = ModeOpt,
           refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
+          retry_failed: bool = typer.Option(False, "--retry-failed", help=RETRY_FAILED_HELP),
           output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
           limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
           no_wait: bool = typer.Option(False, "--no-wait", help="Submit provider batches and exit (code 7); "
@@ -105,7 +111,7 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
     from_file = api.is_plan_file(target)
     compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
                                 refresh=set(refresh),
-                                limit=limit, sample=sample)
+                                limit=limit, sample=sample, retry_failed=retry_failed)
     if not as_json:
         typer.echo(render.plan_text(compiled, max_cost), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
@@ -113,7 +119,7 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
     printer = render.EventPrinter(as_json)
     try:
         outcome = api.apply_compiled(compiled, max_cost=max_cost, state=state, refresh=set(refresh),
-                                     output=output, on_event=printer, wait=not no_wait)
+                                     output=output, on_event=printer, wait=not no_wait, retry_failed=retry_failed)
     finally:
         printer.close()
     checks = quality_cli.after_apply(compiled, outcome, state, as_json)

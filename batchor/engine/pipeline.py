@@ -33,6 +33,7 @@ from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.request import RenderedRequest, StepRequests, pinned_requests
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
+from batchor.state.cache import deterministic_codes
 
 NO_ANSWER = object()  # skipped or failed upstream: rows that need it are skipped, as in wave mode
 
@@ -65,8 +66,9 @@ class Pipeline:
     """The follower rows of one stage, released as the answers they need are stored."""
 
     def __init__(self, plan: CompiledPlan, store: StateStore, works: list[StepWork], steps: list[StepPlan], *,
-                 refresh: frozenset[str], progress: Progress, stop: StopSignal) -> None:
+                 refresh: frozenset[str], progress: Progress, stop: StopSignal, retry_failed: bool = False) -> None:
         self.plan, self.store, self.progress, self.stop = plan, store, progress, stop
+        self.retry_failed = retry_failed  # False: requests that failed for good earlier are not sent
         self.error: BaseException | None = None
         self.plans = {s.name: s for s in plan.header.steps}
         self.followers = {s.name: s for s in steps}
@@ -191,8 +193,10 @@ class Pipeline:
         records, self.records = self.records, defaultdict(list)
         return batch, records
 
-    def _look_up(self, batch: list[tuple[str, RenderedRequest]], records: dict[str, list]) -> tuple[dict, list[int]]:
-        """Off the event loop: store the row -> request records, find cached answers, count tokens."""
+    def _look_up(self, batch: list[tuple[str, RenderedRequest]],
+                 records: dict[str, list]) -> tuple[dict, set[str], list[int]]:
+        """Off the event loop: store the row -> request records, find cached answers and requests
+        that failed for good earlier, count tokens."""
         self._record(records)
         keys = [request.key for step, request in batch if step not in self.fresh]
         found = self.store.results_for_keys(pa.array(keys, pa.string())) if keys else None
@@ -201,7 +205,10 @@ class Pipeline:
             for key, status, output in zip(*(found.column(c).to_pylist() for c in ("request_key", "status", "output"))):
                 if status == "succeeded":
                     cached[key] = output
-        return cached, self._tokens(batch)
+        settled: set[str] = set()
+        if keys and not self.retry_failed:
+            settled.update(self.store.failed_key_array(pa.array(keys, pa.string()), deterministic_codes()).to_pylist())
+        return cached, settled, self._tokens(batch)
 
     def _tokens(self, batch: list[tuple[str, RenderedRequest]]) -> list[int]:
         tokens = [0] * len(batch)
@@ -211,10 +218,15 @@ class Pipeline:
                 tokens[i] = n or 0
         return tokens
 
-    def _checked(self, batch: list[tuple[str, RenderedRequest]], cached: dict[str, str], tokens: list[int]) -> None:
+    def _checked(self, batch: list[tuple[str, RenderedRequest]], cached: dict[str, str], settled: set[str],
+                 tokens: list[int]) -> None:
         for (step, request), n in zip(batch, tokens):
             key = request.key
-            if key in cached:
+            if key in settled:  # failed for good earlier: its rows stay failed, later steps skip them
+                self.answered[step][key] = (NO_ANSWER, False)
+                for row_key in self.rows_of_key[step].pop(key, []):
+                    self._deliver(step, row_key, NO_ANSWER)
+            elif key in cached:
                 answer = self._parse(step, cached[key])
                 self.answered[step][key] = (answer, True)
                 rows = self.rows_of_key[step].pop(key, [])

@@ -47,6 +47,7 @@ from batchor.state.postgres_store import PostgresStore
 class ApplyOptions:
     max_cost: float | None = None
     refresh: frozenset[str] = frozenset()
+    retry_failed: bool = False  # also send requests that failed for good earlier (deterministic errors)
     emit: EventSink = ignore
     output_path: Path | None = None
     handle_signals: bool = True
@@ -223,16 +224,18 @@ class _Runner:
         if not steps:
             return None
         pipeline = Pipeline(self.plan, self.store, works, steps, refresh=self.options.refresh,
-                            progress=self.progress, stop=self.stop)
+                            progress=self.progress, stop=self.stop,
+                            retry_failed=self.options.retry_failed or self.plan.header.retry_failed)
         for step in steps:
             self.options.emit(Event("step_started", {"step": step.name, "pipelined": True}))
         return pipeline
 
     def _scan(self, step: StepPlan) -> StepWork:
         refresh = step.name in self.options.refresh or "*" in self.options.refresh
-        work = StepWork(self.plan, step, self.store, refresh=refresh)
+        retry_failed = self.options.retry_failed or self.plan.header.retry_failed
+        work = StepWork(self.plan, step, self.store, refresh=refresh, retry_failed=retry_failed)
         work.scan()
-        planned = step.counts.to_run + step.counts.too_long
+        planned = step.counts.to_run + step.counts.too_long + (step.counts.failed_earlier if retry_failed else 0)
         if not step.depends_on and not refresh and len(work.pending) > planned:
             gone = len(work.pending) - planned
             raise StalePlanError(

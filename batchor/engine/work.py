@@ -21,17 +21,20 @@ from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.request import RenderedRequest, pinned_requests
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore
-from batchor.state.cache import cached_mask
+from batchor.state.cache import cached_mask, settled_failure_mask
 
 
 class StepWork:
     """Pending requests of one step of one job."""
 
-    def __init__(self, plan: CompiledPlan, step: StepPlan, store: StateStore, *, refresh: bool = False) -> None:
+    def __init__(self, plan: CompiledPlan, step: StepPlan, store: StateStore, *, refresh: bool = False,
+                 retry_failed: bool = False) -> None:
         self.plan, self.step, self.store, self.refresh = plan, step, store, refresh
+        self.retry_failed = retry_failed  # False: requests that failed for good earlier stay failed
         self.pending: dict[str, None] = {}  # insertion-ordered set of keys to send
         self.blocked = 0  # rows whose upstream step failed
         self.cached = 0
+        self.failed_earlier = 0  # rows whose request failed for good earlier: not sent again
         self.skipped = 0
         self.rows = 0
         self.rows_of = JobRows(plan, store)  # rows at the step's grain, with upstream answers
@@ -54,6 +57,10 @@ class StepWork:
             hit = cached_mask(self.store, keys)
             self.cached += pc.sum(hit).as_py() or 0
             keys = keys.filter(pc.invert(hit))
+        if not self.refresh and not self.retry_failed:
+            settled = settled_failure_mask(self.store, keys)
+            self.failed_earlier += pc.sum(settled).as_py() or 0
+            keys = keys.filter(pc.invert(settled))
         self.pending.update(dict.fromkeys(keys.to_pylist()))
 
     def items(self) -> Iterator[WorkItem]:

@@ -49,8 +49,10 @@ _OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "
 
 
 def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), state: StateStore | None = None,
-                 refresh: frozenset[str] = frozenset(), state_location: str | None = None) -> CompiledPlan:
-    """Compile a loaded spec against its input and the cache in `state` (None: nothing cached)."""
+                 refresh: frozenset[str] = frozenset(), state_location: str | None = None,
+                 retry_failed: bool = False) -> CompiledPlan:
+    """Compile a loaded spec against its input and the cache in `state` (None: nothing cached).
+    Requests that failed for good earlier are not planned again unless `retry_failed`."""
     spec = loaded.spec
     steps, templates = resolve_steps(loaded, overrides)
     unknown = refresh - set(spec.steps) - {"*"}
@@ -65,14 +67,16 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
         roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
         fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
         os.close(fd)
-        tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh)
-        tallies.update(_dependents(Path(tmp), steps, templates, state, refresh, str(loaded.base_dir)))
+        tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh,
+                                                   retry_failed)
+        tallies.update(_dependents(Path(tmp), steps, templates, state, (refresh, retry_failed), str(loaded.base_dir)))
         columns, fingerprint = reader.columns, source.fingerprint()
     finally:
         reader.close()
     rows = pq.read_metadata(tmp).num_rows  # input rows (also when the first step is SQL)
     counted = [_with_counts(s, tallies.get(s.name), rows, spec.limits.batch_threshold) for s in steps]
     header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
+    header = header.model_copy(update={"retry_failed": retry_failed})
     header = _with_changes(header, Path(tmp), state)
     header = header.model_copy(update={"data_sha256": file_sha256(Path(tmp))})
     header = header.model_copy(update={"plan_id": plan_id_for(header)})
@@ -102,8 +106,8 @@ def _with_sql_schemas(steps: list[StepPlan], columns: list[str], base_dir: str) 
 
 
 def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates], state: StateStore | None,
-                refresh: frozenset[str], base_dir: str) -> dict[str, DependentTally]:
-    tallies = dependent_tallies(path, steps, templates, state, refresh, base_dir)
+                cache: tuple[frozenset[str], bool], base_dir: str) -> dict[str, DependentTally]:
+    tallies = dependent_tallies(path, steps, templates, state, cache[0], base_dir, retry_failed=cache[1])
     if tallies:
         sample, by_name = first_row(path), {s.name: s for s in steps}
         for name, tally in tallies.items():
@@ -124,6 +128,8 @@ def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: 
         counts = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run,
                          tally.input_tokens, estimated=not step.token_count_exact)
         counts = counts.model_copy(update={"too_long": tally.too_long})
+    if tally is not None:
+        counts = counts.model_copy(update={"failed_earlier": tally.failed_earlier})
     if isinstance(tally, DependentTally):
         tally.run_keys.clear()
     return step.model_copy(update={"counts": counts})
@@ -181,6 +187,7 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
         cost_expected=sum(s.counts.cost_expected for s in steps),
         cost_upper=sum(s.counts.cost_upper for s in steps), unpriced_models=unpriced,
         estimates=any(s.counts.estimated for s in steps),
+        failed_earlier=sum(s.counts.failed_earlier for s in steps),
         unbounded=[s.name for s in steps if s.counts.unbounded and s.provider != "sql"])
     return PlanHeader(
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -28,6 +28,7 @@ from batchor.schema.sample_values import sample_value
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
+from batchor.state.cache import deterministic_codes
 
 
 @dataclass
@@ -42,6 +43,7 @@ class DependentTally:
     unbounded: bool = False  # some projected rows lie below a fan-out without a bound
     elements: int = 0  # fan-out steps: element rows of the rows evaluated now
     evaluated: int = 0  # rows where `when` could be evaluated
+    failed_earlier: int = 0  # rows whose request failed for good earlier: not sent again
     projected_tokens_per_row: int = 200
     run_keys: set[str] = field(default_factory=set)
 
@@ -64,13 +66,15 @@ class _Skipped:
 
 
 SKIPPED = _Skipped()
+FAILED = object()  # a request that failed earlier with a deterministic error: not sent again
 PROJECTED = object()  # a row whose request cannot be rendered yet
 
 
 def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates],
-                      state: StateStore | None, refresh: frozenset[str],
-                      base_dir: str = ".") -> dict[str, DependentTally]:
-    """Counts for every step that depends on another (or is SQL), from the plan data and the cache."""
+                      state: StateStore | None, refresh: frozenset[str], base_dir: str = ".",
+                      retry_failed: bool = False) -> dict[str, DependentTally]:
+    """Counts for every step that depends on another (or is SQL), from the plan data and the cache.
+    Requests that failed for good earlier are counted apart and not run (unless `retry_failed`)."""
     dependents = [s for s in order_steps(steps) if s.depends_on or s.provider == "sql"]
     if not dependents:
         return {}
@@ -80,8 +84,8 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
     for batch in pq.ParquetFile(data_path).iter_batches(batch_size=20000):
         table = pa.Table.from_batches([batch])
         keys = table.column(ROW_KEY).to_pylist()
-        answers = {s.name: dict(zip(keys, _cached_answers(state, s, table.column(req_column(s.name, "key")).to_pylist(),
-                                                          refresh))) for s in roots}
+        answers = {s.name: dict(zip(keys, _downstream(_cached_answers(
+            state, s, table.column(req_column(s.name, "key")).to_pylist(), refresh, retry_failed)))) for s in roots}
         inputs = table.select([c for c in table.column_names if not c.startswith("__req.")])
         row_values = [{k: v for k, v in r.items() if k != ROW_KEY} for r in inputs.to_pylist()]
         frames: dict[str | None, list[Row]] = {None: input_rows(keys)}
@@ -89,7 +93,7 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
             rows, tally = frames[step.grain], tallies[step.name]
             if step.provider != "sql":
                 answers[step.name] = _plan_rows(step, templates[step.name], rows, row_values, answers, by_name,
-                                                state, refresh, tally)
+                                                state, (refresh, retry_failed), tally)
                 continue
             answers[step.name] = _plan_sql(step, inputs, rows, answers, by_name, base_dir, tally)
             if step.fan_out:
@@ -97,20 +101,29 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
     return tallies
 
 
-def _cached_answers(state: StateStore | None, step: StepPlan, keys: list[str | None],
-                    refresh: frozenset[str]) -> list[Any]:
-    """Per row: the parsed cached answer, or None when there is none (yet)."""
+def _cached_answers(state: StateStore | None, step: StepPlan, keys: list[str | None], refresh: frozenset[str],
+                    retry_failed: bool) -> list[Any]:
+    """Per row: the parsed cached answer, FAILED when it failed for good earlier, or None when
+    there is none (yet)."""
     if state is None or step.name in refresh or "*" in refresh:
         return [None if k is not None else SKIPPED for k in keys]
     present = [k for k in keys if k is not None]
     found = state.results_for_keys(pa.array(present, pa.string())) if present else None
     outputs: dict[str, Any] = {}
+    if present and not retry_failed:
+        settled = state.failed_key_array(pa.array(present, pa.string()), deterministic_codes())
+        outputs.update(dict.fromkeys(settled.to_pylist(), FAILED))
     if found is not None:
         for key, status, output in zip(found.column("request_key").to_pylist(), found.column("status").to_pylist(),
                                        found.column("output").to_pylist()):
             if status == "succeeded":
                 outputs[key] = json.loads(output) if step.schema is not None else output
     return [outputs.get(k) if k is not None else SKIPPED for k in keys]
+
+
+def _downstream(answers: list[Any]) -> list[Any]:
+    """What later steps see: a request that failed for good never answers, so rows using it skip."""
+    return [SKIPPED if a is FAILED else a for a in answers]
 
 
 def _plan_sql(step: StepPlan, inputs: pa.Table, rows: list[Row], answers: dict[str, dict[str, Any]],
@@ -169,7 +182,8 @@ def _row_state(upstream_values: list[Any]) -> str:
 
 def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: list[dict],
                answers: dict[str, dict[str, Any]], by_name: dict[str, StepPlan], state: StateStore | None,
-               refresh: frozenset[str], tally: DependentTally) -> dict[str, Any]:
+               cache: tuple[frozenset[str], bool], tally: DependentTally) -> dict[str, Any]:
+    """Render the rows whose upstream answers are known; count them against the cache."""
     requests = StepRequests(step, tpl)
     keys: list[Any] = []
     rendered: list[RenderedRequest] = []
@@ -192,21 +206,28 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
             continue
         keys.append(request.key)
         rendered.append(request)
-    counts = iter(requests.tokens(rendered))
     real = [k if isinstance(k, str) else None for k in keys]
-    cached = _cached_answers(state, step, real, refresh)
+    cached = _cached_answers(state, step, real, *cache)
     cached = [None if k is PROJECTED else c for k, c in zip(keys, cached)]
-    for key, answer in zip(real, cached):
+    _count(tally, real, cached, requests.tokens(rendered))
+    return {row.key: answer for row, answer in zip(rows, _downstream(cached))}
+
+
+def _count(tally: DependentTally, keys: list[str | None], answers: list[Any], tokens: list[int | None]) -> None:
+    """Rendered requests: cached, failed for good earlier, or to run (each unique request once)."""
+    counts = iter(tokens)
+    for key, answer in zip(keys, answers):
         if key is None:
             continue
-        tokens = next(counts) or 0
-        if answer is not None:
+        n = next(counts) or 0
+        if answer is FAILED:
+            tally.failed_earlier += 1
+        elif answer is not None:
             tally.cached += 1
         elif key not in tally.run_keys:
             tally.run_keys.add(key)
             tally.to_run += 1
-            tally.input_tokens += tokens
-    return {row.key: answer for row, answer in zip(rows, cached)}
+            tally.input_tokens += n
 
 
 def projected_tokens(step: StepPlan, tpl: StepTemplates, sample_row: dict[str, Any],

@@ -40,6 +40,7 @@ class StepCounts(_Frozen):
     elements: int = 0  # fan-out steps: element rows known at plan time
     unbounded: bool = False  # projected rows below a fan-out without a bound: cost_upper is not an upper bound
     changed: int = 0  # of to_run: rows this spec answered before with a different request
+    failed_earlier: int = 0  # rows whose request failed for good earlier (deterministic error): not run
 
 
 class StepPlan(_Frozen):
@@ -116,6 +117,7 @@ class PlanTotals(_Frozen):
     unpriced_models: list[str] = Field(default_factory=list)
     estimates: bool = False  # some token counts are estimates (non-OpenAI tokenizers)
     unbounded: list[str] = Field(default_factory=list)  # steps below a fan-out without a bound
+    failed_earlier: int = 0  # rows whose request failed for good earlier: not run again
 
 
 class PlanHeader(_Frozen):
@@ -137,6 +139,7 @@ class PlanHeader(_Frozen):
     state_location: str | None = None
     mocked: bool = False
     data_sha256: str = ""
+    retry_failed: bool = False  # planned with --retry-failed: apply sends failed requests again too
 
     def step(self, name: str) -> StepPlan:
         return next(s for s in self.steps if s.name == name)

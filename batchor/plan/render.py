@@ -22,7 +22,7 @@ from batchor.plan.request import StepRequests
 from batchor.spec.inputs import InputReader
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
-from batchor.state.cache import cached_mask
+from batchor.state.cache import cached_mask, settled_failure_mask
 
 _BATCH_ROWS = 32_768  # the Python strings of a batch (bodies, prompts, keys) are what bounds memory
 
@@ -37,6 +37,7 @@ class RowTally:
     to_run: int = 0
     input_tokens: int = 0  # of requests to run
     too_long: int = 0  # over the context window: fail without a call, cost nothing
+    failed_earlier: int = 0  # failed before with a deterministic error: not sent again
     _keys: list[pa.Array] = field(default_factory=list)  # every row's key but nulls, may repeat
     _tokens: list[pa.Array] = field(default_factory=list)
 
@@ -49,8 +50,9 @@ class RowTally:
         self._keys.append(keys)
         self._tokens.append(tokens)
 
-    def finish(self, step: StepPlan, store: StateStore | None) -> None:
-        """Count cached rows (one cache query for the whole step) and unique requests to run."""
+    def finish(self, step: StepPlan, store: StateStore | None, retry_failed: bool = False) -> None:
+        """Count cached rows (one cache query for the whole step), rows that failed for good
+        earlier (unless `retry_failed`), and unique requests to run."""
         keys = pa.chunked_array(self._keys, pa.string())
         tokens = pa.chunked_array(self._tokens, pa.int32())
         self._keys, self._tokens = [], []
@@ -58,6 +60,10 @@ class RowTally:
             hit = cached_mask(store, keys)
             self.cached = pc.sum(hit).as_py() or 0
             keys, tokens = keys.filter(pc.invert(hit)), tokens.filter(pc.invert(hit))
+        if store is not None and not retry_failed:
+            settled = settled_failure_mask(store, keys)
+            self.failed_earlier = pc.sum(settled).as_py() or 0
+            keys, tokens = keys.filter(pc.invert(settled)), tokens.filter(pc.invert(settled))
         # Keys are hashes: split by first character so each deduplication holds a sixteenth of them.
         first = pc.utf8_slice_codeunits(keys, 0, 1)
         for prefix in pc.unique(first).to_pylist():
@@ -124,6 +130,7 @@ def write_plan_data(
     templates: dict[str, StepTemplates],
     state: StateStore | None,
     refresh: frozenset[str],
+    retry_failed: bool = False,
 ) -> dict[str, RowTally]:
     """Write the plan data (input columns + each root step's key, messages, tokens); count."""
     tallies = {s.name: RowTally() for s in roots}
@@ -159,7 +166,7 @@ def write_plan_data(
         if writer is not None:
             writer.close()
     for step in roots:
-        tallies[step.name].finish(step, caches[step.name])
+        tallies[step.name].finish(step, caches[step.name], retry_failed)
     return tallies
 
 

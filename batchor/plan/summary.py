@@ -31,7 +31,8 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
     h, t = plan.header, plan.header.totals
     lines = [f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
              f"  rows        {t.rows:,}",
-             f"  requests    {_to_run(t, split=False)}, {t.cached:,} cached, {t.skipped:,} skipped"]
+             f"  requests    {_to_run(t, split=False)}, {t.cached:,} cached, {t.skipped:,} skipped"
+             + _failed_earlier(t)]
     approx = "~" if t.estimates else ""
     lines.append(f"  tokens      {approx}{t.input_tokens:,} in, ~{t.output_tokens_expected:,} out expected "
                  f"(<= {t.output_tokens_upper:,})")
@@ -60,6 +61,9 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         if c.too_long:
             lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
                          "those rows will fail without a call")
+        if c.failed_earlier:
+            lines.append(f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
+                         "context too long); --retry-failed or --refresh STEP sends them again")
         lines += [f"    note: {n}" for n in s.schema_notes]
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")
@@ -86,6 +90,10 @@ def _to_run(counts: Any, split: bool = True) -> str:
         return f"{counts.to_run:,} to run"
     new = f"{counts.to_run - counts.changed:,} new, " if split else ""
     return f"{counts.to_run:,} to run ({new}{counts.changed:,} changed)"
+
+
+def _failed_earlier(totals: Any) -> str:
+    return f", {totals.failed_earlier:,} failed earlier, not retried" if totals.failed_earlier else ""
 
 
 def _upper(step: Any) -> str:

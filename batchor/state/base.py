@@ -6,6 +6,7 @@ The result cache is keyed by request key, so any spec or run using the same stat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -87,6 +88,10 @@ class StateStore(Protocol):
 
     def cached_key_array(self, keys: pa.Array) -> pa.Array:
         """`cached_keys` as an Arrow array, each key once."""
+        ...
+
+    def failed_key_array(self, keys: pa.Array, codes: Sequence[str]) -> pa.Array:
+        """Which of these keys (each once) are stored as failed with one of these error codes."""
         ...
 
     def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:

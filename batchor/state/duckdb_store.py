@@ -13,6 +13,7 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -195,6 +196,19 @@ class DuckDBStore:
             db.register("probe", probe)
             found = db.sql("SELECT r.request_key FROM results r SEMI JOIN (SELECT DISTINCT k FROM probe) p "
                            "ON r.request_key = p.k WHERE r.status = 'succeeded'").to_arrow_table()
+            db.unregister("probe")
+        return found.column(0).combine_chunks().cast(pa.string())
+
+    def failed_key_array(self, keys: pa.Array, codes: Sequence[str]) -> pa.Array:
+        """Which of these keys (each once) are stored as failed with one of `codes`."""
+        if len(keys) == 0 or not codes:
+            return pa.array([], pa.string())
+        probe = pa.table({"k": keys})
+        with self.connection() as db:
+            db.register("probe", probe)
+            found = db.sql("SELECT r.request_key FROM results r SEMI JOIN (SELECT DISTINCT k FROM probe) p "
+                           "ON r.request_key = p.k WHERE r.status = 'failed' AND list_contains($codes, r.error_code)",
+                           params={"codes": list(codes)}).to_arrow_table()
             db.unregister("probe")
         return found.column(0).combine_chunks().cast(pa.string())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Callable, Iterator, TypeVar
@@ -177,6 +178,18 @@ class PostgresStore:
     def cached_key_array(self, keys: pa.Array) -> pa.Array:
         """`cached_keys` as an Arrow array, each key once (what `state/cache.py` asks first)."""
         return pa.array(sorted(self.cached_keys(keys)), pa.string())
+
+    def failed_key_array(self, keys: pa.Array, codes: Sequence[str]) -> pa.Array:
+        """Which of these keys (each once) are stored as failed with one of `codes`."""
+        values = [k for k in keys.to_pylist() if k is not None]
+        found: set[str] = set()
+        with self.pg() as conn:
+            for start in range(0, len(values) if codes else 0, _CHUNK):
+                rows = conn.execute("SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) "
+                                    "AND status = 'failed' AND error_code = ANY(%s::text[])",
+                                    [values[start:start + _CHUNK], list(codes)]).fetchall()
+                found.update(r[0] for r in rows)
+        return pa.array(sorted(found), pa.string())
 
     # --- transitions -----------------------------------------------------------------------
 

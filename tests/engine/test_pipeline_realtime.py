@@ -87,9 +87,11 @@ def test_pipelined_and_wave_runs_give_the_same_answers_and_counts(fake, workdir)
     assert by_id["t7"]["second"] is None and by_id["t7"]["third"] is None  # `when` false, then blocked
     assert by_id["t8"]["third"].startswith("echo: Third echo: Second")
 
-    fake.reset()  # nothing new: the pipelined stages send nothing
+    fake.reset()  # nothing new: the pipelined stages send nothing, and the 400s stay failed
     again = batchor.apply(_spec(workdir), max_cost=1)
-    assert fake.stats()["requests"] == 2 and again.succeeded == 0  # only the failed rows are retried
+    assert fake.stats()["requests"] == 0 and again.succeeded == 0
+    retried = batchor.apply(_spec(workdir), max_cost=1, retry_failed=True)
+    assert fake.stats()["requests"] == 2 and retried.succeeded == 0  # only the failed rows, asked for
 
 
 def test_appended_rows_run_only_their_own_chain(fake, workdir):

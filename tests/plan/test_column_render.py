@@ -112,6 +112,9 @@ class _Store:
     def cached_keys(self, keys: pa.Array) -> set[str]:
         return {k for k in keys.to_pylist() if k in self.cached}
 
+    def failed_key_array(self, keys: pa.Array, codes) -> pa.Array:
+        return pa.array([], pa.string())  # nothing failed
+
 
 class _Step:
     def __init__(self, window: int | None) -> None:

@@ -41,11 +41,21 @@ def test_an_edit_counts_changed_rows_and_appended_rows_are_new(fake, workdir):
 
 def test_a_failed_request_run_again_is_not_a_change(fake, workdir):
     spec = _spec(workdir, rows=3)
-    fake.configure(error_400=1.0)
+    fake.configure(error_500=1.0)  # transient: a later apply runs them again
     assert batchor.apply(spec, max_cost=1).status == "failed"
-    fake.configure(error_400=0.0)
+    fake.configure(error_500=0.0)
     counts = _counts(spec)
     assert (counts["to_run"], counts["changed"]) == (3, 0)
+
+
+def test_a_request_that_failed_for_good_is_neither_run_nor_a_change(fake, workdir):
+    spec = _spec(workdir, rows=3)
+    fake.configure(error_400=1.0)  # deterministic: not sent again unless asked
+    assert batchor.apply(spec, max_cost=1).status == "failed"
+    counts = _counts(spec)
+    assert (counts["to_run"], counts["changed"], counts["failed_earlier"]) == (0, 0, 3)
+    again = batchor.plan(spec, save=False, retry_failed=True).steps["label"]
+    assert (again["to_run"], again["changed"], again["failed_earlier"]) == (3, 0, 0)
 
 
 def test_another_spec_on_the_same_state_is_not_compared(fake, workdir):

@@ -53,6 +53,16 @@ def test_results_cache_and_replace(store):
                    "b": {"request_key": "b", "status": "succeeded", "output": "B2"}}
 
 
+def test_failed_keys_by_error_code(store):
+    assert store.failed_key_array(pa.array([], pa.string()), ["invalid_request"]).to_pylist() == []
+    store.record_results(_results(("a", "failed", None, "invalid_request", "r1"),
+                                  ("b", "failed", None, "provider_unavailable", "r1"),
+                                  ("c", "succeeded", "C", None, "r1")), None)
+    keys = pa.array(["a", "a", "b", "c", "zz", None], pa.string())
+    assert store.failed_key_array(keys, ["invalid_request", "content_refused"]).to_pylist() == ["a"]
+    assert store.failed_key_array(keys, []).to_pylist() == []
+
+
 def test_job_requests_map_rows_to_results(store):
     assert not store.has_job_requests("j", "s")
     store.add_run_requests("j", "s", pa.table({"row_key": ["1", "2", "3"], "request_key": ["a", "b", "c"]}))
