@@ -136,3 +136,19 @@ def test_python_api_check_and_diff(workdir):
     assert [c.passed for c in report.checks] == [c.passed for c in first.checks.checks]
     same = batchor.diff(first.run_id, spec)
     assert all(s.changed == 0 and s.compared == s.rows_a for s in same.steps)
+
+
+def test_judged_example_runs_online_against_the_fake(workdir, fake):
+    """The real openai SDK against the fake: the judge reads the replies, its score is a gate."""
+    result = batchor.apply(copy_example(workdir), handle_signals=False)
+    assert result.status == "succeeded"
+    report = result.checks
+    assert report is not None and {c.scope for c in report.checks} == {"job", "classify", "reply", "judge"}
+    judged = next(c for c in report.checks if c.name == "mean judge score")
+    replies = next(c for c in report.checks if c.name == "reply under 600 characters")
+    assert judged.rows == replies.rows > 0  # one grade per reply
+    rows = list(outputs(Path(result.output_path)).values())
+    scores = [int(r["judge.score"]) for r in rows if r["judge.score"]]
+    assert judged.value == sum(scores) / len(scores)
+    sent = fake.stats()["by_endpoint"]["openai.chat_completions"]  # identical prompts are sent once
+    assert len(rows) <= sent <= len(rows) + 2 * len(scores)
