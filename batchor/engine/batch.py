@@ -23,6 +23,7 @@ from typing import Any
 from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
+from batchor.engine.limits import RunLimits
 from batchor.engine.sink import ResultSink
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
@@ -95,15 +96,15 @@ class BatchExecutor:
     """Runs the batch-mode steps of one wave until their batches are collected (or submitted)."""
 
     def __init__(self, steps: dict[str, StepRuntime], *, store: StateStore, run_id: str, job_id: str,
-                 limits: dict[str, Any], budget: Budget, sink: ResultSink, progress: Progress, emit: EventSink,
+                 limits: RunLimits, budget: Budget, sink: ResultSink, progress: Progress, emit: EventSink,
                  stop: StopSignal, options: BatchOptions) -> None:
         self.steps, self.store, self.run_id, self.job_id = steps, store, run_id, job_id
         self.ledger = BatchLedger(store)
         self.limits, self.budget, self.sink, self.progress = limits, budget, sink, progress
         self.emit, self.stop, self.options = emit, stop, options
-        self.poll_s = float(limits.get("batch_poll_s") or 5.0)
-        self.poll_max_s = float(limits.get("batch_poll_max_s") or 60.0)
-        self.enqueued_tokens = limits.get("batch_enqueued_tokens")
+        self.poll_s = limits.batch_poll_s
+        self.poll_max_s = limits.batch_poll_max_s
+        self.enqueued_tokens = limits.batch_enqueued_tokens
         self.lanes: list[_Lane] = []
 
     async def run(self, works: list[StepWork]) -> int:
@@ -139,10 +140,9 @@ class BatchExecutor:
         if runtime.plan.mode != "batch":  # a realtime step collecting earlier batches: batch rate
             runtime = replace(runtime, plan=runtime.plan.model_copy(update={"mode": "batch"}))
         connection = connection_of(runtime)
-        timeout = float(self.limits.get("request_timeout_s", 120))
+        timeout = self.limits.request_timeout_s
         provider = batch_provider_for(runtime.plan.provider, connection, timeout)
-        provider.limits = capped(provider.limits, self.limits.get("batch_max_requests"),
-                                 self.limits.get("batch_max_bytes"))
+        provider.limits = capped(provider.limits, self.limits.batch_max_requests, self.limits.batch_max_bytes)
         lane = _Lane(self, runtime, provider, connection)
         lane.open(work)
         return lane
@@ -202,7 +202,7 @@ class _Lane:
         self.queue = deque(k for k in self.items if k not in in_flight)
         attempts = ledger.attempts_used(list(self.items))
         self.judge = RowJudge(self.runtime, self.ex.sink, self.ex.progress, self.ex.stop,
-                              int(self.ex.limits.get("max_attempts", 4)), attempts)
+                              self.ex.limits.max_attempts, attempts)
         self.chunk = ledger.next_chunk(self.ex.job_id, self.plan.name)
         self.ex.emit(Event("batch_step", {"step": self.plan.name, "queued": len(self.queue),
                                           "reattached": len(self.live), "in_flight_rows": len(in_flight)}))
@@ -301,7 +301,7 @@ class _Lane:
         self.create_failures += 1
         self.ex.emit(Event("batch_create_failed", {"step": batch.step, "batch_id": batch.batch_id,
                                                    "error": exc.message, "failures": self.create_failures}))
-        if self.create_failures >= int(self.ex.limits.get("max_attempts", 4)):
+        if self.create_failures >= self.ex.limits.max_attempts:
             raise exc
 
     async def _reconcile(self, batch: BatchRecord) -> bool:

@@ -12,11 +12,12 @@ import asyncio
 import json
 import random
 import time
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Awaitable, Callable, Iterable
 
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limiter import Limiter, RateLimiter
+from batchor.engine.limits import RunLimits
 from batchor.engine.retry import backoff_delay
 from batchor.engine.sink import ResultSink
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
@@ -52,14 +53,14 @@ def check_output(plan: StepPlan, completion: Completion) -> str:
 
 
 class RealtimeExecutor:
-    def __init__(self, steps: dict[str, StepRuntime], *, limits: dict[str, Any], budget: Budget,
+    def __init__(self, steps: dict[str, StepRuntime], *, limits: RunLimits, budget: Budget,
                  sink: ResultSink, progress: Progress, emit: EventSink, stop: StopSignal,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, seed: int | None = None) -> None:
         self.steps = steps
-        self.concurrency = int(limits.get("concurrency", 32))
-        self.max_attempts = int(limits.get("max_attempts", 4))
-        self.timeout = float(limits.get("request_timeout_s", 120.0))
-        self.limiter: Limiter = RateLimiter(limits.get("rpm"), limits.get("tpm"), sleep=sleep)
+        self.concurrency = limits.concurrency
+        self.max_attempts = limits.max_attempts
+        self.timeout = limits.request_timeout_s
+        self.limiter: Limiter = RateLimiter(limits.rpm, limits.tpm, sleep=sleep)
         self.budget, self.sink, self.progress, self.emit, self.stop = budget, sink, progress, emit, stop
         self.sleep = sleep
         self.rng = random.Random(seed)

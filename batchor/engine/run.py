@@ -24,6 +24,7 @@ from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress, ignore
+from batchor.engine.limits import RunLimits
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
 from batchor.engine.realtime import RealtimeExecutor
 from batchor.engine.sink import ResultSink
@@ -100,9 +101,9 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
     reason = check_input_unchanged(header)
     if reason:
         raise StalePlanError(f"plan {header.plan_id} is stale: {reason}", hint="re-plan with `batchor plan SPEC`")
-    limits = {**header.limits, **options.limits}
-    if header.mocked:  # rate limits describe the real provider; a rehearsal runs at full speed
-        limits.update(rpm=None, tpm=None)
+    limits = RunLimits.merged(header.limits, options.limits)
+    if header.mocked:
+        limits = limits.without_rate_limits()
     run = RunRecord(run_id=_new_run_id(), job_id=plan.job_id, plan_id=header.plan_id, name=header.name,
                     mocked=header.mocked, plan_path=str(plan.saved_path) if plan.saved_path else None)
     progress = Progress()
@@ -154,7 +155,7 @@ class _Runner:
     """Runs the waves of one plan; owns providers and signal handling for the run."""
 
     def __init__(self, plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord,
-                 progress: Progress, limits: dict[str, Any], shared: SharedRun | None = None) -> None:
+                 progress: Progress, limits: RunLimits, shared: SharedRun | None = None) -> None:
         self.plan, self.store, self.options, self.run_record = plan, store, options, run
         self.shared = shared
         self.progress, self.limits = progress, limits
@@ -216,7 +217,7 @@ class _Runner:
 
         Not in shared (PostgreSQL) runs, where workers claim each wave's requests, nor in mock
         rehearsals, whose instant answers gain nothing from it (the answers are the same)."""
-        if self.shared is not None or self.plan.header.mocked or self.limits.get("pipeline") is False:
+        if self.shared is not None or self.plan.header.mocked or self.limits.pipeline is False:
             return None
         if not any(w.pending and w.step.mode != "batch" for w in works):
             return None
@@ -263,7 +264,7 @@ class _Runner:
             if step.counts.to_run == 0 and not step.counts.estimated and not self.options.refresh:
                 continue
             config = ProviderConfig(provider=step.provider, base_url=step.base_url, api_key_env=step.api_key_env,
-                                    timeout_s=float(self.limits.get("request_timeout_s", 120)),
+                                    timeout_s=self.limits.request_timeout_s,
                                     options={**step.provider_options, "api": step.api or "chat",
                                              "strict": step.strict})
             price = ModelPrice.from_dict(step.price) if step.price else None

@@ -28,6 +28,7 @@ from typing import Any, Awaitable, Callable, Iterator
 from batchor.engine.batch_handover import refuse_batched_rows
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
+from batchor.engine.limits import RunLimits
 from batchor.engine.types import StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.state.base import RunRecord
@@ -38,29 +39,29 @@ LEASE_ENV = "BATCHOR_LEASE_S"
 DEFAULT_LEASE_S = 30.0
 
 
-def lease_seconds(limits: dict[str, Any]) -> float:
+def lease_seconds(limits: RunLimits) -> float:
     """How long a silent worker keeps its claims: `limits.lease_s`, else $BATCHOR_LEASE_S, else 30 s."""
-    value = limits.get("lease_s") or os.environ.get(LEASE_ENV) or DEFAULT_LEASE_S
+    value = limits.lease_s or os.environ.get(LEASE_ENV) or DEFAULT_LEASE_S
     return max(1.0, float(value))
 
 
 class SharedRun:
     """This process's membership in a run shared with other workers."""
 
-    def __init__(self, store: PostgresStore, run: RunRecord, progress: Progress, limits: dict[str, Any],
+    def __init__(self, store: PostgresStore, run: RunRecord, progress: Progress, limits: RunLimits,
                  emit: EventSink) -> None:
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.worker_id = f"{self.host}-{self.pid}-{uuid.uuid4().hex[:6]}"
         self.lease_s = lease_seconds(limits)
         self.book = LeaseBook(store, self.worker_id, self.lease_s)
         self.run, self.progress, self.limits, self.emit = run, progress, limits, emit
-        self.slice = min(256, max(8, 2 * int(limits.get("concurrency", 32))))
+        self.slice = min(256, max(8, 2 * limits.concurrency))
         self._stopping = threading.Event()
         self._beat: threading.Thread | None = None
         self.budget: Budget = Budget(None)
 
     @classmethod
-    def join(cls, store: PostgresStore, run: RunRecord, progress: Progress, limits: dict[str, Any],
+    def join(cls, store: PostgresStore, run: RunRecord, progress: Progress, limits: RunLimits,
              emit: EventSink, max_cost: float | None = None) -> "SharedRun":
         shared = cls(store, run, progress, limits, emit)
         shared.run = shared.book.join_run(run, shared.host, shared.pid)
@@ -206,7 +207,7 @@ class SharedRun:
     def limiter(self, local: Any, runtimes: dict[str, Any]) -> "SharedRateLimiter":
         """A limiter drawing from the shared bucket of these models (keyed by provider:model)."""
         models = sorted({f"{r.plan.provider}:{r.plan.model}" for r in runtimes.values()})
-        return SharedRateLimiter(self.book, "+".join(models), self.limits.get("rpm"), self.limits.get("tpm"),
+        return SharedRateLimiter(self.book, "+".join(models), self.limits.rpm, self.limits.tpm,
                                  sleep=getattr(local, "sleep", asyncio.sleep))
 
 
