@@ -314,6 +314,7 @@ class ProviderError(BatchorError):
     # The same request fails the same way again: a later apply leaves the row failed (unless
     # `--retry-failed` or `--refresh STEP`) instead of paying for the same error once more.
     deterministic: ClassVar[bool] = False
+    completion: Any = None  # the billed answer behind the error (refused, invalid, truncated), if any
 
     def __init__(
         self, message: str, *, status: int | None = None, retry_after: float | None = None, **kw: Any
@@ -382,6 +383,13 @@ class ChecksFailedError(BatchorError):
 
     code = "checks_failed"
     exit_code = EXIT_CHECKS_FAILED
+
+
+class TruncatedOutputError(ProviderError):
+    """The answer was cut off by max_tokens: asking the same again gives the same cut (at
+    temperature 0), so the row fails unless `limits.on_truncation: reask` asks with a larger limit."""
+
+    code = "truncated"
 
 
 def redact(text: str, secrets: list[str]) -> str:

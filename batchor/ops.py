@@ -15,6 +15,7 @@ from batchor.errors import PlanFileError, RunNotFoundError
 from batchor.state import open_state, state_location
 from batchor.state.base import RunRecord, StateStore
 from batchor.state.raw import unpack
+from batchor.state.spend import failure_costs, run_spend
 
 
 def _run(store: StateStore, run_id: str | None) -> RunRecord:
@@ -30,6 +31,8 @@ def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
     run = _run(store, run_id)
     data = {k: v for k, v in asdict(run).items() if k != "extra"}
     data["failures_by_reason"] = store.failures_by_reason(run.job_id)
+    data["spend"] = run_spend(store, [run.run_id])[run.run_id]
+    data["failed_rows_cost"] = failure_costs(store, run.job_id)
     batches = getattr(store, "list_batches", None)
     if batches is not None:
         data["batches"] = batches(run.job_id)
@@ -70,7 +73,9 @@ def cancel_run(run_id: str | None, state: str | None) -> dict[str, Any]:
 
 def list_runs(state: str | None, limit: int = 20) -> list[dict[str, Any]]:
     store = open_state(state_location(state))
-    return [{k: v for k, v in asdict(r).items() if k != "extra"} for r in store.list_runs(limit)]
+    runs = store.list_runs(limit)
+    spend = run_spend(store, [r.run_id for r in runs])
+    return [{**{k: v for k, v in asdict(r).items() if k != "extra"}, "spend": spend[r.run_id]} for r in runs]
 
 
 def export_results(run_id: str | None, state: str | None, output: Path, fmt: str | None = None) -> dict[str, Any]:
@@ -92,15 +97,17 @@ def export_attempts(run_id: str | None, state: str | None, output: Path) -> dict
     """Every attempt of a run as JSONL, raw provider responses decompressed (the audit trail)."""
     store = open_state(state_location(state))
     run = _run(store, run_id)
-    rows = store.execute("SELECT request_key, attempt, outcome, status_code, error, duration_ms, raw, created_at "
+    rows = store.execute("SELECT request_key, attempt, outcome, status_code, error, duration_ms, raw, created_at, "
+                         "input_tokens, output_tokens, cost_usd, estimated "
                          "FROM attempts WHERE run_id = ? ORDER BY created_at", [run.run_id])
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("w", encoding="utf-8") as handle:
-        for key, attempt, outcome, status, error, ms, raw, at in rows:
+        for key, attempt, outcome, status, error, ms, raw, at, tokens_in, tokens_out, cost, estimated in rows:
             body = json.loads(unpack(raw)) if raw else None
             handle.write(json.dumps({"request_key": key, "attempt": attempt, "outcome": outcome, "status": status,
-                                     "error": error, "duration_ms": ms, "at": str(at), "raw": body},
-                                    ensure_ascii=False) + "\n")
+                                     "error": error, "duration_ms": ms, "at": str(at), "input_tokens": tokens_in,
+                                     "output_tokens": tokens_out, "cost_usd": cost, "estimated": bool(estimated),
+                                     "raw": body}, ensure_ascii=False) + "\n")
     return {"run_id": run.run_id, "output": str(output), "attempts": len(rows)}
 
 

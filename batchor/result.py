@@ -28,6 +28,8 @@ class Result:
     duration_s: float
     output_path: str | None
     stop_reason: str | None = None
+    wasted_usd: float = 0.0  # of cost_usd: attempts whose answer was rejected (invalid, truncated, refused)
+    estimated_usd: float = 0.0  # of cost_usd: priced without usage from the provider (an estimate)
     answer_columns: list[str] = field(default_factory=list)
     checks: CheckReport | None = None  # the spec's quality gates over this run (None: it has none)
     _kind: str = "path"
@@ -37,6 +39,16 @@ class Result:
     @property
     def counts(self) -> dict[str, int]:
         return {"succeeded": self.succeeded, "failed": self.failed, "cached": self.cached, "skipped": self.skipped}
+
+    @property
+    def accepted_usd(self) -> float:
+        """Spend on answers that were accepted (cost_usd = accepted_usd + wasted_usd)."""
+        return self.cost_usd - self.wasted_usd
+
+    @property
+    def spend(self) -> dict[str, float | bool]:
+        return {"total_usd": self.cost_usd, "accepted_usd": self.accepted_usd, "wasted_usd": self.wasted_usd,
+                "estimated_usd": self.estimated_usd, "estimated": self.estimated_usd > 0}
 
     @property
     def tokens(self) -> dict[str, int]:
@@ -73,4 +85,5 @@ class Result:
 
     def __repr__(self) -> str:
         return (f"<Result {self.run_id} {self.status}: {self.succeeded} succeeded, {self.failed} failed, "
-                f"{self.cached} cached, {self.skipped} skipped, ${self.cost_usd:.4f}>")
+                f"{self.cached} cached, {self.skipped} skipped, {'~' if self.estimated_usd else ''}${self.cost_usd:.4f}"
+                f"{f' (${self.wasted_usd:.4f} wasted)' if self.wasted_usd else ''}>")

@@ -173,8 +173,11 @@ def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
         return
     batches = data.pop("batches", [])
     workers = data.pop("workers", [])
+    spend, failed = data.pop("spend"), data.pop("failed_rows_cost")
     for key, value in data.items():
-        typer.echo(f"{key:14} {value}")
+        approx = "~" if key.endswith("_tokens") and spend["estimated_usd"] else ""
+        typer.echo(f"{key:14} {approx}{value}" + (" (estimated in part)" if approx else ""))
+    typer.echo(render.spend_lines(spend, failed))
     if batches:
         typer.echo(render.batch_lines(batches))
     if workers:
@@ -214,7 +217,7 @@ def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
         return
     for r in rows:
         typer.echo(f"{r['run_id']}  {r['name']:20} {r['status']:12} {r['succeeded']:>8} ok {r['failed']:>6} failed "
-                   f"{render.money(r['cost_usd'] or 0.0):>10}  {r['started_at']}")
+                   f"{render.spend_cell(r['spend'], r['cost_usd'] or 0.0):>10}  {r['started_at']}")
 
 
 @app.command()

@@ -52,6 +52,26 @@ class EventPrinter:
             self._progress = None
 
 
+def spend_lines(spend: dict[str, Any], failed: dict[str, dict[str, Any]]) -> str:
+    """`status`: spend from the ledger of attempts, accepted vs wasted, and what failed rows cost."""
+    approx = "~" if spend["estimated_usd"] else ""
+    lines = [f"spend          {approx}{money(spend['total_usd'])}: {money(spend['accepted_usd'])} accepted, "
+             f"{money(spend['wasted_usd'])} wasted on {spend['attempts_rejected']:,} rejected attempt(s) "
+             f"({spend['attempts_billed']:,} billed)"]
+    if spend["estimated_usd"]:
+        lines.append(f"  estimated    {money(spend['estimated_usd'])} of it: the provider reported no usage, so tokens "
+                     "and cost are estimated")
+    lines += [f"  failed       {reason}: {f['rows']:,} row(s) cost {money(f['cost_usd'])}" for reason, f in failed.items()]
+    return "\n".join(lines)
+
+
+def spend_cell(spend: dict[str, Any], cost: float) -> str:
+    """`runs`: the run's cost, ~ when estimated, with its wasted share."""
+    total = spend["total_usd"] or cost  # runs recorded before the ledger: their own figure
+    text = ("~" if spend["estimated_usd"] else "") + money(total)
+    return text + (f" ({money(spend['wasted_usd'])} wasted)" if spend["wasted_usd"] else "")
+
+
 def batch_lines(batches: list[dict[str, Any]]) -> str:
     """One line per provider batch (for `status` and `cancel`)."""
     lines = [f"batches        {len(batches)}"]

@@ -24,8 +24,9 @@ from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
+from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.sink import ResultSink
-from batchor.engine.types import StepRuntime, StopSignal, WorkItem
+from batchor.engine.types import StepRuntime, StopSignal, WorkItem, request_max_tokens
 from batchor.engine.work import StepWork
 from batchor.errors import (
     AuthenticationError,
@@ -37,7 +38,6 @@ from batchor.errors import (
     TransientProviderError,
 )
 from batchor.fingerprint import sha256_hex
-from batchor.plan.request import llm_request
 from batchor.providers.base import LLMRequest, ProviderConfig
 from batchor.providers.batch import (
     FAILED,
@@ -201,8 +201,9 @@ class _Lane:
         self.items = {item.key: item for item in work.items()}
         self.queue = deque(k for k in self.items if k not in in_flight)
         attempts = ledger.attempts_used(list(self.items))
-        self.judge = RowJudge(self.runtime, self.ex.sink, self.ex.progress, self.ex.stop,
-                              self.ex.limits.max_attempts, attempts)
+        recorder = Recorder(self.ex.sink, self.ex.progress)
+        self.judge = RowJudge(self.runtime, recorder, self.ex.progress, self.ex.stop,
+                              self.ex.limits.max_attempts, attempts, ReaskPolicy.from_limits(self.ex.limits))
         self.chunk = ledger.next_chunk(self.ex.job_id, self.plan.name)
         self.ex.emit(Event("batch_step", {"step": self.plan.name, "queued": len(self.queue),
                                           "reattached": len(self.live), "in_flight_rows": len(in_flight)}))
@@ -233,13 +234,15 @@ class _Lane:
         chunk = _Chunk([], [], 0, 0, 0.0)
         while self.queue and len(chunk.keys) < limits.max_requests:
             item = self.items[self.queue[0]]
-            line = self.provider.encode(self._request(item))
+            request = self._request(item)
+            line = self.provider.encode(request)
             if chunk.keys and (chunk.size + len(line) > limits.max_bytes
                                or (room is not None and chunk.tokens + item.input_tokens > room)):
                 break
-            cost = self.runtime.upper_cost(item)
+            cost = self.runtime.upper_cost(item, request_max_tokens(request))  # each attempt, re-asks too
             if not self.ex.budget.try_reserve(cost):
-                self.ex.stop.stop("budget", f"--max-cost {self.ex.budget.limit} reached")
+                if self.ex.budget.reserved - chunk.reserved <= 1e-12:  # no live batch will give room back
+                    self.ex.stop.stop("budget", self.ex.budget.reached())
                 break
             self.queue.popleft()
             chunk.keys.append(item.key)
@@ -254,7 +257,8 @@ class _Lane:
             self.work.pending = dict.fromkeys(self.queue)
 
     def _request(self, item: WorkItem) -> LLMRequest:
-        return llm_request(self.plan, item.key, item.messages)
+        assert self.judge is not None
+        return self.judge.request(item)
 
     def _record(self, chunk: _Chunk) -> BatchRecord:
         batch = BatchRecord(

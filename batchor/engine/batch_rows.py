@@ -1,27 +1,25 @@
 """Batch engine: what one row's result in a finished batch means.
 
-The judgement is the realtime one (same output validation, same error classes): a 4xx fails the
-row at once; rate limits, quota and 5xx come back in a later batch; an invalid structured output
-is asked again until `max_attempts`. Attempts are counted per row across batches and processes;
-rows a batch never ran (expired, cancelled) and rate-limited rows do not use attempts.
+The judgement and the recording are the realtime ones (engine/recorder.py: same output
+validation, same ledger of attempts, same error classes): a 4xx fails the row at once; rate
+limits, quota and 5xx come back in a later batch; an invalid structured output is asked again
+until `max_attempts`, a truncated one only with `limits.on_truncation: reask`. Attempts are
+counted per row across batches and processes; rows a batch never ran (expired, cancelled) and
+rate-limited rows do not use attempts.
 """
 
 from __future__ import annotations
 
-import json
-
 from batchor.engine.events import Progress
-from batchor.engine.realtime import check_output
-from batchor.engine.sink import ResultSink
+from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.errors import (
-    InvalidOutputError,
     ProviderError,
     QuotaExhaustedError,
     RateLimitedError,
     TransientProviderError,
 )
-from batchor.providers.base import Completion
+from batchor.providers.base import LLMRequest
 from batchor.providers.batch import RowResult
 
 MAX_FREE_RETRIES = 10  # resubmissions that use no attempt (rate limits, expired batches) per row
@@ -31,26 +29,39 @@ REQUEUE = ("retry", "retry_free", "missing")
 class RowJudge:
     """Settles rows of finished batches into the sink; returns each row's outcome."""
 
-    def __init__(self, runtime: StepRuntime, sink: ResultSink, progress: Progress, stop: StopSignal,
-                 max_attempts: int, attempts: dict[str, tuple[int, int]]) -> None:
-        self.runtime, self.sink, self.progress, self.stop = runtime, sink, progress, stop
+    def __init__(self, runtime: StepRuntime, recorder: Recorder, progress: Progress, stop: StopSignal,
+                 max_attempts: int, attempts: dict[str, tuple[int, int]],
+                 reask: ReaskPolicy | None = None) -> None:
+        self.runtime, self.recorder, self.progress, self.stop = runtime, recorder, progress, stop
         self.max_attempts = max_attempts
         self.attempts = attempts  # key -> (attempts used, free retries)
+        self.reask = reask or ReaskPolicy()
+        self.reasks: dict[str, LLMRequest] = {}  # rows whose next attempt differs from the planned request
+
+    def request(self, item: WorkItem) -> LLMRequest:
+        """The request a row's next attempt sends (a re-ask's own, else the planned one)."""
+        return self.reasks.get(item.key) or self.runtime.request(item)
 
     def settle(self, item: WorkItem, row: RowResult, counted: bool) -> tuple[str, float]:
         """(outcome, cost) of one row; `counted` rows move the progress counters."""
         if row.missing:
             return self._free(item, None, counted, "missing"), 0.0
+        used, _ = self.attempts.get(item.key, (0, 0))
         if row.completion is not None:
-            try:
-                output = check_output(self.runtime.plan, row.completion)
-            except InvalidOutputError as exc:
-                return self._consume(item, exc, counted), 0.0
-            return "ok", self._succeed(item, row.completion, output, counted, row.raw)
+            output, error, cost = self.recorder.answer(item, self.runtime, used + 1, row.completion, raw=row.raw,
+                                                       counted=counted)
+            if error is None:
+                self.recorder.succeed(item, used + 1, output or "", row.completion, counted)
+                self.reasks.pop(item.key, None)
+                return "ok", cost
+            return self._consume(item, error, counted, recorded=True), cost
         error = row.error or TransientProviderError("the batch returned neither an answer nor an error")
-        return self.judge_error(item, error, counted), 0.0
+        billed = None
+        if error.completion is not None:  # a refusal: billed all the same
+            billed = self.recorder.call_failed(item, self.runtime, used + 1, error, counted=counted)
+        return self.judge_error(item, error, counted, recorded=billed is not None), billed or 0.0
 
-    def judge_error(self, item: WorkItem, error: ProviderError, counted: bool) -> str:
+    def judge_error(self, item: WorkItem, error: ProviderError, counted: bool, recorded: bool = False) -> str:
         """A row's error, from its own line or from its batch as a whole."""
         if isinstance(error, QuotaExhaustedError):
             self.stop.stop("quota", error.message)
@@ -58,18 +69,24 @@ class RowJudge:
         if isinstance(error, RateLimitedError):
             return self._free(item, error, counted)
         if error.transient:
-            return self._consume(item, error, counted)
+            return self._consume(item, error, counted, recorded)
         used, _ = self.attempts.get(item.key, (0, 0))
-        self._record(item, used + 1, error)
+        if not recorded:
+            self._record(item, used + 1, error)
         return self._fail(item, used + 1, error, counted)
 
-    def _consume(self, item: WorkItem, error: ProviderError, counted: bool) -> str:
+    def _consume(self, item: WorkItem, error: ProviderError, counted: bool, recorded: bool = False) -> str:
         used, free = self.attempts.get(item.key, (0, 0))
         used += 1
         self.attempts[item.key] = (used, free)
-        self._record(item, used, error)
-        if used >= self.max_attempts:
+        if not recorded:
+            self._record(item, used, error)
+        current = self.request(item)
+        retry = self.reask.next_request(current, error)
+        if retry is None or used >= self.max_attempts:
             return self._fail(item, used, error, counted)
+        if retry is not current:
+            self.reasks[item.key] = retry
         if counted:
             self.progress.retries += 1
         return "retry"
@@ -87,31 +104,10 @@ class RowJudge:
             return self._fail(item, max(used, 1), error, counted)
         return outcome
 
-    def _succeed(self, item: WorkItem, completion: Completion, output: str, counted: bool,
-                 raw: bytes | None) -> float:
-        used, _ = self.attempts.get(item.key, (0, 0))
-        cost = self.runtime.cost(completion, item)
-        if raw is None and completion.raw:
-            raw = json.dumps(completion.raw, separators=(",", ":")).encode()
-        self.sink.add_attempt(key=item.key, attempt=used + 1, outcome="ok", status_code=200, error=None,
-                              duration_ms=0, raw=raw)
-        self.sink.add_result(key=item.key, step=item.step, status="succeeded", output=output, error_code=None,
-                             error=None, attempts=used + 1, input_tokens=completion.input_tokens or item.input_tokens,
-                             output_tokens=completion.output_tokens, cost_usd=cost)
-        if counted:
-            self.progress.count_success(cost, completion.input_tokens, completion.output_tokens)
-        return cost
-
     def _fail(self, item: WorkItem, attempts: int, error: ProviderError, counted: bool) -> str:
-        if not counted:  # a row of another job's batch: that job records its own failures
-            return "failed"
-        self.sink.add_result(key=item.key, step=item.step, status="failed", output=None, error_code=error.code,
-                             error=error.message[:2000], attempts=attempts, input_tokens=0, output_tokens=0,
-                             cost_usd=0.0)
-        self.progress.done += 1
-        self.progress.failed += 1
+        self.reasks.pop(item.key, None)
+        self.recorder.fail(item, attempts, error, counted)
         return "failed"
 
     def _record(self, item: WorkItem, attempt: int, error: ProviderError) -> None:
-        self.sink.add_attempt(key=item.key, attempt=attempt, outcome=error.code, status_code=error.status,
-                              error=error.message[:2000], duration_ms=0)
+        self.recorder.call_failed(item, self.runtime, attempt, error)

@@ -1,12 +1,18 @@
 """Spend control during a run: actual cost plus the upper bound of what is in flight never
-passes the budget. A request is only sent after its worst-case cost is reserved."""
+passes the budget. Every attempt (re-asks included) is only sent after its worst-case cost is
+reserved, and settles on what the provider billed for it."""
 
 from __future__ import annotations
 
+from batchor.plan.budget import CLI_SOURCE, SPEC_SOURCE, effective_max_cost
+
+__all__ = ["CLI_SOURCE", "SPEC_SOURCE", "Budget", "Hold", "effective_max_cost"]
+
 
 class Budget:
-    def __init__(self, limit_usd: float | None, already_spent: float = 0.0) -> None:
+    def __init__(self, limit_usd: float | None, already_spent: float = 0.0, source: str = CLI_SOURCE) -> None:
         self.limit = limit_usd
+        self.source = source
         self.spent = already_spent
         self.reserved = 0.0
         self.exhausted = False
@@ -25,3 +31,35 @@ class Budget:
         if self.limit is not None:
             self.reserved = max(0.0, self.reserved - reserved)
         self.spent += actual
+
+    def reached(self) -> str:
+        """Why the run stopped sending, naming the budget's source."""
+        return f"{self.source} {self.limit:g} reached"
+
+
+class Hold:
+    """One row's reservation: the worst case of its next attempt, held until that attempt is
+    billed. A re-ask must reserve again (`renew`) before it is sent."""
+
+    def __init__(self, budget: Budget, amount: float, active: bool = True) -> None:
+        self.budget, self.amount, self.active = budget, amount, active
+
+    def settle(self, actual: float) -> None:
+        """The attempt was billed `actual` (0 when no answer came): the reservation is used up."""
+        self.budget.settle(self.amount if self.active else 0.0, actual)
+        self.amount, self.active = 0.0, False
+
+    def renew(self, amount: float) -> bool:
+        """Reserve the next attempt's worst case (no-op while the last one is still held)."""
+        if self.active:
+            return True
+        if not self.budget.try_reserve(amount):
+            return False
+        self.amount, self.active = amount, True
+        return True
+
+    def release(self) -> None:
+        """Give back what no attempt used."""
+        if self.active:
+            self.budget.settle(self.amount, 0.0)
+        self.amount, self.active = 0.0, False

@@ -37,18 +37,28 @@ class Progress:
     retries: int = 0
     rate_limited: int = 0
     in_flight: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # every billed attempt, accepted or not
+    wasted_usd: float = 0.0  # of which attempts whose answer was rejected (invalid, truncated, refused)
+    estimated_usd: float = 0.0  # of which priced without usage from the provider (an estimate)
     input_tokens: int = 0
     output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
 
-    def count_success(self, cost: float, input_tokens: int, output_tokens: int) -> None:
-        """One answered request (realtime or batch) in the running totals."""
-        self.done += 1
-        self.succeeded += 1
+    def add_spend(self, cost: float, input_tokens: int, output_tokens: int, *, wasted: bool,
+                  estimated: bool) -> None:
+        """One billed attempt (realtime or batch) in the running totals."""
         self.cost_usd += cost
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        if wasted:
+            self.wasted_usd += cost
+        if estimated:
+            self.estimated_usd += cost
+
+    def count_success(self) -> None:
+        """One answered request."""
+        self.done += 1
+        self.succeeded += 1
 
     def snapshot(self) -> dict[str, Any]:
         data = asdict(self)
@@ -56,4 +66,6 @@ class Progress:
         data["elapsed_s"] = round(elapsed, 3)
         data["rate_per_s"] = round(self.done / elapsed, 1)
         data["cost_usd"] = round(self.cost_usd, 6)
+        for name in ("wasted_usd", "estimated_usd"):  # Result reads these: exact to a micro-cent
+            data[name] = round(data[name], 12)
         return data

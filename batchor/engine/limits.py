@@ -24,6 +24,9 @@ class RunLimits:
     batch_poll_max_s: float
     lease_s: float | None = None  # shared runs: how long a silent worker keeps its claims
     pipeline: bool | None = None  # False: run realtime steps in waves instead of pipelining them
+    max_cost_usd: float | None = None  # the spec's budget (the lower of it and --max-cost applies)
+    on_truncation: str = "fail"  # fail | reask (see engine/recorder.py ReaskPolicy)
+    truncation_max_tokens: int | None = None
 
     @classmethod
     def merged(cls, *layers: Mapping[str, Any]) -> RunLimits:

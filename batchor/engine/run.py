@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
-from batchor.engine.budget import Budget
+from batchor.engine.budget import CLI_SOURCE, Budget, effective_max_cost
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.limits import RunLimits
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
@@ -47,6 +47,7 @@ from batchor.state.postgres_store import PostgresStore
 @dataclass
 class ApplyOptions:
     max_cost: float | None = None
+    max_cost_source: str = CLI_SOURCE  # where the budget comes from (see budget.effective_max_cost)
     refresh: frozenset[str] = frozenset()
     retry_failed: bool = False  # also send requests that failed for good earlier (deterministic errors)
     emit: EventSink = ignore
@@ -73,25 +74,27 @@ class RunOutcome:
 
 
 def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
-    """Refuse before any call when the plan's upper bound passes --max-cost."""
+    """Refuse before any call when the plan's upper bound passes the budget: the lower of
+    --max-cost and the spec's `limits.max_cost_usd`."""
+    max_cost, source = effective_max_cost(max_cost, plan.header.limits.get("max_cost_usd"))
     if max_cost is None:
         return
     totals = plan.header.totals
     if totals.unpriced_models:
         raise NoPriceError(
-            f"no price known for {', '.join(totals.unpriced_models)}, so --max-cost cannot be enforced",
+            f"no price known for {', '.join(totals.unpriced_models)}, so {source} cannot be enforced",
             hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block")
     if totals.unbounded:
         raise CostUnboundedError(
             f"step(s) {', '.join(totals.unbounded)} run once per element of a fan-out with no bound, so the plan "
-            "has no upper-bound cost and --max-cost cannot be enforced; nothing was sent",
+            f"has no upper-bound cost and {source} cannot be enforced; nothing was sent",
             hint="set `max_fanout:` on the fan-out SQL step, or `maxItems` on the list it unnests "
                  "in the upstream step's schema", plan=plan)
     if totals.cost_upper > max_cost + 1e-12:
         raise CostLimitError(
             f"the plan may cost up to ${totals.cost_upper:.4f} (expected ${totals.cost_expected:.4f}), "
-            f"above --max-cost {max_cost:g}; nothing was sent",
-            hint="raise --max-cost, lower max_tokens, or add input.limit", plan=plan)
+            f"above {source} {max_cost:g}; nothing was sent",
+            hint=f"raise {source}, lower max_tokens, or add input.limit", plan=plan)
 
 
 def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> RunOutcome:
@@ -104,11 +107,14 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
     limits = RunLimits.merged(header.limits, options.limits)
     if header.mocked:
         limits = limits.without_rate_limits()
+    max_cost, source = effective_max_cost(options.max_cost, limits.max_cost_usd)
+    options = dataclasses.replace(options, max_cost=max_cost, max_cost_source=source or CLI_SOURCE)
     run = RunRecord(run_id=_new_run_id(), job_id=plan.job_id, plan_id=header.plan_id, name=header.name,
                     mocked=header.mocked, plan_path=str(plan.saved_path) if plan.saved_path else None)
     progress = Progress()
     # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
-    shared = (SharedRun.join(store, run, progress, limits, options.emit, options.max_cost)
+    shared = (SharedRun.join(store, run, progress, limits, options.emit, options.max_cost,
+                             options.max_cost_source)
               if isinstance(store, PostgresStore) else None)
     if shared is None:
         store.start_run(run)
@@ -159,7 +165,7 @@ class _Runner:
         self.plan, self.store, self.options, self.run_record = plan, store, options, run
         self.shared = shared
         self.progress, self.limits = progress, limits
-        self.budget = shared.budget if shared is not None else Budget(options.max_cost)
+        self.budget = shared.budget if shared is not None else Budget(options.max_cost, source=options.max_cost_source)
         self.stop = StopSignal()
         self.runtimes: dict[str, StepRuntime] = {}
         self.in_flight = 0  # provider batches left running (apply --no-wait)

@@ -39,9 +39,12 @@ class ResultSink:
             self._results[name].append(value)
 
     def add_attempt(self, *, key: str, attempt: int, outcome: str, status_code: int | None,
-                    error: str | None, duration_ms: int, raw: bytes | None = None) -> None:
+                    error: str | None, duration_ms: int, raw: bytes | None = None, input_tokens: int = 0,
+                    output_tokens: int = 0, cost_usd: float = 0.0, estimated: bool = False) -> None:
+        """One provider call of a row (see engine/recorder.py): billed tokens and cost, 0 when unanswered."""
         kept = raw if (raw and self.keep_raw) else None  # compressed by the flush, off the event loop
-        values = (key, self.run_id, attempt, outcome, status_code, error, duration_ms, kept)
+        values = (key, self.run_id, attempt, outcome, status_code, error, duration_ms, kept, input_tokens,
+                  output_tokens, cost_usd, estimated)
         for name, value in zip(self._attempts, values):
             self._attempts[name].append(value)
 

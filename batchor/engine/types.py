@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
-from batchor.providers.base import Completion, Provider
+from batchor.plan.request import llm_request
+from batchor.providers.base import LLMRequest, Provider
 
 
 @dataclass(slots=True)
@@ -29,18 +30,21 @@ class StepRuntime:
     provider: Provider
     price: ModelPrice | None
 
-    def upper_cost(self, item: WorkItem) -> float:
+    def upper_cost(self, item: WorkItem, max_tokens: int | None = None) -> float:
+        """Worst-case cost of one attempt (at `max_tokens`, for a re-ask with a larger limit)."""
         if self.price is None:
             return 0.0
         tokens_in = int(item.input_tokens * self.plan.token_upper_factor)
-        return self.price.cost(tokens_in, self.plan.max_tokens, batch=self.plan.mode == "batch")
+        return self.price.cost(tokens_in, max_tokens or self.plan.max_tokens, batch=self.plan.mode == "batch")
 
-    def cost(self, completion: Completion, item: WorkItem) -> float:
-        if self.price is None:
-            return 0.0
-        tokens_in = completion.input_tokens or item.input_tokens
-        return self.price.cost(tokens_in, completion.output_tokens, cached_input_tokens=completion.cached_input_tokens,
-                               batch=self.plan.mode == "batch")
+    def request(self, item: WorkItem) -> LLMRequest:
+        """The request as planned (re-asks derive theirs from it, see recorder.ReaskPolicy)."""
+        return llm_request(self.plan, item.key, item.messages)
+
+
+def request_max_tokens(request: LLMRequest) -> int | None:
+    value = request.params.get("max_tokens")
+    return int(value) if value else None
 
 
 class StopSignal:

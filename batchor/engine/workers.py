@@ -26,7 +26,7 @@ import uuid
 from typing import Any, Awaitable, Callable, Iterator
 
 from batchor.engine.batch_handover import refuse_batched_rows
-from batchor.engine.budget import Budget
+from batchor.engine.budget import CLI_SOURCE, Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
 from batchor.engine.types import StopSignal, WorkItem
@@ -62,11 +62,12 @@ class SharedRun:
 
     @classmethod
     def join(cls, store: PostgresStore, run: RunRecord, progress: Progress, limits: RunLimits,
-             emit: EventSink, max_cost: float | None = None) -> "SharedRun":
+             emit: EventSink, max_cost: float | None = None, budget_source: str = CLI_SOURCE) -> "SharedRun":
         shared = cls(store, run, progress, limits, emit)
         shared.run = shared.book.join_run(run, shared.host, shared.pid)
         limit = shared.book.set_budget(shared.run.run_id, max_cost)
-        shared.budget = SharedBudget(shared.book, shared.run.run_id, limit) if limit is not None else Budget(None)
+        shared.budget = (SharedBudget(shared.book, shared.run.run_id, limit, budget_source) if limit is not None
+                         else Budget(None))
         shared._beat = threading.Thread(target=shared._heartbeat, name="batchor-heartbeat", daemon=True)
         shared._beat.start()
         emit(Event("worker_joined", {"run_id": shared.run.run_id, "worker_id": shared.worker_id,
@@ -286,8 +287,8 @@ class SharedBudget(Budget):
 
     SLICES = 50
 
-    def __init__(self, book: LeaseBook, run_id: str, limit_usd: float) -> None:
-        super().__init__(limit_usd)
+    def __init__(self, book: LeaseBook, run_id: str, limit_usd: float, source: str = CLI_SOURCE) -> None:
+        super().__init__(limit_usd, source=source)
         self.book, self.run_id = book, run_id
         self.drawn = 0.0
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from batchor.plan.budget import budget_origin, effective_max_cost
+
 if TYPE_CHECKING:
     from batchor.plan.plan_file import CompiledPlan
 
@@ -16,7 +18,8 @@ def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
     h = plan.header
     return {
         "plan_id": h.plan_id, "plan_file": str(plan.saved_path) if plan.saved_path else None, "name": h.name,
-        "rows": h.totals.rows, "totals": h.totals.model_dump(), "input": {"files": h.input.files,
+        "rows": h.totals.rows, "totals": h.totals.model_dump(),
+        "cost_upper_includes_reasks": False, "cost_upper_all_attempts": reask_upper(h), "input": {"files": h.input.files,
                                                                           "fingerprint": h.input.fingerprint},
         "output": h.output.model_dump(),
         "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "mode_note": s.mode_note,
@@ -40,11 +43,15 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         lines.append(f"  cost        {money(t.cost_expected)} expected, NO UPPER BOUND: {', '.join(t.unbounded)} run "
                      "once per element of a fan-out without `max_fanout`")
     else:
-        lines.append(f"  cost        {money(t.cost_expected)} expected, {money(t.cost_upper)} at most")
-    if max_cost is not None:
+        lines.append(f"  cost        {money(t.cost_expected)} expected, {money(t.cost_upper)} at most "
+                     "(one attempt per request)")
+        lines.append(f"  re-asks     {_reask_note(h)}")
+    spec_cap = h.limits.get("max_cost_usd")
+    limit, _ = effective_max_cost(max_cost, spec_cap)
+    if limit is not None:
         verdict = "cannot be checked: no upper bound" if t.unbounded else (
-            "within budget" if t.cost_upper <= max_cost else "ABOVE budget")
-        lines.append(f"  budget      {money(max_cost)} ({verdict})")
+            "within budget" if t.cost_upper <= limit else "ABOVE budget")
+        lines.append(f"  budget      {money(limit)} ({verdict}; {budget_origin(max_cost, spec_cap)})")
     if t.unpriced_models:
         lines.append(f"  no price    {', '.join(t.unpriced_models)} (add `price:` to the model block)")
     for s in h.steps:
@@ -68,6 +75,24 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")
     return "\n".join(lines)
+
+
+def reask_upper(header: Any) -> float:
+    """The upper bound if every request used all its attempts (each re-ask at the worst case)."""
+    attempts = int(header.limits.get("max_attempts") or 1)
+    factor = 1.0
+    if header.limits.get("on_truncation") == "reask":  # a re-ask may send up to truncation_max_tokens
+        ceiling = header.limits.get("truncation_max_tokens")
+        factor = max([ceiling / s.max_tokens if ceiling else 4.0 for s in header.steps] + [1.0])
+    return header.totals.cost_upper * attempts * factor
+
+
+def _reask_note(header: Any) -> str:
+    attempts = int(header.limits.get("max_attempts") or 1)
+    if attempts <= 1:
+        return "none (max_attempts 1): the upper bound is the most the run can spend"
+    return (f"a rejected or failed answer is asked again, up to max_attempts {attempts}; every attempt is paid "
+            f"and counted against the budget (if every request used them all: {money(reask_upper(header))})")
 
 
 def plan_markdown(plan: "CompiledPlan") -> str:

@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from batchor.errors import (
-    ContentRefusedError,
     ProviderError,
     QuotaExhaustedError,
     TransientProviderError,
@@ -29,6 +28,7 @@ from batchor.providers.base import (
     LLMRequest,
     ProviderConfig,
     read_api_key,
+    refused,
 )
 from batchor.providers.errors_map import classify, parse_retry_after
 
@@ -93,8 +93,6 @@ def _tool_name(name: str) -> str:
 
 def parse_result(data: dict[str, Any]) -> Completion:
     """A Completion from a Messages JSON body (a forced tool's `input` becomes the JSON text)."""
-    if data.get("stop_reason") == "refusal":
-        raise ContentRefusedError("the model declined to answer (stop_reason: refusal)")
     texts, tool_input = [], None
     for block in data.get("content") or []:
         if block.get("type") == "text":
@@ -105,9 +103,13 @@ def parse_result(data: dict[str, Any]) -> Completion:
     usage = data.get("usage") or {}
     cache_read = int(usage.get("cache_read_input_tokens") or 0)
     cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-    return Completion(text=text, input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
-                      output_tokens=int(usage.get("output_tokens") or 0), cached_input_tokens=cache_read,
-                      finish_reason=data.get("stop_reason"), model=data.get("model"), raw=data)
+    completion = Completion(text=text, input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
+                            output_tokens=int(usage.get("output_tokens") or 0), cached_input_tokens=cache_read,
+                            finish_reason=data.get("stop_reason"), model=data.get("model"), raw=data,
+                            usage_known=bool(usage))
+    if data.get("stop_reason") == "refusal":
+        raise refused("the model declined to answer (stop_reason: refusal)", completion)
+    return completion
 
 
 def rate_limit_headers(headers: Any) -> dict[str, float]:

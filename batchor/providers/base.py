@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from batchor.errors import NoApiKeyError
+from batchor.errors import ContentRefusedError, NoApiKeyError
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +37,25 @@ class Completion:
     cached_input_tokens: int = 0
     finish_reason: str | None = None
     model: str | None = None  # model name the provider reports
+    usage_known: bool = True  # False: the response carried no usage (cost is then an estimate)
     raw: dict[str, Any] | None = None  # raw response body, kept for audit when enabled
     rate_limits: dict[str, float] = field(default_factory=dict)  # parsed ratelimit headers
+
+
+TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS", "max_output_tokens"})
+
+
+def is_truncated(completion: Completion) -> bool:
+    """Cut off by the token limit: OpenAI `length` (Responses: incomplete, max_output_tokens),
+    Anthropic `max_tokens`, Gemini `MAX_TOKENS`."""
+    return completion.finish_reason in TRUNCATED_FINISH_REASONS
+
+
+def refused(message: str, completion: Completion) -> ContentRefusedError:
+    """A refusal that was still billed: the error carries the answer's usage for the ledger."""
+    error = ContentRefusedError(message)
+    error.completion = completion
+    return error
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from batchor.providers.base import (
     LLMRequest,
     ProviderConfig,
     read_api_key,
+    refused,
 )
 from batchor.providers.errors_map import classify
 
@@ -100,19 +101,21 @@ def parse_result(data: dict[str, Any]) -> Completion:
         raise TransientProviderError("answer has no candidates")
     candidate = candidates[0]
     finish = _get(candidate, "finishReason", "finish_reason")
-    if finish in _REFUSALS:
-        raise ContentRefusedError(f"Gemini withheld the answer (finishReason: {finish})")
     parts = (candidate.get("content") or {}).get("parts") or []
     text = "".join(p.get("text") or "" for p in parts if not p.get("thought"))
     usage = _get(data, "usageMetadata", "usage_metadata") or {}
     # Thinking tokens are billed as output.
     output = int(_get(usage, "candidatesTokenCount", "candidates_token_count") or 0)
     output += int(_get(usage, "thoughtsTokenCount", "thoughts_token_count") or 0)
-    return Completion(text=text, input_tokens=int(_get(usage, "promptTokenCount", "prompt_token_count") or 0),
-                      output_tokens=output,
-                      cached_input_tokens=int(_get(usage, "cachedContentTokenCount", "cached_content_token_count")
-                                              or 0),
-                      finish_reason=finish, model=_get(data, "modelVersion", "model_version"), raw=data)
+    completion = Completion(text=text, input_tokens=int(_get(usage, "promptTokenCount", "prompt_token_count") or 0),
+                            output_tokens=output,
+                            cached_input_tokens=int(_get(usage, "cachedContentTokenCount",
+                                                         "cached_content_token_count") or 0),
+                            finish_reason=finish, model=_get(data, "modelVersion", "model_version"), raw=data,
+                            usage_known=bool(usage))
+    if finish in _REFUSALS:
+        raise refused(f"Gemini withheld the answer (finishReason: {finish})", completion)
+    return completion
 
 
 def error_for(status: int | None, body: Any, message: str) -> ProviderError:

@@ -14,12 +14,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from batchor.errors import BaseUrlMissingError, ContentRefusedError, TransientProviderError
+from batchor.errors import BaseUrlMissingError, TransientProviderError
 from batchor.providers.base import (
     Completion,
     LLMRequest,
     ProviderConfig,
     read_api_key,
+    refused,
 )
 from batchor.providers.errors_map import classify, parse_retry_after
 
@@ -74,30 +75,38 @@ def parse_result(data: dict[str, Any], *, api: str = "chat") -> Completion:
     if not choices:
         raise TransientProviderError("answer has no choices")
     message = choices[0].get("message") or {}
-    if message.get("refusal"):
-        raise ContentRefusedError(f"model refused: {message['refusal']}")
     usage = data.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
-    return Completion(text=message.get("content") or "", input_tokens=int(usage.get("prompt_tokens") or 0),
-                      output_tokens=int(usage.get("completion_tokens") or 0),
-                      cached_input_tokens=int(details.get("cached_tokens") or 0),
-                      finish_reason=choices[0].get("finish_reason"), model=data.get("model"), raw=data)
+    completion = Completion(text=message.get("content") or "", input_tokens=int(usage.get("prompt_tokens") or 0),
+                            output_tokens=int(usage.get("completion_tokens") or 0),
+                            cached_input_tokens=int(details.get("cached_tokens") or 0),
+                            finish_reason=choices[0].get("finish_reason"), model=data.get("model"), raw=data,
+                            usage_known=bool(usage))
+    if message.get("refusal"):
+        raise refused(f"model refused: {message['refusal']}", completion)
+    return completion
 
 
 def _parse_responses(data: dict[str, Any]) -> Completion:
-    texts = []
+    texts, refusal = [], None
     for item in data.get("output") or []:
         for part in item.get("content") or [] if item.get("type") == "message" else []:
             if part.get("type") == "output_text":
                 texts.append(part.get("text") or "")
-            elif part.get("type") == "refusal":
-                raise ContentRefusedError(f"model refused: {part.get('refusal')}")
+            elif part.get("type") == "refusal" and refusal is None:
+                refusal = part.get("refusal")
     usage = data.get("usage") or {}
     details = usage.get("input_tokens_details") or {}
-    return Completion(text="".join(texts), input_tokens=int(usage.get("input_tokens") or 0),
-                      output_tokens=int(usage.get("output_tokens") or 0),
-                      cached_input_tokens=int(details.get("cached_tokens") or 0),
-                      finish_reason=data.get("status"), model=data.get("model"), raw=data)
+    # An incomplete response names why (max_output_tokens: cut off by the limit).
+    finish = ((data.get("incomplete_details") or {}).get("reason") or data.get("status")
+              if data.get("status") == "incomplete" else data.get("status"))
+    completion = Completion(text="".join(texts), input_tokens=int(usage.get("input_tokens") or 0),
+                            output_tokens=int(usage.get("output_tokens") or 0),
+                            cached_input_tokens=int(details.get("cached_tokens") or 0),
+                            finish_reason=finish, model=data.get("model"), raw=data, usage_known=bool(usage))
+    if refusal is not None:
+        raise refused(f"model refused: {refusal}", completion)
+    return completion
 
 
 def _schema_name(name: str) -> str:

@@ -226,7 +226,9 @@ class LimitsSpec(_Strict):
     """Budget, speed and retry limits."""
 
     max_cost_usd: float | None = Field(default=None, ge=0)
-    """Refuse to start above this upper-bound cost; never spend more while running."""
+    """Budget in USD, enforced like `--max-cost` (the lower of the two applies): refuse to start
+    when the plan's upper bound is above it; while running, every attempt (re-asks included) is
+    reserved at its worst case first, so recorded spend never passes it."""
     concurrency: int = Field(default=32, ge=1, le=4096)
     """Requests in flight at once."""
     rpm: int | None = Field(default=None, ge=1)
@@ -235,6 +237,11 @@ class LimitsSpec(_Strict):
     """Tokens per minute (input + expected output)."""
     max_attempts: int = Field(default=4, ge=1, le=50)
     """Attempts per request for transient failures and invalid outputs (429s are not counted)."""
+    on_truncation: Literal["fail", "reask"] = "fail"
+    """An answer cut off by the token limit fails its row (error `truncated`); `reask` asks again
+    with twice the limit (up to `truncation_max_tokens`), within `max_attempts` and the budget."""
+    truncation_max_tokens: int | None = Field(default=None, ge=1)
+    """Largest max_tokens a truncation re-ask may send (default: 4x the step's max_tokens)."""
     request_timeout_s: float = Field(default=120.0, gt=0)
     """Timeout for one provider call."""
     max_output_tokens: int = Field(default=1024, ge=1)

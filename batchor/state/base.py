@@ -35,6 +35,12 @@ ATTEMPT_SCHEMA = pa.schema([
     ("error", pa.string()),
     ("duration_ms", pa.int32()),
     ("raw", pa.binary()),  # zlib-compressed raw response, when kept
+    # What the provider billed for this attempt (0 for calls that got no answer). `estimated`:
+    # the response carried no usage, so tokens and cost come from the plan's counts.
+    ("input_tokens", pa.int32()),
+    ("output_tokens", pa.int32()),
+    ("cost_usd", pa.float64()),
+    ("estimated", pa.bool_()),
 ])
 
 

@@ -25,13 +25,15 @@ import pyarrow.compute as pc
 from batchor.duck import memory_db
 from batchor.errors import StateCorruptError, StateError, StateLockedError, StateVersionError
 from batchor.file_modes import private_dir
-from batchor.state.base import RunRecord
+from batchor.state.base import ATTEMPT_SCHEMA, RunRecord
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
 _RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded",
                 "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd",
                 "paused_reason", "output_path", "plan_path", "started_at", "finished_at")
 
+
+_ATTEMPT_COLUMNS = ", ".join(ATTEMPT_SCHEMA.names)
 
 _PROCESS_LOCK = threading.RLock()  # one unit of work at a time per process: they share the host
 
@@ -227,8 +229,8 @@ class DuckDBStore:
             db.unregister("new_results")
             if attempts is not None and attempts.num_rows:
                 db.register("new_attempts", attempts)
-                db.execute("INSERT INTO attempts SELECT request_key, run_id, attempt, outcome, status_code, error, "
-                           "duration_ms, raw, now() FROM new_attempts")
+                db.execute(f"INSERT INTO attempts ({_ATTEMPT_COLUMNS}, created_at) "
+                           f"SELECT {_ATTEMPT_COLUMNS}, now() FROM new_attempts")
                 db.unregister("new_attempts")
             db.execute("COMMIT")
 

@@ -5,7 +5,7 @@ Append new migrations; never edit a released one. The version is stored in `batc
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -49,5 +49,12 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "CREATE TABLE job_requests_v3 AS SELECT * FROM job_requests",
         "DROP TABLE job_requests",
         "ALTER TABLE job_requests_v3 RENAME TO job_requests",
+    ]),    # The ledger of attempts: every billed response carries its tokens and cost, so spend is the
+    # sum of attempts (rejected ones included). Rows written before have NULL here (not known).
+    (4, [
+        "ALTER TABLE attempts ADD COLUMN input_tokens INTEGER",
+        "ALTER TABLE attempts ADD COLUMN output_tokens INTEGER",
+        "ALTER TABLE attempts ADD COLUMN cost_usd DOUBLE",
+        "ALTER TABLE attempts ADD COLUMN estimated BOOLEAN",
     ]),
 ]

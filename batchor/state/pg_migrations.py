@@ -76,6 +76,12 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             committed_usd DOUBLE PRECISION NOT NULL DEFAULT 0)""",
         "ALTER TABLE workers ADD COLUMN IF NOT EXISTS budget_drawn DOUBLE PRECISION NOT NULL DEFAULT 0",
     ]),
+    (5, "the ledger of attempts: tokens and cost of every billed response", [
+        "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS input_tokens INTEGER",
+        "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS output_tokens INTEGER",
+        "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS cost_usd DOUBLE PRECISION",
+        "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS estimated BOOLEAN",
+    ]),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

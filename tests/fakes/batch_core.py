@@ -133,7 +133,7 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
     action = fake._forced_action(call)
     if action == "quota" or (action is None and fake.config["quota_exhausted"]):
         return provider.quota_error(fake.config["quota_exhausted"] or True)
-    action = action if action is not None else fake._draw_fault()
+    action = action if action is not None else (fake.scripted_malformed(call) or fake._draw_fault())
     if action == "timeout":
         action = 500  # a batch row has no client to time out: the provider reports a server error
     if action is not None and action != "malformed":

@@ -39,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "error_400": 0.0,
     "timeout": 0.0,
     "malformed": 0.0,
+    "malformed_times": 0,  # the first N answers to each prompt are malformed, the next ones valid
     "timeout_hold_s": 30.0,  # a "timeout" holds the request this long, then drops it
     "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
     "quota_exhausted": False,  # true; Anthropic also "credit_balance" or "spend_limit"
@@ -271,7 +272,7 @@ class Fake:
         headers, refusal = self._rate_limit(provider, call, answer)
         if refusal is not None:
             return refusal
-        action = action or self._draw_fault()
+        action = action or self.scripted_malformed(call) or self._draw_fault()
         await self._latency()
         if action == "malformed":
             self.stats.faults["malformed"] += 1
@@ -302,6 +303,11 @@ class Fake:
             if substring in call.prompt:
                 return action
         return None
+
+    def scripted_malformed(self, call: Call) -> str | None:
+        """``malformed`` while the prompt has had fewer than ``malformed_times`` answers."""
+        times = int(self.config["malformed_times"] or 0)
+        return "malformed" if times and self.stats.by_prompt[prompt_key(call.prompt)] < times else None
 
     def _draw_fault(self) -> str | None:
         cfg = self.config

@@ -12,6 +12,7 @@ from batchor.state import DuckDBStore, PostgresStore, apply_lock, is_postgres, o
 from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA, RunRecord
 from batchor.state.batches import BatchLedger, BatchRecord
 from batchor.state.postgres_store import normalize_url
+from batchor.state.spend import failure_costs, run_spend
 
 
 @pytest.fixture(params=["duckdb", "postgres"])
@@ -34,10 +35,28 @@ def _results(*rows: tuple) -> pa.Table:
         "run_id": [r[4] for r in rows]}, schema=RESULT_SCHEMA)
 
 
-def _attempts(*keys: str, raw: bytes | None = b"\x00raw") -> pa.Table:
-    return pa.table({"request_key": list(keys), "run_id": ["r1"] * len(keys), "attempt": [1] * len(keys),
-                     "outcome": ["ok"] * len(keys), "status_code": [200] * len(keys), "error": [None] * len(keys),
-                     "duration_ms": [7] * len(keys), "raw": [raw] * len(keys)}, schema=ATTEMPT_SCHEMA)
+def _attempts(*keys: str, raw: bytes | None = b"\x00raw", run_id: str = "r1", outcome: str = "ok",
+              cost: float = 0.25, estimated: bool = False) -> pa.Table:
+    n = len(keys)
+    return pa.table({"request_key": list(keys), "run_id": [run_id] * n, "attempt": [1] * n,
+                     "outcome": [outcome] * n, "status_code": [200] * n, "error": [None] * n,
+                     "duration_ms": [7] * n, "raw": [raw] * n, "input_tokens": [10] * n, "output_tokens": [5] * n,
+                     "cost_usd": [cost] * n, "estimated": [estimated] * n}, schema=ATTEMPT_SCHEMA)
+
+
+def test_spend_is_the_sum_of_attempts(store):
+    """Accepted and wasted (rejected) spend, estimates, and what each failed row cost, per run."""
+    store.add_run_requests("j", "s", pa.table({"row_key": ["1", "2"], "request_key": ["a", "b"]}))
+    store.record_results(_results(("a", "succeeded", "A", None, "r1")), _attempts("a", "b", outcome="invalid_output"))
+    store.record_results(_results(("b", "failed", None, "invalid_output", "r1")),
+                         _attempts("a", "b", cost=0.5, estimated=True))
+    store.record_results(_results(), _attempts("a", run_id="r2", cost=1.0))
+    spend = run_spend(store, ["r1", "r2", "r3"])
+    assert spend["r1"] == {"total_usd": 1.5, "accepted_usd": 1.0, "wasted_usd": 0.5, "estimated_usd": 1.0,
+                           "attempts_billed": 4, "attempts_rejected": 2, "input_tokens": 40, "output_tokens": 20}
+    assert spend["r2"]["total_usd"] == 1.0 and spend["r2"]["wasted_usd"] == 0.0
+    assert spend["r3"]["total_usd"] == 0.0
+    assert failure_costs(store, "j") == {"invalid_output": {"rows": 1, "cost_usd": 0.5}}
 
 
 def test_results_cache_and_replace(store):

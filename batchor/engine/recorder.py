@@ -1,0 +1,173 @@
+"""The ledger of attempts: what the provider answered, judged and recorded the same way for the
+realtime and the batch executors.
+
+Every response that may be billed (accepted, rejected by validation, truncated, refused) becomes an
+attempt with its tokens, its cost and its raw body (when `keep_raw`), whatever its outcome; spend is
+the sum of attempts, never only of accepted answers. A response without usage is priced from the
+plan's input count and the answer's length, and marked `estimated`. A row's result is written once,
+when it is settled, with what its attempts in this process cost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from batchor.engine.events import Progress
+from batchor.engine.sink import ResultSink
+from batchor.errors import InvalidOutputError, ProviderError, TruncatedOutputError
+from batchor.plan.model import StepPlan
+from batchor.providers.base import Completion, LLMRequest, is_truncated
+from batchor.schema.core import parse_structured
+
+if TYPE_CHECKING:
+    from batchor.engine.types import StepRuntime, WorkItem
+
+_ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Bill:
+    """What one answered attempt cost."""
+
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    estimated: bool  # the response carried no usage: tokens and cost are estimates
+
+
+def bill(runtime: StepRuntime, completion: Completion, item: WorkItem) -> Bill:
+    """Tokens and cost of one answer, from its usage or, lacking one, estimated."""
+    if completion.usage_known:
+        tokens_in, tokens_out, estimated = completion.input_tokens or item.input_tokens, completion.output_tokens, False
+    else:
+        tokens_in, tokens_out, estimated = item.input_tokens, max(1, (len(completion.text) + 3) // 4), True
+    if runtime.price is None:
+        return Bill(tokens_in, tokens_out, 0.0, estimated)
+    cached = completion.cached_input_tokens if completion.usage_known else 0
+    cost = runtime.price.cost(tokens_in, tokens_out, cached_input_tokens=cached, batch=runtime.plan.mode == "batch")
+    return Bill(tokens_in, tokens_out, cost, estimated)
+
+
+def judge(plan: StepPlan, completion: Completion) -> str:
+    """The answer as stored: text, or compact JSON valid against the step's schema.
+
+    Raises TruncatedOutputError when the token limit cut it, InvalidOutputError when it does not
+    match the schema."""
+    if is_truncated(completion):
+        limit = plan.params.get("max_tokens", plan.max_tokens)
+        raise TruncatedOutputError(f"answer cut off by the token limit (max_tokens {limit}, finish reason "
+                                   f"{completion.finish_reason}); raise max_tokens or set "
+                                   "`limits.on_truncation: reask`")
+    if plan.schema is None:
+        return completion.text
+    value, errors = parse_structured(completion.text, plan.schema)
+    if errors:
+        raise InvalidOutputError("answer does not match the output schema: " + "; ".join(errors[:3]))
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class ReaskPolicy:
+    """How a failed attempt is asked again (spec `limits`)."""
+
+    on_truncation: str = "fail"  # fail | reask
+    truncation_max_tokens: int | None = None  # largest max_tokens a truncation re-ask may use
+
+    @classmethod
+    def from_limits(cls, limits: Any) -> ReaskPolicy:
+        return cls(on_truncation=str(limits.on_truncation or "fail"),
+                   truncation_max_tokens=limits.truncation_max_tokens)
+
+    def next_request(self, request: LLMRequest, error: ProviderError) -> LLMRequest | None:
+        """The request for the next attempt after `error`, or None when asking again cannot help."""
+        if isinstance(error, TruncatedOutputError):
+            return self._larger(request)
+        return request if error.transient else None
+
+    def _larger(self, request: LLMRequest) -> LLMRequest | None:
+        if self.on_truncation != "reask":
+            return None
+        current = int(request.params.get("max_tokens") or 0)
+        ceiling = self.truncation_max_tokens or current * 4
+        larger = min(current * 2, ceiling)
+        if larger <= current:
+            return None
+        return replace(request, params={**request.params, "max_tokens": larger})
+
+
+class Recorder:
+    """Writes attempts and row results into the sink and keeps the progress counters."""
+
+    def __init__(self, sink: ResultSink, progress: Progress) -> None:
+        self.sink, self.progress = sink, progress
+        self._spent: dict[str, float] = {}  # rows with billed attempts, until their result is written
+
+    def answer(self, item: WorkItem, runtime: StepRuntime, attempt: int, completion: Completion, *,
+               duration_ms: int = 0, raw: bytes | None = None,
+               counted: bool = True) -> tuple[str | None, ProviderError | None, float]:
+        """Judge an answer and record it as a billed attempt: (output, rejection, cost)."""
+        try:
+            output, error = judge(runtime.plan, completion), None
+        except (InvalidOutputError, TruncatedOutputError) as exc:
+            output, error = None, exc
+        cost = self.billed(item, runtime, attempt, completion, error, duration_ms=duration_ms, raw=raw,
+                           counted=counted)
+        return output, error, cost
+
+    def billed(self, item: WorkItem, runtime: StepRuntime, attempt: int, completion: Completion,
+               error: ProviderError | None, *, duration_ms: int = 0, raw: bytes | None = None,
+               counted: bool = True) -> float:
+        """Record an answer the provider billed, accepted (`error` None) or not; its cost."""
+        spent = bill(runtime, completion, item)
+        self.sink.add_attempt(key=item.key, attempt=attempt, outcome="ok" if error is None else error.code,
+                              status_code=(error.status if error is not None else None) or 200,
+                              error=error.message[:_ERROR_CHARS] if error is not None else None,
+                              duration_ms=duration_ms, raw=self._raw(completion, raw),
+                              input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
+                              cost_usd=spent.cost, estimated=spent.estimated)
+        self._spent[item.key] = self._spent.get(item.key, 0.0) + spent.cost
+        if counted:
+            self.progress.add_spend(spent.cost, spent.input_tokens, spent.output_tokens, wasted=error is not None,
+                                    estimated=spent.estimated)
+        return spent.cost
+
+    def call_failed(self, item: WorkItem, runtime: StepRuntime, attempt: int, error: ProviderError, *,
+                    duration_ms: int = 0, counted: bool = True) -> float | None:
+        """Record a call that raised: billed when the error carries an answer (a refusal), else
+        free. Returns the cost, or None when nothing was billed."""
+        if error.completion is not None:
+            return self.billed(item, runtime, attempt, error.completion, error, duration_ms=duration_ms,
+                               counted=counted)
+        self.sink.add_attempt(key=item.key, attempt=attempt, outcome=error.code, status_code=error.status,
+                              error=error.message[:_ERROR_CHARS], duration_ms=duration_ms)
+        return None
+
+    def succeed(self, item: WorkItem, attempts: int, output: str, completion: Completion,
+                counted: bool = True) -> None:
+        """The row's accepted answer (its cost: every attempt it took here)."""
+        self.sink.add_result(key=item.key, step=item.step, status="succeeded", output=output, error_code=None,
+                             error=None, attempts=attempts, input_tokens=completion.input_tokens or item.input_tokens,
+                             output_tokens=completion.output_tokens, cost_usd=self._spent.pop(item.key, 0.0))
+        if counted:
+            self.progress.count_success()
+
+    def fail(self, item: WorkItem, attempts: int, error: ProviderError, counted: bool = True) -> None:
+        """The row failed for good (its cost: every attempt it took here, all wasted)."""
+        cost = self._spent.pop(item.key, 0.0)
+        if not counted:  # a row of another job's batch: that job records its own failures
+            return
+        self.sink.add_result(key=item.key, step=item.step, status="failed", output=None, error_code=error.code,
+                             error=error.message[:_ERROR_CHARS], attempts=attempts, input_tokens=0, output_tokens=0,
+                             cost_usd=cost)
+        self.progress.done += 1
+        self.progress.failed += 1
+
+    def _raw(self, completion: Completion, raw: bytes | None) -> bytes | None:
+        """The body as received (a batch line) or as parsed, only when raw bodies are kept."""
+        if not self.sink.keep_raw:
+            return None
+        if raw is None and completion.raw:
+            raw = json.dumps(completion.raw, separators=(",", ":")).encode()
+        return raw

@@ -1,0 +1,26 @@
+"""Which budget applies to a run: `--max-cost` (CLI/API) and the spec's `limits.max_cost_usd`
+are enforced alike, and when both are given the lower one wins. The plan says which applies."""
+
+from __future__ import annotations
+
+CLI_SOURCE = "--max-cost"
+SPEC_SOURCE = "limits.max_cost_usd"
+
+
+def effective_max_cost(cli: float | None, spec: float | None) -> tuple[float | None, str | None]:
+    """The budget that applies and where it comes from (either alone applies as given)."""
+    if cli is None and spec is None:
+        return None, None
+    if spec is None or (cli is not None and cli <= spec):
+        return cli, CLI_SOURCE
+    return float(spec), SPEC_SOURCE
+
+
+def budget_origin(cli: float | None, spec: float | None) -> str:
+    """Where the applying budget comes from, for the plan summary."""
+    _, source = effective_max_cost(cli, spec)
+    if cli is None or spec is None:
+        return f"from {source}"
+    if source == SPEC_SOURCE:
+        return f"{SPEC_SOURCE} in the spec, lower than --max-cost {cli:g}"
+    return f"--max-cost, lower than the spec's {SPEC_SOURCE} {spec:g}" if cli < spec else f"--max-cost = {SPEC_SOURCE}"

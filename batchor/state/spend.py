@@ -1,0 +1,50 @@
+"""Spend read from the ledger of attempts (engine/recorder.py writes it): what a run paid, split
+into accepted answers and wasted attempts (rejected: invalid, truncated, refused), and what its
+failed rows cost. Portable SQL over `store.execute`, so DuckDB and PostgreSQL answer alike.
+
+Attempts stored before the ledger existed (schema < 4 / < 5) have no cost: they count as 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# A billed attempt is one that got an answer (tokens), whatever became of it.
+_BILLED = "(coalesce(input_tokens, 0) + coalesce(output_tokens, 0) > 0 OR coalesce(cost_usd, 0) > 0)"
+
+
+def empty_spend() -> dict[str, Any]:
+    return {"total_usd": 0.0, "accepted_usd": 0.0, "wasted_usd": 0.0, "estimated_usd": 0.0,
+            "attempts_billed": 0, "attempts_rejected": 0, "input_tokens": 0, "output_tokens": 0}
+
+
+def run_spend(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per run id: total, accepted, wasted and estimated USD, billed/rejected attempts, tokens."""
+    spend = {run_id: empty_spend() for run_id in run_ids}
+    if not run_ids:
+        return spend
+    marks = ", ".join("?" * len(run_ids))
+    rows = store.execute(
+        "SELECT run_id, outcome = 'ok', count(*), coalesce(sum(cost_usd), 0), "
+        "coalesce(sum(CASE WHEN estimated THEN cost_usd ELSE 0 END), 0), coalesce(sum(input_tokens), 0), "
+        f"coalesce(sum(output_tokens), 0) FROM attempts WHERE run_id IN ({marks}) AND {_BILLED} GROUP BY 1, 2",
+        list(run_ids))
+    for run_id, accepted, count, cost, estimated, tokens_in, tokens_out in rows:
+        entry = spend[run_id]
+        entry["total_usd"] += float(cost)
+        entry["accepted_usd" if accepted else "wasted_usd"] += float(cost)
+        entry["estimated_usd"] += float(estimated)
+        entry["attempts_billed"] += int(count)
+        entry["attempts_rejected"] += 0 if accepted else int(count)
+        entry["input_tokens"] += int(tokens_in)
+        entry["output_tokens"] += int(tokens_out)
+    return spend
+
+
+def failure_costs(store: Any, job_id: str) -> dict[str, dict[str, Any]]:
+    """Per failure reason of a job's rows: how many rows, and what their attempts cost."""
+    rows = store.execute(
+        "SELECT r.error_code, count(*), coalesce(sum(r.cost_usd), 0) FROM job_requests j "
+        "JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'failed' "
+        "GROUP BY 1 ORDER BY 2 DESC", [job_id])
+    return {code or "unknown": {"rows": int(n), "cost_usd": float(cost)} for code, n, cost in rows}

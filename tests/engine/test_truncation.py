@@ -1,0 +1,81 @@
+"""Answers cut off by the token limit (OpenAI `length`, Anthropic `max_tokens`, Gemini
+`MAX_TOKENS`) are not successes: the row fails with `truncated` and its cost is recorded, or, with
+`limits.on_truncation: reask`, it is asked again with a larger limit. Realtime and batch alike,
+through each provider's real SDK against the fake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+import yaml
+
+from batchor import api
+from batchor.plan.prices import ModelPrice
+from tests.engine.batch_helpers import FAST
+from tests.providers.helpers import provider_spec
+
+MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}
+STATE = Path(".batchor") / "state.duckdb"
+# "echo: Review: review number N" is ~8 tokens at the fake: max_tokens 5 cuts it, 10 does not.
+CASES = [("openai", None), ("anthropic", None), ("gemini", None), ("openai", "default"), ("gemini", "default")]
+
+
+def truncating_spec(folder: Path, provider: str, schema: Any, mode: str, max_tokens: int, **limits: Any) -> Path:
+    path = provider_spec(folder, provider, MODELS[provider], rows=4, schema=schema)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["model"]["params"]["max_tokens"] = max_tokens
+    data["limits"].update(FAST if mode == "batch" else {}, max_attempts=3, **limits)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def query(sql: str) -> list[tuple]:
+    with duckdb.connect(str(STATE), read_only=True) as db:
+        return db.execute(sql).fetchall()
+
+
+def billed(fake: Any, spec: Path, mode: str) -> float:
+    step = api.plan(spec, save=False).header.steps[0]
+    stats = fake.stats()
+    return ModelPrice.from_dict(step.price).cost(stats["input_tokens"], stats["output_tokens"], batch=mode == "batch")
+
+
+@pytest.mark.parametrize("mode", ["realtime", "batch"])
+@pytest.mark.parametrize(("provider", "schema"), CASES)
+def test_a_truncated_answer_fails_its_row_and_is_paid_for(fake, workdir, provider, schema, mode):
+    max_tokens = 5 if schema is None else 3
+    spec = truncating_spec(workdir, provider, schema, mode, max_tokens)
+    result = api.apply(spec, handle_signals=False)
+    assert (result.status, result.succeeded, result.failed) == ("failed", 0, 4)
+    assert set(query("SELECT status, error_code, attempts FROM results")) == {("failed", "truncated", 1)}
+    assert fake.stats()["answered"] == 4  # the same request would be cut the same way: not re-asked
+    outcomes = query("SELECT outcome, cost_usd > 0, raw IS NOT NULL FROM attempts")
+    assert outcomes == [("truncated", True, True)] * 4
+    assert result.wasted_usd == pytest.approx(billed(fake, spec, mode), rel=1e-9)
+    written = (workdir / "out" / "results.csv").read_text()
+    assert written.count("truncated") == 4  # the output says why each row failed
+
+
+@pytest.mark.parametrize("mode", ["realtime", "batch"])
+@pytest.mark.parametrize("provider", list(MODELS))
+def test_on_truncation_reask_asks_again_with_a_larger_limit(fake, workdir, provider, mode):
+    spec = truncating_spec(workdir, provider, None, mode, 5, on_truncation="reask")
+    result = api.apply(spec, handle_signals=False)
+    assert (result.status, result.succeeded, result.failed) == ("succeeded", 4, 0)
+    assert set(query("SELECT attempts FROM results")) == {(2,)}
+    rows = query("SELECT attempt, outcome FROM attempts ORDER BY request_key, attempt")
+    assert rows == [(1, "truncated"), (2, "ok")] * 4
+    assert fake.stats()["answered"] == 8
+    assert result.cost_usd == pytest.approx(billed(fake, spec, mode), rel=1e-9)
+    assert 0 < result.wasted_usd < result.cost_usd
+
+
+def test_truncation_reask_stops_at_its_ceiling(fake, workdir):
+    spec = truncating_spec(workdir, "openai", None, "realtime", 2, on_truncation="reask", truncation_max_tokens=4)
+    result = api.apply(spec, handle_signals=False)
+    assert result.failed == 4
+    # 2 -> 4 tokens, then the ceiling: no third attempt although max_attempts is 3
+    assert set(query("SELECT error_code, attempts FROM results")) == {("truncated", 2)}
