@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import RESULTS  # noqa: E402
-from scenarios import SCENARIOS, Outcome  # noqa: E402
+from harness import RESULTS
+from scenarios import SCENARIOS, Outcome
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +104,7 @@ def render_table(outcomes: list[Outcome]) -> str:
 def write_results(outcomes: list[Outcome], *, quick: bool, elapsed: float) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     document = {
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "mode": "quick" if quick else "full",
         "elapsed_s": round(elapsed, 1),
         "machine": {

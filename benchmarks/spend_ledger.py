@@ -5,7 +5,8 @@ are invalid (the fake answers malformed JSON / schema mismatches at `--malformed
 
 Prints JSON: per mode (realtime, batch) the recorded spend (sum of attempts in the state), the
 fake's billed tokens x price, and their difference; then a realtime run capped at half of the
-uncapped spend (or the plan's one-attempt bound, if higher): the cap, the spend recorded and billed, and the overshoot (spend - cap).
+uncapped spend (or the plan's one-attempt bound, if higher):
+the cap, the spend recorded and billed, and the overshoot (spend - cap).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from conftest import make_spec  # noqa: E402
-from tests.fakes import FakeServer  # noqa: E402
 
 from batchor import api  # noqa: E402
 from batchor.plan.prices import ModelPrice  # noqa: E402
+from tests.fakes import FakeServer  # noqa: E402
 
 FAST_BATCH = {"mode": "batch", "batch_poll_s": 0.01, "batch_poll_max_s": 0.05}
 

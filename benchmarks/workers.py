@@ -24,9 +24,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import RESULTS, ROOT, fake_server, fresh_dir, reviews_csv, write_spec  # noqa: E402
+from harness import RESULTS, ROOT, fake_server, fresh_dir, reviews_csv, write_spec
 
-from tests.pg_server import create_database, server  # noqa: E402
+from tests.pg_server import create_database, server
 
 
 def run_workers(n: int, *, folder: Path, plan: Path, url: str, fake: Any, rows: int) -> dict[str, Any]:

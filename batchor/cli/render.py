@@ -61,7 +61,8 @@ def spend_lines(spend: dict[str, Any], failed: dict[str, dict[str, Any]]) -> str
     if spend["estimated_usd"]:
         lines.append(f"  estimated    {money(spend['estimated_usd'])} of it: the provider reported no usage, so tokens "
                      "and cost are estimated")
-    lines += [f"  failed       {reason}: {f['rows']:,} row(s) cost {money(f['cost_usd'])}" for reason, f in failed.items()]
+    lines += [f"  failed       {reason}: {f['rows']:,} row(s) cost {money(f['cost_usd'])}"
+              for reason, f in failed.items()]
     return "\n".join(lines)
 
 

@@ -19,8 +19,8 @@ def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
     return {
         "plan_id": h.plan_id, "plan_file": str(plan.saved_path) if plan.saved_path else None, "name": h.name,
         "rows": h.totals.rows, "totals": h.totals.model_dump(),
-        "cost_upper_includes_reasks": False, "cost_upper_all_attempts": reask_upper(h), "input": {"files": h.input.files,
-                                                                          "fingerprint": h.input.fingerprint},
+        "cost_upper_includes_reasks": False, "cost_upper_all_attempts": reask_upper(h),
+        "input": {"files": h.input.files, "fingerprint": h.input.fingerprint},
         "output": h.output.model_dump(),
         "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "mode_note": s.mode_note,
                    "depends_on": s.depends_on,
