@@ -110,12 +110,14 @@ def is_plan_file(path: str | Path) -> bool:
 
 def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: float | None = None,
           state: str | None = None, model: str | None = None, mock: bool = False, mode: str | None = None,
-          refresh: frozenset[str] | set[str] = frozenset(), limit: int | None = None, sample: int | None = None,
-          output: str | Path | None = None, on_event: Callable[[Event], None] | None = None,
+          refresh: frozenset[str] | set[str] = frozenset(), no_cache: bool = False, limit: int | None = None,
+          sample: int | None = None, output: str | Path | None = None, on_event: Callable[[Event], None] | None = None,
           handle_signals: bool = True, limits: dict[str, Any] | None = None, wait: bool = True,
           retry_failed: bool = False) -> Result:
     """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
-    check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume."""
+    check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume.
+    `no_cache=True` asks every request again, like `refresh` naming every step."""
+    refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     compiled = load_or_plan(spec_or_plan, data=data, state=state, model=model, mock=mock, mode=mode,
                             refresh=refresh, limit=limit, sample=sample, retry_failed=retry_failed)
     outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,

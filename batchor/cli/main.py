@@ -28,6 +28,8 @@ from batchor.cli.options import (
     SampleOpt,
     choice_value,
 )
+from batchor.cli.results import results as results_command
+from batchor.cli.resume import continue_command
 from batchor.errors import (
     EXIT_COST_LIMIT,
     EXIT_ERROR,
@@ -95,13 +97,14 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
 
 
 @app.command()
-def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan file"),
+def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file, or a saved .plan file"),
           max_cost: Optional[float] = ApplyMaxCostOpt,
           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation"),
           state: Optional[str] = StateOpt, as_json: bool = JsonOpt, model: Optional[str] = ModelOpt,
           mock: bool = MockOpt, mode: Optional[Mode] = ModeOpt,
           refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
           retry_failed: bool = typer.Option(False, "--retry-failed", help=RETRY_FAILED_HELP),
+          no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers (like plan --no-cache)"),
           output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
           limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
           no_wait: bool = typer.Option(False, "--no-wait", help="Submit provider batches and exit (code 7); "
@@ -109,51 +112,50 @@ def apply(target: Path = typer.Argument(..., help="Spec file, or a saved .plan f
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
     api.ensure_unlocked(state)
     from_file = api.is_plan_file(target)
+    forced = set(refresh) | ({"*"} if no_cache else set())  # "*": every step, as in plan --no-cache
     compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
-                                refresh=set(refresh),
-                                limit=limit, sample=sample, retry_failed=retry_failed)
+                                refresh=forced, limit=limit, sample=sample, retry_failed=retry_failed)
     if not as_json:
         typer.echo(render.plan_text(compiled, max_cost), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
         _approve(yes, max_cost)
     printer = render.EventPrinter(as_json)
     try:
-        outcome = api.apply_compiled(compiled, max_cost=max_cost, state=state, refresh=set(refresh),
+        outcome = api.apply_compiled(compiled, max_cost=max_cost, state=state, refresh=forced,
                                      output=output, on_event=printer, wait=not no_wait, retry_failed=retry_failed)
     finally:
         printer.close()
     checks = quality_cli.after_apply(compiled, outcome, state, as_json)
-    _report(outcome, target, as_json)
+    _report(outcome, compiled, ctx, as_json)
     quality_cli.gate(checks)
 
 
 def _approve(yes: bool, max_cost: float | None) -> None:
-    if yes:
+    """--yes or a budget approve (the budget was checked against the plan's upper bound); else
+    a terminal asks, and a script is refused."""
+    if yes or max_cost is not None:
         return
     if sys.stdin.isatty() and sys.stderr.isatty():
         if not typer.confirm("Run this plan?", default=False, err=True):
             raise ApprovalRequiredError("not approved; nothing was sent")
         return
-    if max_cost is None:
-        raise ApprovalRequiredError("apply needs approval: not on a terminal, and neither --yes nor --max-cost given",
-                                    hint="add --max-cost USD (the budget is the approval) or --yes")
+    raise ApprovalRequiredError("apply needs approval: not on a terminal, and neither --yes nor --max-cost given",
+                                hint="add --max-cost USD (the budget is the approval) or --yes")
 
 
-def _report(outcome: Any, target: Path, as_json: bool) -> None:
-    p = outcome.progress
+def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> None:
+    command = continue_command(ctx)
     if not as_json:
-        typer.echo(f"{outcome.status}: {p['succeeded']:,} answered, {p['failed']:,} failed, {outcome.cached:,} cached, "
-                   f"{outcome.skipped:,} skipped; cost {render.money(outcome.cost_usd)}; "
-                   f"{outcome.duration_s:.1f}s; output {outcome.output_path}", err=True)
+        typer.echo(render.run_summary(outcome, compiled), err=True)
     if outcome.status == "in_flight":
-        typer.echo(f"in flight: {outcome.stop_reason}. See `batchor status`; collect with: batchor apply {target}",
+        typer.echo(f"in flight: {outcome.stop_reason}. See `batchor status`; collect with: {continue_command(ctx, without={'no_wait'})}",
                    err=True)
         raise typer.Exit(EXIT_IN_FLIGHT)
     if outcome.status == "interrupted":
-        typer.echo(f"interrupted: finished work is saved. Resume with: batchor apply {target}", err=True)
+        typer.echo(f"interrupted: finished work is saved. Resume with: {command}", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
     if outcome.status in ("budget", "paused"):
-        typer.echo(f"stopped: {outcome.stop_reason}. Run `batchor apply {target}` again to continue.", err=True)
+        typer.echo(f"stopped: {outcome.stop_reason}. Continue with: {command}", err=True)
         raise typer.Exit(EXIT_COST_LIMIT if outcome.status == "budget" else EXIT_ERROR)
     if outcome.status in ("partial", "failed"):
         if outcome.stop_reason and not as_json:
@@ -233,7 +235,7 @@ def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
     _out(data) if as_json else typer.echo(f"wrote {data['output']}")
 
 
-app.command("results", help="Same as `export`.")(export)
+app.command("results")(results_command)
 
 
 @app.command()

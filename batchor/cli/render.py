@@ -7,9 +7,9 @@ import sys
 from typing import Any, TextIO
 
 from batchor.engine.events import Event
-from batchor.plan.summary import money, plan_dict, plan_markdown, plan_text
+from batchor.plan.summary import money, plan_dict, plan_markdown, plan_text, shared_rows
 
-__all__ = ["EventPrinter", "money", "plan_dict", "plan_markdown", "plan_text"]
+__all__ = ["EventPrinter", "money", "plan_dict", "plan_markdown", "plan_text", "run_summary"]
 
 
 class EventPrinter:
@@ -71,6 +71,16 @@ def spend_cell(spend: dict[str, Any], cost: float) -> str:
     total = spend["total_usd"] or cost  # runs recorded before the ledger: their own figure
     text = ("~" if spend["estimated_usd"] else "") + money(total)
     return text + (f" ({money(spend['wasted_usd'])} wasted)" if spend["wasted_usd"] else "")
+
+
+def run_summary(outcome: Any, plan: Any) -> str:
+    """The line `apply` ends with. Rows and requests are different units: rows with identical
+    texts share one request, so the quickstart's 300 rows are 276 requests."""
+    p, rows, shared = outcome.progress, plan.header.totals.rows, shared_rows(plan)
+    sharing = f", {shared:,} rows share an answer" if shared else ""
+    return (f"{outcome.status}: {rows:,} rows: {outcome.requests:,} requests{sharing}; {p['succeeded']:,} answered, "
+            f"{p['failed']:,} failed; {outcome.cached:,} rows cached, {outcome.skipped:,} skipped; "
+            f"cost {money(outcome.cost_usd)}; {outcome.duration_s:.1f}s; output {outcome.output_path}")
 
 
 def batch_lines(batches: list[dict[str, Any]]) -> str:

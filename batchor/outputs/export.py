@@ -55,10 +55,11 @@ def build_output_sql(plan: CompiledPlan) -> str:
     DuckDB keeps the input order without sorting a million wide rows."""
     steps = plan.header.steps
     inputs = list(plan.header.input.columns)
-    select = [f"rows.{_q(c)}" for c in inputs] + [f"rows.{ROW_KEY}"]
+    select = [f"rows.{_q(c)}" for c in inputs]
     aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(steps))]
     for step, alias in zip(steps, aliases):
         select.extend(_answer_columns(step, alias))
+    select.append(f"rows.{ROW_KEY}")  # with _status and _error: the bookkeeping columns come last
     select.append(f"{_status_sql(aliases)} AS _status")
     select.append(f"{_error_sql(steps, aliases)} AS _error")
     return f"SELECT {', '.join(select)} FROM rows"

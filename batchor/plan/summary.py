@@ -34,7 +34,7 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
     h, t = plan.header, plan.header.totals
     lines = [f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
              f"  rows        {t.rows:,}",
-             f"  requests    {_to_run(t, split=False)}, {t.cached:,} cached, {t.skipped:,} skipped"
+             f"  requests    {_to_run(t, split=False)}{_sharing(plan)}, {t.cached:,} cached, {t.skipped:,} skipped"
              + _failed_earlier(t)]
     approx = "~" if t.estimates else ""
     lines.append(f"  tokens      {approx}{t.input_tokens:,} in, ~{t.output_tokens_expected:,} out expected "
@@ -119,6 +119,25 @@ def _to_run(counts: Any, split: bool = True) -> str:
 
 def _failed_earlier(totals: Any) -> str:
     return f", {totals.failed_earlier:,} failed earlier, not retried" if totals.failed_earlier else ""
+
+
+def shared_rows(plan: "CompiledPlan") -> int:
+    """Rows whose request is identical to another row's (same text): answered once, shared.
+
+    Per LLM step, the rows that need a request minus the unique requests to run, so 300 rows with
+    24 duplicate texts need 276 requests. Cached rows and projected rows (not rendered yet) do not
+    count."""
+    shared = 0
+    for step in plan.header.steps:
+        c = step.counts
+        if step.provider != "sql":
+            shared += max(0, c.rows - c.skipped - c.cached - c.to_run - c.too_long - c.failed_earlier)
+    return shared
+
+
+def _sharing(plan: "CompiledPlan") -> str:
+    shared = shared_rows(plan)
+    return f" ({shared:,} rows share a request with another row)" if shared else ""
 
 
 def _upper(step: Any) -> str:

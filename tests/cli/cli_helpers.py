@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 import time
@@ -102,3 +104,44 @@ def wait_until(
 
 def ndjson(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+class Terminal:
+    """`batchor ARGS...` with stdin, stdout and stderr on one pseudo-terminal."""
+
+    def __init__(self, cwd, *args) -> None:
+        self.master, slave = pty.openpty()
+        self.process = subprocess.Popen(cli_command(*args), cwd=cwd, env=cli_env(TERM="dumb", COLUMNS="200"),
+                                        stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        self.screen = ""
+
+    def read_until(self, text: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while text not in self.screen and time.monotonic() < deadline:
+            if not self._read(0.1) and self.process.poll() is not None:
+                break
+        return self.screen
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def finish(self, timeout: float = 60) -> int:
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None and time.monotonic() < deadline:
+            self._read(0.1)
+        while self._read(0.05):  # what it wrote just before exiting
+            pass
+        os.close(self.master)
+        return self.process.wait(timeout=5)
+
+    def _read(self, wait: float) -> bool:
+        ready, _, _ = select.select([self.master], [], [], wait)
+        if not ready:
+            return False
+        try:
+            chunk = os.read(self.master, 65536)
+        except OSError:  # the child closed its side
+            return False
+        self.screen += chunk.decode(errors="replace")
+        return bool(chunk)

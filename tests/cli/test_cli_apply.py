@@ -33,7 +33,7 @@ def test_apply_with_yes_runs_and_reports(workdir, fake):
     spec = make_spec(workdir, rows=3)
     result = run_cli(workdir, "apply", spec, "--yes")
     assert result.returncode == 0, result.stderr
-    assert "succeeded: 3 answered, 0 failed" in result.stderr
+    assert "succeeded: 3 rows: 3 requests; 3 answered, 0 failed; 0 rows cached" in result.stderr
     assert fake.stats()["requests"] == 3
     rows = read_output(workdir / "out" / "results.csv")
     assert [r["_status"] for r in rows] == ["succeeded"] * 3
@@ -107,7 +107,7 @@ def test_a_row_rejected_with_400_fails_alone_exit_3(workdir, fake):
     spec = make_spec(workdir, rows=5)
     result = run_cli(workdir, "apply", spec, "--yes")
     assert result.returncode == 3, result.stderr
-    assert "partial: 4 answered, 1 failed" in result.stderr
+    assert "partial: 5 rows: 5 requests; 4 answered, 1 failed" in result.stderr
     rows = {r["id"]: r for r in read_output(workdir / "out" / "results.csv")}
     assert rows["r2"]["_status"] == "failed"
     assert rows["r2"]["_error"].startswith("classify: invalid_request: ")

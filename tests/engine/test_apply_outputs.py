@@ -47,9 +47,9 @@ def test_structured_output_in_csv_parquet_and_jsonl(workdir, fake):
     assert list(rows[0]) == [
         "id",
         "text",
-        "_row_key",
         "classify.sentiment",
         "classify.score",
+        "_row_key",
         "_status",
         "_error",
     ]
@@ -90,7 +90,7 @@ def test_text_output_step(workdir, fake):
     spec = make_spec(workdir, rows=3, schema=None)
     api.apply(spec, handle_signals=False)
     rows = read_csv(workdir / "out" / "results.csv")
-    assert list(rows[0]) == ["id", "text", "_row_key", "classify", "_status", "_error"]
+    assert list(rows[0]) == ["id", "text", "classify", "_row_key", "_status", "_error"]
     # the fake answers text requests with "echo: " + the first 40 characters of the prompt
     assert [r["classify"] for r in rows] == [f"echo: Review: review number {i}" for i in range(3)]
 

@@ -27,10 +27,11 @@ def _reference(plan, store, path):
     """The export as a join of all rows and results, ordered by row position."""
     steps = plan.header.steps
     aliases = [f"res_{i}" for i in range(len(steps))]
-    select = [f"rows.{export._q(c)}" for c in plan.header.input.columns] + ["rows._row_key"]
+    select = [f"rows.{export._q(c)}" for c in plan.header.input.columns]
     for step, alias in zip(steps, aliases):
         select.extend(export._answer_columns(step, alias))
     select += [
+        "rows._row_key",
         f"{export._status_sql(aliases)} AS _status",
         f"{export._error_sql(steps, aliases)} AS _error",
     ]

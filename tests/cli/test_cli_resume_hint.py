@@ -1,0 +1,44 @@
+"""The hint printed after Ctrl+C is the command the user typed, flags and all, shell-quoted: running
+it as printed finishes the run on the same state with the same budget."""
+
+from __future__ import annotations
+
+import csv
+import shlex
+import signal
+
+from cli_helpers import Background, run_cli, wait_until
+from conftest import make_spec
+
+from batchor.cli.resume import hide_password
+
+
+def statuses(path) -> list[str]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [row["_status"] for row in csv.DictReader(handle)]
+
+
+def test_resume_hint_repeats_every_flag_and_works_as_printed(workdir, fake):
+    spec = make_spec(workdir, rows=60, limits={"concurrency": 2, "max_attempts": 3})
+    state = workdir / "my state" / "s.duckdb"  # a space: the hint must quote it
+    flags = ["--max-cost", "5", "--state", str(state), "--model", "openai:gpt-4.1-mini", "--yes"]
+    fake.configure(latency_ms=200)
+    with Background(workdir, "apply", spec, *flags) as first:
+        wait_until(lambda: fake.stats()["answered"] >= 4, what="first answers")
+        first.process.send_signal(signal.SIGINT)
+        assert first.wait() == 130, first.stderr
+        hint = first.stderr.split("Resume with: ", 1)[1].splitlines()[0]
+    words = shlex.split(hint)
+    assert words[:3] == ["batchor", "apply", str(spec)]
+    assert words[3:] == ["--max-cost", "5", "--yes", "--state", str(state), "--model", "openai:gpt-4.1-mini"]
+
+    fake.configure(latency_ms=0)
+    resumed = run_cli(workdir, *words[1:])  # as printed (bar the program name)
+    assert resumed.returncode == 0, resumed.stderr
+    assert statuses(workdir / "out" / "results.csv") == ["succeeded"] * 60
+    assert not (workdir / ".batchor" / "state.duckdb").exists()  # the hint kept --state
+
+
+def test_a_password_in_a_state_url_is_hidden():
+    assert hide_password("postgresql://ana:s3cret@db:5432/jobs") == "postgresql://ana:***@db:5432/jobs"
+    assert hide_password("postgresql://db/jobs") == "postgresql://db/jobs"

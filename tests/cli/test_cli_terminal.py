@@ -1,0 +1,28 @@
+"""`batchor apply` on a real pseudo-terminal: the budget approves without a question, and
+without one the terminal asks (and "n" sends nothing)."""
+
+from __future__ import annotations
+
+from cli_helpers import Terminal
+from conftest import make_spec
+
+
+def test_max_cost_approves_on_a_terminal_without_asking(workdir, fake):
+    spec = make_spec(workdir, rows=3)
+    terminal = Terminal(workdir, "apply", spec, "--max-cost", "5")
+    code = terminal.finish()
+    assert code == 0, terminal.screen
+    assert "Run this plan?" not in terminal.screen
+    assert "succeeded: 3 rows: 3 requests" in terminal.screen
+    assert fake.stats()["requests"] == 3
+
+
+def test_without_budget_or_yes_a_terminal_asks_and_no_sends_nothing(workdir, fake):
+    spec = make_spec(workdir, rows=3)
+    terminal = Terminal(workdir, "apply", spec)
+    assert "Run this plan? [y/N]" in terminal.read_until("Run this plan?")
+    terminal.type("n\n")
+    code = terminal.finish()
+    assert code == 6, terminal.screen
+    assert "not approved; nothing was sent" in terminal.screen
+    assert fake.stats()["requests"] == 0
