@@ -31,6 +31,7 @@ from batchor.providers.base import (
     refused,
 )
 from batchor.providers.errors_map import classify, parse_retry_after
+from batchor.providers.unreachable import unreachable
 
 OUTPUT_CONFIG, TOOL = "output_config", "tool"
 # Models released before structured outputs: they only follow a schema through a forced tool.
@@ -151,7 +152,7 @@ class AnthropicProvider:
         # Only the three required fields go as typed arguments: the rest rides in extra_body, so
         # parameters the SDK does not type (top_k, temperature on newer SDKs) still pass through.
         required = {key: body.pop(key) for key in _REQUIRED}
-        async with _mapped_errors(self._secret):
+        async with _mapped_errors(self._secret, str(self.client.base_url)):
             response = await self.client.messages.with_raw_response.create(**required, extra_body=body)
             data = json.loads(await response.read())
         completion = parse_result(data)
@@ -163,7 +164,8 @@ class AnthropicProvider:
 
 
 @asynccontextmanager
-async def _mapped_errors(secret: str) -> AsyncIterator[None]:
+async def _mapped_errors(secret: str, url: str | None = None) -> AsyncIterator[None]:
+    """SDK errors as batchor's; `url` (the client's base URL) names where a connection failed."""
     import anthropic
 
     from batchor.errors import redact
@@ -173,10 +175,8 @@ async def _mapped_errors(secret: str) -> AsyncIterator[None]:
     except anthropic.APIStatusError as exc:
         message = redact(str(exc.api_message or exc.message or exc), [secret])
         raise error_for(exc.status_code, exc.body, message, parse_retry_after(exc.response.headers)) from None
-    except anthropic.APITimeoutError:
-        raise TransientProviderError("request timed out") from None
-    except anthropic.APIConnectionError as exc:
-        raise TransientProviderError(f"connection error: {redact(str(exc), [secret])}") from None
+    except anthropic.APIConnectionError as exc:  # APITimeoutError included
+        raise unreachable(exc, url, secret) from None
     except json.JSONDecodeError as exc:
         raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
 

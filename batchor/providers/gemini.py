@@ -40,6 +40,7 @@ from batchor.providers.base import (
     refused,
 )
 from batchor.providers.errors_map import classify
+from batchor.providers.unreachable import unreachable
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens",
@@ -161,11 +162,12 @@ class GeminiProvider:
     def __init__(self, client: Any, *, secret: str | None) -> None:
         self.client = client
         self._secret = secret
+        self._url = _base_url(client)
 
     async def complete(self, request: LLMRequest) -> Completion:
         body = to_body(request)
         body["config"]["should_return_http_response"] = True  # raw body, no SDK model parsing
-        async with _mapped_errors(self._secret):
+        async with _mapped_errors(self._secret, self._url):
             response = await self.client.aio.models.generate_content(**body)
             data = json.loads(response.sdk_http_response.body or "{}")
         return parse_result(data)
@@ -176,7 +178,8 @@ class GeminiProvider:
 
 
 @asynccontextmanager
-async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
+async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIterator[None]:
+    """SDK errors as batchor's; `url` (the API's base URL) names where a connection failed."""
     import pydantic
     from google.auth import exceptions as auth_errors
     from google.genai import errors as genai_errors
@@ -196,13 +199,19 @@ async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
                                   hint="check model.params against GenerateContentConfig") from None
     except auth_errors.GoogleAuthError as exc:
         raise AuthenticationError(f"Google credentials failed: {redact(str(exc), [secret or ''])}") from None
-    except TimeoutError:  # aiohttp's per-request timeout (httpx raises one of its TransportErrors)
-        raise TransientProviderError("request timed out") from None
-    except _transport_errors() as exc:
-        detail = redact(str(exc) or type(exc).__name__, [secret or ""])
-        raise TransientProviderError(f"connection error: {detail}") from None
+    except (TimeoutError, *_transport_errors()) as exc:  # aiohttp's timeout is a bare TimeoutError
+        raise unreachable(exc, url, secret) from None
     except json.JSONDecodeError as exc:
         raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
+
+
+def _base_url(client: Any) -> str | None:
+    """Where the SDK sends requests (spec `base_url`, GOOGLE_GEMINI_BASE_URL, Vertex AI's regional
+    host or the default), for error messages. The SDK keeps it on its private client: if that
+    moves, messages fall back to the failed request's host."""
+    options = getattr(getattr(client, "_api_client", None), "_http_options", None)
+    url = getattr(options, "base_url", None)
+    return url if isinstance(url, str) and url else None
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:

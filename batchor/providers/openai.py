@@ -23,6 +23,7 @@ from batchor.providers.base import (
     refused,
 )
 from batchor.providers.errors_map import classify, parse_retry_after
+from batchor.providers.unreachable import unreachable
 
 _TOKEN_PARAM_FIRST_PARTY = "max_completion_tokens"
 # Chat Completions parameters the Responses API rejects ("Unknown parameter"): dropped there.
@@ -141,7 +142,7 @@ class OpenAIProvider:
         # on vLLM, Ollama...) pass through untouched, and returns the HTTP response unparsed:
         # `create(...)` would first walk every parameter through the SDK's type transforms and
         # wrap the reply: a third of the client CPU per request (see benchmarks/).
-        async with _mapped_errors(self._secret):
+        async with _mapped_errors(self._secret, str(self.client.base_url)):
             response = await self.client.post(_PATHS[self.api], body=body, cast_to=self._response_type)
             data = json.loads(response.content)  # bytes: no charset sniffing, as `.text` does
         completion = parse_result(data, api=self.api)
@@ -178,7 +179,8 @@ def _http_client(openai: Any, timeout_s: float) -> Any:
 
 
 @asynccontextmanager
-async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
+async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIterator[None]:
+    """SDK errors as batchor's; `url` (the client's base URL) names where a connection failed."""
     import openai
 
     from batchor.errors import redact
@@ -192,10 +194,8 @@ async def _mapped_errors(secret: str | None) -> AsyncIterator[None]:
         message = redact(str(error.get("message") if isinstance(error, dict) and error.get("message") else exc),
                          [secret or ""])
         raise classify(exc.status_code, message, code, parse_retry_after(exc.response.headers)) from None
-    except openai.APITimeoutError:
-        raise TransientProviderError("request timed out") from None
-    except openai.APIConnectionError as exc:
-        raise TransientProviderError(f"connection error: {redact(str(exc), [secret or ''])}") from None
+    except openai.APIConnectionError as exc:  # timeouts too: the SDK reports some refusals as timeouts
+        raise unreachable(exc, url, secret) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
 

@@ -1,0 +1,86 @@
+"""One wording for "the provider could not be reached", whichever SDK or HTTP stack failed.
+
+What the SDKs say about transport failures does not help a user: "Connection error.", an aiohttp
+message holding an `ssl.SSLContext` object repr, or a refused connection reported as a timeout.
+The exception chain underneath holds the facts, so the message is built from them: the URL and
+the cause only, as in "cannot connect to http://127.0.0.1:9/ (connection refused)".
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import socket
+import ssl
+from collections.abc import Iterator
+
+from batchor.errors import TransientProviderError, redact
+
+_CAUSES = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.ECONNRESET: "connection reset",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ENETUNREACH: "network unreachable",
+    errno.ETIMEDOUT: "connect timed out",
+}
+_OBJECT_REPR = re.compile(r"<[^<>]* object at 0x[0-9a-fA-F]+>")
+
+
+def unreachable(exc: BaseException, url: str | None = None, secret: str | None = None) -> TransientProviderError:
+    """A transient error naming where the request went (`url`, else the failed request's URL)
+    and why it failed, found in the chain of exceptions below `exc`."""
+    chain = list(_chain(exc))
+    target = url or _request_url(chain) or "the provider"
+    cause = _os_cause(chain)
+    if cause is not None:
+        message = f"cannot connect to {target} ({cause})"
+    elif any(_is_timeout(e) for e in chain):
+        message = f"no answer from {target} in time (request timed out)"
+    else:
+        message = f"connection to {target} failed ({_plain(chain[-1])})"
+    return TransientProviderError(redact(message, [secret or ""]))
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 12:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__ or getattr(current, "os_error", None)
+
+
+def _os_cause(chain: list[BaseException]) -> str | None:
+    """The operating system's reason, from the deepest exception that carries one."""
+    for exc in reversed(chain):
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return f"TLS certificate not trusted: {exc.verify_message}"
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS error: {exc.reason or exc.strerror or type(exc).__name__}"
+        if isinstance(exc, socket.gaierror):
+            return "host name not found"
+        if isinstance(exc, OSError) and isinstance(exc.errno, int) and exc.errno > 0:
+            return _CAUSES.get(exc.errno) or os.strerror(exc.errno).lower()
+    return None
+
+
+def _request_url(chain: list[BaseException]) -> str | None:
+    for exc in chain:
+        try:  # httpx-style errors raise when no request was attached
+            request = getattr(exc, "request", None)
+        except RuntimeError:
+            continue
+        url = getattr(request, "url", None)
+        if url is not None:
+            return str(url)
+    return None
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower()
+
+
+def _plain(exc: BaseException) -> str:
+    text = _OBJECT_REPR.sub("", str(exc)).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]
