@@ -148,8 +148,8 @@ def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> N
     if not as_json:
         typer.echo(render.run_summary(outcome, compiled), err=True)
     if outcome.status == "in_flight":
-        typer.echo(f"in flight: {outcome.stop_reason}. See `batchor status`; collect with: {continue_command(ctx, without={'no_wait'})}",
-                   err=True)
+        collect = continue_command(ctx, without={"no_wait"})
+        typer.echo(f"in flight: {outcome.stop_reason}. See `batchor status`; collect with: {collect}", err=True)
         raise typer.Exit(EXIT_IN_FLIGHT)
     if outcome.status == "interrupted":
         typer.echo(f"interrupted: finished work is saved. Resume with: {command}", err=True)
