@@ -30,6 +30,9 @@ def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
     store = open_state(state_location(state))
     run = _run(store, run_id)
     data = {k: v for k, v in asdict(run).items() if k != "extra"}
+    live = getattr(store, "live_counts", None)  # shared (PostgreSQL) state: count the answers stored so far
+    if live is not None and run.finished_at is None:
+        data.update(live(run.run_id))
     data["failures_by_reason"] = store.failures_by_reason(run.job_id)
     data["spend"] = run_spend(store, [run.run_id])[run.run_id]
     data["failed_rows_cost"] = failure_costs(store, run.job_id)

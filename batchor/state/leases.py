@@ -104,6 +104,16 @@ class LeaseBook:
                      "leases", "succeeded", "failed", "cost_usd", "per_s")
             return [dict(zip(names, row)) for row in cur.fetchall()]
 
+    def live_counts(self, run_id: str) -> dict[str, Any]:
+        """The run's answers so far, counted from the stored results: the run row only sums the
+        workers' heartbeats, a third of a lease apart, so it reads 0 for the first seconds."""
+        with self.store.pg() as conn:
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'), "
+                "coalesce(sum(cost_usd), 0)::float8, coalesce(sum(input_tokens), 0)::bigint, "
+                "coalesce(sum(output_tokens), 0)::bigint FROM results WHERE run_id = %s", [run_id]).fetchone()
+        return dict(zip(("succeeded", "failed", "cost_usd", "input_tokens", "output_tokens"), row))
+
     # --- work items --------------------------------------------------------------------------
 
     def enqueue(self, run_id: str, step: str, keys: list[str]) -> None:

@@ -284,6 +284,11 @@ class PostgresStore:
 
         return LeaseBook(self, "", 0).list_workers(run_id)
 
+    def live_counts(self, run_id: str) -> dict[str, Any]:
+        from batchor.state.leases import LeaseBook
+
+        return LeaseBook(self, "", 0).live_counts(run_id)
+
     def close(self) -> None:
         self._engine.dispose()
 
