@@ -11,9 +11,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from batchor.errors import PlanFileError, RunNotFoundError
-from batchor.state import open_state, state_location
+from batchor.errors import PlanFileError, RunNotFoundError, StateError
+from batchor.state import is_postgres, open_state, state_location
 from batchor.state.base import RunRecord, StateStore
+from batchor.state.compact import compact_duckdb, state_bytes
 from batchor.state.raw import unpack
 from batchor.state.spend import failure_costs, run_spend
 
@@ -114,9 +115,16 @@ def export_attempts(run_id: str | None, state: str | None, output: Path) -> dict
     return {"run_id": run.run_id, "output": str(output), "attempts": len(rows)}
 
 
-def prune(state: str | None, *, older_than_days: float | None, finished: bool, answers: bool) -> dict[str, int]:
-    """Drop raw payloads (and, only when asked, answers) to shrink the state."""
-    store = open_state(state_location(state))
+def prune(state: str | None, *, older_than_days: float | None, finished: bool, answers: bool,
+          compact: bool = False) -> dict[str, int]:
+    """Drop raw payloads (and, only when asked, answers); with `compact`, rewrite the DuckDB file
+    so it shrinks (DuckDB reuses freed space but never returns it to the file system)."""
+    location = state_location(state)
+    if compact and is_postgres(location):
+        raise StateError("--compact rewrites a DuckDB state file; PostgreSQL reclaims space itself",
+                         hint="drop --compact; to return space to the OS run VACUUM FULL in PostgreSQL")
+    size_before = None if is_postgres(location) else state_bytes(Path(location))
+    store = open_state(location)
     conditions, args = [], []
     if older_than_days is not None:
         cutoff = dt.datetime.now() - dt.timedelta(days=older_than_days)
@@ -133,7 +141,11 @@ def prune(state: str | None, *, older_than_days: float | None, finished: bool, a
         (dropped,) = store.execute(f"SELECT count(*) FROM results WHERE {result_where}", args)[0]
         store.execute(f"DELETE FROM results WHERE {result_where}", args)
     store.execute("CHECKPOINT")
-    return {"raw_payloads_dropped": int(raw), "answers_dropped": int(dropped)}
+    report = {"raw_payloads_dropped": int(raw), "answers_dropped": int(dropped)}
+    if compact:
+        store.close()
+        report.update(compact_duckdb(Path(location), size_before))
+    return report
 
 
 def prices(query: str | None, provider: str | None) -> dict[str, Any]:

@@ -244,11 +244,13 @@ def prune(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
                                                      help="Only attempts older than DAYS (>= 0)"),
           finished: bool = typer.Option(False, "--finished", help="Only attempts of finished runs"),
           answers: bool = typer.Option(False, "--answers",
-                                       help="Also delete cached answers (they will be paid again)")) -> None:
+                                       help="Also delete cached answers (they will be paid again)"),
+          compact: bool = typer.Option(False, "--compact", help="Rewrite the DuckDB file so it shrinks (not while "
+                                       "an apply runs); reports bytes freed")) -> None:
     """Drop raw request/response payloads to shrink the state; answers stay unless --answers."""
     from batchor import ops
 
-    data = ops.prune(state, older_than_days=older_than, finished=finished, answers=answers)
+    data = ops.prune(state, older_than_days=older_than, finished=finished, answers=answers, compact=compact)
     _out(data) if as_json else typer.echo(", ".join(f"{k}: {v}" for k, v in data.items()))
 
 
