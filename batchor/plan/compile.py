@@ -21,7 +21,6 @@ from batchor.plan.dependent import (
     DependentTally,
     dependent_tallies,
     first_row,
-    order_steps,
     projected_tokens,
 )
 from batchor.plan.mode import settle_mode
@@ -36,11 +35,11 @@ from batchor.plan.model import (
 from batchor.plan.plan_file import CompiledPlan, file_sha256, job_id_for, plan_id_for
 from batchor.plan.prices import ModelPrice
 from batchor.plan.render import RowTally, write_plan_data
-from batchor.plan.sql_step import derive_schema
 from batchor.plan.steps import Overrides, resolve_steps
+from batchor.plan.typecheck import typed_steps
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
-from batchor.spec.templates import StepTemplates, check_columns
+from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
 from batchor.version import __version__
 
@@ -61,9 +60,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     source = input_source(loaded)
     reader = InputReader(source)
     try:
-        for compiled in templates.values():
-            check_columns(compiled, reader.columns)
-        steps = _with_sql_schemas(steps, reader.columns, str(loaded.base_dir))
+        steps = typed_steps(loaded, steps, templates, reader.columns)
         roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
         fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
         os.close(fd)
@@ -93,16 +90,6 @@ def _with_changes(header: PlanHeader, data_path: Path, state: StateStore | None)
              if s.counts.to_run and not s.depends_on and s.provider != "sql" else s for s in header.steps]
     totals = header.totals.model_copy(update={"changed": sum(s.counts.changed for s in steps)})
     return header.model_copy(update={"steps": steps, "totals": totals})
-
-
-def _with_sql_schemas(steps: list[StepPlan], columns: list[str], base_dir: str) -> list[StepPlan]:
-    """Check each SQL step's query and learn its output columns, upstream steps first."""
-    resolved: dict[str, StepPlan] = {}
-    for step in order_steps(steps):
-        if step.provider == "sql":
-            step = derive_schema(step, columns, {d: resolved[d] for d in step.depends_on}, base_dir)
-        resolved[step.name] = step
-    return [resolved[s.name] for s in steps]
 
 
 def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates], state: StateStore | None,

@@ -127,7 +127,10 @@ def _run(step: StepPlan, table: pa.Table, base_dir: str, prefix: str) -> pa.Tabl
         db.register("rows", table)
         return db.sql(prefix + step.prompt).to_arrow_table()
     except duckdb.Error as exc:
-        raise SpecError(f"steps.{step.name}.sql: {str(exc).splitlines()[0][:300]}",
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        candidates = next((f" ({line.rstrip('.')}: did you mean one of them?)" for line in lines
+                           if line.startswith("Candidate")), "")
+        raise SpecError(f"steps.{step.name}.sql: {lines[0][:300]}{candidates}",
                         hint="the query reads `rows` (input columns, _row_key, one column per earlier step)") from None
     finally:
         db.close()

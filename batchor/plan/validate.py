@@ -12,9 +12,9 @@ from typing import Any
 
 from batchor.errors import Problems
 from batchor.plan.steps import Overrides, resolve_steps
+from batchor.plan.typecheck import typed_steps
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
-from batchor.spec.templates import check_columns
 
 
 @dataclass
@@ -36,9 +36,9 @@ def validate_loaded(loaded: LoadedSpec, overrides: Overrides) -> ValidationRepor
         reader = InputReader(input_source(loaded))
         columns = reader.columns
         reader.close()
-    for compiled in templates.values() if columns else ():
+    if columns:
         with found.check():
-            check_columns(compiled, columns)
+            steps = typed_steps(loaded, steps, templates, columns)
     found.raise_all()
     report = ValidationReport(spec=loaded.source, steps=[st.name for st in steps])
     for st in steps:
