@@ -64,7 +64,8 @@ def test_input_column_gets_a_suggestion_and_its_line(workdir, fake):
 
 
 def test_sql_step_columns_and_struct_fields_are_checked(workdir, fake):
-    route = "  route:\n    sql: |\n      SELECT _row_key, classify.sentiment AS mood\n      FROM rows WHERE classify.scroe > 1\n"
+    route = ("  route:\n    sql: |\n      SELECT _row_key, classify.sentiment AS mood\n"
+             "      FROM rows WHERE classify.scroe > 1\n")
     spec = two_step_spec(workdir, "Reply in a {{ route.mod }} tone", extra_yaml=route)
     result = run_cli(workdir, "validate", spec)
     assert result.returncode == 1
