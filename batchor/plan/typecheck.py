@@ -145,8 +145,8 @@ def _check_column(ref: Reference, columns: list[str]) -> tuple[str, str] | None:
     name = ref.path[0] if ref.path else None
     if not isinstance(name, str) or name in columns or name in _DICT_METHODS:
         return None
-    return (f"`row.{name}`: the input has no column '{name}'{_did_you_mean(name, columns)}",
-            f"use one of the input columns ({', '.join(columns)}), or add the column to the input or input.sql")
+    return (f"`row.{name}`: the input has no column '{name}'{_did_you_mean(name, columns)} "
+            f"(columns: {', '.join(columns)})", "fix the column name, or add the column to the input or input.sql")
 
 
 def _check_text(ref: Reference, step: StepPlan) -> tuple[str, str] | None:
