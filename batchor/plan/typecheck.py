@@ -17,7 +17,7 @@ from typing import Any
 from jinja2 import nodes
 
 from batchor.errors import BatchorError, Problems, SpecError, TemplateUndefinedError, raise_problems
-from batchor.plan.grain import order_steps
+from batchor.plan.fanout_rows import order_steps
 from batchor.plan.model import StepPlan
 from batchor.plan.sql_step import derive_schema
 from batchor.spec.load import LoadedSpec
