@@ -25,6 +25,7 @@ from batchor.quality import check_plan, checks_after_run
 from batchor.result import Result
 from batchor.spec.load import LoadedSpec, load_spec
 from batchor.state import apply_lock, open_state, state_location
+from batchor.state.runs import close_dead_runs
 
 SpecLike = str | Path | dict[str, Any]
 Plan = CompiledPlan
@@ -169,7 +170,10 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
     location = state_location(state, compiled.header.state_location)
     with disk_full_reported(location), apply_lock(location):
         store = open_state(location)
-        options = ApplyOptions(max_cost=max_cost, refresh=frozenset(refresh), emit=on_event or (lambda e: None),
+        if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead
+            close_dead_runs(store)
+        replay = frozenset(refresh) | frozenset(compiled.header.refresh)  # a saved --refresh/--no-cache plan
+        options = ApplyOptions(max_cost=max_cost, refresh=replay, emit=on_event or (lambda e: None),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,
                                limits=limits or {}, wait=wait, retry_failed=retry_failed)
         return apply_plan(compiled, store, options)

@@ -21,6 +21,7 @@ EXIT_APPROVAL = 6
 EXIT_IN_FLIGHT = 7
 EXIT_LOCKED = 8
 EXIT_CHECKS_FAILED = 9
+EXIT_PAUSED = 10
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
@@ -390,6 +391,42 @@ class TruncatedOutputError(ProviderError):
     temperature 0), so the row fails unless `limits.on_truncation: reask` asks with a larger limit."""
 
     code = "truncated"
+
+
+class RunFailedError(BatchorError):
+    """A run ended with rows failed or still without an answer (`partial` / `failed`)."""
+
+    code = "run_failed"
+    exit_code = EXIT_ROWS_FAILED
+
+
+class InterruptedRunError(BatchorError):
+    """Ctrl+C or SIGTERM stopped the run; what finished is kept."""
+
+    code = "interrupted"
+    exit_code = EXIT_INTERRUPTED
+
+
+class RunPausedError(BatchorError):
+    """The provider's quota or billing is exhausted: the run paused with the reason in `status`."""
+
+    code = "paused"
+    exit_code = EXIT_PAUSED
+
+
+# How a run ended -> the error it amounts to (its exit code); README "Exit codes" lists each.
+RUN_STATUS_ERRORS: dict[str, type[BatchorError]] = {
+    "partial": RunFailedError, "failed": RunFailedError, "budget": CostLimitError,
+    "paused": RunPausedError, "interrupted": InterruptedRunError, "in_flight": BatchesInFlightError,
+}
+
+
+def exit_code_for_status(status: str) -> int:
+    """The CLI exit code of a run that ended with `status` (0 for `succeeded`)."""
+    if status == "succeeded":
+        return EXIT_OK
+    error = RUN_STATUS_ERRORS.get(status)
+    return error.exit_code if error is not None else EXIT_ERROR
 
 
 def redact(text: str, secrets: list[str]) -> str:

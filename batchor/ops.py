@@ -17,6 +17,10 @@ from batchor.state.base import RunRecord, StateStore
 from batchor.state.compact import compact_duckdb, state_bytes
 from batchor.state.raw import unpack
 from batchor.state.spend import failure_costs, run_spend
+from batchor.state.runs import shown_runs
+
+CANCELLED_REASON = ("its provider batches were cancelled (`batchor cancel`); "
+                    "the next apply collects what they finished and sends the rest")
 
 
 def _run(store: StateStore, run_id: str | None) -> RunRecord:
@@ -29,7 +33,7 @@ def _run(store: StateStore, run_id: str | None) -> RunRecord:
 
 def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
     store = open_state(state_location(state))
-    run = _run(store, run_id)
+    run = shown_runs(store, [_run(store, run_id)])[0]
     data = {k: v for k, v in asdict(run).items() if k != "extra"}
     live = getattr(store, "live_counts", None)  # shared (PostgreSQL) state: count the answers stored so far
     if live is not None and run.finished_at is None:
@@ -72,12 +76,16 @@ def cancel_run(run_id: str | None, state: str | None) -> dict[str, Any]:
 
     store = open_state(state_location(state))
     run = _run(store, run_id)
-    return {"run_id": run.run_id, "batches": asyncio.run(cancel_batches(store, run.job_id))}
+    batches = asyncio.run(cancel_batches(store, run.job_id))
+    if run.status == "in_flight":  # its batches are being stopped: it is no longer waiting on them
+        run.status, run.paused_reason = "interrupted", CANCELLED_REASON
+        store.finish_run(run)
+    return {"run_id": run.run_id, "batches": batches}
 
 
 def list_runs(state: str | None, limit: int = 20) -> list[dict[str, Any]]:
     store = open_state(state_location(state))
-    runs = store.list_runs(limit)
+    runs = shown_runs(store, store.list_runs(limit))
     spend = run_spend(store, [r.run_id for r in runs])
     return [{**{k: v for k, v in asdict(r).items() if k != "extra"}, "spend": spend[r.run_id]} for r in runs]
 

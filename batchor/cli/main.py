@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -30,17 +32,16 @@ from batchor.cli.options import (
 )
 from batchor.cli.results import results as results_command
 from batchor.cli.resume import continue_command
+from batchor.cli.state_check import state_check
 from batchor.errors import (
-    EXIT_COST_LIMIT,
     EXIT_ERROR,
-    EXIT_IN_FLIGHT,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PENDING,
-    EXIT_ROWS_FAILED,
     EXIT_USAGE,
     ApprovalRequiredError,
     BatchorError,
+    exit_code_for_status,
 )
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -150,17 +151,14 @@ def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> N
     if outcome.status == "in_flight":
         collect = continue_command(ctx, without={"no_wait"})
         typer.echo(f"in flight: {outcome.stop_reason}. See `batchor status`; collect with: {collect}", err=True)
-        raise typer.Exit(EXIT_IN_FLIGHT)
-    if outcome.status == "interrupted":
+    elif outcome.status == "interrupted":
         typer.echo(f"interrupted: finished work is saved. Resume with: {command}", err=True)
-        raise typer.Exit(EXIT_INTERRUPTED)
-    if outcome.status in ("budget", "paused"):
+    elif outcome.status in ("budget", "paused"):
         typer.echo(f"stopped: {outcome.stop_reason}. Continue with: {command}", err=True)
-        raise typer.Exit(EXIT_COST_LIMIT if outcome.status == "budget" else EXIT_ERROR)
-    if outcome.status in ("partial", "failed"):
-        if outcome.stop_reason and not as_json:
-            typer.echo(f"stopped early: {outcome.stop_reason}", err=True)
-        raise typer.Exit(EXIT_ROWS_FAILED)
+    elif outcome.status in ("partial", "failed") and outcome.stop_reason and not as_json:
+        typer.echo(f"stopped early: {outcome.stop_reason}", err=True)
+    if outcome.status != "succeeded":  # a succeeded run goes on to its checks (quality_cli.gate)
+        raise typer.Exit(exit_code_for_status(outcome.status))
 
 
 @app.command()
@@ -306,6 +304,9 @@ def state_migrate(target: str = typer.Option(..., "--to", help="State to create,
         typer.echo(f"  {table:15} {counts['added']:>10,} added ({counts['read']:,} read)")
 
 
+state_app.command("check")(state_check)
+
+
 @app.command("spec-schema")
 def spec_schema(write: bool = typer.Option(False, "--write", help="Write schemas/batchor-spec.schema.json")) -> None:
     """Print (or write) the JSON Schema of the spec format."""
@@ -335,9 +336,15 @@ def run(argv: list[str] | None = None) -> None:
     except BatchorError as exc:
         _print_error(exc, "--json" in (argv or sys.argv))
         code = exc.exit_code
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         typer.echo("interrupted", err=True)
         code = EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback only on request
+        if os.environ.get("BATCHOR_DEBUG"):
+            raise
+        typer.echo(f"error [internal]: {type(exc).__name__}: {exc}", err=True)
+        typer.echo("  fix: this is a batchor bug; set BATCHOR_DEBUG=1 to see the traceback and report it", err=True)
+        code = EXIT_ERROR
     sys.exit(code)
 
 

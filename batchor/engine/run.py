@@ -12,8 +12,6 @@ import asyncio
 import dataclasses
 import datetime as dt
 import functools
-import signal
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,6 +23,15 @@ from batchor.engine.batch_handover import realtime_after_batches
 from batchor.engine.budget import CLI_SOURCE, Budget, effective_max_cost
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.limits import RunLimits
+from batchor.engine.interrupts import Interrupts, grace_seconds, off_running_loop
+from batchor.engine.outcome import (
+    derive_status,
+    error_status,
+    finish_after_error,
+    settle_earlier_runs,
+    status_reason,
+    stored_counts,
+)
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
 from batchor.engine.realtime import RealtimeExecutor
 from batchor.engine.sink import ResultSink
@@ -33,7 +40,7 @@ from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.engine.workers import SharedRun
 from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, StalePlanError
-from batchor.outputs.export import check_output_target, write_output
+from batchor.outputs.export import check_output_target, row_counts, write_output
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
@@ -112,68 +119,55 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
     run = RunRecord(run_id=_new_run_id(), job_id=plan.job_id, plan_id=header.plan_id, name=header.name,
                     mocked=header.mocked, plan_path=str(plan.saved_path) if plan.saved_path else None)
     progress = Progress()
-    # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
-    shared = (SharedRun.join(store, run, progress, limits, options.emit, options.max_cost,
-                             options.max_cost_source)
-              if isinstance(store, PostgresStore) else None)
-    if shared is None:
-        store.start_run(run)
-    options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
-    started = time.monotonic()
-    runner = _Runner(plan, store, options, run, progress, limits, shared)
-    try:
-        stop = _off_running_loop(runner.run, runner.stop)
-    except BaseException:
-        if shared is not None:
-            shared.abandon()
-        raise
-    return _finish(plan, store, options, run, progress, stop, started, shared)
-
-
-def _off_running_loop(fn: Any, stop: StopSignal) -> StopSignal:
-    """Run `fn` here, or on a worker thread when this thread already runs an event loop (Jupyter).
-
-    There, KeyboardInterrupt reaches this thread: it stops the run gracefully instead of killing it.
-    """
-    if not _loop_running():
-        return fn()
-    box: dict[str, Any] = {}
-
-    def target() -> None:
+    runner = _Runner(plan, store, options, run, progress, limits)
+    # From here until the record is finished a signal stops the run; it never ends the process.
+    with runner.interrupts:
+        # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
+        runner.shared = (SharedRun.join(store, run, progress, limits, options.emit, options.max_cost,
+                                                     options.max_cost_source)
+                         if isinstance(store, PostgresStore) else None)
+        if runner.shared is None:
+            store.start_run(run)
+        options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
+        started = time.monotonic()
         try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="batchor-apply", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        try:
-            thread.join(0.2)
-        except KeyboardInterrupt:
-            stop.stop("interrupted", "stopped by KeyboardInterrupt")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+            stop = off_running_loop(runner.run, runner.stop)
+            return _finish(plan, store, options, run, progress, stop, started, runner.shared)
+        except BaseException as exc:
+            runner.flush_sinks()
+            if runner.shared is not None:
+                runner.shared.abandon(error_status(exc))
+            else:
+                finish_after_error(store, run, exc)
+            raise
 
 
 class _Runner:
-    """Runs the waves of one plan; owns providers and signal handling for the run."""
+    """Runs the waves of one plan; owns providers and the run's signal handling."""
 
     def __init__(self, plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord,
-                 progress: Progress, limits: RunLimits, shared: SharedRun | None = None) -> None:
+                 progress: Progress, limits: RunLimits) -> None:
         self.plan, self.store, self.options, self.run_record = plan, store, options, run
-        self.shared = shared
+        self.shared: SharedRun | None = None  # set by apply_plan on a shared (PostgreSQL) state
         self.progress, self.limits = progress, limits
-        self.budget = shared.budget if shared is not None else Budget(options.max_cost, source=options.max_cost_source)
         self.stop = StopSignal()
+        self.interrupts = Interrupts(self.stop, enabled=options.handle_signals, grace_s=grace_seconds())
         self.runtimes: dict[str, StepRuntime] = {}
+        self.sinks: list[ResultSink] = []  # flushed once more whatever ends the run
         self.in_flight = 0  # provider batches left running (apply --no-wait)
         self._pipeline: Pipeline | None = None  # the current wave's followers (see pipeline.py)
         self._feed: Pipeline | None = None  # ... until a realtime executor takes it
         self._user_emit = options.emit
         self._last_saved = time.monotonic()
         self.options = _with_emit(options, self._emit)
+
+    @property
+    def budget(self) -> Budget:
+        return self.shared.budget if self.shared is not None else self._budget
+
+    @functools.cached_property
+    def _budget(self) -> Budget:
+        return Budget(self.options.max_cost, source=self.options.max_cost_source)
 
     def _emit(self, event: Event) -> None:
         """Pass events on; every few seconds also store the run's progress so `status` sees it."""
@@ -207,7 +201,7 @@ class _Runner:
                     done |= {s.name for s in wave}
                     self._pipeline = self._feed = self._start_pipeline(works, done)
                     if any(w.pending for w in works):
-                        runner.run(self._execute_wave(works))
+                        self._run_wave(runner, works)
                     if self._pipeline is not None and self._pipeline.complete:
                         done |= set(self._pipeline.followers)
                     if self.in_flight:  # --no-wait: later waves need these answers first
@@ -216,7 +210,26 @@ class _Runner:
                         break
             finally:
                 runner.run(self._close_providers())
+        self.flush_sinks()
         return self.stop
+
+    def _run_wave(self, runner: asyncio.Runner, works: list[StepWork]) -> None:
+        """One wave on the loop; calls cancelled by a second signal end the wave, not the run."""
+        try:
+            runner.run(self._execute_wave(works))
+        except asyncio.CancelledError:
+            if not self.interrupts.hard:
+                raise
+        finally:
+            self.interrupts.detach()
+
+    def flush_sinks(self) -> None:
+        """Store what the sinks still hold (answers that arrived before a cancel or an error)."""
+        for sink in self.sinks:
+            try:
+                sink.flush_sync()
+            except Exception:  # noqa: BLE001 - the error that ended the run is the one to report
+                pass
 
     def _start_pipeline(self, works: list[StepWork], done: set[str]) -> Pipeline | None:
         """Realtime steps of later waves that start row by row during this wave (see pipeline.py).
@@ -278,17 +291,16 @@ class _Runner:
 
     async def _execute_wave(self, works: list[StepWork]) -> None:
         """Realtime steps and batch steps of one wave side by side, under one signal handler."""
+        self.interrupts.attach(asyncio.get_running_loop())
         if self.shared is not None:  # several workers: run only the slices this one claims
-            with _signals(self.stop, self.options.handle_signals):
-                await self.shared.run_wave(works, self._execute, self._execute_batches, self.stop)
+            await self.shared.run_wave(works, self._execute, self._execute_batches, self.stop)
             return
         batch = [w for w in works if w.step.mode == "batch" and w.pending]
         realtime = [w for w in works if w.step.mode != "batch" and w.pending]
         jobs = [realtime_after_batches(realtime, self.store, self._execute, self._execute_batches)] if realtime else []
         if batch:
             jobs.append(self._execute_batches(batch))
-        with _signals(self.stop, self.options.handle_signals):
-            await asyncio.gather(*jobs)
+        await asyncio.gather(*jobs)
 
     async def _execute(self, items: Iterator[WorkItem]) -> None:
         # Shared state: each answer is committed before its slot sends again, so a worker that
@@ -298,6 +310,7 @@ class _Runner:
         sink_options: dict[str, Any] = {"keep_raw": self.plan.header.keep_raw,
                                         **({"flush_rows": 1} if self.shared is not None else {})}
         sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)
+        self.sinks.append(sink)
         options: dict[str, Any] = {"limits": self.limits, "budget": self.budget, "sink": sink,
                                    "progress": self.progress, "emit": self.options.emit, "stop": self.stop,
                                    "seed": self.options.seed}
@@ -305,13 +318,18 @@ class _Runner:
                     else RealtimeExecutor(self.runtimes, **options))
         if self.shared is not None:
             executor.limiter = self.shared.limiter(executor.limiter, self.runtimes)
-        await executor.run(items)
+        ticker = asyncio.create_task(_flush_while_waiting(sink))
+        try:
+            await executor.run(items)
+        finally:
+            ticker.cancel()
         if feed:
             await feed.finish()
 
     async def _execute_batches(self, works: list[StepWork]) -> None:
         sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw,
                           flush_rows=1 << 30, flush_interval_s=1e9)  # flushed once per collected batch
+        self.sinks.append(sink)
         executor = BatchExecutor(self.runtimes, store=self.store, run_id=self.run_record.run_id,
                                  job_id=self.plan.job_id, limits=self.limits, budget=self.budget, sink=sink,
                                  progress=self.progress, emit=self.options.emit, stop=self.stop,
@@ -323,12 +341,13 @@ class _Runner:
             await runtime.provider.aclose()
 
 
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+async def _flush_while_waiting(sink: ResultSink) -> None:
+    """Store answers at least every flush interval, also while every worker waits on a slow call
+    (workers flush only when they finish one): a kill -9 then loses at most that interval."""
+    while True:
+        await asyncio.sleep(sink.flush_interval_s)
+        if sink.due():
+            await sink.flush()
 
 
 def _with_emit(options: ApplyOptions, emit: EventSink) -> ApplyOptions:
@@ -337,68 +356,27 @@ def _with_emit(options: ApplyOptions, emit: EventSink) -> ApplyOptions:
     return replace(options, emit=emit)
 
 
-class _signals:
-    """First Ctrl+C/SIGTERM: stop sending, let in-flight calls finish. Second: cancel them."""
-
-    def __init__(self, stop: StopSignal, enabled: bool) -> None:
-        self.stop, self.enabled = stop, enabled and threading.current_thread() is threading.main_thread()
-        self.count = 0
-
-    def __enter__(self) -> "_signals":
-        if self.enabled:
-            self.loop = asyncio.get_running_loop()
-            self.task = asyncio.current_task()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.loop.add_signal_handler(sig, self._on_signal)
-        return self
-
-    def _on_signal(self) -> None:
-        self.count += 1
-        self.stop.stop("interrupted", "stopped by signal")
-        if self.count >= 2 and self.task is not None:
-            self.task.cancel()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.loop.remove_signal_handler(sig)
-
-
 def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord, progress: Progress,
             stop: StopSignal, started: float, shared: SharedRun | None = None) -> RunOutcome:
-    status = _status(progress, stop)
+    """Write the output, judge the run on its rows, and finish its record (and earlier ones it settled)."""
     output = write_output(plan, store, options.output_path)
-    run.status, run.paused_reason = status, stop.detail if stop.reason not in (None, "interrupted") else None
-    run.requests, run.succeeded, run.failed = progress.total, progress.succeeded, progress.failed
-    run.cached, run.skipped, run.cost_usd = progress.cached, progress.skipped, progress.cost_usd
-    run.input_tokens, run.output_tokens, run.output_path = progress.input_tokens, progress.output_tokens, str(output)
+    rows = row_counts(plan, store)
+    status = derive_status(stop, rows)
+    run.status, run.paused_reason = status, status_reason(status, stop, rows)
+    run.requests, run.cached, run.skipped, run.output_path = progress.total, progress.cached, progress.skipped, str(output)
     if shared is not None:
         shared.leave(run)  # the last worker to leave closes the run with every worker's answers
     else:
+        run = stored_counts(store, run)
         store.finish_run(run)
-    outcome = RunOutcome(run_id=run.run_id, status=status, stop_reason=stop.detail, progress=progress.snapshot(),
-                         output_path=str(output), cost_usd=progress.cost_usd,
-                         duration_s=time.monotonic() - started, cached=progress.cached, skipped=progress.skipped,
-                         requests=progress.total)
+        settle_earlier_runs(store, plan.job_id, run.run_id, status)
+    outcome = RunOutcome(run_id=run.run_id, status=status, stop_reason=run.paused_reason,
+                         progress={**progress.snapshot(), "rows": rows}, output_path=str(output),
+                         cost_usd=progress.cost_usd, duration_s=time.monotonic() - started, cached=progress.cached,
+                         skipped=progress.skipped, requests=progress.total)
     options.emit(Event("run_finished", {"run_id": run.run_id, "status": status, "output": str(output),
-                                        "reason": stop.detail, **progress.snapshot()}))
+                                        "reason": run.paused_reason, "rows": rows, **progress.snapshot()}))
     return outcome
-
-
-def _status(progress: Progress, stop: StopSignal) -> RunStatus:
-    if stop.reason == "in_flight":
-        return "in_flight"
-    if stop.reason == "interrupted":
-        return "interrupted"
-    if stop.reason == "quota":
-        return "paused"
-    if stop.reason == "budget":
-        return "budget"
-    if stop.reason in ("unknown_model", "auth_failed"):
-        return "failed"
-    if progress.failed:
-        return "partial" if progress.succeeded or progress.cached else "failed"
-    return "succeeded"
 
 
 def _new_run_id() -> str:

@@ -103,10 +103,11 @@ class SharedRun:
         status = "finished" if run.status in ("succeeded", "partial", "failed") else run.status
         return self.book.leave(run, status, self.counters())
 
-    def abandon(self) -> None:
-        """An error ends this worker: give its claims back at once instead of waiting for the lease."""
+    def abandon(self, ended: tuple[str, str]) -> None:
+        """An error ends this worker: give its claims back at once instead of waiting for the lease.
+        `ended` is the (status, reason) the run gets if this was its last worker."""
         self._stop_heartbeat()
-        self.run.status = "failed"
+        self.run.status, self.run.paused_reason = ended
         try:
             self._return_budget()
             self.book.leave(self.run, "failed", self.counters())

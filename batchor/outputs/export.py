@@ -97,6 +97,30 @@ def _error_sql(steps: list[StepPlan], aliases: list[str]) -> str:
     return f"NULLIF(concat_ws(' | ', {', '.join(parts)}), '')"
 
 
+ROW_STATUSES = ("succeeded", "failed", "pending", "skipped")
+
+
+def row_counts(plan: CompiledPlan, store: StateStore) -> dict[str, int]:
+    """How many output rows are succeeded, failed, pending and skipped right now, judged exactly
+    as the output's `_status` column: a run's status is derived from these."""
+    db = memory_db()
+    try:
+        db.register("rows", _output_rows(plan, store, with_input=False))
+        aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(plan.header.steps))]
+        found = db.execute(f"SELECT {_status_sql(aliases)} AS s, count(*) FROM rows GROUP BY 1").fetchall()
+    finally:
+        db.close()
+    return {**dict.fromkeys(ROW_STATUSES, 0), **{status: int(n) for status, n in found}}
+
+
+def _output_rows(plan: CompiledPlan, store: StateStore, with_input: bool = True) -> Any:
+    """The plan's rows with each step's stored result attached (see `_aligned_rows`)."""
+    results = [store.job_results(plan.job_id, s.name) for s in plan.header.steps]
+    if any(s.fan_out for s in plan.header.steps):
+        return _element_rows(plan, results)
+    return _aligned_rows(plan, results, list(plan.header.input.columns) if with_input else [])
+
+
 def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None, fmt: str | None = None) -> Path:
     """Export the job's current results (finished or not) to the output file."""
     target = Path(path or plan.header.output.path)
@@ -126,9 +150,7 @@ def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None
 def register_rows(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any) -> None:
     """Register `rows` in `db`: the job's rows in output order, step i's stored result for each
     in the struct column `result_column(i)` (read once: a stream, not a table)."""
-    results = [store.job_results(plan.job_id, s.name) for s in plan.header.steps]
-    fanned = any(s.fan_out for s in plan.header.steps)
-    db.register("rows", _element_rows(plan, results) if fanned else _aligned_rows(plan, results))
+    db.register("rows", _output_rows(plan, store))
 
 
 def result_column(index: int) -> str:
@@ -151,16 +173,17 @@ def _copy(db: duckdb.DuckDBPyConnection, query: str, tmp: str, fmt: str) -> None
     db.execute(f"COPY ({query}) TO '{tmp}' {_COPY_OPTIONS[fmt]}")
 
 
-def _aligned_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.RecordBatchReader:
-    """The plan's rows in order, plus per step a struct column holding that row's result (all
-    fields null when the row has none: the LEFT JOIN this replaces, looked up by row key)."""
+def _aligned_rows(plan: CompiledPlan, results: list[pa.Table], columns: list[str]) -> pa.RecordBatchReader:
+    """The plan's rows in order (the row key and `columns` of the input), plus per step a struct
+    column holding that row's result (all fields null when the row has none: the LEFT JOIN this
+    replaces, looked up by row key)."""
     row_keys = pa.chunked_array([b.column(0) for b in plan.iter_batches([ROW_KEY])], pa.string())
     aligned = [_align(result, row_keys) for result in results]
     names = [_RESULT.format(i) for i in range(len(results))]
-    batches = plan.iter_batches([ROW_KEY] + list(plan.header.input.columns))
+    batches = plan.iter_batches([ROW_KEY] + columns)
     first = next(batches, None)
     if first is None:
-        fields = [pa.field(ROW_KEY, pa.string())] + [pa.field(c, pa.string()) for c in plan.header.input.columns]
+        fields = [pa.field(ROW_KEY, pa.string())] + [pa.field(c, pa.string()) for c in columns]
         structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, aligned)]
         return pa.RecordBatchReader.from_batches(pa.schema(fields + structs), [])
     structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, aligned)]

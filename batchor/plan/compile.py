@@ -40,6 +40,7 @@ from batchor.plan.typecheck import typed_steps
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates
+from batchor.state.postgres_store import without_password
 from batchor.state.base import StateStore
 from batchor.version import __version__
 
@@ -74,6 +75,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     counted = [_with_counts(s, tallies.get(s.name), rows, spec.limits.batch_threshold) for s in steps]
     header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
     header = header.model_copy(update={"retry_failed": retry_failed})
+    header = header.model_copy(update={"refresh": sorted(refresh)})  # apply replays them (plan/store.py)
     header = _with_changes(header, Path(tmp), state)
     header = header.model_copy(update={"data_sha256": file_sha256(Path(tmp))})
     header = header.model_copy(update={"plan_id": plan_id_for(header)})
@@ -179,14 +181,26 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
     return PlanHeader(
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         batchor_version=__version__, name=spec.name, spec_source=loaded.source,
-        spec_text=loaded.text, spec=spec.model_dump(mode="json", by_alias=True), base_dir=str(loaded.base_dir),
+        spec_text=_without_state_password(loaded.text, spec.state),
+        spec=spec.model_dump(mode="json", by_alias=True) | {"state": spec.state and without_password(spec.state)},
+        base_dir=str(loaded.base_dir),
         input=InputInfo(files=[str(p) for p in source.files], format=source.format, fingerprint=fingerprint,
                         columns=columns, rows=rows, sql=source.sql, limit=source.limit,
                         sample=source.sample, seed=source.seed,
                         key_columns=list(source.key_columns)),
         output=OutputInfo(path=str(out_path), format=out_format), steps=steps,
         limits=spec.limits.model_dump(mode="json"), keep_raw=spec.keep_raw, totals=totals,
-        state_location=state_location, mocked=overrides.mock)
+        state_location=state_location and without_password(state_location), mocked=overrides.mock)
+
+
+def _without_state_password(text: str, state: str | None) -> str:
+    """The spec text as saved in a plan: a database password written in `state:` is cut out."""
+    if not state or state == without_password(state):
+        return text
+    from sqlalchemy.engine import make_url
+
+    password = make_url(state).password or ""
+    return text.replace(state, without_password(state)).replace(str(password), "") if password else text
 
 
 def check_input_unchanged(header: PlanHeader) -> str | None:

@@ -136,7 +136,8 @@ class PlanHeader(_Frozen):
     limits: dict[str, Any]
     keep_raw: bool = True
     totals: PlanTotals
-    state_location: str | None = None
+    state_location: str | None = None  # never with a password (state/postgres_store.without_password)
+    refresh: list[str] = Field(default_factory=list)  # steps whose cached answers it ignores; "*": --no-cache
     mocked: bool = False
     data_sha256: str = ""
     retry_failed: bool = False  # planned with --retry-failed: apply sends failed requests again too

@@ -106,6 +106,7 @@ class DuckDBStore:
         private_dir(path.parent)
         with self.connection() as db:
             self._migrate(db)
+            self._check_length(db)
         _owner_only(path)
 
     # --- connections -----------------------------------------------------------------------
@@ -114,12 +115,23 @@ class DuckDBStore:
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection for one unit of work (the held one inside a session), the state file
         attached only meanwhile. One at a time per process: they share the host instance."""
-        with _PROCESS_LOCK:
+        with _PROCESS_LOCK, self._corruption_reported():
             if self._held is not None:
                 yield self._held
                 return
             with self.session():
                 yield self._held  # type: ignore[misc]
+
+    @contextmanager
+    def _corruption_reported(self) -> Iterator[None]:
+        """A damaged block met by any query becomes `state_corrupt` (DuckDB checks each block's
+        checksum as it reads it), whatever command was running."""
+        try:
+            yield
+        except duckdb.Error as exc:
+            if not _is_corruption(str(exc)):
+                raise
+            raise corrupt_state(self.path, str(exc)) from None
 
     @contextmanager
     def session(self) -> Iterator[None]:
@@ -182,6 +194,18 @@ class DuckDBStore:
                 db.execute(sql)
             db.execute("INSERT OR REPLACE INTO batchor_meta VALUES ('schema_version', ?)", [str(version)])
             db.execute("COMMIT")
+
+    def _check_length(self, db: duckdb.DuckDBPyConnection) -> None:
+        """A truncated file is found on open: shorter than the blocks its header lists."""
+        if Path(str(self.path) + ".wal").exists():
+            return  # blocks still in the WAL are not in the file yet
+        row = _first(db.execute("SELECT block_size, total_blocks FROM pragma_database_size() "
+                                "WHERE database_name = ?", [self._alias]).fetchall())
+        if row is None:
+            return
+        expected, actual = _HEADER_BYTES + int(row[0]) * int(row[1]), self.path.stat().st_size
+        if actual < expected:
+            raise corrupt_state(self.path, f"the file is truncated: {actual:,} bytes of the {expected:,} it should hold")
 
     # --- the cache -------------------------------------------------------------------------
 
@@ -338,11 +362,26 @@ def _first_per_key(table: pa.Table, key: str) -> pa.Table:
     return table.take(pc.take(first, pc.sort_indices(first)))
 
 
+_HEADER_BYTES = 3 * 4096  # DuckDB's file header and its two database headers, before the blocks
+_CORRUPTION_TEXT = ("not a valid duckdb", "corrupt", "checksum", "could not read enough bytes", "magic")
+
+
+def _is_corruption(text: str) -> bool:
+    lowered = text.lower()
+    return any(t in lowered for t in _CORRUPTION_TEXT)
+
+
+def corrupt_state(path: Path, detail: str) -> StateCorruptError:
+    return StateCorruptError(
+        f"state {path} is damaged and cannot be read: {detail.splitlines()[0][:200]}",
+        hint=f"restore {path} from a backup, or move it aside and point --state at a new file (answers "
+             "stored only in it will be asked again); `batchor state check` scans a state for damage")
+
+
 def _open_error(path: Path, text: str) -> StateError:
     lowered = text.lower()
-    if "not a valid duckdb" in lowered or "corrupt" in lowered or "invalid" in lowered or "magic" in lowered:
-        return StateCorruptError(f"state {path} is not a readable batchor state file: {text[:200]}",
-                                 hint="restore it from a backup, or point --state at a new file")
+    if _is_corruption(text):
+        return corrupt_state(path, text)
     if "version" in lowered:
         return StateVersionError(f"state {path} was written by a newer DuckDB/batchor: {text[:200]}",
                                  hint="upgrade batchor")

@@ -16,6 +16,7 @@ from typing import Any
 
 from batchor.state.base import RunRecord, RunStatus
 from batchor.state.postgres_store import PostgresStore, insert_run, update_run
+from batchor.state.runs import DIED_REASON
 
 
 def _live(alias: str = "") -> str:
@@ -257,11 +258,12 @@ def _lock(conn: Any, kind: str, key: str) -> None:
 
 
 def _close_abandoned(conn: Any, job_id: str) -> None:
-    """Shared runs of this job whose workers all died are over: mark them interrupted."""
+    """Shared runs of this job whose workers all died are over: mark them died (state/runs.py)."""
     conn.execute(
-        "UPDATE runs r SET status = 'interrupted', finished_at = LOCALTIMESTAMP WHERE job_id = %s "
+        "UPDATE runs r SET status = 'died', paused_reason = coalesce(paused_reason, %s), "
+        "finished_at = LOCALTIMESTAMP WHERE job_id = %s "
         "AND finished_at IS NULL AND EXISTS (SELECT 1 FROM workers o WHERE o.run_id = r.run_id) "
-        f"AND NOT EXISTS (SELECT 1 FROM workers o WHERE o.run_id = r.run_id AND {_live('o')})", [job_id])
+        f"AND NOT EXISTS (SELECT 1 FROM workers o WHERE o.run_id = r.run_id AND {_live('o')})", [DIED_REASON, job_id])
 
 
 def _save_worker(conn: Any, worker_id: str, counters: dict[str, float], lease_s: float,

@@ -68,3 +68,18 @@ def _read_holder(handle: IO[bytes]) -> str:
         return f"pid {info.get('pid')} on {info.get('host')} since {info.get('since')}"
     except (OSError, ValueError):
         return "holder unknown"
+
+
+def lock_is_held(path: Path) -> bool:
+    """Whether some process (this one included) holds the apply lock at `path` right now."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False  # no lock file: no apply ever ran, or it was removed
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor drops the shared lock taken to probe
+    return False

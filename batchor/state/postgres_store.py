@@ -42,6 +42,19 @@ def is_postgres(location: str) -> bool:
     return location.startswith(PG_SCHEMES)
 
 
+def without_password(location: str) -> str:
+    """`location` as stored and shown: a database URL loses its password (in the user part or a
+    `password=` parameter). The password comes back at run time from the URL given then,
+    PGPASSWORD or ~/.pgpass (libpq reads both). Other locations (files) are returned unchanged."""
+    if not is_postgres(location):
+        return location
+    from sqlalchemy.engine import make_url
+
+    url = make_url(location)
+    query = {k: v for k, v in url.query.items() if k.lower() != "password"}
+    return url._replace(password=None).set(query=query).render_as_string(hide_password=False)
+
+
 def normalize_url(location: str) -> str:
     """postgres:// and postgresql:// name the psycopg 3 driver for SQLAlchemy."""
     for scheme in ("postgresql://", "postgres://"):
@@ -60,7 +73,7 @@ class PostgresStore:
         from sqlalchemy.engine import make_url
 
         parsed = make_url(normalize_url(url))
-        self.location = parsed.render_as_string(hide_password=True)
+        self.location = without_password(url)
         self._engine = create_engine(parsed, isolation_level="AUTOCOMMIT", pool_pre_ping=True,
                                      pool_size=pool_size, max_overflow=8, connect_args=_CONNECT_ARGS)
         event.listen(self._engine, "connect", _session_settings)

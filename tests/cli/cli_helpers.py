@@ -55,14 +55,14 @@ class Background:
     """`batchor ARGS...` running in the background; output goes to files (a pipe could fill up
     and stall the child). Killed on exit from the `with` block if still running."""
 
-    def __init__(self, cwd: Path, *args: Any, name: str = "bg") -> None:
+    def __init__(self, cwd: Path, *args: Any, name: str = "bg", env: dict[str, str] | None = None) -> None:
         self.stdout_path, self.stderr_path = cwd / f"{name}.stdout", cwd / f"{name}.stderr"
         self._out = open(self.stdout_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
         self._err = open(self.stderr_path, "w", encoding="utf-8")  # noqa: SIM115
         self.process = subprocess.Popen(
             cli_command(*args),
             cwd=cwd,
-            env=cli_env(),
+            env=env or cli_env(),
             stdout=self._out,
             stderr=self._err,
             stdin=subprocess.DEVNULL,

@@ -122,12 +122,12 @@ def test_workers_join_one_run_and_the_last_one_closes_it(store):
     assert store.execute("SELECT count(*) FROM work_items") == [(0,)]
 
 
-def test_a_run_whose_workers_all_died_is_interrupted_and_a_new_one_starts(store):
+def test_a_run_whose_workers_all_died_is_marked_died_and_a_new_one_starts(store):
     _books(store, 1)
     _expire(store, "w0")
     fresh = LeaseBook(store, "w9", 30).join_run(_run("r2"), "host", 3)
     assert fresh.run_id == "r2"
-    assert store.get_run("r1").status == "interrupted"
+    assert store.get_run("r1").status == "died"
     workers = {w["worker_id"]: w for w in store.list_workers("r1")}
     assert workers["w0"]["status"] == "lost" and workers["w0"]["leases"] == 0
 

@@ -1,0 +1,74 @@
+"""Run records as the data says they are: counts and spend from stored results, dead runs named.
+
+A run record is written by the process that runs it, so it can only be as true as that process's
+last write. What `status` and `runs` show is recomputed from the state instead:
+
+- answered, failed, tokens and spend are summed from the results the run stored;
+- a run still marked `running` whose process is gone is `died`: on DuckDB nobody holds the apply
+  lock (`<state>.lock`, see lock.py); on PostgreSQL none of its workers has a live lease.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from batchor.state.base import RunRecord
+from batchor.state.lock import lock_is_held
+
+TALLY_FIELDS = ("succeeded", "failed", "cost_usd", "input_tokens", "output_tokens")
+_TALLY_SQL = ("SELECT run_id, count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'), "
+              "coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) "
+              "FROM results WHERE run_id IN ({}) GROUP BY run_id")
+DIED_REASON = "the process stopped without finishing the run (killed, crashed or lost its machine)"
+LIVE = ("running", "in_flight")  # statuses a process (or a provider batch) may still change
+
+
+def run_tallies(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per run: what it answered, failed, and spent, as stored (a run with no results: zeros)."""
+    tallies = {run_id: dict.fromkeys(TALLY_FIELDS, 0) for run_id in run_ids}
+    if not run_ids:
+        return tallies
+    for run_id, *values in store.execute(_TALLY_SQL.format(", ".join("?" * len(run_ids))), list(run_ids)):
+        tallies[run_id] = {name: (float(v) if name == "cost_usd" else int(v)) for name, v in zip(TALLY_FIELDS, values)}
+    return tallies
+
+
+def with_tally(run: RunRecord, tally: dict[str, Any]) -> RunRecord:
+    return dataclasses.replace(run, **tally)
+
+
+def process_alive(store: Any, run: RunRecord) -> bool:
+    """Whether some process may still be working on `run` (holding the lock, or a live lease)."""
+    if getattr(store, "shared", False):
+        rows = store.execute("SELECT count(*) FROM workers WHERE run_id = ? AND status = 'running' "
+                             "AND lease_until >= now()", [run.run_id])
+        return bool(rows and rows[0][0])
+    return lock_is_held(Path(store.location + ".lock"))
+
+
+def shown_runs(store: Any, runs: list[RunRecord]) -> list[RunRecord]:
+    """`runs` with counts and spend from the stored results, and `died` where the process is gone."""
+    tallies = run_tallies(store, [r.run_id for r in runs])
+    shown = []
+    for run in runs:
+        run = with_tally(run, tallies[run.run_id])
+        if run.status == "running" and not process_alive(store, run):
+            run = dataclasses.replace(run, status="died", paused_reason=run.paused_reason or DIED_REASON)
+        shown.append(run)
+    return shown
+
+
+def close_dead_runs(store: Any, job_id: str | None = None) -> list[str]:
+    """Finish the records of runs marked `running` whose process is gone: status `died`, with what
+    they stored. Called by an apply that holds the state's lock, so any other running run is dead."""
+    args: list[Any] = [job_id] if job_id else []
+    rows = store.execute("SELECT run_id FROM runs WHERE status = 'running' AND finished_at IS NULL"
+                         + (" AND job_id = ?" if job_id else ""), args)
+    dead = [run_id for (run_id,) in rows]
+    for run_id, tally in run_tallies(store, dead).items():
+        sets = ", ".join(f"{name} = ?" for name in TALLY_FIELDS)
+        store.execute(f"UPDATE runs SET status = 'died', paused_reason = ?, {sets}, finished_at = now() "
+                      "WHERE run_id = ?", [DIED_REASON, *tally.values(), run_id])
+    return dead

@@ -1,0 +1,50 @@
+"""A saved plan replays exactly what it showed, including `--refresh`, `--no-cache`, `--sample`
+and `--limit`: the requests the plan counts "to run" are the requests `apply PLANFILE` sends."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from conftest import make_spec
+
+from tests.cli.cli_helpers import run_cli
+
+ROWS = 12
+SLOW = 180  # a loaded 2-core machine can take 20 s per CLI start
+
+
+def planned(workdir, *options: str) -> dict:
+    result = run_cli(workdir, "plan", "spec.yaml", "--json", "--out", "saved.plan", *options, timeout=SLOW)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def output_keys(workdir) -> list[str]:
+    with open(workdir / "out" / "results.csv", newline="", encoding="utf-8") as handle:
+        return [row["_row_key"] for row in csv.DictReader(handle)]
+
+
+@pytest.mark.parametrize("options", [["--no-cache"], ["--refresh", "classify"]])
+def test_a_saved_plan_that_ignores_the_cache_sends_what_it_counted(workdir, fake, options):
+    make_spec(workdir, rows=ROWS)
+    assert run_cli(workdir, "apply", "spec.yaml", "--yes", timeout=SLOW).returncode == 0  # everything is cached now
+    fake.reset()
+    plan = planned(workdir, *options)
+    assert plan["totals"]["to_run"] == ROWS
+    result = run_cli(workdir, "apply", "saved.plan", timeout=SLOW)
+    assert result.returncode == 0, result.stderr
+    assert fake.stats()["requests"] == ROWS  # today: 0, the file forgot the flag
+
+
+@pytest.mark.parametrize("options", [["--sample", "5"], ["--limit", "4"]])
+def test_a_saved_sampled_plan_runs_exactly_its_rows(workdir, fake, options):
+    make_spec(workdir, rows=ROWS)
+    plan = planned(workdir, *options)
+    wanted = int(options[1])
+    assert plan["totals"]["to_run"] == wanted
+    result = run_cli(workdir, "apply", "saved.plan", timeout=SLOW)
+    assert result.returncode == 0, result.stderr
+    assert fake.stats()["requests"] == wanted
+    assert len(output_keys(workdir)) == wanted
