@@ -196,10 +196,11 @@ class DuckDBStore:
             db.execute("COMMIT")
 
     def _check_length(self, db: duckdb.DuckDBPyConnection) -> None:
-        """A truncated file is found on open: shorter than the blocks its header lists."""
+        """A truncated file is found on open: shorter than the blocks in use (free blocks at the
+        end may lie past the end of the file, so only the used ones are counted)."""
         if Path(str(self.path) + ".wal").exists():
             return  # blocks still in the WAL are not in the file yet
-        row = _first(db.execute("SELECT block_size, total_blocks FROM pragma_database_size() "
+        row = _first(db.execute("SELECT block_size, used_blocks FROM pragma_database_size() "
                                 "WHERE database_name = ?", [self._alias]).fetchall())
         if row is None:
             return

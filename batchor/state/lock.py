@@ -31,7 +31,7 @@ class ApplyLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         handle = os.fdopen(fd, "r+b", buffering=0)
         try:
-            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+            _lock_soon(handle)
         except portalocker.LockException:
             holder = _read_holder(handle)
             handle.close()
@@ -60,6 +60,20 @@ class ApplyLock:
         self.release()
 
 
+def _lock_soon(handle: IO[bytes], tries: int = 5) -> None:
+    """Take the lock, trying again for a moment: `status` may be probing it (`lock_is_held`)."""
+    import portalocker
+
+    for attempt in range(tries):
+        try:
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+            return
+        except portalocker.LockException:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.05)
+
+
 def _read_holder(handle: IO[bytes]) -> str:
     """Who holds the lock, from what it wrote (Windows may refuse the read: the bytes are locked)."""
     try:
@@ -71,15 +85,20 @@ def _read_holder(handle: IO[bytes]) -> str:
 
 
 def lock_is_held(path: Path) -> bool:
-    """Whether some process (this one included) holds the apply lock at `path` right now."""
+    """Whether some process (this one included) holds the apply lock at `path` right now.
+
+    Probed with a shared lock taken and dropped at once; `acquire` retries for a moment, so a
+    probe never makes a starting apply fail."""
+    import portalocker
+
     try:
-        fd = os.open(path, os.O_RDONLY)
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError:
-        return False  # no lock file: no apply ever ran, or it was removed
+        return False  # no lock file: no apply ever ran here
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
+        portalocker.lock(handle, portalocker.LOCK_SH | portalocker.LOCK_NB)
+    except portalocker.LockException:
         return True
     finally:
-        os.close(fd)  # closing the descriptor drops the shared lock taken to probe
+        handle.close()  # closing drops the probe's shared lock
     return False
