@@ -339,7 +339,7 @@ def run(argv: list[str] | None = None) -> None:
     except (KeyboardInterrupt, asyncio.CancelledError):
         typer.echo("interrupted", err=True)
         code = EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback only on request
+    except Exception as exc:  # a bug: one line, the traceback only on request (BATCHOR_DEBUG)
         if os.environ.get("BATCHOR_DEBUG"):
             raise
         typer.echo(f"error [internal]: {type(exc).__name__}: {exc}", err=True)

@@ -363,7 +363,8 @@ def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: R
     rows = row_counts(plan, store)
     status = derive_status(stop, rows)
     run.status, run.paused_reason = status, status_reason(status, stop, rows)
-    run.requests, run.cached, run.skipped, run.output_path = progress.total, progress.cached, progress.skipped, str(output)
+    run.requests, run.cached, run.skipped = progress.total, progress.cached, progress.skipped
+    run.output_path = str(output)
     if shared is not None:
         shared.leave(run)  # the last worker to leave closes the run with every worker's answers
     else:

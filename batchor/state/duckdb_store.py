@@ -206,7 +206,8 @@ class DuckDBStore:
             return
         expected, actual = _HEADER_BYTES + int(row[0]) * int(row[1]), self.path.stat().st_size
         if actual < expected:
-            raise corrupt_state(self.path, f"the file is truncated: {actual:,} bytes of the {expected:,} it should hold")
+            raise corrupt_state(self.path, f"the file is truncated: {actual:,} bytes of the {expected:,} "
+                                           "it should hold")
 
     # --- the cache -------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ LIVE = ("running", "in_flight")  # statuses a process (or a provider batch) may 
 
 def run_tallies(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per run: what it answered, failed, and spent, as stored (a run with no results: zeros)."""
-    tallies = {run_id: dict.fromkeys(TALLY_FIELDS, 0) for run_id in run_ids}
+    tallies: dict[str, dict[str, Any]] = {run_id: dict.fromkeys(TALLY_FIELDS, 0) for run_id in run_ids}
     if not run_ids:
         return tallies
     for run_id, *values in store.execute(_TALLY_SQL.format(", ".join("?" * len(run_ids))), list(run_ids)):
