@@ -63,7 +63,6 @@ def test_a_database_password_is_in_no_plan_state_output_or_log(workdir, fake, pg
         assert result.returncode == 0, (args, result.stderr)
         printed.append(result.stdout + result.stderr)
     assert fake.stats()["requests"] == 6  # the saved plan ran against the database without the password
-    assert "postgresql://" in "\n".join(printed)  # the URL is shown, without its password
     for where, text in (("printed", "\n".join(printed)), ("files", files_text(workdir)),
                         ("database", database_text(pg_url))):
         assert PASSWORD not in text, where
