@@ -12,16 +12,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from batchor.engine.realtime import StopSignal
+from batchor.engine.types import StopSignal
 from batchor.errors import BatchorError
-from batchor.state.base import RunRecord
+from batchor.state.base import RunRecord, RunStatus
 from batchor.state.runs import run_tallies, with_tally
 
-_STOP_STATUS = {"in_flight": "in_flight", "interrupted": "interrupted", "quota": "paused", "budget": "budget",
+_STOP_STATUS: dict[str, RunStatus] = {"in_flight": "in_flight", "interrupted": "interrupted", "quota": "paused", "budget": "budget",
                 "unknown_model": "failed", "auth_failed": "failed"}
 
 
-def derive_status(stop: StopSignal, rows: dict[str, int]) -> str:
+def derive_status(stop: StopSignal, rows: dict[str, int]) -> RunStatus:
     """The run's status from why it stopped and how many rows are succeeded/failed/pending."""
     if stop.reason in _STOP_STATUS:
         return _STOP_STATUS[stop.reason]
@@ -44,7 +44,7 @@ def stored_counts(store: Any, run: RunRecord) -> RunRecord:
     return with_tally(run, run_tallies(store, [run.run_id])[run.run_id])
 
 
-def error_status(exc: BaseException) -> tuple[str, str]:
+def error_status(exc: BaseException) -> tuple[RunStatus, str]:
     """Status and reason for a run ended by an exception (the error is still raised afterwards)."""
     if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
         return "interrupted", "stopped by KeyboardInterrupt"

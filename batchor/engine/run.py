@@ -22,8 +22,8 @@ from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
 from batchor.engine.budget import CLI_SOURCE, Budget, effective_max_cost
 from batchor.engine.events import Event, EventSink, Progress, ignore
-from batchor.engine.limits import RunLimits
 from batchor.engine.interrupts import Interrupts, grace_seconds, off_running_loop
+from batchor.engine.limits import RunLimits
 from batchor.engine.outcome import (
     derive_status,
     error_status,

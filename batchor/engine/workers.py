@@ -31,7 +31,7 @@ from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
 from batchor.engine.types import StopSignal, WorkItem
 from batchor.engine.work import StepWork
-from batchor.state.base import RunRecord
+from batchor.state.base import RunRecord, RunStatus
 from batchor.state.leases import LeaseBook
 from batchor.state.postgres_store import PostgresStore
 
@@ -103,7 +103,7 @@ class SharedRun:
         status = "finished" if run.status in ("succeeded", "partial", "failed") else run.status
         return self.book.leave(run, status, self.counters())
 
-    def abandon(self, ended: tuple[str, str]) -> None:
+    def abandon(self, ended: tuple[RunStatus, str]) -> None:
         """An error ends this worker: give its claims back at once instead of waiting for the lease.
         `ended` is the (status, reason) the run gets if this was its last worker."""
         self._stop_heartbeat()

@@ -40,8 +40,8 @@ from batchor.plan.typecheck import typed_steps
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates
-from batchor.state.postgres_store import without_password
 from batchor.state.base import StateStore
+from batchor.state.postgres_store import without_password
 from batchor.version import __version__
 
 _OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet",

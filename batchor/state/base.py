@@ -45,7 +45,7 @@ ATTEMPT_SCHEMA = pa.schema([
 
 
 # A run's status: `running` while it works, then what its rows and its stop reason make it.
-RunStatus = Literal["running", "succeeded", "partial", "failed", "interrupted", "budget", "paused", "in_flight"]
+RunStatus = Literal["running", "succeeded", "partial", "failed", "interrupted", "budget", "paused", "in_flight", "died"]
 
 
 @dataclass
