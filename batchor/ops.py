@@ -16,8 +16,8 @@ from batchor.state import is_postgres, open_state, state_location
 from batchor.state.base import RunRecord, StateStore
 from batchor.state.compact import compact_duckdb, state_bytes
 from batchor.state.raw import unpack
-from batchor.state.spend import failure_costs, run_spend
 from batchor.state.runs import shown_runs
+from batchor.state.spend import failure_costs, run_spend
 
 CANCELLED_REASON = ("its provider batches were cancelled (`batchor cancel`); "
                     "the next apply collects what they finished and sends the rest")

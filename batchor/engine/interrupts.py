@@ -20,7 +20,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from batchor.engine.realtime import StopSignal
+from batchor.engine.types import StopSignal
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DEFAULT_GRACE_S = 10.0  # calls in flight after the first signal; then they are cancelled

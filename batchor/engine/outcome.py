@@ -17,8 +17,9 @@ from batchor.errors import BatchorError
 from batchor.state.base import RunRecord, RunStatus
 from batchor.state.runs import run_tallies, with_tally
 
-_STOP_STATUS: dict[str, RunStatus] = {"in_flight": "in_flight", "interrupted": "interrupted", "quota": "paused", "budget": "budget",
-                "unknown_model": "failed", "auth_failed": "failed"}
+_STOP_STATUS: dict[str, RunStatus] = {
+    "in_flight": "in_flight", "interrupted": "interrupted", "quota": "paused", "budget": "budget",
+    "unknown_model": "failed", "auth_failed": "failed"}
 
 
 def derive_status(stop: StopSignal, rows: dict[str, int]) -> RunStatus:

@@ -3,7 +3,8 @@
 A run record is written by the process that runs it, so it can only be as true as that process's
 last write. What `status` and `runs` show is recomputed from the state instead:
 
-- answered, failed, tokens and spend are summed from the results the run stored;
+- answered and failed are counted from the results the run stored; spend and tokens are the sum
+  of its billed attempts (state/spend.py);
 - a run still marked `running` whose process is gone is `died`: on DuckDB nobody holds the apply
   lock (`<state>.lock`, see lock.py); on PostgreSQL none of its workers has a live lease.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from batchor.state.base import RunRecord
 from batchor.state.lock import lock_is_held
+from batchor.state.spend import run_spend
 
 TALLY_FIELDS = ("succeeded", "failed", "cost_usd", "input_tokens", "output_tokens")
 _TALLY_SQL = ("SELECT run_id, count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'), "
@@ -32,6 +34,12 @@ def run_tallies(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
         return tallies
     for run_id, *values in store.execute(_TALLY_SQL.format(", ".join("?" * len(run_ids))), list(run_ids)):
         tallies[run_id] = {name: (float(v) if name == "cost_usd" else int(v)) for name, v in zip(TALLY_FIELDS, values)}
+    # Spend is the sum of billed attempts (rejected ones included); runs recorded before the
+    # attempt ledger have none, and keep what their results say.
+    for run_id, spend in run_spend(store, list(run_ids)).items():
+        if spend["attempts_billed"]:
+            tallies[run_id].update(cost_usd=spend["total_usd"], input_tokens=spend["input_tokens"],
+                                   output_tokens=spend["output_tokens"])
     return tallies
 
 
