@@ -199,7 +199,7 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
                                   hint="check model.params against GenerateContentConfig") from None
     except auth_errors.GoogleAuthError as exc:
         raise AuthenticationError(f"Google credentials failed: {redact(str(exc), [secret or ''])}") from None
-    except (TimeoutError, *_transport_errors()) as exc:  # aiohttp's timeout is a bare TimeoutError
+    except _unreachable_errors() as exc:
         raise unreachable(exc, url, secret) from None
     except json.JSONDecodeError as exc:
         raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
@@ -212,6 +212,11 @@ def _base_url(client: Any) -> str | None:
     options = getattr(getattr(client, "_api_client", None), "_http_options", None)
     url = getattr(options, "base_url", None)
     return url if isinstance(url, str) and url else None
+
+
+def _unreachable_errors() -> tuple[type[BaseException], ...]:
+    """What a call raises when the endpoint cannot be reached (aiohttp's timeout is a bare TimeoutError)."""
+    return (TimeoutError, *_transport_errors())
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:

@@ -13,6 +13,8 @@ import os
 import stat
 from pathlib import Path
 
+import duckdb
+
 from batchor.duck import memory_db
 from batchor.errors import StateError
 from batchor.state.lock import ApplyLock
@@ -55,7 +57,7 @@ def _copy_and_verify(source: Path, target: Path) -> None:
         db.close()
 
 
-def _tables(db, catalog: str) -> list[str]:
+def _tables(db: duckdb.DuckDBPyConnection, catalog: str) -> list[str]:
     rows = db.execute("SELECT table_name FROM information_schema.tables WHERE table_catalog = ? "
                       "ORDER BY table_name", [catalog]).fetchall()
     return [r[0] for r in rows]
