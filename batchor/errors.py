@@ -443,3 +443,11 @@ class BatchCreateUnknownError(TransientProviderError):
     Never retried blindly: the engine looks the batch up by its tag first."""
 
     code = "batch_create_unknown"
+
+
+class BatchResultsGoneError(ProviderError):
+    """A finished batch's results can no longer be downloaded (404/410: expired or deleted).
+
+    Its rows fail with this reason instead of being sent again: the provider may have billed them."""
+
+    code = "batch_results_gone"

@@ -20,7 +20,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from batchor.engine.batch_rows import REQUEUE, RowJudge
+from batchor.engine.batch_calls import RetryingCalls
+from batchor.engine.batch_collect import KEEP_FILES_OPTION, Collecting
+from batchor.engine.batch_rows import RowJudge
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
@@ -44,7 +46,6 @@ from batchor.providers.batch import (
     BatchProvider,
     BatchTag,
     RemoteBatch,
-    RowResult,
     capped,
     crash_point,
     create_batch_provider,
@@ -116,7 +117,7 @@ class BatchExecutor:
                 submitted = False
                 for lane in self.lanes:
                     submitted |= await lane.submit_ready()
-                if self._interrupted() or not self.options.wait or not any(lane.live for lane in self.lanes):
+                if self._interrupted() or not self.options.wait or not any(lane.active for lane in self.lanes):
                     break
                 delay = self.poll_s if submitted else delay
                 self.emit(Event("batch_waiting", {"live": sum(len(lane.live) for lane in self.lanes),
@@ -142,6 +143,7 @@ class BatchExecutor:
         connection = connection_of(runtime)
         timeout = self.limits.request_timeout_s
         provider = batch_provider_for(runtime.plan.provider, connection, timeout)
+        provider.calls = RetryingCalls(self._sleep, self.emit)
         provider.limits = capped(provider.limits, self.limits.batch_max_requests, self.limits.batch_max_bytes)
         lane = _Lane(self, runtime, provider, connection)
         lane.open(work)
@@ -174,7 +176,7 @@ class BatchExecutor:
         self.emit(Event("progress", self.progress.snapshot()))
 
 
-class _Lane:
+class _Lane(Collecting):
     """One step's batches: its queue of keys, its live batches and its provider client."""
 
     def __init__(self, ex: BatchExecutor, runtime: StepRuntime, provider: BatchProvider,
@@ -189,6 +191,9 @@ class _Lane:
         self.queue: deque[str] = deque()
         self.create_failures = 0
         self.judge: RowJudge | None = None
+        self.troubles: dict[str, int] = {}  # batch id -> calls about it that failed in a row
+        self.parked: set[str] = set()  # batches left live at the provider: not polled again this run
+        self.keep_files = bool((connection.get("options") or {}).get(KEEP_FILES_OPTION))
 
     def open(self, work: StepWork) -> None:
         self.work, self.collect_only = work, work.step.mode != "batch"
@@ -212,7 +217,7 @@ class _Lane:
 
     async def submit_ready(self) -> bool:
         changed = False
-        for batch in [b for b in self.live.values() if b.state == "intent"]:
+        for batch in [b for b in self.active if b.state == "intent"]:
             changed |= await self._reconcile(batch)
         while self.queue and not self.collect_only and not self.ex.stop.stopped:
             if any(b.state == "intent" for b in self.live.values()):
@@ -280,12 +285,9 @@ class _Lane:
         """Create the remote batch once; an uncertain outcome stays an intent, to be reconciled."""
         try:
             remote = await self.provider.submit(self._tag(batch), lines)
-        except BatchCreateUnknownError as exc:
-            self._create_failed(batch, exc)
-            return False
-        except (TransientProviderError, RateLimitedError) as exc:  # refused before anything was created
-            self._create_failed(batch, exc)
-            self._abandon(batch, exc.message)
+        except BatchCreateUnknownError as exc:  # may exist: looked up (`find`) before anything else
+            self.ex.emit(Event("batch_create_failed", {"step": batch.step, "batch_id": batch.batch_id,
+                                                       "error": exc.message, "outcome": "unknown"}))
             return False
         except QuotaExhaustedError as exc:
             self._abandon(batch, exc.message)
@@ -293,6 +295,10 @@ class _Lane:
             return False
         except (AuthenticationError, NoApiKeyError):
             raise
+        except (RateLimitedError, TransientProviderError) as exc:  # refused after every retry: nothing created
+            self._abandon(batch, exc.message)
+            self._halt(exc.message)
+            return False
         except ProviderError as exc:  # refused as a whole: every row used an attempt
             await self._collect(batch, RemoteBatch(batch.remote_id or "", "refused", FAILED, error=exc), read=False)
             return False
@@ -301,29 +307,33 @@ class _Lane:
         crash_point("after_submit")
         return True
 
-    def _create_failed(self, batch: BatchRecord, exc: ProviderError) -> None:
-        self.create_failures += 1
-        self.ex.emit(Event("batch_create_failed", {"step": batch.step, "batch_id": batch.batch_id,
-                                                   "error": exc.message, "failures": self.create_failures}))
-        if self.create_failures >= self.ex.limits.max_attempts:
-            raise exc
+    def _halt(self, reason: str) -> None:
+        """The provider keeps refusing: rows not sent stay pending, and the run says why."""
+        self.ex.stop.stop("provider_unavailable", f"{reason}; rows not sent stay pending: run `batchor apply` again")
 
     async def _reconcile(self, batch: BatchRecord) -> bool:
         """An intent whose create may or may not have happened: look it up before anything else."""
         try:
             remote = await self.provider.find(self._tag(batch), self.ex.ledger.claimed_remote_ids(batch.provider))
-        except TransientProviderError:
+        except (AuthenticationError, NoApiKeyError):
+            raise
+        except ProviderError as exc:  # the intent stays: sending its rows again could pay twice
+            self._trouble(batch, exc)
             return False
+        self.troubles.pop(batch.batch_id, None)
         if remote is not None:
             self._submitted(batch, remote, event="batch_reattached")
-        else:
-            self._abandon(batch, "not created at the provider")
+            return True
+        self._abandon(batch, "not created at the provider")
+        self.create_failures += 1
+        if self.create_failures >= self.ex.limits.max_attempts:
+            self._halt(f"batch create for {batch.batch_id}: no answer from the provider "
+                       f"{self.create_failures} times in a row")
         return True
 
     def _submitted(self, batch: BatchRecord, remote: RemoteBatch, event: str = "batch_submitted") -> None:
         self.ex.ledger.mark_submitted(batch.batch_id, remote.remote_id, remote.status)
         batch.state, batch.remote_id, batch.remote_status = "submitted", remote.remote_id, remote.status
-        self.create_failures = 0
         self.ex.emit(Event(event, {"step": batch.step, "batch_id": batch.batch_id, "remote_id": remote.remote_id,
                                    "requests": batch.requests, "chunk": batch.chunk}))
 
@@ -334,75 +344,3 @@ class _Lane:
         self.ex.budget.settle(self.reserved.pop(batch.batch_id, 0.0), 0.0)
         self.live.pop(batch.batch_id, None)
         self.queue.extendleft(reversed([k for k in keys if k in self.items]))
-
-    # --- polling and collecting ------------------------------------------------------------
-
-    async def poll_all(self) -> bool:
-        changed = False
-        for batch in [b for b in self.live.values() if b.state != "intent"]:
-            try:
-                remote = await self.provider.poll(batch.remote_id or "")
-            except TransientProviderError:
-                continue
-            except (AuthenticationError, NoApiKeyError):
-                raise
-            except ProviderError as exc:  # gone (404) or refused: nothing more will come from it
-                remote = RemoteBatch(batch.remote_id or "", "error", FAILED, error=exc)
-                await self._collect(batch, remote, read=False)
-                changed = True
-                continue
-            crash_point("during_poll")
-            if not remote.ended:
-                if remote.status != batch.remote_status:
-                    self.ex.ledger.mark_polled(batch.batch_id, remote.status)
-                    batch.remote_status = remote.status
-                continue
-            changed |= await self._collect(batch, remote)
-        return changed
-
-    async def _collect(self, batch: BatchRecord, remote: RemoteBatch, read: bool = True) -> bool:
-        """Store a finished batch's answers; queue its rows without an answer again."""
-        error = remote.error.message if remote.error else None
-        if batch.state not in ("intent", remote.state):
-            self.ex.ledger.mark_ended(batch.batch_id, remote.state, remote.status, error)
-            batch.state = remote.state
-        try:
-            rows = [row async for row in self.provider.results(remote)] if read else []
-        except TransientProviderError:
-            return False  # read again at the next poll
-        keys = self.keys_of.get(batch.batch_id) or self.ex.ledger.batch_keys(batch.batch_id)
-        outcomes, cost = self._settle(keys, rows, remote)
-        await self.ex.sink.flush()
-        crash_point("after_results")
-        self.ex.ledger.mark_collected(batch.batch_id, outcomes, error)
-        self.ex.budget.settle(self.reserved.pop(batch.batch_id, 0.0), cost)
-        self.live.pop(batch.batch_id, None)
-        self.keys_of.pop(batch.batch_id, None)
-        self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)
-        counts = {o: sum(1 for v in outcomes.values() if v == o) for o in set(outcomes.values())}
-        self.ex.emit(Event("batch_collected", {"step": batch.step, "batch_id": batch.batch_id,
-                                               "remote_id": remote.remote_id, "state": remote.state,
-                                               "outcomes": counts, "error": error}))
-        self.ex.report()
-        return True
-
-    def _settle(self, keys: list[str], rows: list[RowResult], remote: RemoteBatch) -> tuple[dict[str, str], float]:
-        assert self.judge is not None
-        wanted, outcomes, cost = set(keys), {}, 0.0
-        for row in rows:
-            if row.key in wanted and row.key not in outcomes:
-                item, counted = self._item(row.key)
-                outcomes[row.key], spent = self.judge.settle(item, row, counted)
-                cost += spent
-        for key in keys:
-            if key not in outcomes:
-                item, counted = self._item(key)
-                if remote.error is not None:
-                    outcomes[key] = self.judge.judge_error(item, remote.error, counted)
-                else:
-                    outcomes[key] = self.judge.settle(item, RowResult(key, missing=True), counted)[0]
-        return outcomes, cost
-
-    def _item(self, key: str) -> tuple[WorkItem, bool]:
-        item = self.items.get(key)
-        return (item, True) if item is not None else (WorkItem(key, self.plan.name, (), 0), False)

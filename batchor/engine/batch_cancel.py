@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from batchor.engine.batch import batch_provider_for
-from batchor.errors import ProviderError, TransientProviderError
+from batchor.engine.batch_calls import RetryingCalls, Sleep
+from batchor.errors import ProviderError
 from batchor.providers.batch import BatchProvider, BatchTag
 from batchor.state.base import StateStore
 from batchor.state.batches import BatchLedger, BatchRecord, batch_summary
@@ -18,7 +19,9 @@ from batchor.state.batches import BatchLedger, BatchRecord, batch_summary
 CANCEL_TIMEOUT_S = 60.0
 
 
-async def cancel_batches(store: StateStore, job_id: str) -> list[dict[str, Any]]:
+async def cancel_batches(store: StateStore, job_id: str, sleep: Sleep | None = None) -> list[dict[str, Any]]:
+    """Each call retried like the engine's (rate limits, 5xx, timeouts); a batch whose cancel still
+    fails is left as it is, with the reason in its `remote_status`: the next apply collects it."""
     ledger = BatchLedger(store)
     clients: dict[tuple[str, str], BatchProvider] = {}
     try:
@@ -26,7 +29,11 @@ async def cancel_batches(store: StateStore, job_id: str) -> list[dict[str, Any]]
             key = (batch.provider, batch.connection)
             if key not in clients:
                 clients[key] = batch_provider_for(batch.provider, batch.connection_dict(), CANCEL_TIMEOUT_S)
-            await _cancel_one(ledger, clients[key], batch)
+                clients[key].calls = RetryingCalls(sleep)
+            try:
+                await _cancel_one(ledger, clients[key], batch)
+            except ProviderError as exc:
+                ledger.mark_polled(batch.batch_id, f"cancel failed: {exc.message[:200]}")
     finally:
         for client in clients.values():
             await client.aclose()
@@ -43,14 +50,7 @@ async def _cancel_one(ledger: BatchLedger, provider: BatchProvider, batch: Batch
         batch.remote_id = remote.remote_id
     if batch.state not in ("intent", "submitted") or not batch.remote_id:
         return  # already ended remotely: nothing to cancel, the next apply collects it
-    try:
-        remote = await provider.cancel(batch.remote_id)
-    except TransientProviderError as exc:
-        ledger.mark_polled(batch.batch_id, f"cancel failed: {exc.message[:100]}")
-        return
-    except ProviderError as exc:  # e.g. already ended: the next poll tells
-        ledger.mark_polled(batch.batch_id, f"cancel refused: {exc.message[:100]}")
-        return
+    remote = await provider.cancel(batch.remote_id)  # refused (e.g. already ended): the next poll tells
     if remote.ended:
         ledger.mark_ended(batch.batch_id, remote.state, remote.status, None)
     else:

@@ -9,10 +9,10 @@ batch. Creates are sequential per step, so at most one such batch can be ours.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
-from batchor.errors import BatchCreateUnknownError, ProviderError, TransientProviderError
+from batchor.errors import ProviderError
 from batchor.providers.anthropic import (
     _mapped_errors,
     error_for,
@@ -29,10 +29,14 @@ from batchor.providers.batch import (
     RUNNING,
     BatchLimits,
     BatchTag,
+    CallRunner,
     RemoteBatch,
     RowResult,
+    call_once,
+    mapped_call,
 )
 
+T = TypeVar("T")
 LIMITS = BatchLimits(max_requests=100_000, max_bytes=256 * 1024 * 1024)
 RECONCILE_SKEW_S = 120.0  # local and provider clocks may disagree by this much
 _STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
@@ -82,44 +86,55 @@ class AnthropicBatchProvider:
                  limits: BatchLimits = LIMITS) -> None:
         self.client, self.strict, self.option, self._secret = client, strict, option, secret
         self.limits = limits
+        self.calls: CallRunner = call_once
 
     def encode(self, request: LLMRequest) -> bytes:
         return encode_request(request, strict=self.strict, option=self.option)
 
+    def _call(self, endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> Awaitable[T]:
+        return mapped_call(self.calls, lambda: _mapped_errors(self._secret), endpoint, fn, creates=creates)
+
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
         requests = [json.loads(line) for line in lines]
-        try:
-            async with _mapped_errors(self._secret):
-                batch = await self.client.messages.batches.create(requests=requests)
-        except TransientProviderError as exc:
-            raise BatchCreateUnknownError(f"batch create for {tag.batch_id}: {exc.message}") from None
+        batch = await self._call("anthropic.batches.create",
+                                 lambda: self.client.messages.batches.create(requests=requests), creates=True)
         return remote_from(batch)
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
         """The unclaimed batch of the intent's size created closest after the intent, if any."""
-        candidates: list[RemoteBatch] = []
-        async with _mapped_errors(self._secret):
-            async for batch in self.client.messages.batches.list(limit=100):
-                remote = remote_from(batch)
-                if remote.created_at is not None and remote.created_at < tag.created_at - RECONCILE_SKEW_S:
-                    break  # newest first: the rest are older than the intent
-                if remote.remote_id not in claimed and remote.requests == tag.requests:
-                    candidates.append(remote)
+        candidates = await self._call("anthropic.batches.list", lambda: self._candidates(tag, claimed))
         return min(candidates, key=lambda r: abs((r.created_at or 0) - tag.created_at), default=None)
 
+    async def _candidates(self, tag: BatchTag, claimed: set[str]) -> list[RemoteBatch]:
+        candidates: list[RemoteBatch] = []
+        async for batch in self.client.messages.batches.list(limit=100):
+            remote = remote_from(batch)
+            if remote.created_at is not None and remote.created_at < tag.created_at - RECONCILE_SKEW_S:
+                break  # newest first: the rest are older than the intent
+            if remote.remote_id not in claimed and remote.requests == tag.requests:
+                candidates.append(remote)
+        return candidates
+
     async def poll(self, remote_id: str) -> RemoteBatch:
-        async with _mapped_errors(self._secret):
-            return remote_from(await self.client.messages.batches.retrieve(remote_id))
+        return remote_from(await self._call("anthropic.batches.retrieve",
+                                            lambda: self.client.messages.batches.retrieve(remote_id)))
 
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
-        async with _mapped_errors(self._secret):
-            decoder = await self.client.messages.batches.results(remote.remote_id)
-            async for item in decoder:
-                yield parse_line(item.model_dump(mode="json"))
+        lines = await self._call("anthropic.batches.results", lambda: self._read_results(remote.remote_id))
+        for line in lines:
+            yield parse_line(line)
+
+    async def _read_results(self, remote_id: str) -> list[dict[str, Any]]:
+        """All of a batch's results: a download cut off half way is read again as a whole."""
+        decoder = await self.client.messages.batches.results(remote_id)
+        return [item.model_dump(mode="json") async for item in decoder]
 
     async def cancel(self, remote_id: str) -> RemoteBatch:
-        async with _mapped_errors(self._secret):
-            return remote_from(await self.client.messages.batches.cancel(remote_id))
+        return remote_from(await self._call("anthropic.batches.cancel",
+                                            lambda: self.client.messages.batches.cancel(remote_id)))
+
+    async def delete_file(self, name: str) -> None:
+        """Message Batches have no files (results stay 29 days, then go)."""
 
     async def aclose(self) -> None:
         await self.client.close()

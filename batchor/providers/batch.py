@@ -9,14 +9,16 @@ request whether it goes realtime or in a batch.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from batchor.errors import ProviderError
+from batchor.errors import BatchCreateUnknownError, ProviderError, TransientProviderError
 from batchor.providers import provider_info
 from batchor.providers.base import Completion, LLMRequest, ProviderConfig
 
@@ -60,6 +62,7 @@ class RemoteBatch:
     requests: int | None = None
     error: ProviderError | None = None  # batch-level failure (e.g. quota), if any
     handle: Any = None  # what the adapter needs to read results (file ids, result URL)
+    files: tuple[str, ...] = ()  # provider files (input, output) to delete once results are stored
 
     @property
     def ended(self) -> bool:
@@ -77,10 +80,56 @@ class RowResult:
     raw: bytes | None = None  # the result line as received, kept for audit when at hand
 
 
+T = TypeVar("T")
+
+
+class CallRunner(Protocol):
+    """Runs one provider call named `endpoint` (e.g. "openai.batches.retrieve").
+
+    `fn` makes the SDK call inside the adapter's error mapping, so it raises batchor errors only.
+    The engine installs a runner that retries (engine/batch_calls.py); a call that `creates`
+    something remotely is repeated only after a definite refusal (429), never after a timeout.
+    """
+
+    async def __call__(self, endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> T: ...
+
+
+async def call_once(endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> T:
+    """The runner of an adapter on its own: one try, errors naming the endpoint."""
+    try:
+        return await fn()
+    except ProviderError as exc:
+        raise failed_call(endpoint, exc, creates=creates) from None
+
+
+def failed_call(endpoint: str, exc: ProviderError, *, creates: bool = False) -> ProviderError:
+    """`exc` with the endpoint in its message; a create that may have happened becomes
+    BatchCreateUnknownError (reconciled through `find`, never repeated blindly)."""
+    if creates and isinstance(exc, TransientProviderError) and not isinstance(exc, BatchCreateUnknownError):
+        return BatchCreateUnknownError(f"{endpoint}: {exc.message} (the batch may exist)", status=exc.status)
+    if exc.message.startswith(f"{endpoint}: "):
+        return exc
+    named = copy.copy(exc)
+    named.message = f"{endpoint}: {exc.message}"
+    named.args = (named.message,)
+    return named
+
+
+async def mapped_call(calls: CallRunner, errors: Callable[[], AbstractAsyncContextManager[None]], endpoint: str,
+                      fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> T:
+    """One SDK call of an adapter: inside its error mapping, run (and retried) by `calls`."""
+    async def attempt() -> T:
+        async with errors():
+            return await fn()
+
+    return await calls(endpoint, attempt, creates=creates)
+
+
 @runtime_checkable
 class BatchProvider(Protocol):
     name: str
     limits: BatchLimits
+    calls: CallRunner
 
     def encode(self, request: LLMRequest) -> bytes:
         """The request as the provider will receive it (its size counts against the limits)."""
@@ -99,6 +148,10 @@ class BatchProvider(Protocol):
     def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]: ...
 
     async def cancel(self, remote_id: str) -> RemoteBatch: ...
+
+    async def delete_file(self, name: str) -> None:
+        """Delete one of `RemoteBatch.files` (results stored: the provider's copy is not needed)."""
+        ...
 
     async def aclose(self) -> None: ...
 

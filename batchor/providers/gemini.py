@@ -134,13 +134,20 @@ def error_for(status: int | None, body: Any, message: str) -> ProviderError:
     return classify(status, message, error.get("status"))
 
 
+_QUOTA_TEXT = "exceeded your current quota"
+
+
 def _resource_exhausted(message: str, details: list[dict[str, Any]]) -> ProviderError:
     """A per-minute limit carries a RetryInfo delay; a spent daily (or billing) quota does not,
-    or names a per-day quota: waiting seconds will not help, so the run pauses."""
+    or names a per-day quota, or says "You exceeded your current quota" with no details at all:
+    waiting seconds will not help, so the run pauses. A bare "Resource has been exhausted (e.g.
+    check quota)" stays a rate limit (it is what per-minute limits send on Vertex AI)."""
     delay = retry_delay(details)
     quota_ids = [str(v.get("quotaId", "")) for d in details if str(d.get("@type", "")).endswith("QuotaFailure")
                  for v in d.get("violations") or [] if isinstance(v, dict)]
     if any("PerDay" in q for q in quota_ids) or (quota_ids and delay is None):
+        return QuotaExhaustedError(message, status=429)
+    if not details and _QUOTA_TEXT in message.lower():  # "You exceeded your current quota", nothing else
         return QuotaExhaustedError(message, status=429)
     return RateLimitedError(message, status=429, retry_after=delay)
 

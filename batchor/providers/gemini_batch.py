@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import AsyncIterator
-from typing import IO, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import IO, Any, TypeVar
 from urllib.parse import urlencode
 
 import pydantic
+from google.genai import errors as genai_errors
 from google.genai import types
 
-from batchor.errors import BatchCreateUnknownError, ProviderError, TransientProviderError
+from batchor.errors import ProviderError, TransientProviderError
 from batchor.providers.base import LLMRequest, ProviderConfig
 from batchor.providers.batch import (
     CANCELLED,
@@ -30,13 +31,17 @@ from batchor.providers.batch import (
     RUNNING,
     BatchLimits,
     BatchTag,
+    CallRunner,
     RemoteBatch,
     RowResult,
+    call_once,
     crash_point,
+    mapped_call,
 )
 from batchor.providers.gemini import _mapped_errors, error_for, parse_result, to_body
 from batchor.providers.gemini import create as create_realtime
 
+T = TypeVar("T")
 INLINE_MAX_BYTES = 19 * 1024 * 1024  # the API takes inline requests up to about 20 MB per job
 INLINE_OPTION = "batch_inline_max_bytes"  # model.options: a lower inline limit (larger chunks use a file)
 # Input files take up to 2 GB; chunks are measured as inline requests, a little off the file's size.
@@ -130,8 +135,11 @@ def remote_from(job: Any) -> RemoteBatch:
     state = _STATES.get(suffix, RUNNING)
     error = TransientProviderError(f"Gemini batch job {job.name} failed") if state == FAILED else None
     created = job.create_time.timestamp() if job.create_time else None
+    results_file = getattr(job.dest, "file_name", None)
+    # A job whose results are a file read its requests from one too: the upload named after the tag.
+    files = (f"files/{job.display_name}", results_file) if results_file and job.display_name else ()
     return RemoteBatch(remote_id=job.name, status=state_name, state=state, tag=job.display_name,
-                       created_at=created, error=error, handle=job.dest)
+                       created_at=created, error=error, handle=job.dest, files=files)
 
 
 class GeminiBatchProvider:
@@ -141,9 +149,13 @@ class GeminiBatchProvider:
                  inline_max_bytes: int = INLINE_MAX_BYTES) -> None:
         self.client, self._secret, self.limits = client, secret, limits
         self.inline_max_bytes = inline_max_bytes
+        self.calls: CallRunner = call_once
 
     def encode(self, request: LLMRequest) -> bytes:
         return encode_request(request)
+
+    def _call(self, endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> Awaitable[T]:
+        return mapped_call(self.calls, lambda: _mapped_errors(self._secret), endpoint, fn, creates=creates)
 
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
         model = json.loads(lines[0])["model"]
@@ -152,12 +164,8 @@ class GeminiBatchProvider:
         else:
             src = await self._upload(tag, lines)
             crash_point("after_upload")
-        try:
-            async with _mapped_errors(self._secret):
-                job = await self.client.aio.batches.create(model=model, src=src,
-                                                           config={"display_name": tag.batch_id})
-        except TransientProviderError as exc:
-            raise BatchCreateUnknownError(f"batch create for {tag.batch_id}: {exc.message}") from None
+        job = await self._call("gemini.batches.create", lambda: self.client.aio.batches.create(
+            model=model, src=src, config={"display_name": tag.batch_id}), creates=True)
         return remote_from(job)
 
     async def _upload(self, tag: BatchTag, lines: list[bytes]) -> str:
@@ -168,24 +176,31 @@ class GeminiBatchProvider:
         with tempfile.TemporaryFile() as handle:  # on disk: the file may be far larger than a request
             async with _mapped_errors(self._secret):  # an invalid config fails here, as it would inline
                 handle.writelines(file_line(line) for line in lines)
-            handle.seek(0)
-            return await self._send_file(tag, handle)
+            return await self._call("gemini.files.upload", lambda: self._send_file(tag, handle))
 
     async def _send_file(self, tag: BatchTag, handle: IO[bytes]) -> str:
+        """One upload from the start of the file; a file of this name is this chunk, uploaded whole
+        by an earlier try whose answer was lost (the File API refuses a second one: 409)."""
+        handle.seek(0)
         config = {"name": tag.batch_id, "display_name": tag.batch_id, "mime_type": "jsonl"}
         try:
-            async with _mapped_errors(self._secret):
-                uploaded = await self.client.aio.files.upload(file=handle, config=config)
+            uploaded = await self.client.aio.files.upload(file=handle, config=config)
         except (KeyError, ValueError) as exc:  # the SDK's checks of the resumable-upload replies
             raise TransientProviderError(f"file upload for {tag.batch_id} failed: {exc}") from None
+        except genai_errors.APIError as exc:
+            if exc.code == 409:
+                return f"files/{tag.batch_id}"
+            raise
         return str(uploaded.name)
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
-        async with _mapped_errors(self._secret):
-            try:
-                return await _job_tagged(self._recent_jobs(), tag)
-            except pydantic.ValidationError:
-                return await _job_tagged(self._recent_jobs_leniently(), tag)
+        return await self._call("gemini.batches.list", lambda: self._find(tag))
+
+    async def _find(self, tag: BatchTag) -> RemoteBatch | None:
+        try:
+            return await _job_tagged(self._recent_jobs(), tag)
+        except pydantic.ValidationError:
+            return await _job_tagged(self._recent_jobs_leniently(), tag)
 
     async def _recent_jobs(self) -> AsyncIterator[Any]:
         pager = await self.client.aio.batches.list(config={"page_size": 100})
@@ -214,8 +229,7 @@ class GeminiBatchProvider:
                 return
 
     async def poll(self, remote_id: str) -> RemoteBatch:
-        async with _mapped_errors(self._secret):
-            return remote_from(await self._get_job(remote_id))
+        return remote_from(await self._call("gemini.batches.get", lambda: self._get_job(remote_id)))
 
     async def _get_job(self, name: str) -> Any:
         try:
@@ -240,33 +254,26 @@ class GeminiBatchProvider:
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
         dest = remote.handle
         if getattr(dest, "file_name", None):
-            async with _mapped_errors(self._secret):
-                data = await self.client.aio.files.download(file=dest.file_name)
+            data = await self._call("gemini.files.download", lambda: self.client.aio.files.download(
+                file=dest.file_name))
             for raw in data.splitlines():
                 row = parse_row(json.loads(raw)) if raw.strip() else None
                 if row is not None:
                     row.raw = raw
                     yield row
-            if remote.tag:
-                await self._forget_input(remote.tag)
             return
         for item in getattr(dest, "inlined_responses", None) or []:
             row = parse_row(item.model_dump(mode="json", exclude_none=True))
             if row is not None:
                 yield row
 
-    async def _forget_input(self, tag: str) -> None:
-        """Delete a read job's input file: uploads count against the project's file storage."""
-        try:
-            async with _mapped_errors(self._secret):
-                await self.client.aio.files.delete(name=f"files/{tag}")
-        except ProviderError:
-            pass  # already gone, or it expires within 48 h anyway
-
     async def cancel(self, remote_id: str) -> RemoteBatch:
-        async with _mapped_errors(self._secret):
-            await self.client.aio.batches.cancel(name=remote_id)
-            return remote_from(await self._get_job(remote_id))
+        await self._call("gemini.batches.cancel", lambda: self.client.aio.batches.cancel(name=remote_id))
+        return await self.poll(remote_id)
+
+    async def delete_file(self, name: str) -> None:
+        """Uploads and results count against the project's file storage (they expire in 48 h)."""
+        await self._call("gemini.files.delete", lambda: self.client.aio.files.delete(name=name))
 
     async def aclose(self) -> None:
         await self.client.aio.aclose()

@@ -3,22 +3,23 @@
 Lines reuse the realtime `to_body`/`parse_result` (chat or responses). The client never retries
 by itself (`max_retries=0`): an automatic retry of `batches.create` after a timeout can create the
 same batch twice, so an uncertain create surfaces as `BatchCreateUnknownError` and the engine
-reconciles through `find` (the local batch id is in the batch's metadata).
+reconciles through `find` (the local batch id is in the batch's metadata). Every call goes through
+`self.calls` under its endpoint name (the engine's runner retries it, providers/batch.py).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from batchor.errors import (
     BatchCreateUnknownError,
     InvalidRequestError,
     ProviderError,
     RateLimitedError,
-    TransientProviderError,
 )
 from batchor.providers.base import LLMRequest, ProviderConfig, read_api_key
 from batchor.providers.batch import (
@@ -29,12 +30,16 @@ from batchor.providers.batch import (
     RUNNING,
     BatchLimits,
     BatchTag,
+    CallRunner,
     RemoteBatch,
     RowResult,
+    call_once,
+    mapped_call,
 )
 from batchor.providers.errors_map import classify
 from batchor.providers.openai import _mapped_errors, parse_result, to_body
 
+T = TypeVar("T")
 LIMITS = BatchLimits(max_requests=50_000, max_bytes=200 * 1024 * 1024)
 TAG = "batchor_batch"
 RECONCILE_SKEW_S = 600.0  # provider and local clocks may disagree by this much
@@ -82,7 +87,8 @@ def remote_from(batch: Any) -> RemoteBatch:
     return RemoteBatch(remote_id=batch.id, status=batch.status, state=_STATES.get(batch.status, RUNNING),
                        tag=metadata.get(TAG), created_at=float(batch.created_at or 0),
                        requests=counts.total if counts else None, error=_batch_error(batch),
-                       handle=(batch.output_file_id, batch.error_file_id))
+                       handle=(batch.output_file_id, batch.error_file_id),
+                       files=tuple(f for f in (batch.input_file_id, batch.output_file_id, batch.error_file_id) if f))
 
 
 def _batch_error(batch: Any) -> ProviderError | None:
@@ -105,52 +111,70 @@ class OpenAIBatchProvider:
                  limits: BatchLimits = LIMITS) -> None:
         self.client, self.api, self.strict, self._secret = client, api, strict, secret
         self.limits = limits
+        self.calls: CallRunner = call_once
 
     def encode(self, request: LLMRequest) -> bytes:
         return encode_line(request, api=self.api, strict=self.strict)
 
+    def _call(self, endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> Awaitable[T]:
+        return mapped_call(self.calls, lambda: _mapped_errors(self._secret), endpoint, fn, creates=creates)
+
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
-        async with _mapped_errors(self._secret):
-            upload = await self.client.files.create(file=(f"{tag.batch_id}.jsonl", b"".join(lines)), purpose="batch")
+        data = b"".join(lines)
+        upload = await self._call("openai.files.create", lambda: self.client.files.create(
+            file=(f"{tag.batch_id}.jsonl", data), purpose="batch"))
         metadata = {TAG: tag.batch_id, "batchor_job": tag.job_id, "batchor_step": tag.step,
                     "batchor_chunk": str(tag.chunk)}
         try:
-            async with _mapped_errors(self._secret):
-                batch = await self.client.batches.create(input_file_id=upload.id, endpoint=_ENDPOINTS[self.api],
-                                                         completion_window="24h", metadata=metadata)
-        except TransientProviderError as exc:
-            raise BatchCreateUnknownError(f"batch create for {tag.batch_id}: {exc.message}") from None
+            batch = await self._call("openai.batches.create", lambda: self.client.batches.create(
+                input_file_id=upload.id, endpoint=_ENDPOINTS[self.api], completion_window="24h", metadata=metadata),
+                creates=True)
+        except BatchCreateUnknownError:
+            raise
+        except ProviderError:  # refused: nothing refers to the uploaded file any more
+            await self._forget(upload.id)
+            raise
         return remote_from(batch)
 
+    async def _forget(self, file_id: str) -> None:
+        try:
+            await self.delete_file(file_id)
+        except ProviderError:
+            pass  # best effort: an orphaned input file only takes storage
+
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
-        async with _mapped_errors(self._secret):
-            async for batch in self.client.batches.list(limit=100):
-                if batch.created_at and batch.created_at < tag.created_at - RECONCILE_SKEW_S:
-                    return None  # listed newest first: older batches cannot be this one
-                if (batch.metadata or {}).get(TAG) == tag.batch_id:
-                    return remote_from(batch)
+        return await self._call("openai.batches.list", lambda: self._find(tag))
+
+    async def _find(self, tag: BatchTag) -> RemoteBatch | None:
+        async for batch in self.client.batches.list(limit=100):
+            if batch.created_at and batch.created_at < tag.created_at - RECONCILE_SKEW_S:
+                return None  # listed newest first: older batches cannot be this one
+            if (batch.metadata or {}).get(TAG) == tag.batch_id:
+                return remote_from(batch)
         return None
 
     async def poll(self, remote_id: str) -> RemoteBatch:
-        async with _mapped_errors(self._secret):
-            return remote_from(await self.client.batches.retrieve(remote_id))
+        return remote_from(await self._call("openai.batches.retrieve", lambda: self.client.batches.retrieve(remote_id)))
 
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
         for file_id in remote.handle or ():
             if not file_id:
                 continue
-            async with _mapped_errors(self._secret):
-                content = await self.client.files.content(file_id)
-                data = content.content
+            data = await self._call("openai.files.content", functools.partial(self._content, file_id))
             for raw in data.splitlines():
                 if raw.strip():
                     row = parse_line(json.loads(raw), api=self.api)
                     row.raw = raw
                     yield row
 
+    async def _content(self, file_id: str) -> bytes:
+        return (await self.client.files.content(file_id)).content
+
     async def cancel(self, remote_id: str) -> RemoteBatch:
-        async with _mapped_errors(self._secret):
-            return remote_from(await self.client.batches.cancel(remote_id))
+        return remote_from(await self._call("openai.batches.cancel", lambda: self.client.batches.cancel(remote_id)))
+
+    async def delete_file(self, name: str) -> None:
+        await self._call("openai.files.delete", lambda: self.client.files.delete(name))
 
     async def aclose(self) -> None:
         await self.client.close()

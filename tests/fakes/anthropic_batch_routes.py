@@ -70,11 +70,11 @@ def register(app: Any) -> None:
         lines = [json.dumps({"custom_id": row.custom_id, "result": _result(job, row)}) for row in job.rows]
         return Response(200, ("\n".join(reversed(lines)) + "\n").encode(), content_type="application/binary")
 
-    app.add("POST", "/v1/messages/batches", create)
-    app.add("GET", "/v1/messages/batches", listing)
-    app.add("GET", r"/v1/messages/batches/(?P<id>[^/]+)", retrieve)
-    app.add("GET", r"/v1/messages/batches/(?P<id>[^/]+)/results", results)
-    app.add("POST", r"/v1/messages/batches/(?P<id>[^/]+)/cancel", cancel_job)
+    app.add("POST", "/v1/messages/batches", create, "anthropic.batches.create")
+    app.add("GET", "/v1/messages/batches", listing, "anthropic.batches.list")
+    app.add("GET", r"/v1/messages/batches/(?P<id>[^/]+)", retrieve, "anthropic.batches.retrieve")
+    app.add("GET", r"/v1/messages/batches/(?P<id>[^/]+)/results", results, "anthropic.batches.results")
+    app.add("POST", r"/v1/messages/batches/(?P<id>[^/]+)/cancel", cancel_job, "anthropic.batches.cancel")
 
 
 def _rows(requests: Any) -> tuple[list[Row], str | None]:

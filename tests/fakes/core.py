@@ -53,6 +53,8 @@ DEFAULTS: dict[str, Any] = {
     "batch_fail_code": "invalid_request",  # the error code of a failed batch
     "batch_create_delay_s": 0.0,  # answer a create this late (it is created at once)
     "batch_create_status": None,  # refuse creates with this status, without creating
+    # {endpoint name: [action per call, ...]}: faults on any named endpoint (see faults.py)
+    "fault_plan": {},
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
 FORCED_ACTIONS = ("timeout", "malformed", "quota")
@@ -69,6 +71,9 @@ def merge_config(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, A
     for substring, action in (merged["fail_matching"] or {}).items():
         if not isinstance(action, int) and action not in FORCED_ACTIONS:
             raise ValueError(f"fail_matching[{substring!r}] must be a status or {FORCED_ACTIONS}")
+    from .faults import check_plan
+
+    check_plan(merged["fault_plan"] or {})
     return merged
 
 
@@ -173,6 +178,7 @@ class Stats:
         self.output_tokens = 0
         self.batch_rows: Counter[str] = Counter()  # custom_id -> times submitted in a created batch
         self.batches_created = 0
+        self.endpoint_calls: Counter[str] = Counter()  # named endpoint (faults.py) -> calls
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -193,6 +199,7 @@ class Stats:
             "batch_rows": sum(self.batch_rows.values()),
             "batch_rows_duplicated": sorted(k for k, n in self.batch_rows.items() if n > 1),
             "batch_rows_by_id": dict(self.batch_rows),
+            "endpoint_calls": dict(self.endpoint_calls),
         }
 
 
@@ -204,6 +211,7 @@ class Fake:
         self.config = self.initial
         self.stats = Stats()
         self.ids = itertools.count(1)
+        self.fault_cursor: Counter[str] = Counter()  # endpoint -> calls that used its fault plan
         self._rearm()
 
     def configure(self, changes: dict[str, Any]) -> dict[str, Any]:
@@ -214,6 +222,8 @@ class Fake:
             self._rearm_limits()
         if old["seed"] != self.config["seed"]:
             self._rearm_rngs()
+        if "fault_plan" in changes:
+            self.fault_cursor.clear()
         return self.config
 
     def reset(self, config: bool = False) -> None:
@@ -222,6 +232,7 @@ class Fake:
         self.stats = Stats()
         if config:
             self.config = self.initial
+        self.fault_cursor.clear()
         self._rearm()
 
     def _rearm(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from . import gemini_routes
 from .batch_core import PROVIDERS, Job, Row, cancel, create_refusal, new_id, read, world
 from .core import Call
+from .faults import with_faults
 from .wire import Request, Response, json_response
 
 PROVIDER = gemini_routes.PROVIDER
@@ -90,20 +91,27 @@ def register(app: Any) -> None:
             body["nextPageToken"] = str(start + size)
         return json_response(200, body)
 
-    openai_list = app.exact.get(("GET", "/v1/batches"))
+    async def delete_job(request: Request, params: dict[str, str]) -> Response:
+        if world(fake).jobs.pop(f"batches/{params['id']}", None) is None:
+            return _error(404, f"batch job batches/{params['id']} not found")
+        return json_response(200, {})
 
-    async def shared_list(request: Request, params: dict[str, str]) -> Response:
+    openai_list = app.exact.get(("GET", "/v1/batches"))
+    gemini_list = with_faults(fake, "gemini.batches.list", listing)
+
+    async def shared_list(request: Request, params: dict[str, str]) -> Response | None:
         """GET /v1/batches is OpenAI's list too: Google's SDK is told apart by its key header."""
         if openai_list is not None and "x-goog-api-key" not in request.headers:
             return await openai_list(request, params)
-        return await listing(request, {"version": "v1"})
+        return await gemini_list(request, {"version": "v1"})
 
     register_files(app)
-    app.add("POST", _VERSION + r"/models/(?P<model>[^/:]+):batchGenerateContent", create)
+    app.add("POST", _VERSION + r"/models/(?P<model>[^/:]+):batchGenerateContent", create, "gemini.batches.create")
     app.add("GET", "/v1/batches", shared_list)
-    app.add("GET", _VERSION + r"/batches", listing)
-    app.add("GET", _VERSION + r"/batches/(?P<id>[^/:]+)", get)
-    app.add("POST", _VERSION + r"/batches/(?P<id>[^/:]+):cancel", cancel_job)
+    app.add("GET", _VERSION + r"/batches", gemini_list)
+    app.add("GET", _VERSION + r"/batches/(?P<id>[^/:]+)", get, "gemini.batches.get")
+    app.add("POST", _VERSION + r"/batches/(?P<id>[^/:]+):cancel", cancel_job, "gemini.batches.cancel")
+    app.add("DELETE", _VERSION + r"/batches/(?P<id>[^/:]+)", delete_job, "gemini.batches.delete")
 
 
 def operation(fake: Any, job: Job) -> dict[str, Any]:
@@ -193,11 +201,12 @@ def register_files(app: Any) -> None:
             return _error(400, "Only generated files can be downloaded")
         return Response(200, found["data"], content_type="application/octet-stream")
 
-    app.add("POST", r"/upload" + _VERSION + r"/files", upload)
-    app.add("GET", _VERSION + r"/files/(?P<id>[^/:]+)", get_file)
-    app.add("DELETE", _VERSION + r"/files/(?P<id>[^/:]+)", delete_file)
-    app.add("GET", _VERSION + r"/files/(?P<id>[^/:]+):download", download)
-    app.add("GET", r"/download" + _VERSION + r"/files/(?P<id>[^/:]+):download", download)
+    faulty_download = with_faults(fake, "gemini.files.download", download)
+    app.add("POST", r"/upload" + _VERSION + r"/files", upload, "gemini.files.upload")
+    app.add("GET", _VERSION + r"/files/(?P<id>[^/:]+)", get_file, "gemini.files.get")
+    app.add("DELETE", _VERSION + r"/files/(?P<id>[^/:]+)", delete_file, "gemini.files.delete")
+    app.add("GET", _VERSION + r"/files/(?P<id>[^/:]+):download", faulty_download)
+    app.add("GET", r"/download" + _VERSION + r"/files/(?P<id>[^/:]+):download", faulty_download)
 
 
 def _start_upload(found: Any, request: Request, version: str) -> Response:

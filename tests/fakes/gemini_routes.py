@@ -148,8 +148,9 @@ def quota_error(variant: Any) -> tuple[int, dict[str, Any]]:
         "For more information on this error, head to: "
         "https://ai.google.dev/gemini-api/docs/rate-limits."
     )
-    details = [_quota_failure("GenerateRequestsPerDayPerProjectPerModel", None)]
-    error = {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED", "details": details}
+    error = {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}
+    if variant != "no_details":  # "no_details": the text alone, as some projects receive it
+        error["details"] = [_quota_failure("GenerateRequestsPerDayPerProjectPerModel", None)]
     return 429, {"error": error}
 
 

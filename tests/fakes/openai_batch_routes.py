@@ -87,13 +87,20 @@ def register(app: Any) -> None:
         return json_response(200, {"object": "list", "data": data, "first_id": page[0].id if page else None,
                                    "last_id": page[-1].id if page else None, "has_more": len(jobs) > limit})
 
-    app.add("POST", "/v1/files", upload)
-    app.add("GET", r"/v1/files/(?P<id>[^/]+)/content", file_content)
-    app.add("POST", "/v1/batches", create)
-    app.add("GET", "/v1/batches", listing)
+    async def delete_file(request: Request, params: dict[str, str]) -> Response:
+        if world(fake).files.pop(params["id"], None) is None:
+            return _error(404, f"No such File object: {params['id']}")
+        return json_response(200, {"id": params["id"], "object": "file", "deleted": True})
+
+    app.add("POST", "/v1/files", upload, "openai.files.create")
+    app.add("GET", r"/v1/files/(?P<id>[^/]+)/content", file_content, "openai.files.content")
+    # ids start with file-: Gemini files (API version v1) live under /v1/files/<name> too
+    app.add("DELETE", r"/v1/files/(?P<id>file-[^/]+)", delete_file, "openai.files.delete")
+    app.add("POST", "/v1/batches", create, "openai.batches.create")
+    app.add("GET", "/v1/batches", listing, "openai.batches.list")
     # ids start with batch_: Gemini's jobs (API version v1) live under /v1/batches/<digits> too
-    app.add("GET", r"/v1/batches/(?P<id>batch_[^/]+)", retrieve)
-    app.add("POST", r"/v1/batches/(?P<id>batch_[^/]+)/cancel", cancel_job)
+    app.add("GET", r"/v1/batches/(?P<id>batch_[^/]+)", retrieve, "openai.batches.retrieve")
+    app.add("POST", r"/v1/batches/(?P<id>batch_[^/]+)/cancel", cancel_job, "openai.batches.cancel")
 
 
 def _rows(data: bytes, endpoint: str) -> tuple[list[Row], str | None]:

@@ -30,12 +30,14 @@ from typing import Any
 from . import (
     anthropic_batch_routes,
     anthropic_routes,
+    batch_core,
     gemini_batch_routes,
     gemini_routes,
     openai_batch_routes,
     openai_routes,
 )
 from .core import Fake, Provider, Route
+from .faults import with_faults
 from .wire import Request, Response, json_response, serve
 
 PROVIDERS: tuple[Provider, ...] = (
@@ -64,11 +66,15 @@ class App:
         for batch_routes in BATCH_ROUTES:
             batch_routes.register(self)
 
-    def add(self, method: str, pattern: str, handler: RouteHandler) -> None:
+    def add(self, method: str, pattern: str, handler: RouteHandler, name: str | None = None) -> RouteHandler:
+        """Route `pattern`; a `name` puts the route behind that endpoint's fault plan (faults.py)."""
+        if name is not None:
+            handler = with_faults(self.fake, name, handler)
         if re.escape(pattern) == pattern:
             self.exact[(method, pattern)] = handler
         else:
             self.patterns.append((method, re.compile(pattern), handler))
+        return handler
 
     def _model_handler(self, provider: Provider, route: Route) -> RouteHandler:
         async def handle(request: Request, params: dict[str, str]) -> Response | None:
@@ -103,7 +109,8 @@ class App:
         except ValueError:
             return json_response(400, {"error": "body is not JSON"})
         if action == ("GET", "/_fake/stats"):
-            return json_response(200, fake.stats.as_dict())
+            files = sorted(batch_core.world(fake).files)
+            return json_response(200, {**fake.stats.as_dict(), "files": files})
         if action == ("POST", "/_fake/reset"):
             fake.reset(config=bool(body.get("config")))
             return json_response(200, {"ok": True, "config": fake.config})

@@ -96,15 +96,18 @@ def test_submit_poll_and_results_through_the_sdk(fake, options):
     assert fake.stats()["batches_created"] == 1 and set(fake.stats()["batch_rows_by_id"].values()) == {1}
 
 
-def test_a_file_job_uploads_under_the_batch_id_and_deletes_its_input_once_read(fake):
+def test_a_file_job_uploads_under_the_batch_id_and_names_its_files_for_deletion(fake):
     async def scenario(client):
         reqs = requests(MODEL, 3)
         remote = await client.submit(tag("batchor-gem-file", 3), [client.encode(r) for r in reqs])
         uploaded = await client.client.aio.files.get(name="files/batchor-gem-file")
         remote = await until_ended(client, remote)
         rows = await collect(client, remote)
-        with pytest.raises(Exception, match="not found"):
-            await client.client.aio.files.get(name="files/batchor-gem-file")
+        assert remote.files == ("files/batchor-gem-file", remote.handle.file_name)
+        for name in remote.files:  # the engine deletes them once the rows are stored
+            await client.delete_file(name)
+            with pytest.raises(Exception, match="not found"):
+                await client.client.aio.files.get(name=name)
         return uploaded, rows
 
     uploaded, rows = run("gemini", scenario, **FILE_MODE)

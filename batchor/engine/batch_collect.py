@@ -1,0 +1,170 @@
+"""Batch engine, second half: polling live batches and collecting finished ones.
+
+A failed call about a live batch (poll, results download) never abandons it: the call was already
+retried (engine/batch_calls.py); the next round tries again, and after `max_attempts` rounds the
+batch is left live at the provider (the run ends `in_flight`, saying why) for a later apply to
+collect. Its rows are never sent again meanwhile: that could pay for them twice. A quota error
+pauses the run the same way. Results the provider no longer has (404/410) fail their rows with
+that reason. Once a batch's rows are stored, its provider files (inputs, results) are deleted,
+best effort, unless `model.options.keep_provider_files` is set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from batchor.engine.batch_rows import REQUEUE, RowJudge
+from batchor.engine.events import Event
+from batchor.engine.realtime import StepRuntime, WorkItem
+from batchor.errors import (
+    AuthenticationError,
+    BatchResultsGoneError,
+    NoApiKeyError,
+    ProviderError,
+    QuotaExhaustedError,
+)
+from batchor.providers.batch import BatchProvider, RemoteBatch, RowResult, crash_point
+from batchor.state.batches import BatchRecord
+
+if TYPE_CHECKING:
+    from batchor.engine.batch import BatchExecutor
+
+KEEP_FILES_OPTION = "keep_provider_files"  # model.options: keep batch input/result files at the provider
+GONE = (404, 410)  # a results download refused so: the provider no longer has them (expired, deleted)
+
+
+class Collecting:
+    """The polling and collecting half of a step's lane (`batch._Lane`)."""
+
+    ex: BatchExecutor
+    runtime: StepRuntime
+    provider: BatchProvider
+    live: dict[str, BatchRecord]
+    keys_of: dict[str, list[str]]
+    reserved: dict[str, float]
+    items: dict[str, WorkItem]
+    judge: RowJudge | None
+    troubles: dict[str, int]
+    parked: set[str]
+    keep_files: bool
+    queue: Any
+
+    @property
+    def active(self) -> list[BatchRecord]:
+        """Live batches this run still waits for."""
+        return [b for b in self.live.values() if b.batch_id not in self.parked]
+
+    def _trouble(self, batch: BatchRecord, exc: ProviderError) -> None:
+        """A call about a live batch failed (after its retries): try again next round, up to a
+        limit; then leave the batch live at the provider, for a later apply. Never resubmit it."""
+        failures = self.troubles[batch.batch_id] = self.troubles.get(batch.batch_id, 0) + 1
+        self.ex.emit(Event("batch_call_failed", {"step": batch.step, "batch_id": batch.batch_id,
+                                                 "error": exc.message, "failures": failures}))
+        if isinstance(exc, QuotaExhaustedError):
+            self.parked.add(batch.batch_id)
+            self.ex.stop.stop("quota", exc.message)
+        elif failures >= self.ex.limits.max_attempts:
+            self.parked.add(batch.batch_id)
+            self.ex.stop.stop("in_flight", f"batch {batch.batch_id} ({batch.remote_id or 'create not confirmed'}) "
+                                           f"is left at the provider: {exc.message}; run `batchor apply` again to "
+                                           "collect it")
+
+    async def poll_all(self) -> bool:
+        changed = False
+        for batch in [b for b in self.active if b.state != "intent"]:
+            try:
+                remote = await self.provider.poll(batch.remote_id or "")
+            except (AuthenticationError, NoApiKeyError):
+                raise
+            except ProviderError as exc:  # one failed poll never abandons a live batch
+                self._trouble(batch, exc)
+                continue
+            self.troubles.pop(batch.batch_id, None)
+            crash_point("during_poll")
+            if not remote.ended:
+                if remote.status != batch.remote_status:
+                    self.ex.ledger.mark_polled(batch.batch_id, remote.status)
+                    batch.remote_status = remote.status
+                continue
+            changed |= await self._collect(batch, remote)
+        return changed
+
+    async def _collect(self, batch: BatchRecord, remote: RemoteBatch, read: bool = True) -> bool:
+        """Store a finished batch's answers; queue its rows without an answer again."""
+        if batch.state not in ("intent", remote.state):
+            self.ex.ledger.mark_ended(batch.batch_id, remote.state, remote.status,
+                                      remote.error.message if remote.error else None)
+            batch.state = remote.state
+        rows: list[RowResult] = []
+        if read:
+            read_back = await self._read(batch, remote)
+            if read_back is None:
+                return False  # read again at the next poll
+            rows, remote = read_back
+        error = remote.error.message if remote.error else None
+        keys = self.keys_of.get(batch.batch_id) or self.ex.ledger.batch_keys(batch.batch_id)
+        outcomes, cost = self._settle(keys, rows, remote)
+        await self.ex.sink.flush()
+        crash_point("after_results")
+        self.ex.ledger.mark_collected(batch.batch_id, outcomes, error)
+        reserved = self.reserved.pop(batch.batch_id, 0.0)
+        gone = isinstance(remote.error, BatchResultsGoneError)  # billed, usage unknown: count the worst case
+        self.ex.budget.settle(reserved, reserved if gone else cost)
+        self.live.pop(batch.batch_id, None)
+        self.keys_of.pop(batch.batch_id, None)
+        if read and not self.keep_files:
+            await self._delete_files(batch, remote)
+        self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)
+        counts = {o: sum(1 for v in outcomes.values() if v == o) for o in set(outcomes.values())}
+        self.ex.emit(Event("batch_collected", {"step": batch.step, "batch_id": batch.batch_id,
+                                               "remote_id": remote.remote_id, "state": remote.state,
+                                               "outcomes": counts, "error": error}))
+        self.ex.report()
+        return True
+
+    async def _read(self, batch: BatchRecord, remote: RemoteBatch) -> tuple[list[RowResult], RemoteBatch] | None:
+        """The batch's rows; None when the download failed for now. Results the provider no longer
+        has (404/410: expired) fail the batch's rows with that reason."""
+        try:
+            return [row async for row in self.provider.results(remote)], remote
+        except (AuthenticationError, NoApiKeyError):
+            raise
+        except ProviderError as exc:
+            if exc.status not in GONE:
+                self._trouble(batch, exc)
+                return None
+            gone = BatchResultsGoneError(f"the provider no longer has this batch's results ({exc.message}); "
+                                         "its rows may have been billed, so they are not sent again by themselves",
+                                         status=exc.status)
+            return [], replace(remote, error=gone)
+
+    async def _delete_files(self, batch: BatchRecord, remote: RemoteBatch) -> None:
+        """Best effort (each call retried): a file left behind never fails the run, it is reported."""
+        for name in remote.files:
+            try:
+                await self.provider.delete_file(name)
+            except (ProviderError, NoApiKeyError) as exc:
+                self.ex.emit(Event("batch_file_kept", {"step": batch.step, "batch_id": batch.batch_id,
+                                                       "file": name, "error": exc.message}))
+
+    def _settle(self, keys: list[str], rows: list[RowResult], remote: RemoteBatch) -> tuple[dict[str, str], float]:
+        assert self.judge is not None
+        wanted, outcomes, cost = set(keys), {}, 0.0
+        for row in rows:
+            if row.key in wanted and row.key not in outcomes:
+                item, counted = self._item(row.key)
+                outcomes[row.key], spent = self.judge.settle(item, row, counted)
+                cost += spent
+        for key in keys:
+            if key not in outcomes:
+                item, counted = self._item(key)
+                if remote.error is not None:
+                    outcomes[key] = self.judge.judge_error(item, remote.error, counted)
+                else:
+                    outcomes[key] = self.judge.settle(item, RowResult(key, missing=True), counted)[0]
+        return outcomes, cost
+
+    def _item(self, key: str) -> tuple[WorkItem, bool]:
+        item = self.items.get(key)
+        return (item, True) if item is not None else (WorkItem(key, self.runtime.plan.name, (), 0), False)
