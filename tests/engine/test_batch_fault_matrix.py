@@ -78,6 +78,7 @@ def no_waiting(monkeypatch):
 def test_fault_cell(fake, workdir, no_waiting, provider, call, fault):
     endpoint = CALLS[provider][call]
     action = QUOTA[provider] if fault == "quota" else fault
+    fake.reset(config=True, batches=True)  # another cell's batch must not pass for this one's
     fake.configure(retry_after_s=0.01, timeout_hold_s=2.0, batch_polls=2, fault_plan=_plan(provider, endpoint, action))
     options = {"batch_inline_max_bytes": 100} if provider == "gemini" else {}  # the file path: upload, download
     spec = spec_for(workdir, provider, rows=ROWS, request_timeout_s=1.0)

@@ -79,10 +79,10 @@ class FakeServer:
         """Merge ``changes`` into the running config (``None`` restores a key's default)."""
         return self._call("POST", "/_fake/config", changes)
 
-    def reset(self, config: bool = False) -> None:
+    def reset(self, config: bool = False, batches: bool = False) -> None:
         """Zero the counters and refill rate buckets; ``config=True`` also restores the
-        config the server started with."""
-        self._call("POST", "/_fake/reset", {"config": config})
+        config the server started with; ``batches=True`` forgets every batch job and file."""
+        self._call("POST", "/_fake/reset", {"config": config, "batches": batches})
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -113,6 +113,8 @@ class App:
             return json_response(200, {**fake.stats.as_dict(), "files": files})
         if action == ("POST", "/_fake/reset"):
             fake.reset(config=bool(body.get("config")))
+            if body.get("batches"):
+                fake.batch_world = batch_core.World()  # type: ignore[attr-defined]
             return json_response(200, {"ok": True, "config": fake.config})
         if action == ("GET", "/_fake/config"):
             return json_response(200, fake.config)
