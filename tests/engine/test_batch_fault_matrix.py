@@ -122,7 +122,7 @@ def apply(folder: Path, spec: Path, *args: str) -> dict[str, Any]:
     assert finished, f"no run_finished event (exit {result.exit_code}): {result.output[-2000:]}"
     assert "Traceback" not in result.output
     return {"exit": result.exit_code, "status": finished[-1]["status"], "reason": finished[-1].get("reason"),
-            "folder": folder}
+            "folder": folder, "events": events}
 
 
 def _check(outcome: dict[str, Any]) -> None:
@@ -158,3 +158,24 @@ def _set_model_options(spec: Path, options: dict[str, Any]) -> None:
 
 def _state(folder: Path) -> Path:
     return folder / ".batchor" / "state.duckdb"
+
+
+@pytest.mark.parametrize("provider", ["openai", "gemini"])
+def test_provider_files_are_kept_when_the_spec_says_so(fake, workdir, no_waiting, provider):
+    fake.reset(config=True, batches=True)
+    spec = spec_for(workdir, provider, rows=ROWS)
+    _set_model_options(spec, {"keep_provider_files": True, **({"batch_inline_max_bytes": 100}
+                                                               if provider == "gemini" else {})})
+    assert apply(workdir, spec)["status"] == "succeeded"
+    assert len(fake.stats()["files"]) == 2  # the input and the results file stay
+
+
+def test_a_delete_that_keeps_failing_is_reported_and_never_fails_the_run(fake, workdir, no_waiting):
+    fake.reset(config=True, batches=True)
+    fake.configure(fault_plan={"openai.files.delete": ["500"] * 6 + ["404"]})
+    spec = spec_for(workdir, "openai", rows=ROWS)
+    outcome = apply(workdir, spec)
+    assert outcome["status"] == "succeeded" and outcome["exit"] == 0
+    kept = [e for e in outcome["events"] if e.get("event") == "batch_file_kept"]
+    assert len(kept) == 2 and all("openai.files.delete" in e["error"] for e in kept)
+    assert len(fake.stats()["files"]) == 2  # input (six 500s) and output (a 404) are still there

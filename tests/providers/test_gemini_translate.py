@@ -93,6 +93,19 @@ def test_quota_failure_without_retry_info_is_quota_exhausted():
     assert type(error_for(429, body, "quota")) is QuotaExhaustedError
 
 
+def test_exceeded_your_current_quota_without_details_is_quota_exhausted():
+    message = ("You exceeded your current quota, please check your plan and billing details. For more "
+               "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.")
+    body = {"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}}
+    assert type(error_for(429, body, message)) is QuotaExhaustedError
+
+
+def test_exceeded_your_current_quota_with_a_per_minute_retry_is_a_rate_limit():
+    body = case("gemini_429_per_minute.json")  # the same words, with a QuotaFailure per minute and RetryInfo
+    body["error"]["message"] = "You exceeded your current quota, please check your plan and billing details."
+    assert type(error_for(429, body, body["error"]["message"])) is RateLimitedError
+
+
 def test_bare_429_is_a_rate_limit():
     error = error_for(429, {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}},
                       "Resource exhausted")
