@@ -168,7 +168,8 @@ class OpenAIBatchProvider:
                     yield row
 
     async def _content(self, file_id: str) -> bytes:
-        return (await self.client.files.content(file_id)).content
+        content: bytes = (await self.client.files.content(file_id)).content
+        return content
 
     async def cancel(self, remote_id: str) -> RemoteBatch:
         return remote_from(await self._call("openai.batches.cancel", lambda: self.client.batches.cancel(remote_id)))
