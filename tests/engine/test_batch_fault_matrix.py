@@ -45,7 +45,7 @@ CALLS: dict[str, dict[str, str | None]] = {
 QUOTA = {"openai": "quota", "anthropic": "quota:credit_balance", "gemini": "quota:no_details"}
 FAULTS = ("429", "500", "503", "timeout", "disconnect", "quota")
 GONE = ("404", "410")  # meaningful on a results download: the results expired
-EXIT = {"succeeded": 0, "partial": 3, "failed": 3, "paused": 1, "in_flight": 7, "budget": 4}
+EXIT = {"succeeded": 0, "partial": 3, "failed": 3, "paused": 10, "in_flight": 7, "budget": 4}
 ROWS = 4
 
 
