@@ -182,9 +182,11 @@ class _Runner:
             # close, so it lands before the final finish_run in _finish.
             save = functools.partial(self.store.finish_run, dataclasses.replace(r), final=False)
             try:
-                asyncio.get_running_loop().run_in_executor(None, save)
+                saving = asyncio.get_running_loop().run_in_executor(None, save)
             except RuntimeError:  # no event loop here
                 save()
+            else:  # best effort: a failed save (disk full) is reported by the run's end, not logged here
+                saving.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     def run(self) -> StopSignal:
         self._create_providers()
