@@ -4,6 +4,7 @@
     plan = batchor.plan("specs/reviews.yaml")          # priced, saved, replayable
     result = batchor.apply(plan, max_cost=5)            # durable, resumable
     result.data                                         # the rows with their answers
+    batchor.status(), batchor.runs(), batchor.export("out.parquet"), batchor.prune()
 """
 
 from batchor.api import Plan, ValidationReport, apply, plan, validate
@@ -20,6 +21,7 @@ from batchor.errors import (
     StateLockedError,
     TemplateUndefinedError,
 )
+from batchor.operations import cancel, export, export_attempts, migrate_state, prices, prune, runs, status
 from batchor.quality import CheckReport, DiffReport, check, diff
 from batchor.result import Result
 from batchor.version import __version__
@@ -43,8 +45,16 @@ __all__ = [
     "ValidationReport",
     "__version__",
     "apply",
+    "cancel",
     "check",
     "diff",
+    "export",
+    "export_attempts",
+    "migrate_state",
     "plan",
+    "prices",
+    "prune",
+    "runs",
+    "status",
     "validate",
 ]

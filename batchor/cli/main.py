@@ -165,9 +165,9 @@ def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> N
 def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
            state: Optional[str] = StateOpt, as_json: bool = JsonOpt) -> None:
     """Show a run: progress, spend, failures by reason."""
-    from batchor.ops import run_status
+    from batchor import operations
 
-    data = run_status(run, state)
+    data = operations.status(run, state=state)
     if as_json:
         _out(data)
         return
@@ -196,9 +196,9 @@ def _worker_lines(workers: list[dict[str, Any]]) -> str:
 def cancel(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
            state: Optional[str] = StateOpt, as_json: bool = JsonOpt) -> None:
     """Cancel the run's provider batches still in flight; a later apply collects what they finished."""
-    from batchor.ops import cancel_run
+    from batchor import operations
 
-    data = cancel_run(run, state)
+    data = operations.cancel(run, state=state)
     if as_json:
         _out(data)
         return
@@ -209,9 +209,9 @@ def cancel(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
          limit: int = typer.Option(20, "--limit", min=1)) -> None:
     """Run history with cost."""
-    from batchor.ops import list_runs
+    from batchor import operations
 
-    rows = list_runs(state, limit)
+    rows = operations.runs(state=state, limit=limit)
     if as_json:
         _out(rows)
         return
@@ -227,9 +227,10 @@ def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
            attempts: bool = typer.Option(False, "--attempts",
                                          help="Export every attempt with raw payloads (JSONL)")) -> None:
     """Write a run's results (also while it runs: unanswered rows are `pending`)."""
-    from batchor import ops
+    from batchor import operations
 
-    data = ops.export_attempts(run, state, output) if attempts else ops.export_results(run, state, output)
+    data = (operations.export_attempts(output, run, state=state) if attempts
+            else operations.export(output, run, state=state))
     _out(data) if as_json else typer.echo(f"wrote {data['output']}")
 
 
@@ -246,9 +247,10 @@ def prune(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
           compact: bool = typer.Option(False, "--compact", help="Rewrite the DuckDB file so it shrinks (not while "
                                        "an apply runs); reports bytes freed")) -> None:
     """Drop raw request/response payloads to shrink the state; answers stay unless --answers."""
-    from batchor import ops
+    from batchor import operations
 
-    data = ops.prune(state, older_than_days=older_than, finished=finished, answers=answers, compact=compact)
+    data = operations.prune(state=state, older_than_days=older_than, finished=finished, answers=answers,
+                            compact=compact)
     _out(data) if as_json else typer.echo(", ".join(f"{k}: {v}" for k, v in data.items()))
 
 
@@ -256,9 +258,9 @@ def prune(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
 def prices(query: Optional[str] = typer.Argument(None, help="Model name or part of it"),
            provider: Optional[str] = typer.Option(None, "--provider"), as_json: bool = JsonOpt) -> None:
     """Show the price table in use (version, date) and look up models."""
-    from batchor import ops
+    from batchor import operations
 
-    data = ops.prices(query, provider)
+    data = operations.prices(query, provider=provider)
     if as_json:
         _out(data)
         return
@@ -293,9 +295,9 @@ def state_migrate(target: str = typer.Option(..., "--to", help="State to create,
                   source: Optional[str] = typer.Option(None, "--from", help="State to copy from (file or URL)"),
                   as_json: bool = JsonOpt) -> None:
     """Bring --to up to the current schema; with --from, copy runs, answers, attempts and batches into it."""
-    from batchor import ops
+    from batchor import operations
 
-    data = ops.migrate_state(source, target)
+    data = operations.migrate_state(target, source)
     if as_json:
         _out(data)
         return

@@ -25,14 +25,14 @@ def results(run: str | None = typer.Argument(None, help="Run id (default: the la
             as_json: bool = typer.Option(False, "--json", help="JSON lines, one per row"),
             head: int = typer.Option(20, "--head", help="Rows shown on a terminal (0: all)")) -> None:
     """Print a run's results (a table on a terminal, CSV when piped), or write them with -o."""
-    from batchor import ops
+    from batchor import operations
 
     if output is not None:
-        typer.echo(f"wrote {ops.export_results(run, state, output)['output']}")
+        typer.echo(f"wrote {operations.export(output, run, state=state)['output']}")
         return
     with tempfile.TemporaryDirectory(prefix="batchor-results-") as tmp:
         path = Path(tmp) / ("results.jsonl" if as_json else "results.csv")
-        ops.export_results(run, state, path)
+        operations.export(path, run, state=state)
         if as_json or not sys.stdout.isatty():
             with path.open("r", encoding="utf-8", newline="") as handle:
                 shutil.copyfileobj(handle, sys.stdout)

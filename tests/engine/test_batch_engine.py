@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import batchor
 from batchor import api
 from batchor.engine.run import ApplyOptions, apply_plan
 from batchor.state import open_state
@@ -90,9 +91,7 @@ def test_quota_pauses_the_run_and_a_later_apply_continues(fake, workdir):
     spec = batch_spec(workdir, rows=8, batch_max_requests=4)
     paused = api.apply(str(spec))
     assert paused.status == "paused" and "quota" in (paused.stop_reason or "")
-    from batchor.ops import run_status
-
-    status = run_status(None, None)
+    status = batchor.status()
     assert status["status"] == "paused" and "quota" in status["paused_reason"]
     assert all(b["state"] == "collected" for b in status["batches"])
     fake.configure(fail_matching={})

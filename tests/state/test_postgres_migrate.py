@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from batchor import api, ops
+from batchor import api, operations
 from batchor.errors import StateError
 from batchor.state import open_state
 from tests.cli.cli_helpers import run_cli
@@ -36,23 +36,23 @@ def test_migrate_duckdb_to_postgres_and_back(workdir, pg_url):
     report = _cli_json(workdir, "state", "migrate", "--from", duck, "--to", pg_url)  # the command, once
     assert {t: report["tables"][t]["added"] for t in TABLES} == {"runs": 1, "results": 30, "job_requests": 30,
                                                                  "attempts": 30}
-    again = ops.migrate_state(str(duck), pg_url)
+    again = operations.migrate_state(pg_url, str(duck))
     assert all(counts["added"] == 0 for counts in again["tables"].values())  # idempotent
 
     plan = api.plan(spec, mock=True, state=pg_url, save=False)  # the moved answers are the cache
     assert plan.header.totals.to_run == 0
-    status = ops.run_status(None, pg_url)
+    status = operations.status(state=pg_url)
     assert status["succeeded"] == 30 and status["workers"] == []
 
     back = workdir / "back.duckdb"
-    ops.migrate_state(pg_url, str(back))
+    operations.migrate_state(str(back), pg_url)
     source, copy = open_state(str(duck)), open_state(str(back))
     for table in TABLES:
         assert _rows(copy, table) == _rows(source, table), table
 
 
 def test_migrate_without_from_only_prepares_the_schema(pg_url):
-    report = ops.migrate_state(None, pg_url)
+    report = operations.migrate_state(pg_url)
     assert report["schema_version"] >= 3 and "tables" not in report
     with pytest.raises(StateError, match="same state"):
-        ops.migrate_state(pg_url, pg_url)
+        operations.migrate_state(pg_url, pg_url)

@@ -1,6 +1,9 @@
-"""Operator views and chores over the state: status, history, export, prune, prices.
+"""The Python API's operator functions over the state: status, runs, export, prune, cancel,
+prices, migrate_state (exported as `batchor.status`, `batchor.runs`, ...; the CLI's operator
+commands print what they return).
 
 All of them open the state with short connections, so they work while an apply is running.
+Writes go through named state operations (`state/prune.py`), never raw SQL here.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from batchor.errors import PlanFileError, RunNotFoundError, StateError
 from batchor.state import is_postgres, open_state, state_location
 from batchor.state.base import RunRecord, StateStore
 from batchor.state.compact import compact_duckdb, state_bytes
+from batchor.state.prune import attempt_log, drop_answers, drop_raw_payloads, reclaim_space
 from batchor.state.raw import unpack
 from batchor.state.runs import shown_runs
 from batchor.state.spend import failure_costs, run_spend
@@ -31,7 +35,8 @@ def _run(store: StateStore, run_id: str | None) -> RunRecord:
     return run
 
 
-def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
+def status(run_id: str | None = None, *, state: str | None = None) -> dict[str, Any]:
+    """One run (the latest by default): progress, spend, failures by reason, batches, workers."""
     store = open_state(state_location(state))
     run = shown_runs(store, [_run(store, run_id)])[0]
     data = {k: v for k, v in asdict(run).items() if k != "extra"}
@@ -50,7 +55,7 @@ def run_status(run_id: str | None, state: str | None) -> dict[str, Any]:
     return data
 
 
-def migrate_state(source: str | None, target: str) -> dict[str, Any]:
+def migrate_state(target: str, source: str | None = None) -> dict[str, Any]:
     """Create or upgrade the schema of `target`; with `source`, copy its state into `target` in bulk."""
     from batchor.state.transfer import copy_state
 
@@ -68,7 +73,7 @@ def _schema_version(store: StateStore) -> int | None:
     return version() if version is not None else None
 
 
-def cancel_run(run_id: str | None, state: str | None) -> dict[str, Any]:
+def cancel(run_id: str | None = None, *, state: str | None = None) -> dict[str, Any]:
     """Cancel the provider batches in flight for a run's job; the next apply collects what finished."""
     import asyncio
 
@@ -83,14 +88,16 @@ def cancel_run(run_id: str | None, state: str | None) -> dict[str, Any]:
     return {"run_id": run.run_id, "batches": batches}
 
 
-def list_runs(state: str | None, limit: int = 20) -> list[dict[str, Any]]:
+def runs(*, state: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    """The latest runs, newest first, each with its spend from the ledger."""
     store = open_state(state_location(state))
-    runs = shown_runs(store, store.list_runs(limit))
-    spend = run_spend(store, [r.run_id for r in runs])
-    return [{**{k: v for k, v in asdict(r).items() if k != "extra"}, "spend": spend[r.run_id]} for r in runs]
+    records = shown_runs(store, store.list_runs(limit))
+    spend = run_spend(store, [r.run_id for r in records])
+    return [{**{k: v for k, v in asdict(r).items() if k != "extra"}, "spend": spend[r.run_id]} for r in records]
 
 
-def export_results(run_id: str | None, state: str | None, output: Path, fmt: str | None = None) -> dict[str, Any]:
+def export(output: str | Path, run_id: str | None = None, *, state: str | None = None,
+           fmt: str | None = None) -> dict[str, Any]:
     """Write a run's results (finished or not: unanswered rows show `_status` pending)."""
     from batchor.outputs.export import write_output
     from batchor.plan.plan_file import load_plan
@@ -101,17 +108,16 @@ def export_results(run_id: str | None, state: str | None, output: Path, fmt: str
         raise PlanFileError(f"the plan of run {run.run_id} is not available ({run.plan_path})",
                             hint="export needs the saved plan file the run was applied from")
     plan = load_plan(Path(run.plan_path))
-    path = write_output(plan, store, output, fmt)
+    path = write_output(plan, store, Path(output), fmt)
     return {"run_id": run.run_id, "output": str(path)}
 
 
-def export_attempts(run_id: str | None, state: str | None, output: Path) -> dict[str, Any]:
+def export_attempts(output: str | Path, run_id: str | None = None, *, state: str | None = None) -> dict[str, Any]:
     """Every attempt of a run as JSONL, raw provider responses decompressed (the audit trail)."""
     store = open_state(state_location(state))
     run = _run(store, run_id)
-    rows = store.execute("SELECT request_key, attempt, outcome, status_code, error, duration_ms, raw, created_at, "
-                         "input_tokens, output_tokens, cost_usd, estimated "
-                         "FROM attempts WHERE run_id = ? ORDER BY created_at", [run.run_id])
+    rows = attempt_log(store, run.run_id)
+    output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("w", encoding="utf-8") as handle:
         for key, attempt, outcome, status, error, ms, raw, at, tokens_in, tokens_out, cost, estimated in rows:
@@ -123,8 +129,8 @@ def export_attempts(run_id: str | None, state: str | None, output: Path) -> dict
     return {"run_id": run.run_id, "output": str(output), "attempts": len(rows)}
 
 
-def prune(state: str | None, *, older_than_days: float | None, finished: bool, answers: bool,
-          compact: bool = False) -> dict[str, int]:
+def prune(*, state: str | None = None, older_than_days: float | None = None, finished: bool = False,
+          answers: bool = False, compact: bool = False) -> dict[str, int]:
     """Drop raw payloads (and, only when asked, answers); with `compact`, rewrite the DuckDB file
     so it shrinks (DuckDB reuses freed space but never returns it to the file system)."""
     location = state_location(state)
@@ -133,22 +139,10 @@ def prune(state: str | None, *, older_than_days: float | None, finished: bool, a
                          hint="drop --compact; to return space to the OS run VACUUM FULL in PostgreSQL")
     size_before = None if is_postgres(location) else state_bytes(Path(location))
     store = open_state(location)
-    conditions, args = [], []
-    if older_than_days is not None:
-        cutoff = dt.datetime.now() - dt.timedelta(days=older_than_days)
-        conditions.append("created_at < ?")
-        args.append(cutoff)
-    if finished:
-        conditions.append("run_id IN (SELECT run_id FROM runs WHERE finished_at IS NOT NULL)")
-    where = " AND ".join(conditions) or "TRUE"
-    (raw,) = store.execute(f"SELECT count(*) FROM attempts WHERE raw IS NOT NULL AND {where}", args)[0]
-    store.execute(f"UPDATE attempts SET raw = NULL WHERE raw IS NOT NULL AND {where}", args)
-    dropped = 0
-    if answers:
-        result_where = where.replace("created_at", "finished_at")
-        (dropped,) = store.execute(f"SELECT count(*) FROM results WHERE {result_where}", args)[0]
-        store.execute(f"DELETE FROM results WHERE {result_where}", args)
-    store.execute("CHECKPOINT")
+    before = None if older_than_days is None else dt.datetime.now() - dt.timedelta(days=older_than_days)
+    raw = drop_raw_payloads(store, before=before, finished_only=finished)
+    dropped = drop_answers(store, before=before, finished_only=finished) if answers else 0
+    reclaim_space(store)
     report = {"raw_payloads_dropped": int(raw), "answers_dropped": int(dropped)}
     if compact:
         store.close()
@@ -156,7 +150,8 @@ def prune(state: str | None, *, older_than_days: float | None, finished: bool, a
     return report
 
 
-def prices(query: str | None, provider: str | None) -> dict[str, Any]:
+def prices(query: str | None = None, *, provider: str | None = None) -> dict[str, Any]:
+    """The price table in use (version, dates) and, given a query or provider, the models found."""
     from batchor.plan.prices import list_prices, price_table_info
 
     found = list_prices(provider=provider, query=query) if (query or provider) else []
