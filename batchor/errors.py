@@ -173,6 +173,12 @@ class UnknownModelError(SpecError):
     code = "model_unlisted"
 
 
+class ModelOptionError(SpecError):
+    """`model.options` holds a key the provider does not read, or a value of the wrong kind."""
+
+    code = "model_option"
+
+
 class BaseUrlMissingError(SpecError):
     """An endpoint with no default URL (`openai-compatible`) and no `base_url` in the spec."""
 

@@ -12,7 +12,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["BATCH_DISCOUNT", "ModelPrice", "list_prices", "lookup_price", "price_table_info"]
+__all__ = ["BATCH_DISCOUNT", "LISTED_PROVIDERS", "ModelPrice", "list_prices", "lookup_price", "price_table_info",
+           "table_provider_id"]
 
 BATCH_DISCOUNT = 0.5
 """Batch APIs of OpenAI, Anthropic and Gemini bill 50 % of realtime; assumed where unknown."""
@@ -21,6 +22,7 @@ _BATCH_PROVIDERS = frozenset({"openai", "anthropic", "gemini"})
 _LOCAL_PROVIDERS = frozenset({"vllm", "ollama", "llamacpp"})  # self-hosted: no per-token bill
 _GENAI_IDS = {"gemini": "google", "xai": "x-ai"}  # ours -> genai-prices; others are the same
 _LISTED = ("openai", "anthropic", "gemini", "openrouter", "xai", "together", "groq")
+LISTED_PROVIDERS = _LISTED  # providers whose models the table lists
 _BATCH_CONTEXT = {"processing": "batch"}
 
 
@@ -105,6 +107,11 @@ def lookup_price(
     if provider == "openai-compatible":
         return None
     return _table_price(provider, model, day)
+
+
+def table_provider_id(provider: str) -> str:
+    """The price table's name for one of our providers."""
+    return _GENAI_IDS.get(provider, provider)
 
 
 def _override_price(provider: str, model: str, override: dict[str, Any], day: date) -> ModelPrice:

@@ -13,12 +13,14 @@ from batchor.fingerprint import request_prefix
 from batchor.plan.context import context_window
 from batchor.plan.endpoint import key_identity, step_endpoint
 from batchor.plan.fanout_rows import assign_grains
+from batchor.plan.known_models import check_model
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
 from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
+from batchor.providers.options import check_options
 from batchor.schema.adapt import adapt_schema
 from batchor.schema.core import check_schema, estimate_output_tokens
 from batchor.spec.load import LoadedSpec
@@ -42,6 +44,7 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
     templates: dict[str, StepTemplates] = {}
     plans: list[StepPlan] = []
     found = Problems()  # every step is checked, so one pass reports all of their problems
+    checked: set[tuple[str, ...]] = set()  # model blocks already checked (the job's, shared by steps)
     for name, step in spec.steps.items():
         with found.check():
             if isinstance(step, SqlStep):
@@ -51,6 +54,8 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
             templates[name] = compiled
             deps = sorted(set(step.depends_on) | compiled.step_refs)
             model = _effective_model(spec.model, step.model, overrides)
+            with found.check():
+                _check_model_block(loaded, name, model, overrides, checked)
             mode = overrides.mode or step.mode or spec.limits.mode
             plans.append(_step_plan(loaded, name, model, deps, overrides, mode))
     found.raise_all()
@@ -58,20 +63,47 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
     return assign_grains(plans), templates
 
 
+_PROVIDER_BOUND = ("base_url", "api_key_env", "api", "price", "custom", "options")  # dropped on a provider change
+
+
+def _check_model_block(loaded: LoadedSpec, step: str, model: ModelSpec, overrides: Overrides,
+                       checked: set[tuple[str, ...]]) -> None:
+    """The model exists (or the spec says it is custom or priced) and its options are the provider's.
+
+    The spec's provider is checked, also under --mock: the rehearsal is of the real run. Each
+    block is checked once, so a job-level mistake is one problem, not one per step."""
+    own = getattr(loaded.spec.steps[step], "model", None)  # an LLM step's model override
+    at_step = own is not None and (own.name is not None or own.provider is not None)
+    where = "--model" if overrides.model else _at(loaded, ("steps", step, "model", "name") if at_step
+                                                   else ("model", "name"))
+    if ("model", where, model.provider, model.name) not in checked:
+        checked.add(("model", where, model.provider, model.name))
+        check_model(model.provider, model.name, custom=model.custom, priced=model.price is not None, where=where)
+    options_where = _at(loaded, ("steps", step, "model", "options") if own is not None and own.options is not None
+                        else ("model", "options"))
+    if model.options and ("options", options_where, model.provider) not in checked:
+        checked.add(("options", options_where, model.provider))
+        check_options(model.provider, model.options, options_where)
+
+
+def _at(loaded: LoadedSpec, path: tuple[str, ...]) -> str:
+    return f"{loaded.where(*path)}: {'.'.join(path)}"
+
+
 def _effective_model(base: ModelSpec, override: Any, overrides: Overrides) -> ModelSpec:
     data = base.model_dump(exclude_none=True)
     if override is not None:
         changes = override.model_dump(exclude_none=True)
         if "provider" in changes and changes["provider"] != base.provider:
-            data.pop("base_url", None), data.pop("api_key_env", None), data.pop("api", None)
-            data.pop("price", None)
+            for key in _PROVIDER_BOUND:
+                data.pop(key, None)
         data.update(changes)
     if overrides.model:
         provider, _, name = overrides.model.partition(":")
         if not name:
             raise SpecError(f"--model '{overrides.model}' must be provider:model, e.g. openai:gpt-4.1-mini")
         if provider != data["provider"]:
-            for key in ("base_url", "api_key_env", "api", "price"):
+            for key in _PROVIDER_BOUND:
                 data.pop(key, None)
         data.update(provider=provider, name=name)
     return ModelSpec.model_validate(data)

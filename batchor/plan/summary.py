@@ -44,7 +44,7 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
                      "once per element of a fan-out without `max_fanout`")
     else:
         lines.append(f"  cost        {money(t.cost_expected)} expected, {money(t.cost_upper)} at most "
-                     "(one attempt per request)")
+                     "(one attempt per request)" + (", priced steps only" if t.unpriced_models else ""))
         lines.append(f"  re-asks     {_reask_note(h)}")
     spec_cap = h.limits.get("max_cost_usd")
     limit, _ = effective_max_cost(max_cost, spec_cap)
@@ -64,7 +64,7 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
             est += f" fan-out: {c.elements:,} elements known ({bound})"
         mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
         lines.append(f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} cached, "
-                     f"{c.skipped:,} skipped, {money(c.cost_expected)} (<= {money(c.cost_upper)}){est}")
+                     f"{c.skipped:,} skipped, {_step_cost(s)}{est}")
         if c.too_long:
             lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
                          "those rows will fail without a call")
@@ -75,6 +75,17 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")
     return "\n".join(lines)
+
+
+def unpriced(step: Any) -> bool:
+    """An LLM step whose model has no price: its cost is unknown, never shown as $0."""
+    return step.price is None and step.provider != "sql"
+
+
+def _step_cost(step: Any) -> str:
+    if unpriced(step):
+        return "cost unknown (no price)"
+    return f"{money(step.counts.cost_expected)} (<= {money(step.counts.cost_upper)})"
 
 
 def reask_upper(header: Any) -> float:
@@ -103,7 +114,7 @@ def plan_markdown(plan: "CompiledPlan") -> str:
         c = s.counts
         rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {c.changed:,} | {c.cached:,} "
                     f"| {c.skipped:,} | "
-                    f"{money(c.cost_expected)} | {_upper(s)} |")
+                    f"{'no price' if unpriced(s) else money(c.cost_expected)} | {_upper(s)} |")
     head = (f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
             f"{t.cached:,} cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n")
     return head + "\n" + "\n".join(rows) + "\n"
@@ -141,10 +152,13 @@ def _sharing(plan: "CompiledPlan") -> str:
 
 
 def _upper(step: Any) -> str:
+    if unpriced(step):
+        return "no price"
     return "unbounded" if step.counts.unbounded and step.provider != "sql" else money(step.counts.cost_upper)
 
 
 def _at_most(totals: Any) -> str:
     if totals.unbounded:
         return "no upper bound: a fan-out has no `max_fanout`"
-    return f"at most {money(totals.cost_upper)}"
+    unpriced_note = f"; no price for {', '.join(totals.unpriced_models)}" if totals.unpriced_models else ""
+    return f"at most {money(totals.cost_upper)}{unpriced_note}"

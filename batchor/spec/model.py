@@ -68,12 +68,17 @@ class ModelSpec(_Strict):
     api: Literal["chat", "responses"] | None = None
     """OpenAI only: Chat Completions (default) or the Responses API."""
     price: PriceSpec | None = None
-    """Price override, needed for models the price table does not know."""
+    """Price override; with it, a model the price table does not know is accepted."""
+    custom: bool = False
+    """A model the price table and the provider's model list do not know (a fine-tune, a gateway
+    alias, a new model, any model of an `openai-compatible` endpoint): accepted as written. Without
+    `price:` it is unpriced, and `--max-cost` refuses it."""
     context_window: int | None = Field(default=None, ge=1)
     """Context window in tokens (known models have a default); longer rows fail alone."""
     options: dict[str, Any] = Field(default_factory=dict)
-    """Provider-specific settings, e.g. anthropic `structured: tool`, gemini `vertexai: true`,
-    `project`, `location`."""
+    """Provider-specific settings, checked per provider (README "Providers"): anthropic
+    `structured`; gemini `vertexai`, `project`, `location`, `api_version`,
+    `batch_inline_max_bytes`; openai and gemini `keep_provider_files`."""
 
     @field_validator("name")
     @classmethod
@@ -93,6 +98,7 @@ class ModelOverride(_Strict):
     api_key_env: str | None = None
     api: Literal["chat", "responses"] | None = None
     price: PriceSpec | None = None
+    custom: bool | None = None
     context_window: int | None = Field(default=None, ge=1)
     options: dict[str, Any] | None = None
 

@@ -62,7 +62,7 @@ def compatible_spec(workdir, fake, **extra) -> Path:
 
 
 def test_unpriced_model_with_max_cost_is_no_price(workdir, fake):
-    spec = compatible_spec(workdir, fake)
+    spec = compatible_spec(workdir, fake, custom=True)  # declared custom: accepted, but unpriced
     result = run_cli(workdir, "apply", spec, "--max-cost", "5")
     assert result.returncode == 4, result.stderr
     assert "error [no_price]" in result.stderr and "openai-compatible:house-model" in result.stderr

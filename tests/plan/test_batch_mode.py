@@ -35,6 +35,8 @@ def test_a_step_deadline_keeps_auto_realtime(workdir):
 
 def test_batch_needs_a_provider_with_a_batch_api(workdir):
     spec = make_spec(workdir, rows=3, provider="openai-compatible", limits={"mode": "batch"})
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("  name: gpt-4.1-mini\n", "  name: gpt-4.1-mini\n  custom: true\n"), encoding="utf-8")
     with pytest.raises(SpecError, match="no Batch API"):
         api.plan(str(spec), save=False)
     mocked = api.plan(str(make_spec(workdir, rows=3, limits={"mode": "batch"})), mock=True, save=False)

@@ -25,7 +25,7 @@ TARGETS = {
     "anthropic": ("anthropic", "claude-haiku-4-5", {}, "anthropic.messages"),
     "anthropic-tool": ("anthropic", "claude-3-5-haiku-latest", {}, "anthropic.messages"),
     "gemini": ("gemini", "gemini-2.5-flash", {}, "gemini.generate_content"),
-    "openai-compatible": ("openai-compatible", "my-llama", {"base_url": "FAKE_OPENAI"},
+    "openai-compatible": ("openai-compatible", "my-llama", {"base_url": "FAKE_OPENAI", "custom": True},
                           "openai.chat_completions"),
     "vllm": ("vllm", "Qwen/Qwen3-8B", {"base_url": "FAKE_OPENAI"}, "openai.chat_completions"),
 }

@@ -1,0 +1,74 @@
+"""Plan stage: is the spec's model one that exists? A misspelt model fails before any call.
+
+A model must be in the price table (genai-prices, which also lists the provider's models it has
+no per-token price for), or the spec says what it costs (`price:`) or that it is `custom: true`
+(a fine-tune, a gateway alias, a new model). Self-hosted servers (vllm, ollama, llamacpp) serve
+whatever they load, so any name is theirs; the mock answers any name. A bare `openai-compatible`
+endpoint could be anything, so its model always needs `price:` or `custom: true`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+
+from batchor.errors import UnknownModelError
+from batchor.plan.prices import LISTED_PROVIDERS, table_provider_id
+
+FREE_FORM = frozenset({"mock", "vllm", "ollama", "llamacpp"})  # any model name is theirs
+_CUSTOM_HINT = "or, if the model exists but the table lacks it, add `price: {input_per_mtok: ..., " \
+               "output_per_mtok: ...}` or `custom: true` to the model block"
+
+
+def check_model(provider: str, model: str, *, custom: bool, priced: bool, where: str) -> None:
+    """Raise `model_unlisted` for a model neither listed nor declared by the spec."""
+    if provider in FREE_FORM or custom or priced:
+        return
+    if provider == "openai-compatible":
+        raise UnknownModelError(
+            f"{where}: model '{model}' on an openai-compatible endpoint: batchor cannot know what it costs",
+            hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` (0 and 0 for a free server) or "
+                 "`custom: true` (unpriced: --max-cost then refuses) to the model block")
+    if table_knows(provider, model):
+        return
+    raise UnknownModelError(f"{where}: model '{model}' is not one of {provider}'s known models"
+                            f"{_suggestion(provider, model)}",
+                            hint=f"fix the name (`batchor prices --provider {provider}` lists them), {_CUSTOM_HINT}")
+
+
+def table_knows(provider: str, model: str) -> bool:
+    """Whether the price table matches `model` for `provider` (dated ids and aliases included)."""
+    return _matched_id(provider, model) is not None
+
+
+@lru_cache(maxsize=1024)
+def _matched_id(provider: str, model: str) -> str | None:
+    from genai_prices import data_snapshot
+
+    ref = model.removeprefix("models/") if provider == "gemini" else model
+    try:
+        found_provider, info = data_snapshot.get_snapshot().find_provider_model(
+            ref, None, table_provider_id(provider), None)
+    except LookupError:
+        return None
+    return str(info.id) if found_provider.id == table_provider_id(provider) else None
+
+
+def _suggestion(provider: str, model: str) -> str:
+    """' (did you mean ...?)': close names of the same provider, or the provider that has this model."""
+    close = difflib.get_close_matches(model.lower(), _model_ids(provider), n=3, cutoff=0.6)
+    if close:
+        return f" (did you mean {' or '.join(repr(c) for c in close)}?)"
+    elsewhere = [p for p in LISTED_PROVIDERS if p != provider and table_knows(p, model)]
+    if elsewhere:
+        return f" (it is a model of {' and '.join(elsewhere)}: did you mean `provider: {elsewhere[0]}`?)"
+    return ""
+
+
+@lru_cache(maxsize=32)
+def _model_ids(provider: str) -> list[str]:
+    from genai_prices import data_snapshot
+
+    wanted = table_provider_id(provider)
+    table = next((p for p in data_snapshot.get_snapshot().providers if p.id == wanted), None)
+    return [m.id for m in table.models] if table else []

@@ -1,0 +1,79 @@
+"""What each provider reads from the spec's `model.options`, so a misspelt option fails before any call.
+
+The adapters read these keys (gemini.py `client_kwargs`, gemini_batch.py `INLINE_OPTION`,
+anthropic.py `structured`, the batch engine `keep_provider_files`); anything else would be
+silently ignored, so planning refuses it and lists the options the provider knows.
+`api` and `strict` are not options: they come from `model.api` and the adapted schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from batchor.errors import ModelOptionError
+
+
+@dataclass(frozen=True)
+class ProviderOption:
+    name: str
+    kind: type  # bool, str or int
+    help: str
+    choices: tuple[str, ...] = ()
+
+
+_KEEP_FILES = ProviderOption("keep_provider_files", bool, "keep batch input and result files at the provider "
+                             "(default: deleted once the answers are stored)")
+_OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
+    "openai": (_KEEP_FILES,),
+    "anthropic": (ProviderOption("structured", str, "how a schema is sent: `output_config` (default for current "
+                                 "models) or a forced `tool` call", ("output_config", "tool")),),
+    "gemini": (
+        ProviderOption("vertexai", bool, "use Vertex AI (Application Default Credentials) instead of the "
+                       "Developer API key"),
+        ProviderOption("project", str, "Vertex AI: the Google Cloud project"),
+        ProviderOption("location", str, "Vertex AI: the region, e.g. us-central1"),
+        ProviderOption("api_version", str, "API version to call, e.g. v1beta or v1 (gateways that route by "
+                       "version); part of the request identity for a non-official base_url"),
+        ProviderOption("batch_inline_max_bytes", int, "batches above this size go as an uploaded JSONL file "
+                       "instead of inline (at most about 20 MB)"),
+        _KEEP_FILES,
+    ),
+}
+
+
+def provider_options(provider: str) -> tuple[ProviderOption, ...]:
+    """The options `provider` reads (none for OpenAI-compatible endpoints and the mock)."""
+    return _OPTIONS.get(provider, ())
+
+
+def check_options(provider: str, options: dict[str, Any], where: str) -> None:
+    """Raise `model_option` for a key `provider` does not read or a value of the wrong kind."""
+    known = {o.name: o for o in provider_options(provider)}
+    for key, value in options.items():
+        option = known.get(key)
+        if option is None:
+            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+            guess = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ModelOptionError(f"{where}.{key}: provider '{provider}' has no option '{key}'{guess}",
+                                   hint=_known_hint(provider, known))
+        problem = _value_problem(option, value)
+        if problem:
+            raise ModelOptionError(f"{where}.{key}: {problem}", hint=f"{key}: {option.help}")
+
+
+def _value_problem(option: ProviderOption, value: Any) -> str | None:
+    if option.choices and value not in option.choices:
+        return f"{value!r} is not one of {', '.join(option.choices)}"
+    if option.kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        return f"{value!r} must be a whole number >= 1"
+    if not isinstance(value, option.kind):
+        return f"{value!r} must be {'true or false' if option.kind is bool else 'text'}"
+    return None
+
+
+def _known_hint(provider: str, known: dict[str, ProviderOption]) -> str:
+    if not known:
+        return f"remove model.options: provider '{provider}' takes none"
+    return f"use one of {provider}'s options: " + "; ".join(f"`{o.name}`: {o.help}" for o in known.values())
