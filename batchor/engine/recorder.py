@@ -126,7 +126,9 @@ class Recorder:
                               error=error.message[:_ERROR_CHARS] if error is not None else None,
                               duration_ms=duration_ms, raw=self._raw(completion, raw),
                               input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
-                              cost_usd=spent.cost, estimated=spent.estimated)
+                              cost_usd=spent.cost, estimated=spent.estimated, step=item.step,
+                              # a first attempt sends the planned request: its count calibrates the plan's
+                              counted_input_tokens=item.input_tokens if attempt == 1 else None)
         self._spent[item.key] = self._spent.get(item.key, 0.0) + spent.cost
         if counted:
             self.progress.add_spend(spent.cost, spent.input_tokens, spent.output_tokens, wasted=error is not None,
@@ -141,7 +143,7 @@ class Recorder:
             return self.billed(item, runtime, attempt, error.completion, error, duration_ms=duration_ms,
                                counted=counted)
         self.sink.add_attempt(key=item.key, attempt=attempt, outcome=error.code, status_code=error.status,
-                              error=error.message[:_ERROR_CHARS], duration_ms=duration_ms)
+                              error=error.message[:_ERROR_CHARS], duration_ms=duration_ms, step=item.step)
         return None
 
     def succeed(self, item: WorkItem, attempts: int, output: str, completion: Completion,

@@ -42,11 +42,13 @@ from batchor.engine.workers import SharedRun
 from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, StalePlanError
 from batchor.outputs.export import check_output_target, row_counts, write_output
 from batchor.plan.compile import check_input_unchanged
+from batchor.plan.estimate import step_estimates
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.prices import ModelPrice
 from batchor.providers import create_provider
 from batchor.providers.base import ProviderConfig
+from batchor.state.answer_stats import record_run_steps
 from batchor.state.base import RunRecord, RunStatus, StateStore
 from batchor.state.postgres_store import PostgresStore
 
@@ -64,6 +66,7 @@ class ApplyOptions:
     limits: dict[str, Any] = field(default_factory=dict)  # overrides of the plan's limits
     wait: bool = True  # False: submit batch work and return (apply --no-wait)
     sleep: Any = None  # injected async sleep for batch polling (tests); None: real time
+    run_kind: str = "apply"  # what the run's answers are in the estimate's history: apply | pilot
 
 
 @dataclass
@@ -128,6 +131,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
                          if isinstance(store, PostgresStore) else None)
         if runner.shared is None:
             store.start_run(run)
+        record_run_steps(store, run.run_id, step_estimates(header), options.run_kind)
         options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
         started = time.monotonic()
         try:

@@ -23,6 +23,7 @@ from batchor.plan.dependent import (
     first_row,
     projected_tokens,
 )
+from batchor.plan.estimate import with_estimates
 from batchor.plan.mode import settle_mode
 from batchor.plan.model import (
     InputInfo,
@@ -61,7 +62,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     source = input_source(loaded)
     reader = InputReader(source)
     try:
-        steps = typed_steps(loaded, steps, templates, reader.columns)
+        steps = with_estimates(typed_steps(loaded, steps, templates, reader.columns), state)
         roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
         fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
         os.close(fd)
@@ -148,11 +149,12 @@ def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, sk
             input_tokens: int, *, estimated: bool) -> StepCounts:
     out_expected = to_run * step.expected_output_tokens
     out_upper = to_run * step.max_tokens
+    expected_in = round(input_tokens * step.input_factor)  # calibrated for the provider's tokenizer, re-asks
     upper_in = int(input_tokens * step.token_upper_factor)
     batch = step.mode == "batch"
-    cost_expected = price.cost(input_tokens, out_expected, batch=batch) if price else 0.0
+    cost_expected = price.cost(expected_in, out_expected, batch=batch) if price else 0.0
     cost_upper = price.cost(upper_in, out_upper, batch=batch) if price else 0.0
-    return StepCounts(rows=rows, to_run=to_run, cached=cached, skipped=skipped, input_tokens=input_tokens,
+    return StepCounts(rows=rows, to_run=to_run, cached=cached, skipped=skipped, input_tokens=expected_in,
                       output_tokens_expected=out_expected, output_tokens_upper=out_upper,
                       cost_expected=cost_expected, cost_upper=cost_upper, estimated=estimated)
 

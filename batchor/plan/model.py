@@ -73,7 +73,11 @@ class StepPlan(_Frozen):
     token_upper_factor: float = 1.0
     max_tokens: int
     context_window: int | None = None
-    expected_output_tokens: int
+    expected_output_tokens: int  # per request, re-asked attempts included (see plan/estimate.py)
+    output_source: str = "heuristic"  # where expected_output_tokens comes from: heuristic | history: N answers | ...
+    length_key: str = ""  # what decides an answer's length (model, schema or text, templates): history's key
+    input_factor: float = 1.0  # expected billed input tokens per counted token (calibration, re-asks)
+    input_source: str = ""  # exact | calibrated: N answers | estimate (see plan/estimate.py)
     key_prefix: str  # canonical provider/model/params/schema part of the request key
     counts: StepCounts = Field(default_factory=StepCounts)
 

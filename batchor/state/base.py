@@ -41,6 +41,10 @@ ATTEMPT_SCHEMA = pa.schema([
     ("output_tokens", pa.int32()),
     ("cost_usd", pa.float64()),
     ("estimated", pa.bool_()),
+    # The step it answers, and the plan's (o200k or exact) count of the request's input tokens:
+    # the provider's reported count over this one calibrates the next plans (state/answer_stats.py).
+    ("step", pa.string()),
+    ("counted_input_tokens", pa.int32()),
 ])
 
 

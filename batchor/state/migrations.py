@@ -5,7 +5,7 @@ Append new migrations; never edit a released one. The version is stored in `batc
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -49,12 +49,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "CREATE TABLE job_requests_v3 AS SELECT * FROM job_requests",
         "DROP TABLE job_requests",
         "ALTER TABLE job_requests_v3 RENAME TO job_requests",
-    ]),    # The ledger of attempts: every billed response carries its tokens and cost, so spend is the
+    ]),
+    # The ledger of attempts: every billed response carries its tokens and cost, so spend is the
     # sum of attempts (rejected ones included). Rows written before have NULL here (not known).
     (4, [
         "ALTER TABLE attempts ADD COLUMN input_tokens INTEGER",
         "ALTER TABLE attempts ADD COLUMN output_tokens INTEGER",
         "ALTER TABLE attempts ADD COLUMN cost_usd DOUBLE",
         "ALTER TABLE attempts ADD COLUMN estimated BOOLEAN",
+    ]),
+    # Estimates that learn (state/answer_stats.py): each run keeps its plan's per-step estimate and
+    # what determines the answers' length; each attempt names its step and the plan's input count.
+    (5, [
+        """CREATE TABLE IF NOT EXISTS run_steps (
+            run_id VARCHAR, step VARCHAR, kind VARCHAR, length_key VARCHAR, model VARCHAR,
+            requests BIGINT, input_tokens BIGINT, output_tokens BIGINT, expected_usd DOUBLE, upper_usd DOUBLE,
+            output_source VARCHAR, input_source VARCHAR, PRIMARY KEY (run_id, step))""",
+        "ALTER TABLE attempts ADD COLUMN step VARCHAR",
+        "ALTER TABLE attempts ADD COLUMN counted_input_tokens INTEGER",
     ]),
 ]

@@ -82,6 +82,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS cost_usd DOUBLE PRECISION",
         "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS estimated BOOLEAN",
     ]),
+    (6, "estimates that learn: each run's per-step estimate, each attempt's step and planned input count", [
+        """CREATE TABLE IF NOT EXISTS run_steps (
+            run_id TEXT, step TEXT, kind TEXT, length_key TEXT, model TEXT, requests BIGINT, input_tokens BIGINT,
+            output_tokens BIGINT, expected_usd DOUBLE PRECISION, upper_usd DOUBLE PRECISION, output_source TEXT,
+            input_source TEXT, PRIMARY KEY (run_id, step))""",
+        "CREATE INDEX IF NOT EXISTS run_steps_length ON run_steps (length_key)",
+        "CREATE INDEX IF NOT EXISTS run_steps_model ON run_steps (model)",
+        "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS step TEXT",
+        "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS counted_input_tokens INTEGER",
+    ]),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

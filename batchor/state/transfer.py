@@ -25,6 +25,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "attempts": ("request_key", "run_id", "attempt", "created_at"),
     "batches": ("batch_id",),
     "batch_requests": ("batch_id", "request_key"),
+    "run_steps": ("run_id", "step"),
 }
 CHUNK_ROWS = 50_000
 

@@ -41,7 +41,8 @@ def _attempts(*keys: str, raw: bytes | None = b"\x00raw", run_id: str = "r1", ou
     return pa.table({"request_key": list(keys), "run_id": [run_id] * n, "attempt": [1] * n,
                      "outcome": [outcome] * n, "status_code": [200] * n, "error": [None] * n,
                      "duration_ms": [7] * n, "raw": [raw] * n, "input_tokens": [10] * n, "output_tokens": [5] * n,
-                     "cost_usd": [cost] * n, "estimated": [estimated] * n}, schema=ATTEMPT_SCHEMA)
+                     "cost_usd": [cost] * n, "estimated": [estimated] * n, "step": ["s"] * n,
+                     "counted_input_tokens": [8] * n}, schema=ATTEMPT_SCHEMA)
 
 
 def test_spend_is_the_sum_of_attempts(store):

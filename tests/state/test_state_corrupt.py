@@ -17,7 +17,7 @@ from batchor.state.duckdb_store import DuckDBStore
 from tests.cli.cli_helpers import run_cli
 
 STATE = Path(".batchor") / "state.duckdb"
-FILLER = 60_000  # answers enough for the file to span many 256 KiB blocks
+FILLER = 120_000  # answers enough for the file to span many 256 KiB blocks
 
 
 def commands(spec: Path) -> list[list[str]]:

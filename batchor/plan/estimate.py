@@ -1,0 +1,101 @@
+"""Plan stage: how many tokens a step's requests will bill, and where each figure comes from.
+
+Output tokens per request come from the answers the state already holds for the step's length
+key (model, output schema or text, templates): `history: N answers` from earlier runs, `pilot: N
+answers` from pilot runs; re-asked attempts are included, as they are billed. Without enough of
+them, from the output schema (`heuristic`, plan/answer_length.py).
+
+Input tokens are exact for OpenAI models (tiktoken's encodings, plan/tokens.py). Other providers
+use other tokenizers: the o200k count is scaled by what the provider reported for earlier first
+attempts of the same model (`calibrated: N answers`), else it stays an `estimate`, with the
+upper bound at `ESTIMATE_SAFETY_FACTOR` (raised if a provider ever reported more).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchor.fingerprint import canonical_json, sha256_hex
+from batchor.plan.model import PlanHeader, StepPlan
+from batchor.plan.tokens import FALLBACK_ENCODING, get_counter
+from batchor.state.answer_stats import (
+    InputCalibration,
+    KeyStats,
+    StepEstimate,
+    input_calibration,
+    output_stats,
+)
+
+MIN_ANSWERS = 10
+"""Fewer accepted answers than this for a length key: the schema heuristic decides."""
+UPPER_MARGIN = 1.05
+"""Calibrated upper bounds: the highest ratio a provider ever reported, plus this margin."""
+
+
+def length_key(step: StepPlan) -> str:
+    """What decides the length of a step's answers: provider, model, output schema (or text), templates."""
+    identity = {"provider": step.provider, "model": step.model, "schema": step.schema, "system": step.system,
+                "prompt": step.prompt}
+    return sha256_hex(canonical_json(identity))[:16]
+
+
+def model_id(step: StepPlan) -> str:
+    return f"{step.provider}:{step.model}"
+
+
+def with_estimates(steps: list[StepPlan], state: Any) -> list[StepPlan]:
+    """Each LLM step with its length key, its expected output and input per request, and their sources."""
+    llm = [s for s in steps if s.provider != "sql"]
+    keys = {s.name: length_key(s) for s in llm}
+    history: dict[str, KeyStats] = {}
+    calibration: dict[str, InputCalibration] = {}
+    if state is not None:
+        history = output_stats(state, sorted(set(keys.values())))
+        calibration = input_calibration(state, sorted({model_id(s) for s in llm if not s.token_count_exact}))
+    out = []
+    for step in steps:
+        if step.provider != "sql":
+            key = keys[step.name]
+            step = _learned_output(step.model_copy(update={"length_key": key}), history.get(key))
+            step = _calibrated_input(step, calibration.get(model_id(step)))
+        out.append(step)
+    return out
+
+
+def _learned_output(step: StepPlan, stats: KeyStats | None) -> StepPlan:
+    total = stats.total if stats else None
+    if total is None or total.answers < MIN_ANSWERS:
+        return step
+    # Re-asked attempts are billed too: their output is in tokens_per_request, their input in input_factor.
+    return step.model_copy(update={"expected_output_tokens": max(1, round(total.tokens_per_request)),
+                                   "output_source": _source(stats), "input_factor": total.attempts_per_request})
+
+
+def _source(stats: KeyStats | None) -> str:
+    """`history: 1,204 answers`, `pilot: 50 answers`, or both when both kinds exist."""
+    if stats is None:
+        return "heuristic"
+    parts = [f"{'history' if kind == 'apply' else kind}: {s.answers:,} answers"
+             for kind, s in sorted(stats.by_kind.items(), key=lambda item: item[0] != "pilot") if s.answers]
+    return ", ".join(parts) or "heuristic"
+
+
+def _calibrated_input(step: StepPlan, calibration: InputCalibration | None) -> StepPlan:
+    if step.token_count_exact:
+        return step.model_copy(update={"input_source": "exact"})
+    if get_counter(step.provider, step.model).encoding == FALLBACK_ENCODING:
+        return step.model_copy(update={"input_source": "estimate (characters/4: no tokenizer vocabulary found)"})
+    if calibration is None or calibration.answers < MIN_ANSWERS:
+        return step.model_copy(update={"input_source": "estimate (o200k count)"})
+    upper = max(step.token_upper_factor, calibration.max_ratio * UPPER_MARGIN)
+    return step.model_copy(update={"input_factor": step.input_factor * calibration.ratio, "token_upper_factor": upper,
+                                   "input_source": f"calibrated: {calibration.answers:,} answers"})
+
+
+def step_estimates(header: PlanHeader) -> list[StepEstimate]:
+    """The plan's per-step estimate, as stored with each run that applies it."""
+    return [StepEstimate(step=s.name, length_key=s.length_key, model=model_id(s), requests=s.counts.to_run,
+                         input_tokens=s.counts.input_tokens, output_tokens=s.counts.output_tokens_expected,
+                         expected_usd=s.counts.cost_expected, upper_usd=s.counts.cost_upper,
+                         output_source=s.output_source, input_source=s.input_source)
+            for s in header.steps if s.provider != "sql"]

@@ -1,0 +1,178 @@
+"""What the answers already paid for say about the next plan: output lengths per step and how a
+model's tokenizer compares to the plan's token count. Read from the ledger, never kept as totals.
+
+Each run stores its plan's per-step estimate in `run_steps`, with the step's `length_key` (what
+decides an answer's length: model, output schema or text, templates; see plan/estimate.py) and
+the run's kind (`apply`, `pilot`, ...). Each billed attempt names its step, its tokens and, on a
+first attempt, the plan's count of the input sent. So the statistics of a length key are sums over
+the billed attempts of every run whose step had that key, in portable SQL (DuckDB and PostgreSQL).
+
+Public API (the pilot helper and `plan` use it):
+- `record_run_steps(store, run_id, estimates, kind="apply")`: store a run's per-step estimate;
+- `tag_run_kind(store, run_id, kind)`: mark a run's answers as e.g. `pilot` answers;
+- `output_stats(store, length_keys)`: per key, per run kind, the answers' length statistics;
+- `input_calibration(store, models)`: per `provider:model`, reported vs counted input tokens;
+- `run_step_report(store, run_id)`: per step, the plan's estimate next to what the run spent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_KINDS = ("apply", "pilot")
+_ESTIMATE_COLUMNS = ("step", "length_key", "model", "requests", "input_tokens", "output_tokens", "expected_usd",
+                     "upper_usd", "output_source", "input_source")
+# An answer that counts: billed, accepted or not, with usage reported by the provider.
+_BILLED = "coalesce(a.output_tokens, 0) > 0 AND NOT coalesce(a.estimated, false)"
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One step's estimate as a plan made it (stored with each run that applies the plan)."""
+
+    step: str
+    length_key: str
+    model: str  # provider:model
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    expected_usd: float
+    upper_usd: float
+    output_source: str  # heuristic | history: N answers | pilot: N answers
+    input_source: str  # exact | calibrated: N answers | estimate
+
+
+@dataclass(frozen=True)
+class OutputStats:
+    """Output-token statistics of one length key (one run kind, or all of them)."""
+
+    answers: int = 0  # accepted answers
+    attempts: int = 0  # billed attempts, rejected ones included
+    answer_tokens: int = 0  # output tokens of the accepted answers
+    answer_tokens_sq: float = 0.0
+    attempt_tokens: int = 0  # output tokens of every billed attempt
+    max_tokens: int = 0
+
+    @property
+    def mean(self) -> float:
+        return self.answer_tokens / self.answers if self.answers else 0.0
+
+    @property
+    def stdev(self) -> float:
+        if self.answers < 2:
+            return 0.0
+        var = (self.answer_tokens_sq - self.answers * self.mean**2) / (self.answers - 1)
+        return math.sqrt(max(var, 0.0))
+
+    @property
+    def tokens_per_request(self) -> float:
+        """Output tokens billed per answered request: re-asked attempts included."""
+        return self.attempt_tokens / self.answers if self.answers else 0.0
+
+    @property
+    def attempts_per_request(self) -> float:
+        return self.attempts / self.answers if self.answers else 1.0
+
+    def __add__(self, other: OutputStats) -> OutputStats:
+        return OutputStats(self.answers + other.answers, self.attempts + other.attempts,
+                           self.answer_tokens + other.answer_tokens, self.answer_tokens_sq + other.answer_tokens_sq,
+                           self.attempt_tokens + other.attempt_tokens, max(self.max_tokens, other.max_tokens))
+
+
+@dataclass(frozen=True)
+class KeyStats:
+    """A length key's statistics per run kind (`apply`, `pilot`)."""
+
+    by_kind: dict[str, OutputStats] = field(default_factory=dict)
+
+    @property
+    def total(self) -> OutputStats:
+        return sum(self.by_kind.values(), OutputStats())
+
+
+@dataclass(frozen=True)
+class InputCalibration:
+    """Provider-reported input tokens against the plan's count, over first attempts of one model."""
+
+    answers: int = 0
+    counted: int = 0
+    reported: int = 0
+    max_ratio: float = 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.reported / self.counted if self.counted else 1.0
+
+
+def record_run_steps(store: Any, run_id: str, estimates: list[StepEstimate], kind: str = "apply") -> None:
+    """Store a run's per-step estimate (once per run: workers joining a shared run add nothing)."""
+    if not estimates:
+        return
+    columns = ("run_id", "kind", *_ESTIMATE_COLUMNS)
+    marks = "(" + ", ".join("?" * len(columns)) + ")"
+    values = [v for e in estimates for v in (run_id, kind, *(getattr(e, c) for c in _ESTIMATE_COLUMNS))]
+    store.execute(f"INSERT INTO run_steps ({', '.join(columns)}) VALUES {', '.join([marks] * len(estimates))} "
+                  "ON CONFLICT DO NOTHING", values)
+
+
+def tag_run_kind(store: Any, run_id: str, kind: str) -> None:
+    """Mark every answer of a run as `kind` answers (a pilot's answers read `pilot: N answers`)."""
+    store.execute("UPDATE run_steps SET kind = ? WHERE run_id = ?", [kind, run_id])
+
+
+def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
+    """Per length key: billed attempts and accepted answers' output tokens, per run kind."""
+    found: dict[str, dict[str, OutputStats]] = {key: {} for key in length_keys}
+    rows = _billed_by_step(store, "s.length_key, coalesce(s.kind, 'apply')", "s.length_key", length_keys,
+                           "count(*) FILTER (WHERE a.outcome = 'ok'), count(*), "
+                           "coalesce(sum(a.output_tokens) FILTER (WHERE a.outcome = 'ok'), 0), "
+                           "coalesce(sum(a.output_tokens * a.output_tokens * 1.0) FILTER (WHERE a.outcome = 'ok'), 0), "
+                           "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0)")
+    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most in rows:
+        found[key][kind] = OutputStats(int(answers), int(attempts), int(tokens), float(squares),
+                                       int(attempt_tokens), int(most))
+    return {key: KeyStats(kinds) for key, kinds in found.items()}
+
+
+def input_calibration(store: Any, models: list[str]) -> dict[str, InputCalibration]:
+    """Per `provider:model`: what the provider reported as input tokens against the plan's count."""
+    rows = _billed_by_step(store, "s.model", "s.model", models,
+                           "count(*), sum(a.counted_input_tokens), sum(a.input_tokens), "
+                           "max(a.input_tokens * 1.0 / a.counted_input_tokens)",
+                           "a.counted_input_tokens > 0 AND a.input_tokens > 0")
+    found = {model: InputCalibration() for model in models}
+    for model, n, counted, reported, most in rows:
+        found[model] = InputCalibration(int(n), int(counted), int(reported), float(most))
+    return found
+
+
+def _billed_by_step(store: Any, group: str, column: str, values: list[str], aggregates: str,
+                   where: str = "true") -> list[tuple[Any, ...]]:
+    """`aggregates` over the billed attempts of run steps whose `column` is one of `values`."""
+    if not values:
+        return []
+    marks = ", ".join("?" * len(values))
+    rows: list[tuple[Any, ...]] = store.execute(
+        f"SELECT {group}, {aggregates} FROM run_steps s JOIN attempts a ON a.run_id = s.run_id AND a.step = s.step "
+        f"WHERE {column} IN ({marks}) AND {where} AND {_BILLED} GROUP BY {group}", list(values))
+    return rows
+
+
+def run_step_report(store: Any, run_id: str) -> list[dict[str, Any]]:
+    """Per step of a run: the plan's estimate, what its attempts cost, and actual / expected."""
+    estimates = store.execute(f"SELECT {', '.join(_ESTIMATE_COLUMNS)}, kind FROM run_steps WHERE run_id = ? "
+                              "ORDER BY step", [run_id])
+    rows = store.execute("SELECT step, coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), "
+                         "coalesce(sum(output_tokens), 0) FROM attempts WHERE run_id = ? GROUP BY step", [run_id])
+    spent = {step: (float(cost), int(tokens_in), int(tokens_out)) for step, cost, tokens_in, tokens_out in rows}
+    report = []
+    for row in estimates:
+        entry = dict(zip((*_ESTIMATE_COLUMNS, "kind"), row))
+        cost, tokens_in, tokens_out = spent.get(entry["step"], (0.0, 0, 0))
+        expected = float(entry["expected_usd"] or 0.0)
+        entry.update(actual_usd=cost, actual_input_tokens=tokens_in, actual_output_tokens=tokens_out,
+                     ratio=cost / expected if expected > 0 else None)
+        report.append(entry)
+    return report

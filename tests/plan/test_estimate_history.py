@@ -1,0 +1,122 @@
+"""Estimates that learn: a run's answers feed the next plan of the same step (per length key),
+pilot answers say so, other providers' input counts are calibrated from what they reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import make_spec, write_csv
+
+from batchor import api
+from batchor.plan.estimate import MIN_ANSWERS, length_key
+from batchor.state import open_state
+from batchor.state.answer_stats import output_stats, run_step_report, tag_run_kind
+
+STATE = Path(".batchor") / "state.duckdb"
+
+
+def query(workdir: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(workdir / STATE), read_only=True) as db:
+        return db.execute(sql).fetchall()
+
+
+def new_rows(folder: Path, start: int, rows: int = 20) -> None:
+    """Other input rows for the same step: nothing cached, the same length key."""
+    write_csv(folder / "data.csv", [{"id": f"n{i}", "text": f"another review {i} of a product"}
+                                    for i in range(start, start + rows)])
+
+
+def test_a_second_plan_uses_the_answers_of_the_first_run(workdir, fake):
+    spec = make_spec(workdir, rows=30)
+    first = api.plan(spec, save=False).header.steps[0]
+    assert first.output_source == "heuristic" and first.input_source == "exact"
+    api.apply(spec, handle_signals=False)
+    mean = query(workdir, "SELECT avg(output_tokens), count(*) FROM attempts WHERE outcome = 'ok'")[0]
+    new_rows(workdir, 0)
+    step = api.plan(spec, save=False).header.steps[0]
+    assert step.output_source == f"history: {mean[1]} answers"
+    assert step.expected_output_tokens == round(mean[0])
+    assert step.length_key == first.length_key
+    assert step.counts.output_tokens_expected == 20 * round(mean[0])
+
+
+def test_another_template_or_schema_has_its_own_history(workdir, fake):
+    spec = make_spec(workdir, rows=MIN_ANSWERS + 2)
+    answered = api.plan(spec, save=False).header.steps[0].length_key
+    api.apply(spec, handle_signals=False)
+    new_rows(workdir, 0)
+    assert api.plan(spec, save=False).header.steps[0].output_source.startswith("history")
+    for changes in ({"schema": None}, {"model": "gpt-4.1"}):
+        other = make_spec(workdir, rows=MIN_ANSWERS + 2, **changes)
+        step = api.plan(other, save=False).header.steps[0]
+        assert step.output_source == "heuristic" and step.length_key != answered
+
+
+def test_too_few_answers_keep_the_heuristic(workdir, fake):
+    spec = make_spec(workdir, rows=MIN_ANSWERS - 1)
+    api.apply(spec, handle_signals=False)
+    new_rows(workdir, 0)
+    assert api.plan(spec, save=False).header.steps[0].output_source == "heuristic"
+
+
+def test_pilot_answers_are_named_as_such(workdir, fake):
+    spec = make_spec(workdir, rows=15)
+    result = api.apply(spec, handle_signals=False)
+    store = open_state(str(workdir / STATE))
+    tag_run_kind(store, result.run_id, "pilot")
+    store.close()
+    new_rows(workdir, 0)
+    assert api.plan(spec, save=False).header.steps[0].output_source == "pilot: 15 answers"
+    new_rows(workdir, 100, rows=12)
+    api.apply(spec, handle_signals=False)
+    new_rows(workdir, 200)
+    assert api.plan(spec, save=False).header.steps[0].output_source == "pilot: 15 answers, history: 12 answers"
+
+
+def test_rejected_attempts_count_in_the_expected_tokens(workdir, fake):
+    """A step whose answers were re-asked bills more than one attempt per request: history says so."""
+    fake.configure(malformed_times=1)
+    spec = make_spec(workdir, rows=20)
+    api.apply(spec, handle_signals=False)
+    fake.configure(malformed_times=0)
+    billed, answers = query(workdir, "SELECT sum(output_tokens), count(*) FILTER (WHERE outcome = 'ok') "
+                                     "FROM attempts WHERE output_tokens > 0")[0]
+    new_rows(workdir, 0)
+    step = api.plan(spec, save=False).header.steps[0]
+    assert step.expected_output_tokens == round(billed / answers)
+    assert step.input_factor == pytest.approx(2.0)  # each request was sent twice
+
+
+def test_other_providers_input_is_calibrated_from_reported_tokens(workdir, fake):
+    spec = make_spec(workdir, rows=30, provider="anthropic", model="claude-sonnet-4-5")
+    before = api.plan(spec, save=False).header.steps[0]
+    assert before.input_source.startswith("estimate") and not before.token_count_exact
+    api.apply(spec, handle_signals=False)
+    reported, counted = query(workdir, "SELECT sum(input_tokens), sum(counted_input_tokens) FROM attempts "
+                                       "WHERE attempt = 1 AND outcome = 'ok'")[0]
+    new_rows(workdir, 0)
+    plan = api.plan(spec, save=False)
+    step = plan.header.steps[0]
+    assert step.input_source == "calibrated: 30 answers"
+    assert step.input_factor == pytest.approx(reported / counted)
+    assert step.token_upper_factor >= max(r for (r,) in query(
+        workdir, "SELECT input_tokens * 1.0 / counted_input_tokens FROM attempts WHERE attempt = 1"))
+
+
+def test_a_run_stores_its_estimate_and_reports_it_next_to_its_spend(workdir, fake):
+    spec = make_spec(workdir, rows=12)
+    plan = api.plan(spec, save=False)
+    result = api.apply(spec, handle_signals=False)
+    store = open_state(str(workdir / STATE))
+    (row,) = run_step_report(store, result.run_id)
+    stats = output_stats(store, [length_key(plan.header.steps[0])])
+    store.close()
+    step = plan.header.steps[0]
+    assert row["step"] == "classify" and row["kind"] == "apply"
+    assert row["expected_usd"] == pytest.approx(step.counts.cost_expected)
+    assert row["upper_usd"] == pytest.approx(step.counts.cost_upper)
+    assert row["actual_usd"] == pytest.approx(result.cost_usd)
+    assert row["ratio"] == pytest.approx(result.cost_usd / step.counts.cost_expected)
+    assert stats[step.length_key].by_kind["apply"].answers == 12

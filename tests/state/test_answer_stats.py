@@ -1,0 +1,85 @@
+"""Answer statistics read the same on DuckDB and PostgreSQL: per length key and run kind, per model,
+and per step of a run (its stored estimate next to its spend)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from batchor.state import DuckDBStore, PostgresStore
+from batchor.state.answer_stats import (
+    StepEstimate,
+    input_calibration,
+    output_stats,
+    record_run_steps,
+    run_step_report,
+    tag_run_kind,
+)
+from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def store(request, tmp_path):
+    made = (DuckDBStore(tmp_path / "state.duckdb") if request.param == "duckdb"
+            else PostgresStore(request.getfixturevalue("pg_url")))
+    yield made
+    made.close()
+
+
+def estimate(step: str, key: str, model: str = "anthropic:claude", usd: float = 1.0) -> StepEstimate:
+    return StepEstimate(step=step, length_key=key, model=model, requests=3, input_tokens=300, output_tokens=60,
+                        expected_usd=usd, upper_usd=usd * 4, output_source="heuristic", input_source="estimate")
+
+
+def attempts(run_id: str, step: str, rows: list[tuple]) -> pa.Table:
+    """rows of (key, attempt, outcome, input_tokens, output_tokens, counted_input_tokens, cost)"""
+    n = len(rows)
+    return pa.table({"request_key": [r[0] for r in rows], "run_id": [run_id] * n, "attempt": [r[1] for r in rows],
+                     "outcome": [r[2] for r in rows], "status_code": [200] * n, "error": [None] * n,
+                     "duration_ms": [1] * n, "raw": [None] * n, "input_tokens": [r[3] for r in rows],
+                     "output_tokens": [r[4] for r in rows], "cost_usd": [r[6] for r in rows],
+                     "estimated": [False] * n, "step": [step] * n, "counted_input_tokens": [r[5] for r in rows]},
+                    schema=ATTEMPT_SCHEMA)
+
+
+def no_results() -> pa.Table:
+    return RESULT_SCHEMA.empty_table()
+
+
+def test_statistics_per_length_key_kind_and_model(store):
+    record_run_steps(store, "r1", [estimate("a", "k1"), estimate("b", "k2", model="openai:gpt")])
+    record_run_steps(store, "r1", [estimate("a", "other")])  # a worker joining the run adds nothing
+    record_run_steps(store, "r2", [estimate("a", "k1")], kind="pilot")
+    store.record_results(no_results(), attempts("r1", "a", [
+        ("x", 1, "invalid_output", 110, 40, 100, 0.1), ("x", 2, "ok", 130, 10, None, 0.1),
+        ("y", 1, "ok", 120, 20, 100, 0.1), ("z", 1, "rate_limited", 0, 0, None, 0.0)]))
+    store.record_results(no_results(), attempts("r1", "b", [("w", 1, "ok", 50, 500, 50, 0.2)]))
+    store.record_results(no_results(), attempts("r2", "a", [("v", 1, "ok", 100, 30, 80, 0.3)]))
+
+    stats = output_stats(store, ["k1", "k2", "none"])
+    apply, pilot = stats["k1"].by_kind["apply"], stats["k1"].by_kind["pilot"]
+    assert (apply.answers, apply.attempts, apply.answer_tokens, apply.attempt_tokens) == (2, 3, 30, 70)
+    assert apply.mean == 15 and apply.tokens_per_request == 35 and apply.attempts_per_request == 1.5
+    assert apply.stdev == pytest.approx(7.0710678)
+    assert (pilot.answers, pilot.answer_tokens) == (1, 30)
+    assert stats["k1"].total.answers == 3 and stats["k2"].total.max_tokens == 500
+    assert stats["none"].total.answers == 0
+
+    calibration = input_calibration(store, ["anthropic:claude", "nobody:none"])["anthropic:claude"]
+    assert (calibration.answers, calibration.counted, calibration.reported) == (3, 280, 330)
+    assert calibration.max_ratio == pytest.approx(1.25)
+    assert input_calibration(store, ["nobody:none"])["nobody:none"].answers == 0
+
+    tag_run_kind(store, "r1", "pilot")
+    assert set(output_stats(store, ["k1"])["k1"].by_kind) == {"pilot"}
+
+
+def test_a_runs_estimate_next_to_its_spend(store):
+    record_run_steps(store, "r1", [estimate("a", "k1", usd=0.25), estimate("b", "k2", usd=0.0)])
+    store.record_results(no_results(), attempts("r1", "a", [("x", 1, "ok", 10, 10, 10, 0.2),
+                                                             ("y", 1, "ok", 10, 10, 10, 0.1)]))
+    a, b = run_step_report(store, "r1")
+    assert (a["step"], a["expected_usd"], a["upper_usd"]) == ("a", 0.25, 1.0)
+    assert a["actual_usd"] == pytest.approx(0.3) and a["ratio"] == pytest.approx(1.2)
+    assert (b["actual_usd"], b["ratio"]) == (0.0, None)  # nothing expected: no ratio
+    assert run_step_report(store, "r-unknown") == []
