@@ -21,6 +21,7 @@ from batchor.plan.endpoint import check_endpoints
 from batchor.plan.plan_file import CompiledPlan, load_plan
 from batchor.plan.steps import Overrides
 from batchor.plan.validate import ValidationReport, validate_loaded
+from batchor.plan.variants import variant_tags
 from batchor.quality import check_plan, checks_after_run
 from batchor.result import Result
 from batchor.spec.load import LoadedSpec, load_spec
@@ -43,7 +44,9 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
          no_cache: bool = False, limit: int | None = None, sample: int | None = None, seed: int | None = None,
          save: bool | str | Path = True, retry_failed: bool = False) -> CompiledPlan:
     """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`.
-    `retry_failed` plans requests that failed for good earlier (deterministic errors) again."""
+    `retry_failed` plans requests that failed for good earlier (deterministic errors) again.
+    With `limit`, `sample`, `model` or `data` the run is partial: its output file is written
+    beside the spec's (`out.limit-100.csv`, ...), never over it (plan/variants.py)."""
     check_arguments(mode=mode, limit=limit, sample=sample)
     loaded = load_spec(spec)
     location = state_location(state, loaded.spec.state)
@@ -51,8 +54,10 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     with disk_full_reported(location):
         store = open_state(location)
+        variant = variant_tags(limit=limit, sample=sample, model=model, data=data is not None)
         compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
-                                refresh=refresh, state_location=location, retry_failed=retry_failed)
+                                refresh=refresh, state_location=location, retry_failed=retry_failed,
+                                variant=variant)
         compiled.source_data = data  # apply(plan) returns results in the type of this input
         if save:
             target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"

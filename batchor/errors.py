@@ -383,6 +383,8 @@ class InvalidOutputError(ProviderError):
 
     code = "invalid_output"
     transient = True
+    rejected: str | None = None  # the answer's text, sent back in the re-ask (schema/feedback.py)
+    violations: tuple[str, ...] = ()  # the validator's messages, one per broken rule
 
 
 class ChecksFailedError(BatchorError):

@@ -28,7 +28,7 @@ from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
 from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.sink import ResultSink
-from batchor.engine.types import StepRuntime, StopSignal, WorkItem, request_max_tokens
+from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.errors import (
     AuthenticationError,
@@ -244,7 +244,7 @@ class _Lane(Collecting):
             if chunk.keys and (chunk.size + len(line) > limits.max_bytes
                                or (room is not None and chunk.tokens + item.input_tokens > room)):
                 break
-            cost = self.runtime.upper_cost(item, request_max_tokens(request))  # each attempt, re-asks too
+            cost = self.runtime.attempt_upper_cost(item, request)  # each attempt, re-asks too
             if not self.ex.budget.try_reserve(cost):
                 if self.ex.budget.reserved - chunk.reserved <= 1e-12:  # no live batch will give room back
                     self.ex.stop.stop("budget", self.ex.budget.reached())

@@ -20,7 +20,7 @@ from batchor.engine.limits import RunLimits
 from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.retry import backoff_delay
 from batchor.engine.sink import ResultSink
-from batchor.engine.types import StepRuntime, StopSignal, WorkItem, request_max_tokens
+from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.errors import (
     AuthenticationError,
     ContextLengthError,
@@ -108,7 +108,7 @@ class RealtimeExecutor:
             if retry is None or attempt >= self.max_attempts or self.stop.stopped:
                 self.recorder.fail(item, attempt, error)
                 return
-            if not await self._reserve(hold, step.upper_cost(item, request_max_tokens(retry))):  # re-asks are paid
+            if not await self._reserve(hold, step.attempt_upper_cost(item, retry)):  # re-asks are paid
                 return
             request = retry
             self.progress.retries += 1

@@ -20,6 +20,7 @@ from batchor.errors import InvalidOutputError, ProviderError, TruncatedOutputErr
 from batchor.plan.model import StepPlan
 from batchor.providers.base import Completion, LLMRequest, is_truncated
 from batchor.schema.core import parse_structured
+from batchor.schema.feedback import reask_messages
 
 if TYPE_CHECKING:
     from batchor.engine.types import StepRuntime, WorkItem
@@ -64,7 +65,9 @@ def judge(plan: StepPlan, completion: Completion) -> str:
         return completion.text
     value, errors = parse_structured(completion.text, plan.schema)
     if errors:
-        raise InvalidOutputError("answer does not match the output schema: " + "; ".join(errors[:3]))
+        error = InvalidOutputError("answer does not match the output schema: " + "; ".join(errors[:3]))
+        error.rejected, error.violations = completion.text, tuple(errors)
+        raise error
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -81,9 +84,14 @@ class ReaskPolicy:
                    truncation_max_tokens=limits.truncation_max_tokens)
 
     def next_request(self, request: LLMRequest, error: ProviderError) -> LLMRequest | None:
-        """The request for the next attempt after `error`, or None when asking again cannot help."""
+        """The request for the next attempt after `error`, or None when asking again cannot help.
+
+        A rejected answer is asked again with feedback (the answer and what broke which rule); a
+        transient failure sends the same request again."""
         if isinstance(error, TruncatedOutputError):
             return self._larger(request)
+        if isinstance(error, InvalidOutputError) and error.rejected is not None:
+            return replace(request, messages=reask_messages(request.messages, error.rejected, error.violations))
         return request if error.transient else None
 
     def _larger(self, request: LLMRequest) -> LLMRequest | None:

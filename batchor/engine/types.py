@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
 from batchor.plan.request import llm_request
+from batchor.plan.tokens import get_counter
 from batchor.providers.base import LLMRequest, Provider
+from batchor.schema.feedback import added_messages
 
 
 @dataclass(slots=True)
@@ -36,6 +38,17 @@ class StepRuntime:
             return 0.0
         tokens_in = int(item.input_tokens * self.plan.token_upper_factor)
         return self.price.cost(tokens_in, max_tokens or self.plan.max_tokens, batch=self.plan.mode == "batch")
+
+    def attempt_upper_cost(self, item: WorkItem, request: LLMRequest) -> float:
+        """Worst-case cost of sending `request` for `item`: a re-ask pays its larger limit and the
+        turns it added (the rejected answer and the feedback) as input."""
+        if self.price is None:
+            return 0.0
+        added = added_messages(request.messages)
+        extra = get_counter(self.plan.provider, self.plan.model).count_messages(added) if added else 0
+        tokens_in = int((item.input_tokens + extra) * self.plan.token_upper_factor)
+        max_tokens = request_max_tokens(request) or self.plan.max_tokens
+        return self.price.cost(tokens_in, max_tokens, batch=self.plan.mode == "batch")
 
     def request(self, item: WorkItem) -> LLMRequest:
         """The request as planned (re-asks derive theirs from it, see recorder.ReaskPolicy)."""

@@ -38,6 +38,7 @@ from batchor.plan.prices import ModelPrice
 from batchor.plan.render import RowTally, write_plan_data
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.typecheck import typed_steps
+from batchor.plan.variants import variant_path
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates
@@ -51,9 +52,10 @@ _OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "
 
 def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), state: StateStore | None = None,
                  refresh: frozenset[str] = frozenset(), state_location: str | None = None,
-                 retry_failed: bool = False) -> CompiledPlan:
+                 retry_failed: bool = False, variant: tuple[str, ...] = ()) -> CompiledPlan:
     """Compile a loaded spec against its input and the cache in `state` (None: nothing cached).
-    Requests that failed for good earlier are not planned again unless `retry_failed`."""
+    Requests that failed for good earlier are not planned again unless `retry_failed`. A partial
+    run (`variant`, see plan/variants.py) writes beside the spec's output."""
     spec = loaded.spec
     steps, templates = resolve_steps(loaded, overrides)
     unknown = refresh - set(spec.steps) - {"*"}
@@ -77,6 +79,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
     header = header.model_copy(update={"retry_failed": retry_failed})
     header = header.model_copy(update={"refresh": sorted(refresh)})  # apply replays them (plan/store.py)
+    header = _with_variant(header, variant)
     header = _with_changes(header, Path(tmp), state)
     header = header.model_copy(update={"data_sha256": file_sha256(Path(tmp))})
     header = header.model_copy(update={"plan_id": plan_id_for(header)})
@@ -193,6 +196,15 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
         output=OutputInfo(path=str(out_path), format=out_format), steps=steps,
         limits=spec.limits.model_dump(mode="json"), keep_raw=spec.keep_raw, totals=totals,
         state_location=state_location and without_password(state_location), mocked=overrides.mock)
+
+
+def _with_variant(header: PlanHeader, variant: tuple[str, ...]) -> PlanHeader:
+    if not variant:
+        return header
+    spec_path = header.output.path
+    output = header.output.model_copy(update={"path": str(variant_path(Path(spec_path), variant)),
+                                              "spec_path": spec_path, "variant": list(variant)})
+    return header.model_copy(update={"output": output})
 
 
 def _without_state_password(text: str, state: str | None) -> str:

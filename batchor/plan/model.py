@@ -104,6 +104,8 @@ class InputInfo(_Frozen):
 class OutputInfo(_Frozen):
     path: str
     format: str
+    spec_path: str | None = None  # a partial run (--limit, --sample, --model, pilot, data): the spec's own
+    variant: list[str] = Field(default_factory=list)  # what makes the run partial (plan/variants.py)
 
 
 class PlanTotals(_Frozen):

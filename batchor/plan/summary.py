@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from batchor.plan.budget import budget_origin, effective_max_cost
+from batchor.plan.prices import ModelPrice
+from batchor.plan.variants import variant_reason
+from batchor.schema.feedback import FEEDBACK_TOKENS
 
 if TYPE_CHECKING:
     from batchor.plan.plan_file import CompiledPlan
@@ -72,6 +75,9 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
             lines.append(f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
                          "context too long); --retry-failed or --refresh STEP sends them again")
         lines += [f"    note: {n}" for n in s.schema_notes]
+    if h.output.variant:
+        lines.append(f"  output      {h.output.path} ({variant_reason(tuple(h.output.variant))}: "
+                     f"the spec's {h.output.spec_path} is left as it is)")
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")
     return "\n".join(lines)
@@ -89,13 +95,26 @@ def _step_cost(step: Any) -> str:
 
 
 def reask_upper(header: Any) -> float:
-    """The upper bound if every request used all its attempts (each re-ask at the worst case)."""
+    """The upper bound if every request used all its attempts (each re-ask at the worst case,
+    with the rejected answer and the feedback it sends back as input)."""
     attempts = int(header.limits.get("max_attempts") or 1)
     factor = 1.0
     if header.limits.get("on_truncation") == "reask":  # a re-ask may send up to truncation_max_tokens
         ceiling = header.limits.get("truncation_max_tokens")
         factor = max([ceiling / s.max_tokens if ceiling else 4.0 for s in header.steps] + [1.0])
-    return header.totals.cost_upper * attempts * factor
+    feedback = sum(feedback_allowance(s, factor) for s in header.steps)
+    return (header.totals.cost_upper * factor + feedback) * attempts - feedback
+
+
+def feedback_allowance(step: Any, factor: float = 1.0) -> float:
+    """What one re-ask of every request of a structured step adds as input: the rejected answer
+    (at most its max_tokens) and the feedback turn (schema/feedback.py caps its length)."""
+    if step.price is None or step.schema is None:
+        return 0.0
+    requests = step.counts.to_run + step.counts.projected
+    tokens = int(step.max_tokens * factor) + FEEDBACK_TOKENS
+    price = ModelPrice.from_dict(step.price)
+    return requests * price.cost(int(tokens * step.token_upper_factor), 0, batch=step.mode == "batch")
 
 
 def _reask_note(header: Any) -> str:

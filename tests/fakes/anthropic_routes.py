@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from .core import Answer, Call, Provider, Route, content_text
+from .core import Answer, Call, Provider, Route, content_text, conversation, last_user
 from .limits import Snapshot
 
 
@@ -23,7 +23,7 @@ def parse_messages(body: dict[str, Any], params: dict[str, str]) -> Call:
         raise ValueError("stream: the fake server answers only non-streaming requests")
     if not isinstance(body.get("max_tokens"), int):
         raise TypeError("max_tokens: Field required")
-    users = [m for m in messages if m.get("role") == "user"]
+    turns = conversation(messages)
     system = content_text(body.get("system") or "")
     tool, schema = _forced_tool(body)
     if tool is None:
@@ -33,8 +33,9 @@ def parse_messages(body: dict[str, Any], params: dict[str, str]) -> Call:
     return Call(
         provider="anthropic",
         model=str(body["model"]),
-        prompt=content_text(users[-1].get("content")) if users else "",
+        prompt=last_user(turns),
         input_text="\n".join(t for t in texts if t),
+        turns=turns,
         schema=schema,
         tool=tool,
         max_output=body["max_tokens"],

@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import prompt_key
 from .core import Fake, Provider, Route, build_answer
 
 _ids = itertools.count(1)
@@ -143,7 +142,7 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
         return status, provider.error_body(status, f"Request failed with status {status} (injected fault).",
                                            call, 1.0 if status == 429 else 0.0)
     answer = build_answer(call, malformed=action == "malformed")
-    fake.stats.by_prompt[prompt_key(call.prompt)] += 1
+    fake.count_answer(call)
     fake.stats.input_tokens += answer.input_tokens
     fake.stats.output_tokens += answer.output_tokens
     return 200, route.render(call, answer, f"{next(fake.ids):012d}")

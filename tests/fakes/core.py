@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "timeout": 0.0,
     "malformed": 0.0,
     "malformed_times": 0,  # the first N answers to each prompt are malformed, the next ones valid
+    "malformed_until_feedback": False,  # malformed unless the request re-asks with feedback (see Call.turns)
     "timeout_hold_s": 30.0,  # a "timeout" holds the request this long, then drops it
     "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
     "quota_exhausted": False,  # true; Anthropic also "credit_balance" or "spend_limit"
@@ -83,12 +84,48 @@ class Call:
 
     provider: str
     model: str
-    prompt: str  # text of the last user message: the key for by_prompt and fail_matching
+    prompt: str  # text of the last user message (a text answer echoes it)
     input_text: str  # everything the model reads, for token estimates and answer seeds
     schema: Any = None  # JSON Schema of a structured answer, if one was asked for
     tool: str | None = None  # forced tool: answer with a tool call carrying the object
     max_output: int | None = None
     body: dict[str, Any] = field(default_factory=dict)
+    turns: tuple[tuple[str, str], ...] = ()  # (user | assistant, text) of the conversation, system left out
+
+    @property
+    def asked(self) -> str:
+        """The prompt as first asked (the key of by_prompt and fail_matching): a re-ask, with the
+        rejected answer and feedback appended, counts under the same prompt as the first ask."""
+        return asked_prompt(self.turns) if self.turns else self.prompt
+
+    @property
+    def feedback(self) -> tuple[str, str] | None:
+        """(rejected answer, feedback) when the request re-asks: an assistant turn then a user turn."""
+        if len(self.turns) >= 2 and self.turns[-2][0] == "assistant" and self.turns[-1][0] == "user":
+            return self.turns[-2][1], self.turns[-1][1]
+        return None
+
+
+def conversation(messages: list[dict[str, Any]], key: str = "content") -> tuple[tuple[str, str], ...]:
+    """The (role, text) turns of a message list; Gemini's `model` role reads as `assistant`."""
+    roles = {"model": "assistant"}
+    return tuple((roles.get(str(m.get("role", "user")), str(m.get("role", "user"))), content_text(m.get(key)))
+                 for m in messages if m.get("role") in (None, "user", "assistant", "model"))
+
+
+def last_user(turns: tuple[tuple[str, str], ...]) -> str:
+    """Text of the last user turn ("" when there is none)."""
+    return next((text for role, text in reversed(turns) if role == "user"), "")
+
+
+def asked_prompt(turns: tuple[tuple[str, str], ...]) -> str:
+    """The last user turn before the first assistant turn (see Call.asked)."""
+    asked = ""
+    for role, text in turns:
+        if role == "assistant":
+            break
+        asked = text if role == "user" else asked
+    return asked
 
 
 def content_text(content: Any) -> str:
@@ -179,6 +216,7 @@ class Stats:
         self.batch_rows: Counter[str] = Counter()  # custom_id -> times submitted in a created batch
         self.batches_created = 0
         self.endpoint_calls: Counter[str] = Counter()  # named endpoint (faults.py) -> calls
+        self.reasks: list[dict[str, str]] = []  # {prompt, rejected, feedback} of each re-ask answered
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -200,6 +238,7 @@ class Stats:
             "batch_rows_duplicated": sorted(k for k, n in self.batch_rows.items() if n > 1),
             "batch_rows_by_id": dict(self.batch_rows),
             "endpoint_calls": dict(self.endpoint_calls),
+            "reasks": list(self.reasks),
         }
 
 
@@ -290,7 +329,7 @@ class Fake:
             answer = build_answer(call, malformed=True)
         elif action is not None:
             return await self._fault(provider, call, action, headers)
-        self.stats.by_prompt[prompt_key(call.prompt)] += 1
+        self.count_answer(call)
         self.stats.input_tokens += answer.input_tokens
         self.stats.output_tokens += answer.output_tokens
         payload = route.render(call, answer, f"{next(self.ids):012d}")
@@ -311,14 +350,24 @@ class Fake:
 
     def _forced_action(self, call: Call) -> int | str | None:
         for substring, action in (self.config["fail_matching"] or {}).items():
-            if substring in call.prompt:
+            if substring in call.asked:
                 return action
         return None
 
     def scripted_malformed(self, call: Call) -> str | None:
-        """``malformed`` while the prompt has had fewer than ``malformed_times`` answers."""
+        """``malformed`` while the prompt has had fewer than ``malformed_times`` answers, or, with
+        ``malformed_until_feedback``, while the request carries no feedback on a rejected answer."""
+        if self.config["malformed_until_feedback"] and call.schema is not None and call.feedback is None:
+            return "malformed"
         times = int(self.config["malformed_times"] or 0)
-        return "malformed" if times and self.stats.by_prompt[prompt_key(call.prompt)] < times else None
+        return "malformed" if times and self.stats.by_prompt[prompt_key(call.asked)] < times else None
+
+    def count_answer(self, call: Call) -> None:
+        """One more answer to the call's prompt (and, for a re-ask, what it was told)."""
+        self.stats.by_prompt[prompt_key(call.asked)] += 1
+        if call.feedback is not None:
+            rejected, feedback = call.feedback
+            self.stats.reasks.append({"prompt": call.asked, "rejected": rejected, "feedback": feedback})
 
     def _draw_fault(self) -> str | None:
         cfg = self.config

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import Answer, Call, Provider, Route, content_text
+from .core import Answer, Call, Provider, Route, content_text, conversation, last_user
 from .limits import Snapshot
 
 JSON_OBJECT = {
@@ -31,7 +31,7 @@ def parse_generate(body: dict[str, Any], params: dict[str, str]) -> Call:
     contents = [contents] if isinstance(contents, dict) else contents
     if not isinstance(contents, list) or not contents:
         raise ValueError("* GenerateContentRequest.contents: contents is not specified")
-    users = [c for c in contents if c.get("role", "user") == "user"]
+    turns = conversation(contents, key="parts")
     system = _get(body, "systemInstruction", "system_instruction") or {}
     system_text = system if isinstance(system, str) else content_text(system.get("parts"))
     config = _get(body, "generationConfig", "generation_config") or {}
@@ -39,8 +39,9 @@ def parse_generate(body: dict[str, Any], params: dict[str, str]) -> Call:
     return Call(
         provider="gemini",
         model=params["model"],
-        prompt=content_text(users[-1].get("parts")) if users else "",
+        prompt=last_user(turns),
         input_text="\n".join(t for t in texts if t),
+        turns=turns,
         schema=_schema(config),
         max_output=_get(config, "maxOutputTokens", "max_output_tokens"),
         body=body,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .core import Answer, Call, Provider, Route, content_text
+from .core import Answer, Call, Provider, Route, content_text, conversation, last_user
 from .limits import Snapshot
 
 JSON_OBJECT = {
@@ -30,7 +30,7 @@ def parse_chat(body: dict[str, Any], params: dict[str, str]) -> Call:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         raise ValueError("'messages' must be a non-empty array")
-    users = [m for m in messages if m.get("role") == "user"]
+    turns = conversation(messages)
     fmt = body.get("response_format") or {}
     schema = (
         (fmt.get("json_schema") or {}).get("schema", {})
@@ -42,8 +42,9 @@ def parse_chat(body: dict[str, Any], params: dict[str, str]) -> Call:
     return Call(
         provider="openai",
         model=str(body["model"]),
-        prompt=content_text(users[-1].get("content")) if users else "",
+        prompt=last_user(turns),
         input_text="\n".join(content_text(m.get("content")) for m in messages),
+        turns=turns,
         schema=tool_schema if tool else schema,
         tool=tool,
         max_output=body.get("max_completion_tokens") or body.get("max_tokens"),
@@ -85,7 +86,7 @@ def parse_responses(body: dict[str, Any], params: dict[str, str]) -> Call:
     if not isinstance(items, list) or not items:
         raise ValueError("'input' must be a string or a non-empty array")
     messages = [i for i in items if isinstance(i, dict) and i.get("type", "message") == "message"]
-    users = [m for m in messages if m.get("role") == "user"]
+    turns = conversation(messages)
     fmt = (body.get("text") or {}).get("format") or {}
     schema = fmt.get("schema", {}) if fmt.get("type") == "json_schema" else None
     schema = JSON_OBJECT if fmt.get("type") == "json_object" else schema
@@ -96,8 +97,9 @@ def parse_responses(body: dict[str, Any], params: dict[str, str]) -> Call:
     return Call(
         provider="openai",
         model=str(body["model"]),
-        prompt=content_text(users[-1].get("content")) if users else "",
+        prompt=last_user(turns),
         input_text="\n".join(t for t in texts if t),
+        turns=turns,
         schema=tool_schema if tool else schema,
         tool=tool,
         max_output=body.get("max_output_tokens"),
