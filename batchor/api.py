@@ -42,19 +42,20 @@ def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) ->
 def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: str | None = None,
          mock: bool = False, mode: str | None = None, refresh: frozenset[str] | set[str] = frozenset(),
          no_cache: bool = False, limit: int | None = None, sample: int | None = None, seed: int | None = None,
-         save: bool | str | Path = True, retry_failed: bool = False) -> CompiledPlan:
+         save: bool | str | Path = True, retry_failed: bool = False, pilot: int | None = None) -> CompiledPlan:
     """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`.
     `retry_failed` plans requests that failed for good earlier (deterministic errors) again.
     With `limit`, `sample`, `model` or `data` the run is partial: its output file is written
     beside the spec's (`out.limit-100.csv`, ...), never over it (plan/variants.py)."""
-    check_arguments(mode=mode, limit=limit, sample=sample)
+    check_arguments(mode=mode, limit=limit, sample=sample, pilot=pilot)
+    variant = variant_tags(pilot=pilot, limit=limit, sample=sample, model=model, data=data is not None)
+    sample = pilot or sample  # a pilot is a seeded sample that writes beside the spec's output
     loaded = load_spec(spec)
     location = state_location(state, loaded.spec.state)
     loaded = _with_input(loaded, data, location, limit=limit, sample=sample, seed=seed)
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     with disk_full_reported(location):
         store = open_state(location)
-        variant = variant_tags(limit=limit, sample=sample, model=model, data=data is not None)
         compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
                                 refresh=refresh, state_location=location, retry_failed=retry_failed,
                                 variant=variant)
@@ -69,15 +70,18 @@ MODES = ("realtime", "batch", "auto")
 
 
 def check_arguments(*, mode: str | None = None, max_cost: float | None = None, limit: int | None = None,
-                    sample: int | None = None) -> None:
+                    sample: int | None = None, pilot: int | None = None) -> None:
     """Refuse argument values no command could mean (the CLI's parser already stops most of them)."""
     if mode is not None and mode not in MODES:
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}", hint="pass --mode realtime, batch or auto")
     if max_cost is not None and not max_cost >= 0:  # also refuses NaN
         raise UsageError(f"max_cost {max_cost} must be a number >= 0", hint="give the budget in USD, e.g. --max-cost 5")
-    for name, value in (("limit", limit), ("sample", sample)):
+    for name, value in (("limit", limit), ("sample", sample), ("pilot", pilot)):
         if value is not None and value < 1:
             raise UsageError(f"{name} {value} must be at least 1", hint=f"give --{name} N with N >= 1")
+    if pilot is not None and (limit is not None or sample is not None):
+        raise UsageError("--pilot draws its own seeded sample: it does not combine with --limit or --sample",
+                         hint="drop --limit/--sample (choose the pilot's rows with --pilot N and --pilot-seed S)")
 
 
 def _with_input(loaded: LoadedSpec, data: Any, location: str, **changes: Any) -> LoadedSpec:
@@ -167,7 +171,9 @@ def ensure_unlocked(state: str | None = None, spec_state: str | None = None) -> 
 def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, state: str | None = None,
                    refresh: frozenset[str] | set[str] = frozenset(), output: str | Path | None = None,
                    on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
-                   limits: dict[str, Any] | None = None, wait: bool = True, retry_failed: bool = False) -> RunOutcome:
+                   limits: dict[str, Any] | None = None, wait: bool = True, retry_failed: bool = False,
+                   run_kind: str = "apply") -> RunOutcome:
+    """Execute a compiled plan; `run_kind` "pilot" marks its answers as a pilot's (plan/estimate.py)."""
     check_arguments(max_cost=max_cost)
     check_budget(compiled, max_cost)
     check_endpoints(compiled.header.steps)
@@ -180,7 +186,7 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
         replay = frozenset(refresh) | frozenset(compiled.header.refresh)  # a saved --refresh/--no-cache plan
         options = ApplyOptions(max_cost=max_cost, refresh=replay, emit=on_event or (lambda e: None),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,
-                               limits=limits or {}, wait=wait, retry_failed=retry_failed)
+                               limits=limits or {}, wait=wait, retry_failed=retry_failed, run_kind=run_kind)
         return apply_plan(compiled, store, options)
 
 

@@ -17,8 +17,8 @@ except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import api
+from batchor.cli import pilot_cmd, render
 from batchor.cli import quality as quality_cli
-from batchor.cli import render
 from batchor.cli.options import (
     ApplyMaxCostOpt,
     FormatOpt,
@@ -81,8 +81,14 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
          limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
          max_cost: Optional[float] = PlanMaxCostOpt,
          detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode",
-                                                help="Exit 0 when nothing would run, 2 when work is pending")) -> None:
+                                                help="Exit 0 when nothing would run, 2 when work is pending"),
+         pilot: Optional[int] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
+         yes: bool = typer.Option(False, "--yes", "-y", help="Approve a pilot's spend without asking")) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
+    if pilot is not None:  # spends: approved like apply, then the calibrated plan is printed
+        pilot_cmd.pilot(spec, pilot, pilot_seed, state=state, model=model, mock=mock, mode=choice_value(mode),
+                        max_cost=max_cost, as_json=as_json, approve=lambda: _approve(yes, max_cost))
+        return
     compiled = api.plan(spec, state=state, model=model, mock=mock, mode=choice_value(mode), refresh=set(refresh),
                         no_cache=no_cache, save=out or True, limit=limit, sample=sample,
                         retry_failed=retry_failed)
@@ -109,15 +115,23 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
           output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
           limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
           no_wait: bool = typer.Option(False, "--no-wait", help="Submit provider batches and exit (code 7); "
-                                       "a later apply collects them")) -> None:
+                                       "a later apply collects them"),
+          pilot: Optional[int] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
     api.ensure_unlocked(state)
     from_file = api.is_plan_file(target)
     forced = set(refresh) | ({"*"} if no_cache else set())  # "*": every step, as in plan --no-cache
-    compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
-                                refresh=forced, limit=limit, sample=sample, retry_failed=retry_failed)
-    if not as_json:
-        typer.echo(render.plan_text(compiled, max_cost), err=True)
+    if pilot is not None:  # the pilot first; then the full plan it calibrated, approved again
+        api.check_arguments(limit=limit, sample=sample, pilot=pilot)
+        piloted = pilot_cmd.pilot(target, pilot, pilot_seed, state=state, model=model, mock=mock,
+                                  mode=choice_value(mode), max_cost=max_cost, as_json=as_json,
+                                  approve=lambda: _approve(yes, max_cost))
+        compiled, max_cost, from_file = piloted.plan, pilot_cmd.remaining_budget(max_cost, piloted), False
+    else:
+        compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
+                                    refresh=forced, limit=limit, sample=sample, retry_failed=retry_failed)
+        if not as_json:
+            typer.echo(render.plan_text(compiled, max_cost), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
         _approve(yes, max_cost)
     printer = render.EventPrinter(as_json)

@@ -1,0 +1,81 @@
+"""`plan --pilot N` and `apply --pilot N`: print what the pilot may cost, run it (batchor/pilot.py),
+then print the full plan calibrated by its answers. Parsing and printing only."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import typer
+
+from batchor.cli import render
+from batchor.errors import UsageError, exit_code_for_status
+from batchor.pilot import PilotResult, pilot_dict, run_pilot
+from batchor.plan.calibrate import calibration_lines
+from batchor.plan.plan_file import CompiledPlan
+from batchor.plan.summary import money
+
+PilotOpt = typer.Option(None, "--pilot", min=1, help="Run N sampled rows for real first (cached, not paid twice), "
+                        "then print the plan calibrated by their answers (expected cost with a 90% interval)")
+PilotSeedOpt = typer.Option(None, "--pilot-seed", help="Seed of the pilot's sample (default: the spec's input "
+                            "seed; the same seed draws the same rows)")
+STOPPED = ("interrupted", "budget", "paused", "in_flight")  # the pilot did not finish: nothing to calibrate
+
+
+def announce_text(sampled: CompiledPlan) -> str:
+    """What the pilot will do and cost at most, printed before anything is sent."""
+    p = pilot_dict(sampled)
+    lines = [f"Pilot: {p['rows']:,} rows (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
+             f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests, {money(p['cost_upper_usd'])} at most "
+             f"(one attempt each; {money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
+             f"  output      {p['output']} (the spec's output is left as it is)"]
+    if p["mocked"]:
+        lines.append("  REHEARSAL   --mock: the pilot's numbers rehearse the flow, not the model's cost")
+    return "\n".join(lines)
+
+
+def pilot(spec: Path, rows: int, seed: int | None, *, state: str | None, model: str | None, mock: bool,
+          mode: str | None, max_cost: float | None, as_json: bool, approve: Callable[[], None]) -> PilotResult:
+    """Announce, approve, run the pilot; print its run and the calibrated plan. Exits when it stopped."""
+    from batchor import api
+
+    if api.is_plan_file(spec):
+        raise UsageError("--pilot needs a spec, not a saved plan", hint="run `batchor apply SPEC --pilot N`")
+
+    def announce(sampled: CompiledPlan) -> None:
+        if not as_json:
+            typer.echo(announce_text(sampled), err=True)
+        if sampled.header.totals.to_run:
+            approve()
+
+    printer = render.EventPrinter(as_json)
+    try:
+        result = run_pilot(spec, rows, seed=seed, state=state, model=model, mock=mock, mode=mode, max_cost=max_cost,
+                           on_event=printer, announce=announce)
+    finally:
+        printer.close()
+    _print(result, as_json, max_cost)
+    return result
+
+
+def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
+    outcome = result.outcome
+    if as_json:
+        data: dict[str, Any] = {"event": "pilot", **result.to_dict(), "plan": render.plan_dict(result.plan)}
+        sys.stdout.write(json.dumps(data, default=str) + "\n")
+        sys.stdout.flush()
+    else:
+        typer.echo("pilot " + render.run_summary(outcome, result.pilot), err=True)
+    if outcome.status in STOPPED:
+        typer.echo(f"pilot stopped: {outcome.stop_reason}; nothing calibrated", err=True)
+        raise typer.Exit(exit_code_for_status(outcome.status))
+    if not as_json:
+        typer.echo(render.plan_text(result.plan, max_cost))
+        typer.echo("\n".join(calibration_lines(result.calibration, result.rehearsal)))
+
+
+def remaining_budget(max_cost: float | None, result: PilotResult) -> float | None:
+    """`--max-cost` covers the pilot and the run after it together."""
+    return None if max_cost is None else max(0.0, max_cost - result.outcome.cost_usd)

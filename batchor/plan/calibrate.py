@@ -1,0 +1,129 @@
+"""The interval of a plan's expected cost, from the answers its estimate learned from.
+
+After a pilot the plan's expected cost per step already rests on measured answers (plan/estimate.py:
+output tokens and attempts per request from the answers of the step's length key, once there are
+enough of them; `when:` selectivity from the rows the pilot let it evaluate). What is left is how
+sure that figure is. A sum over R requests estimated from n answers of spread s is uncertain by the
+mean's error (R^2 s^2 / n) and the requests' own spread (R s^2); a `when:` step below another step
+adds the binomial error of its selectivity on the rows not known yet. Normal approximation: the
+interval is expected +- 1.645 standard deviations (90 %), never below zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from batchor.plan.model import PlanHeader, StepPlan
+from batchor.plan.prices import ModelPrice
+from batchor.state.answer_stats import KeyStats, OutputStats
+
+Z90 = 1.645  # two-sided 90 % of a normal distribution
+
+
+@dataclass(frozen=True, slots=True)
+class StepInterval:
+    """One LLM step's expected cost, its 90 % interval and what it was measured on."""
+
+    step: str
+    requests: float  # requests expected to run
+    expected: float
+    low: float
+    high: float
+    measured: OutputStats  # the answers behind the estimate (pilot ones when there are some)
+    source: str  # the estimate's source (plan/estimate.py): heuristic | history: N answers | pilot: N answers
+    evaluated: int  # rows whose `when:` could be evaluated (dependent steps)
+    ran: int  # of those, rows the step runs on
+
+    @property
+    def reask_rate(self) -> float:
+        return max(0.0, self.measured.attempts_per_request - 1.0) if self.measured.answers else 0.0
+
+    @property
+    def selectivity(self) -> float | None:
+        return self.ran / self.evaluated if self.evaluated else None
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    steps: tuple[StepInterval, ...]
+    expected: float
+    low: float
+    high: float
+    upper: float  # the plan's bound (one attempt per request)
+
+
+def calibrate(header: PlanHeader, stats: dict[str, KeyStats]) -> Calibration:
+    """Every LLM step's interval and the total's (steps' errors independent, so variances add)."""
+    steps = tuple(_interval(step, stats.get(step.length_key)) for step in header.steps if step.provider != "sql")
+    expected = sum(s.expected for s in steps)
+    half = math.sqrt(sum((s.high - s.expected) ** 2 for s in steps))
+    return Calibration(steps, expected, max(0.0, expected - half), expected + half, header.totals.cost_upper)
+
+
+def _measured(step: StepPlan, stats: KeyStats | None) -> OutputStats:
+    """The answers the step's estimate learned from (none while it is the heuristic's)."""
+    if stats is None or step.output_source == "heuristic":
+        return OutputStats()
+    return stats.total
+
+
+def _interval(step: StepPlan, stats: KeyStats | None) -> StepInterval:
+    counts = step.counts
+    measured = _measured(step, stats)
+    requests = counts.output_tokens_expected / step.expected_output_tokens if step.expected_output_tokens else 0.0
+    evaluated = max(0, counts.rows - counts.projected) if step.when and step.depends_on else 0
+    ran = max(0, evaluated - counts.skipped)
+    half = 0.0
+    if step.price is not None and measured.answers >= 2 and requests > 0:
+        price = ModelPrice.from_dict(step.price)
+        rate_out = price.cost(0, 1_000_000, batch=step.mode == "batch") / 1e6
+        sd = measured.stdev * measured.attempts_per_request  # billed output per request, re-asks included
+        out_var = (requests ** 2 / measured.answers + requests) * (sd * rate_out) ** 2
+        per_request = counts.cost_expected / requests
+        half = Z90 * math.sqrt(out_var + _selectivity_variance(step, evaluated, ran) * per_request ** 2)
+    expected = counts.cost_expected
+    return StepInterval(step.name, requests, expected, max(0.0, expected - half), expected + half, measured,
+                        step.output_source, evaluated, ran)
+
+
+def _selectivity_variance(step: StepPlan, evaluated: int, ran: int) -> float:
+    """Variance of how many of the rows not known yet a `when:` step runs on (binomial)."""
+    if not evaluated or not step.counts.projected:
+        return 0.0
+    p = ran / evaluated
+    return step.counts.projected ** 2 * p * (1 - p) / evaluated
+
+
+def calibration_lines(calibration: Calibration, rehearsal: bool = False) -> list[str]:
+    """The calibrated plan in text: the total with its interval, then what each step measured."""
+    from batchor.plan.summary import money
+
+    note = " (REHEARSAL numbers: --mock answers, not the model's)" if rehearsal else ""
+    lines = [f"Calibrated plan{note}:",
+             f"  cost        {money(calibration.expected)} expected, 90% interval {money(calibration.low)} .. "
+             f"{money(calibration.high)} (at most {money(calibration.upper)}, one attempt per request)"]
+    for s in calibration.steps:
+        lines.append(f"  step {s.step}: {money(s.expected)} ({money(s.low)} .. {money(s.high)}); {_measured_text(s)}")
+    return lines
+
+
+def _measured_text(s: StepInterval) -> str:
+    m = s.measured
+    if not m.answers:
+        parts = [f"{s.source}: too few answers to learn from, no interval"]
+    else:
+        parts = [f"{s.source}, ~{m.mean:,.0f} output tokens each (sd {m.stdev:,.0f})", f"re-asks {s.reask_rate:.0%}"]
+    if s.selectivity is not None:
+        parts.append(f"when: runs on {s.ran:,} of {s.evaluated:,} rows evaluated ({s.selectivity:.0%})")
+    return ", ".join(parts)
+
+
+def calibration_dict(calibration: Calibration) -> dict[str, object]:
+    """The calibrated plan as JSON (plan --pilot --json)."""
+    return {"expected_usd": calibration.expected, "interval_90": [calibration.low, calibration.high],
+            "upper_usd": calibration.upper,
+            "steps": [{"step": s.step, "requests": s.requests, "expected_usd": s.expected,
+                       "interval_90": [s.low, s.high], "source": s.source, "answers": s.measured.answers,
+                       "mean_output_tokens": s.measured.mean, "stdev_output_tokens": s.measured.stdev,
+                       "reask_rate": s.reask_rate, "selectivity": s.selectivity} for s in calibration.steps]}

@@ -1,0 +1,140 @@
+"""Pilot runs (`plan --pilot N`, `apply --pilot N`, `batchor.pilot.run_pilot`): N rows of a seeded
+sample answered for real through the normal engine (cached: the full run does not pay again),
+within the budget, announced with their upper bound before anything is sent, written beside the
+spec's output; then the full plan calibrated by their answers, with a 90 % interval, the re-ask
+rate and, for `when:` steps, the measured selectivity. Real openai SDK against the fake."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import batchor
+from batchor.cli.main import app
+from batchor.errors import CostLimitError, UsageError
+from batchor.pilot import pilot_plan, run_pilot
+from batchor.spec.inputs import ROW_KEY
+from tests.conftest import make_spec, write_csv
+
+ROWS = 60
+
+
+def chain_spec(folder, rows: int = ROWS) -> str:
+    """Two LLM steps, the second only on rows whose first answer is known and whose id is even."""
+    write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(rows)])
+    spec = {
+        "name": "chain", "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
+        "steps": {"first": {"prompt": "First {{ row.text }}"},
+                  "second": {"prompt": "Second {{ first }}", "when": "row.id[-1] in '02468'"}},
+        "output": {"path": "out/chain.csv"}, "limits": {"concurrency": 4},
+    }
+    (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return str(folder / "spec.yaml")
+
+
+def sampled_keys(plan) -> set[str]:
+    return {key for batch in plan.iter_batches([ROW_KEY]) for key in batch.column(0).to_pylist()}
+
+
+def test_a_pilot_answers_its_sample_once_and_the_full_run_pays_only_the_rest(fake, workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    seen = []
+    result = run_pilot(spec, 12, handle_signals=False, announce=seen.append)
+    assert seen and seen[0].header.totals.to_run == 12 and seen[0].header.totals.cost_upper > 0
+    assert result.outcome.status == "succeeded" and fake.stats()["answered"] == 12  # N x 1 step calls
+    assert result.outcome.output_path == str(workdir / "out" / "results.pilot.csv")
+    assert not (workdir / "out" / "results.csv").exists()
+    full = result.plan.header
+    assert (full.totals.cached, full.totals.to_run) == (12, ROWS - 12)
+    assert full.steps[0].output_source == "pilot: 12 answers"
+    calibration = result.calibration
+    assert calibration.low <= calibration.expected <= calibration.high <= calibration.upper
+    assert calibration.expected == pytest.approx(full.totals.cost_expected)
+    run = batchor.apply(spec, handle_signals=False)
+    assert run.succeeded == ROWS - 12 and fake.stats()["answered"] == ROWS  # the pilot's rows not asked again
+
+
+def test_the_sample_is_seeded_reproducible_and_recorded(workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    first, again = pilot_plan(spec, 10, seed=7, mock=True), pilot_plan(spec, 10, seed=7, mock=True)
+    other = pilot_plan(spec, 10, seed=8, mock=True)
+    assert first.header.input.seed == 7 and first.header.input.sample == 10
+    assert sampled_keys(first) == sampled_keys(again) != sampled_keys(other)
+    assert first.header.output.variant == ["pilot"]
+
+
+def test_a_pilot_obeys_the_budget_before_any_call(fake, workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    with pytest.raises(CostLimitError):
+        run_pilot(spec, 20, max_cost=0.000001, handle_signals=False)
+    assert fake.stats()["requests"] == 0
+
+
+def test_a_pilot_does_not_combine_with_limit_or_sample(workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    with pytest.raises(UsageError, match="--pilot"):
+        batchor.plan(spec, pilot=5, sample=3, save=False)
+
+
+def test_spread_reasks_and_selectivity_are_measured(fake, workdir):
+    fake.configure(malformed_until_feedback=True)
+    spec = make_spec(workdir, rows=ROWS)
+    result = run_pilot(spec, 20, handle_signals=False)
+    step = result.calibration.steps[0]
+    assert step.measured.answers == 20 and step.reask_rate == pytest.approx(1.0)  # every row re-asked once
+    assert step.low < step.expected < step.high  # answers of several lengths: an interval
+    fake.configure(malformed_until_feedback=False)
+    chain = chain_spec(workdir / "chain")
+    piloted = run_pilot(chain, 20, handle_signals=False)
+    second = next(s for s in piloted.calibration.steps if s.step == "second")
+    assert second.evaluated == 20 and 0 < second.ran < 20
+    assert second.selectivity == pytest.approx(second.ran / 20)
+    assert fake.stats()["answered"] <= 40 + 20 * 2  # at most N x steps calls (plus the first pilot's)
+
+
+def test_plan_pilot_prints_the_cost_before_and_the_calibrated_plan_after(fake, workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "10", "--yes"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.index("Pilot: 10 rows (seed 0)") < out.index("pilot succeeded") < out.index("Calibrated plan")
+    assert "at most 10 requests" in out and "results.pilot.csv" in out
+    assert "90% interval" in out and "pilot: 10 answers" in out
+    assert fake.stats()["answered"] == 10
+
+
+def test_plan_pilot_needs_approval(fake, workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "10"])
+    assert result.exit_code != 0 and "approval" in result.output
+    assert fake.stats()["requests"] == 0
+
+
+def test_plan_pilot_json(fake, workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "5", "--max-cost", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout.splitlines()[-1])
+    assert data["pilot"]["rows"] == 5 and data["pilot"]["seed"] == 0 and data["pilot"]["status"] == "succeeded"
+    low, high = data["calibration"]["interval_90"]
+    assert low <= data["calibration"]["expected_usd"] <= high and data["plan"]["totals"]["cached"] == 5
+
+
+def test_a_mock_pilot_says_its_numbers_are_rehearsal_numbers(workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "5", "--mock", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "REHEARSAL" in result.output and "rehearsal numbers" in result.output.lower()
+
+
+def test_apply_pilot_runs_the_pilot_then_the_rest(fake, workdir):
+    spec = make_spec(workdir, rows=ROWS)
+    result = CliRunner().invoke(app, ["apply", str(spec), "--pilot", "10", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert result.output.index("Calibrated plan") < result.output.index("succeeded: 60 rows")
+    assert fake.stats()["answered"] == ROWS  # every row answered once: the pilot's were cached
+    assert (workdir / "out" / "results.csv").exists() and (workdir / "out" / "results.pilot.csv").exists()
