@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import zlib
 from typing import Any
@@ -26,8 +27,17 @@ def estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
-def text_answer(prompt: str) -> str:
-    return "echo: " + prompt[:40]
+def text_answer(prompt: str, words: Any = None) -> str:
+    """An echo of the prompt; with ``words`` = [median, sigma], a reply whose word count follows a
+    log-normal distribution (drawn from the prompt's CRC, so the same prompt gets the same reply)."""
+    if not words:
+        return "echo: " + prompt[:40]
+    median, sigma = float(words[0]), float(words[1])
+    crc = zlib.crc32(prompt.encode())
+    uniform = ((crc & 0xFFFF) + 0.5) / 65536, ((crc >> 16) + 0.5) / 65536
+    normal = math.sqrt(-2 * math.log(uniform[0])) * math.cos(2 * math.pi * uniform[1])  # Box-Muller
+    count = max(1, round(median * math.exp(sigma * normal)))
+    return " ".join(WORDS[(crc + i) % len(WORDS)] for i in range(count))
 
 
 def schema_answer(schema: Any, seed: str) -> Any:

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "timeout": 0.0,
     "malformed": 0.0,
     "malformed_times": 0,  # the first N answers to each prompt are malformed, the next ones valid
+    "text_words": None,  # [median, sigma]: text answers of log-normal word counts (realistic lengths)
     "malformed_until_feedback": False,  # malformed unless the request re-asks with feedback (see Call.turns)
     "timeout_hold_s": 30.0,  # a "timeout" holds the request this long, then drops it
     "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
@@ -150,7 +151,7 @@ class Answer:
     truncated: bool = False  # hit max_output: finish reason "length" and cut-off text
 
 
-def build_answer(call: Call, malformed: bool = False) -> Answer:
+def build_answer(call: Call, malformed: bool = False, words: Any = None) -> Answer:
     value = None
     if call.tool is not None:
         value = schema_answer(call.schema, call.input_text)
@@ -162,7 +163,7 @@ def build_answer(call: Call, malformed: bool = False) -> Answer:
         else:
             text = json.dumps(schema_answer(call.schema, call.input_text))
     else:
-        text = text_answer(call.prompt)
+        text = text_answer(call.prompt, words)
     output_tokens = estimate_tokens(text)
     truncated = (
         call.tool is None and call.max_output is not None and output_tokens > call.max_output
@@ -318,7 +319,7 @@ class Fake:
         if action is not None and action != "malformed":
             await self._latency()
             return await self._fault(provider, call, action)
-        answer = build_answer(call)
+        answer = build_answer(call, words=self.config["text_words"])
         headers, refusal = self._rate_limit(provider, call, answer)
         if refusal is not None:
             return refusal
@@ -326,7 +327,7 @@ class Fake:
         await self._latency()
         if action == "malformed":
             self.stats.faults["malformed"] += 1
-            answer = build_answer(call, malformed=True)
+            answer = build_answer(call, malformed=True, words=self.config["text_words"])
         elif action is not None:
             return await self._fault(provider, call, action, headers)
         self.count_answer(call)

@@ -146,3 +146,14 @@ def test_constraints_moved_into_descriptions_are_followed():
         "n": {"minimum": 1, "maximum": 5}, "tags": {"maxItems": 1, "items": {"maxLength": 3}}}}
     for seed in range(20):
         jsonschema.validate(schema_answer(schema, str(seed)), strict)
+
+
+def test_text_answers_can_have_realistic_log_normal_lengths():
+    from statistics import median, stdev
+
+    from .answers import text_answer
+
+    counts = [len(text_answer(f"Summarise ticket {i}", [120, 0.6]).split()) for i in range(2000)]
+    assert text_answer("same", [120, 0.6]) == text_answer("same", [120, 0.6])  # deterministic per prompt
+    assert 105 <= median(counts) <= 135 and stdev(counts) > 50  # spread like real answers, not one length
+    assert text_answer("Summarise ticket 1") == "echo: Summarise ticket 1"  # off by default
