@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
-from batchor.engine.events import Event
+from batchor.engine.events import Event, logged
 from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget
 from batchor.errors import UsageError, disk_full_reported
 from batchor.frames import frame_kind, materialize
@@ -184,7 +184,7 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
         if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead
             close_dead_runs(store)
         replay = frozenset(refresh) | frozenset(compiled.header.refresh)  # a saved --refresh/--no-cache plan
-        options = ApplyOptions(max_cost=max_cost, refresh=replay, emit=on_event or (lambda e: None),
+        options = ApplyOptions(max_cost=max_cost, refresh=replay, emit=logged(on_event),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,
                                limits=limits or {}, wait=wait, retry_failed=retry_failed, run_kind=run_kind)
         return apply_plan(compiled, store, options)

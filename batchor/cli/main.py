@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import api
-from batchor.cli import pilot_cmd, render
+from batchor.cli import basics, pilot_cmd, render, tables
 from batchor.cli import quality as quality_cli
 from batchor.cli.options import (
     ApplyMaxCostOpt,
@@ -44,8 +44,9 @@ from batchor.errors import (
     exit_code_for_status,
 )
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run LLM prompts over every row of a dataset, declaratively.")
+app.callback()(basics.common_options)  # --version, -v/--verbose, -q/--quiet, logging; completion: typer's
 
 StateOpt = typer.Option(None, "--state", help="State file or postgresql:// URL (default .batchor/state.duckdb)")
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output (NDJSON events for apply)")
@@ -130,7 +131,7 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
     else:
         compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
                                     refresh=forced, limit=limit, sample=sample, retry_failed=retry_failed)
-        if not as_json:
+        if not as_json and not basics.is_quiet():
             typer.echo(render.plan_text(compiled, max_cost), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
         _approve(yes, max_cost)
@@ -160,7 +161,7 @@ def _approve(yes: bool, max_cost: float | None) -> None:
 
 def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> None:
     command = continue_command(ctx)
-    if not as_json:
+    if not as_json and not basics.is_quiet():
         typer.echo(render.run_summary(outcome, compiled), err=True)
     if outcome.status == "in_flight":
         collect = continue_command(ctx, without={"no_wait"})
@@ -185,25 +186,7 @@ def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
     if as_json:
         _out(data)
         return
-    batches = data.pop("batches", [])
-    workers = data.pop("workers", [])
-    spend, failed = data.pop("spend"), data.pop("failed_rows_cost")
-    for key, value in data.items():
-        approx = "~" if key.endswith("_tokens") and spend["estimated_usd"] else ""
-        typer.echo(f"{key:14} {approx}{value}" + (" (estimated in part)" if approx else ""))
-    typer.echo(render.spend_lines(spend, failed))
-    if batches:
-        typer.echo(render.batch_lines(batches))
-    if workers:
-        typer.echo(_worker_lines(workers))
-
-
-def _worker_lines(workers: list[dict[str, Any]]) -> str:
-    lines = [f"workers        {len(workers)}"]
-    for w in workers:
-        lines.append(f"  {w['worker_id']:32} {w['status']:9} pid {w['pid']:<7} heartbeat {w['heartbeat_age_s']}s ago  "
-                     f"leases {w['leases']:>5}  {w['succeeded']:>7} ok {w['failed']:>5} failed  {w['per_s']}/s")
-    return "\n".join(lines)
+    tables.show(tables.status_view(data))
 
 
 @app.command()
@@ -216,7 +199,7 @@ def cancel(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
     if as_json:
         _out(data)
         return
-    typer.echo(render.batch_lines(data["batches"]) if data["batches"] else "no batches in flight")
+    tables.show(tables.batches_table(data["batches"])) if data["batches"] else typer.echo("no batches in flight")
 
 
 @app.command()
@@ -229,9 +212,7 @@ def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
     if as_json:
         _out(rows)
         return
-    for r in rows:
-        typer.echo(f"{r['run_id']}  {r['name']:20} {r['status']:12} {r['succeeded']:>8} ok {r['failed']:>6} failed "
-                   f"{render.spend_cell(r['spend'], r['cost_usd'] or 0.0):>10}  {r['started_at']}")
+    tables.show(tables.runs_table(rows)) if rows else typer.echo("no runs yet")
 
 
 @app.command()
@@ -278,24 +259,25 @@ def prices(query: Optional[str] = typer.Argument(None, help="Model name or part 
     if as_json:
         _out(data)
         return
-    typer.echo("  ".join(f"{k}: {v}" for k, v in data["table"].items() if not isinstance(v, (list, dict))))
-    for p in data["models"]:
-        has_batch = p.get("batch_input_per_mtok")
-        batch = f"  batch {p['batch_input_per_mtok']}/{p['batch_output_per_mtok']}" if has_batch else ""
-        typer.echo(f"{p['provider']:10} {p['model']:40} in {p['input_per_mtok']:>8} out {p['output_per_mtok']:>8}"
-                   f" $/Mtok{batch}  (as of {p['as_of']})")
+    tables.show(tables.prices_view(data))
 
 
 @app.command()
 def init(folder: Path = typer.Argument(Path("batchor-job"), help="Folder to create"),
          name: Optional[str] = typer.Option(None, "--name", help="Job name (default: the folder name)"),
-         force: bool = typer.Option(False, "--force", help="Overwrite existing files")) -> None:
+         force: bool = typer.Option(False, "--force", help="Overwrite existing files"),
+         as_json: bool = JsonOpt) -> None:
     """Scaffold a spec, a JSON schema and a sample row file in a new folder."""
     from batchor.scaffold import init_project
 
-    for path in init_project(folder, name, force):
+    created = init_project(folder, name, force)
+    follow = f"batchor validate {folder}/job.yaml && batchor apply {folder}/job.yaml --mock --yes"
+    if as_json:
+        _out({"created": [str(p) for p in created], "next": follow})
+        return
+    for path in created:
         typer.echo(f"created {path}")
-    typer.echo(f"next: batchor validate {folder}/job.yaml && batchor apply {folder}/job.yaml --mock --yes")
+    typer.echo(f"next: {follow}")
 
 
 quality_cli.register(app)  # check, diff
@@ -324,14 +306,16 @@ state_app.command("check")(state_check)
 
 
 @app.command("spec-schema")
-def spec_schema(write: bool = typer.Option(False, "--write", help="Write schemas/batchor-spec.schema.json")) -> None:
+def spec_schema(write: bool = typer.Option(False, "--write", help="Write schemas/batchor-spec.schema.json"),
+                as_json: bool = typer.Option(False, "--json", help="The schema is JSON already; with --write: "
+                                             "what was written, as JSON")) -> None:
     """Print (or write) the JSON Schema of the spec format."""
     from batchor.spec.json_schema import SCHEMA_FILE, spec_json_schema_text
 
     if write:
         SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
         SCHEMA_FILE.write_text(spec_json_schema_text(), encoding="utf-8")
-        typer.echo(f"wrote {SCHEMA_FILE}")
+        _out({"wrote": str(SCHEMA_FILE)}) if as_json else typer.echo(f"wrote {SCHEMA_FILE}")
     else:
         sys.stdout.write(spec_json_schema_text())
 

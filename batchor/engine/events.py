@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -22,6 +23,31 @@ EventSink = Callable[[Event], None]
 
 def ignore(_: Event) -> None:
     """The default sink: drop events."""
+
+
+log = logging.getLogger("batchor.engine")
+# Events worth a line at INFO (`-v`): what changes the run's course. The rest go to DEBUG (`-vv`).
+# None is a warning: the run reports its troubles itself, and a library must not print unasked.
+_INFO_EVENTS = frozenset({"run_started", "run_finished", "step_started", "step_finished", "batch_submitted",
+                          "batch_reattached", "batch_collected", "worker_joined", "provider_call_retry",
+                          "batch_call_failed", "batch_create_failed", "batch_file_kept", "paused"})
+
+
+def log_event(event: Event) -> None:
+    """Every event as a log record of `batchor.engine`, at a level that says how much it matters."""
+    level = logging.INFO if event.type in _INFO_EVENTS else logging.DEBUG
+    if log.isEnabledFor(level):
+        details = " ".join(f"{k}={v}" for k, v in event.data.items() if not isinstance(v, (dict, list)))
+        log.log(level, "%s %s", event.type, details)
+
+
+def logged(sink: EventSink | None) -> EventSink:
+    """`sink` that also logs each event (the API and the CLI hand the engine this)."""
+    def both(event: Event) -> None:
+        log_event(event)
+        if sink is not None:
+            sink(event)
+    return both
 
 
 @dataclass

@@ -55,7 +55,7 @@ def test_no_wait_exits_in_flight_and_a_later_apply_collects(fake, workdir):
     assert shown["status"] == "in_flight"
     assert [b["state"] for b in shown["batches"]] == ["submitted", "submitted"]
     text = cli(workdir, "status")
-    assert "batches        2" in text.stdout
+    assert "batches: 2" in text.stdout
     second = cli(workdir, "apply", spec, "--yes")
     assert second.returncode == 0, second.stderr
     assert len(results(workdir)) == 7 and set(submitted(fake).values()) == {1}
