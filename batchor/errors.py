@@ -359,6 +359,34 @@ class InvalidRequestError(ProviderError):
     deterministic = True
 
 
+class AttachmentError(InvalidRequestError):
+    """An attachment cannot be sent (found at plan time, or changed since): the row fails before
+    any call, the run goes on. The subclasses name what is wrong."""
+
+    code = "attachment_invalid"
+
+
+class AttachmentMissingError(AttachmentError):
+    code = "attachment_missing"
+
+
+class AttachmentUnsupportedError(AttachmentError):
+    """Not an image or PDF the provider takes, or a URL it does not fetch (batchor never downloads)."""
+
+    code = "attachment_unsupported"
+
+
+class AttachmentTooLargeError(AttachmentError):
+    code = "attachment_too_large"
+
+
+class AttachmentChangedError(AttachmentError):
+    """The file's content differs from what was planned (and keyed): plan again to send it."""
+
+    code = "attachment_changed"
+    deterministic = False
+
+
 class ContentRefusedError(ProviderError):
     code = "content_refused"
     deterministic = True

@@ -31,6 +31,7 @@ from batchor.engine.sink import ResultSink
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.errors import (
+    AttachmentError,
     AuthenticationError,
     BatchCreateUnknownError,
     NoApiKeyError,
@@ -239,7 +240,13 @@ class _Lane(Collecting):
         chunk = _Chunk([], [], 0, 0, 0.0)
         while self.queue and len(chunk.keys) < limits.max_requests:
             item = self.items[self.queue[0]]
-            request = self._request(item)
+            try:
+                request = self._request(item)
+            except AttachmentError as exc:  # the row fails alone, before any call
+                self.queue.popleft()
+                assert self.judge is not None
+                self.judge.recorder.fail(item, 0, exc)
+                continue
             line = self.provider.encode(request)
             if chunk.keys and (chunk.size + len(line) > limits.max_bytes
                                or (room is not None and chunk.tokens + item.input_tokens > room)):

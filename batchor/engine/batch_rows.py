@@ -14,6 +14,7 @@ from batchor.engine.events import Progress
 from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.errors import (
+    AttachmentError,
     ProviderError,
     QuotaExhaustedError,
     RateLimitedError,
@@ -81,7 +82,10 @@ class RowJudge:
         self.attempts[item.key] = (used, free)
         if not recorded:
             self._record(item, used, error)
-        current = self.request(item)
+        try:
+            current = self.request(item)
+        except AttachmentError:  # its file changed since it was sent: no retry
+            return self._fail(item, used, error, counted)
         retry = self.reask.next_request(current, error)
         if retry is None or used >= self.max_attempts:
             return self._fail(item, used, error, counted)

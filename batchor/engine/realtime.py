@@ -22,6 +22,7 @@ from batchor.engine.retry import backoff_delay
 from batchor.engine.sink import ResultSink
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.errors import (
+    AttachmentError,
     AuthenticationError,
     ContextLengthError,
     InvalidOutputError,
@@ -98,7 +99,11 @@ class RealtimeExecutor:
                 f"prompt has {item.input_tokens} tokens; with max_tokens {step.plan.max_tokens} it exceeds the "
                 f"{step.plan.context_window}-token context window of {step.plan.model} (not sent)"))
             return
-        request, attempt = step.request(item), 0
+        try:
+            request, attempt = step.request(item), 0
+        except AttachmentError as exc:  # planned as unsendable, or the file changed since: fails alone
+            self.recorder.fail(item, 0, exc)
+            return
         while True:
             attempt += 1
             error = await self._attempt(item, step, request, attempt, hold)

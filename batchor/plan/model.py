@@ -79,6 +79,9 @@ class StepPlan(_Frozen):
     input_factor: float = 1.0  # expected billed input tokens per counted token (calibration, re-asks)
     input_source: str = ""  # exact | calibrated: N answers | estimate (see plan/estimate.py)
     key_prefix: str  # canonical provider/model/params/schema part of the request key
+    attachments: list[str] = Field(default_factory=list)  # `attachments:` expressions (plan/attachments.py)
+    attachments_folder: str | None = None  # where relative attachment paths start (the input's folder)
+    media_rules: str | None = None  # provider whose attachment limits and token rules apply (also under --mock)
     counts: StepCounts = Field(default_factory=StepCounts)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

@@ -97,7 +97,7 @@ class _StepRenderer:
         self.step, self.requests = step, StepRequests(step, tpl)
         self.fast: FastStep | None = (
             fast_step(step.system, step.prompt, step.when, schema)
-            if not tpl.dynamic_row_access
+            if not tpl.dynamic_row_access and not step.attachments
             else None
         )
 

@@ -6,6 +6,10 @@ the same body whichever path rendered it, and `llm_request` builds what is sent 
 messages that were keyed. The column-wise fast path (`column_render.py`) builds the same bodies for
 simple templates without Jinja and keys them with `StepRequests.keys`; tests/plan/test_request.py
 holds the two (and the three callers) to identical results.
+
+A step with `attachments:` adds references to its files to the first user message
+(`plan/attachments.py`); the key hashes their content, not where they are (`keyed_view`), and
+`llm_request` loads the bytes that are sent.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from batchor.fingerprint import canonical_json, request_key_from_json
+from batchor.plan.attachments import ATTACHMENTS, AttachmentContext, describe_row, keyed_view, load
+from batchor.plan.image_tokens import attachment_tokens
 from batchor.plan.model import StepPlan
 from batchor.plan.tokens import get_counter
 from batchor.providers.base import LLMRequest
@@ -25,11 +31,12 @@ from batchor.spec.templates import StepTemplates, compile_step, make_environment
 
 @dataclass(frozen=True, slots=True)
 class RenderedRequest:
-    """A row's request: its key, its messages, and their canonical JSON (what the key hashes)."""
+    """A row's request: its key, its messages, and their canonical JSON (what the key hashes,
+    less the attachments' locations)."""
 
     key: str
     body: str
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, Any], ...]
 
 
 class StepRequests:
@@ -38,22 +45,36 @@ class StepRequests:
     def __init__(self, step: StepPlan, templates: StepTemplates) -> None:
         self.step, self.templates = step, templates
         self.counter = get_counter(step.provider, step.model)
+        self.media = (AttachmentContext(Path(step.attachments_folder or "."), step.media_rules or step.provider)
+                      if step.attachments else None)
 
     def render(self, row_key: str, context: dict[str, Any]) -> RenderedRequest | None:
         """The row's request, or None when the step's `when:` skips it; a failure names the row."""
         try:
             if not self.templates.should_run(context):
                 return None
-            messages = self.templates.render_messages(context)
+            messages: list[dict[str, Any]] = list(self.templates.render_messages(context))
+            values = self.templates.render_attachments(context) if self.media is not None else []
         except Exception as exc:  # noqa: BLE001 - any render failure names the step and row
             raise render_error(self.step.name, exc, row_key) from None
-        body = canonical_json(messages)
-        return RenderedRequest(request_key_from_json(self.step.key_prefix, body), body, tuple(messages))
+        if self.media is None:
+            body = canonical_json(messages)
+            return RenderedRequest(request_key_from_json(self.step.key_prefix, body), body, tuple(messages))
+        refs = describe_row(values, row_key, self.media)
+        user = next(i for i, m in enumerate(messages) if m["role"] == "user")
+        keyed = [*messages[:user], {**messages[user], ATTACHMENTS: keyed_view(refs)}, *messages[user + 1:]]
+        messages[user] = {**messages[user], ATTACHMENTS: refs}
+        key = request_key_from_json(self.step.key_prefix, canonical_json(keyed))
+        return RenderedRequest(key, canonical_json(messages), tuple(messages))
 
     def tokens(self, requests: Sequence[RenderedRequest | None]) -> list[int | None]:
-        """Input tokens per request (None where there is none), counted in one batch."""
-        counts = iter(self.counter.count_messages_batch([r.messages for r in requests if r is not None]))
-        return [next(counts) if r is not None else None for r in requests]
+        """Input tokens per request (None where there is none), counted in one batch: the text,
+        plus each attachment by its provider's rule."""
+        present = [r for r in requests if r is not None]
+        counts = iter(self.counter.count_messages_batch([r.messages for r in present]))
+        rules = self.media.provider if self.media is not None else ""
+        return [next(counts) + sum(attachment_tokens(rules, a) for a in _refs(r.messages)) if r is not None else None
+                for r in requests]
 
     def keys(self, bodies: Sequence[str]) -> list[str]:
         """Keys of many canonical bodies at once (the fast path): the hash `render` computes."""
@@ -70,10 +91,20 @@ def request_keys(prefix: str, bodies: Sequence[str]) -> list[str]:
 def pinned_requests(step: StepPlan, base_dir: str) -> StepRequests:
     """A step's renderer from the templates pinned in a plan (apply and pipelining)."""
     env = make_environment(Path(base_dir))
-    templates = compile_step(env, step.name, step.system, step.prompt, step.when, set(step.depends_on))
+    templates = compile_step(env, step.name, step.system, step.prompt, step.when, set(step.depends_on),
+                             step.attachments)
     return StepRequests(step, templates)
 
 
-def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, str], ...]) -> LLMRequest:
-    """What is sent for a request: the keyed messages with the step's pinned params and schema."""
-    return LLMRequest(key, step.model, messages, step.params, step.sent_schema, step.name)
+def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) -> LLMRequest:
+    """What is sent for a request: the keyed messages with the step's pinned params and schema,
+    and the attachments' bytes (an `AttachmentError` when one cannot be sent: the row fails)."""
+    refs = _refs(messages)
+    if not refs and not any(ATTACHMENTS in m for m in messages):
+        return LLMRequest(key, step.model, messages, step.params, step.sent_schema, step.name)
+    plain = tuple({k: v for k, v in m.items() if k != ATTACHMENTS} for m in messages)
+    return LLMRequest(key, step.model, plain, step.params, step.sent_schema, step.name, attachments=load(refs))
+
+
+def _refs(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [ref for m in messages for ref in m.get(ATTACHMENTS) or ()]

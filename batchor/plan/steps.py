@@ -10,6 +10,7 @@ from typing import Any
 
 from batchor.errors import Problems, SpecError
 from batchor.fingerprint import request_prefix
+from batchor.plan.attachments import input_folder
 from batchor.plan.context import context_window
 from batchor.plan.endpoint import key_identity, step_endpoint
 from batchor.plan.fanout_rows import assign_grains
@@ -24,7 +25,7 @@ from batchor.providers.options import check_options
 from batchor.schema.adapt import adapt_schema
 from batchor.schema.core import check_schema, estimate_output_tokens
 from batchor.spec.load import LoadedSpec
-from batchor.spec.model import ModelSpec, SqlStep
+from batchor.spec.model import LLMStep, ModelSpec, SqlStep
 from batchor.spec.templates import StepTemplates, compile_step, make_environment
 
 
@@ -50,7 +51,8 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
             if isinstance(step, SqlStep):
                 plans.append(sql_step_plan(name, step.sql, step.depends_on, names, step.fan_out, step.max_fanout))
                 continue
-            compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name})
+            compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name},
+                                    step.attachments)
             templates[name] = compiled
             deps = sorted(set(step.depends_on) | compiled.step_refs)
             model = _effective_model(spec.model, step.model, overrides)
@@ -141,13 +143,23 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
         params=params, schema=schema,
         sent_schema=sent_schema, strict=strict, schema_notes=notes, system=step.system,
         prompt=step.prompt, when=step.when, depends_on=deps, mode=mode, mode_note=mode_note,
-        price=price.to_dict() if price else None, token_count_exact=counter.exact,
+        price=price.to_dict() if price else None, token_count_exact=counter.exact and not step.attachments,
         token_upper_factor=counter.upper_factor, max_tokens=max_tokens,
         context_window=context_window(model.name, model.context_window),
         expected_output_tokens=min(max_tokens, estimate_output_tokens(schema)),
         endpoint=endpoint,
         key_prefix=request_prefix(key_identity(provider, endpoint), model.name, key_params, sent_schema),
+        **_attachment_fields(loaded, step, model),
     )
+
+
+def _attachment_fields(loaded: LoadedSpec, step: LLMStep, model: ModelSpec) -> dict[str, Any]:
+    """A step's attachment settings, pinned in the plan (nothing for a step without attachments)."""
+    if not step.attachments:
+        return {}
+    folder = input_folder(loaded.base_dir, loaded.spec.input.path)
+    return {"attachments": list(step.attachments), "attachments_folder": str(folder),
+            "media_rules": model.provider}
 
 
 def _check_acyclic(plans: list[StepPlan]) -> None:

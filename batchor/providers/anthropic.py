@@ -31,6 +31,7 @@ from batchor.providers.base import (
     refused,
 )
 from batchor.providers.errors_map import classify, parse_retry_after
+from batchor.providers.media_parts import anthropic_blocks, with_parts
 from batchor.providers.unreachable import unreachable
 
 OUTPUT_CONFIG, TOOL = "output_config", "tool"
@@ -62,7 +63,8 @@ def to_body(request: LLMRequest, *, structured: str = OUTPUT_CONFIG) -> dict[str
     """The JSON body for POST /v1/messages."""
     params = _params(request.params)
     system = [m["content"] for m in request.messages if m["role"] == "system"]
-    messages = [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"]
+    messages = with_parts(request, [{"role": m["role"], "content": m["content"]} for m in request.messages
+                                    if m["role"] != "system"], "content", anthropic_blocks)
     body: dict[str, Any] = {"model": request.model, "messages": messages, **params}
     if system:
         body["system"] = "\n\n".join(system)

@@ -8,11 +8,31 @@ engine only ever sees `batchor.errors.ProviderError` subclasses.
 
 from __future__ import annotations
 
+import base64
 import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from batchor.errors import ContentRefusedError, NoApiKeyError
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file sent with the first user message: its bytes, or a URL the provider fetches itself."""
+
+    media_type: str  # image/png, image/jpeg, image/gif, image/webp, application/pdf
+    data: bytes | None = None
+    url: str | None = None
+
+    @property
+    def is_pdf(self) -> bool:
+        return self.media_type == "application/pdf"
+
+    def base64(self) -> str:
+        return base64.b64encode(self.data or b"").decode("ascii")
+
+    def data_uri(self) -> str:
+        return f"data:{self.media_type};base64,{self.base64()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +45,7 @@ class LLMRequest:
     params: dict[str, Any]  # temperature, max_tokens, top_p, seed, ...
     schema: dict[str, Any] | None = None  # JSON schema for structured output, None for text
     schema_name: str = "output"
+    attachments: tuple[Attachment, ...] = ()  # after the text of the first user message, in order
 
 
 @dataclass(slots=True)

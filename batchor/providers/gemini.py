@@ -40,6 +40,7 @@ from batchor.providers.base import (
     refused,
 )
 from batchor.providers.errors_map import classify
+from batchor.providers.media_parts import gemini_parts, with_parts
 from batchor.providers.unreachable import unreachable
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -64,8 +65,9 @@ def to_body(request: LLMRequest) -> dict[str, Any]:
     if request.schema is not None:
         config["response_mime_type"] = "application/json"
         config["response_json_schema"] = request.schema
-    contents = [{"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
-                for m in request.messages if m["role"] != "system"]
+    contents = with_parts(request, [{"role": "model" if m["role"] == "assistant" else "user",
+                                     "parts": [{"text": m["content"]}]}
+                                    for m in request.messages if m["role"] != "system"], "parts", gemini_parts)
     return {"model": request.model, "contents": contents, "config": config}
 
 

@@ -23,6 +23,7 @@ from batchor.providers.base import (
     refused,
 )
 from batchor.providers.errors_map import classify, parse_retry_after
+from batchor.providers.media_parts import openai_chat_parts, openai_responses_parts, with_parts
 from batchor.providers.unreachable import unreachable
 
 _TOKEN_PARAM_FIRST_PARTY = "max_completion_tokens"
@@ -43,7 +44,8 @@ def to_body(request: LLMRequest, *, api: str = "chat", strict: bool = True, firs
     params = dict(request.params)
     if first_party and "max_tokens" in params:
         params[_TOKEN_PARAM_FIRST_PARTY] = params.pop("max_tokens")
-    body: dict[str, Any] = {"model": request.model, "messages": list(request.messages), **params}
+    messages = with_parts(request, list(request.messages), "content", openai_chat_parts)
+    body: dict[str, Any] = {"model": request.model, "messages": messages, **params}
     if request.schema is not None:
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": _schema_name(request.schema_name), "schema": request.schema, "strict": strict}}
@@ -58,8 +60,9 @@ def _responses_body(request: LLMRequest, strict: bool) -> dict[str, Any]:
     if "reasoning_effort" in params:
         params.setdefault("reasoning", {"effort": params.pop("reasoning_effort")})
     system = [m["content"] for m in request.messages if m["role"] == "system"]
-    body: dict[str, Any] = {"model": request.model, "input": [m for m in request.messages if m["role"] != "system"],
-                            **params}
+    turns = with_parts(request, [m for m in request.messages if m["role"] != "system"], "content",
+                       openai_responses_parts)
+    body: dict[str, Any] = {"model": request.model, "input": turns, **params}
     if system:
         body["instructions"] = "\n\n".join(system)
     if request.schema is not None:

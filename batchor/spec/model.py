@@ -178,6 +178,10 @@ class LLMStep(_Strict):
     """Golden labels: answer field (`text` for a text step) -> input column of known answers."""
     checks: list[CheckSpec] = Field(default_factory=list)
     """Quality gates over this step's answers (only rows it answered count)."""
+    attachments: list[str] = Field(default_factory=list)
+    """Files sent with the prompt (images: PNG, JPEG, WebP, GIF; PDFs), each a Jinja expression
+    such as `row.photo`, giving a path (relative to the input file's folder unless absolute), an
+    `https://` URL, a `data:` URI or base64 text; a list value attaches several files."""
 
 
 class SqlStep(_Strict):

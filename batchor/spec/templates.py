@@ -8,6 +8,7 @@ spec folder is given, and no access to the environment.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,7 @@ class StepTemplates:
     step_refs: set[str] = field(default_factory=set)  # earlier steps used
     dynamic_row_access: bool = False  # row[expr]: columns only checked while rendering
     asts: dict[str, nodes.Template] = field(default_factory=dict)  # part (system/prompt/when) -> parsed
+    attachments: list[Any] = field(default_factory=list)  # compiled `attachments:` expressions
 
     def render_messages(self, context: dict[str, Any]) -> list[dict[str, str]]:
         messages = []
@@ -65,6 +67,16 @@ class StepTemplates:
             messages.append({"role": "system", "content": self.system.render(context)})
         messages.append({"role": "user", "content": self.prompt.render(context)})
         return messages
+
+    def render_attachments(self, context: dict[str, Any]) -> list[Any]:
+        """The values of the `attachments:` expressions, lists flattened, empty values dropped."""
+        values: list[Any] = []
+        for expression in self.attachments:
+            value = expression(context)
+            for item in value if isinstance(value, (list, tuple)) else [value]:
+                if item is not None and item != "":
+                    values.append(item)
+        return values
 
     def should_run(self, context: dict[str, Any]) -> bool:
         if self.when is None:
@@ -74,11 +86,12 @@ class StepTemplates:
 
 def compile_step(
     env: ImmutableSandboxedEnvironment, step: str, system: str | None, prompt: str, when: str | None,
-    known_steps: set[str],
+    known_steps: set[str], attachments: Sequence[str] = (),
 ) -> StepTemplates:
     """Parse a step's templates and find which columns and steps they reference."""
     compiled = StepTemplates(step=step, system=None, prompt=None, when=None)  # type: ignore[arg-type]
     parts = {"system": system, "prompt": prompt, "when": ("{{ " + when + " }}") if when else None}
+    parts.update({f"attachments[{i}]": "{{ " + source + " }}" for i, source in enumerate(attachments)})
     found = Problems()
     for part, source in parts.items():
         if source is None:
@@ -95,7 +108,10 @@ def compile_step(
                 ) from None
             compiled.asts[part] = ast
             _collect_refs(ast, compiled, where, known_steps)
-            setattr(compiled, part, template)
+            if part.startswith("attachments"):
+                compiled.attachments.append(env.compile_expression(source[3:-3], undefined_to_none=False))
+            else:
+                setattr(compiled, part, template)
     found.raise_all()
     return compiled
 

@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from . import media
 from .core import Answer, Call, Provider, Route, content_text, conversation, last_user
 from .limits import Snapshot
 
@@ -40,6 +41,7 @@ def parse_messages(body: dict[str, Any], params: dict[str, str]) -> Call:
         tool=tool,
         max_output=body["max_tokens"],
         body=body,
+        media=media.anthropic(messages),
     )
 
 

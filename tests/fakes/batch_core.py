@@ -129,6 +129,7 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
         call = route.parse(body, params)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return 400, provider.error_body(400, f"Invalid request: {exc}", None, 0.0)
+    fake.record_media(call)
     action = fake._forced_action(call)
     if action == "quota" or (action is None and fake.config["quota_exhausted"]):
         return provider.quota_error(fake.config["quota_exhausted"] or True)

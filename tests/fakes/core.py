@@ -127,6 +127,7 @@ def asked_prompt(turns: tuple[tuple[str, str], ...]) -> str:
             break
         asked = text if role == "user" else asked
     return asked
+    media: list[dict[str, Any]] = field(default_factory=list)  # attachments received (media.py)
 
 
 def content_text(content: Any) -> str:
@@ -218,6 +219,7 @@ class Stats:
         self.batches_created = 0
         self.endpoint_calls: Counter[str] = Counter()  # named endpoint (faults.py) -> calls
         self.reasks: list[dict[str, str]] = []  # {prompt, rejected, feedback} of each re-ask answered
+        self.media: list[dict[str, Any]] = []  # attachments of accepted calls, with their prompt
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -240,6 +242,7 @@ class Stats:
             "batch_rows_by_id": dict(self.batch_rows),
             "endpoint_calls": dict(self.endpoint_calls),
             "reasks": list(self.reasks),
+            "media": list(self.media),
         }
 
 
@@ -312,6 +315,7 @@ class Fake:
             call = route.parse(body, params)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return self._error(provider, 400, f"Invalid request: {exc}", None)
+        self.record_media(call)
         action = self._forced_action(call)
         if action == "quota" or (action is None and self.config["quota_exhausted"]):
             status, payload = provider.quota_error(self.config["quota_exhausted"] or True)
@@ -348,6 +352,9 @@ class Fake:
         self.stats.rate_limited += 1
         message = _limit_message(call, snap)
         return headers, self._error(provider, 429, message, call, snap.retry_after_s, headers)
+
+    def record_media(self, call: Call) -> None:
+        self.stats.media += [{**m, "provider": call.provider, "prompt": call.prompt} for m in call.media]
 
     def _forced_action(self, call: Call) -> int | str | None:
         for substring, action in (self.config["fail_matching"] or {}).items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import media
 from .core import Answer, Call, Provider, Route, content_text, conversation, last_user
 from .limits import Snapshot
 
@@ -45,6 +46,7 @@ def parse_generate(body: dict[str, Any], params: dict[str, str]) -> Call:
         schema=_schema(config),
         max_output=_get(config, "maxOutputTokens", "max_output_tokens"),
         body=body,
+        media=media.gemini(contents),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from . import media
 from .core import Answer, Call, Provider, Route, content_text, conversation, last_user
 from .limits import Snapshot
 
@@ -49,6 +50,7 @@ def parse_chat(body: dict[str, Any], params: dict[str, str]) -> Call:
         tool=tool,
         max_output=body.get("max_completion_tokens") or body.get("max_tokens"),
         body=body,
+        media=media.openai_chat(messages),
     )
 
 
@@ -104,6 +106,7 @@ def parse_responses(body: dict[str, Any], params: dict[str, str]) -> Call:
         tool=tool,
         max_output=body.get("max_output_tokens"),
         body=body,
+        media=media.openai_responses(messages),
     )
 
 
