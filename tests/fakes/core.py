@@ -92,6 +92,7 @@ class Call:
     max_output: int | None = None
     body: dict[str, Any] = field(default_factory=dict)
     turns: tuple[tuple[str, str], ...] = ()  # (user | assistant, text) of the conversation, system left out
+    media: list[dict[str, Any]] = field(default_factory=list)  # attachments received (media.py)
 
     @property
     def asked(self) -> str:
@@ -127,7 +128,6 @@ def asked_prompt(turns: tuple[tuple[str, str], ...]) -> str:
             break
         asked = text if role == "user" else asked
     return asked
-    media: list[dict[str, Any]] = field(default_factory=list)  # attachments received (media.py)
 
 
 def content_text(content: Any) -> str:
