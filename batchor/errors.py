@@ -332,11 +332,17 @@ class ProviderError(BatchorError):
 
 
 class RateLimitedError(ProviderError):
-    """429 / rate limit: wait and retry; does not use up an attempt."""
+    """429 / rate limit: wait and retry; does not use up an attempt. `rate_limits` holds the
+    429's rate-limit headers (named as `Completion.rate_limits`): they tell a spent account
+    limit (the pool slows down) from a random 429 (only this request waits)."""
 
     code = "rate_limited"
     transient = True
     consumes_attempt = False
+
+    def __init__(self, message: str, *, rate_limits: dict[str, float] | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.rate_limits: dict[str, float] = dict(rate_limits or {})
 
 
 class QuotaExhaustedError(ProviderError):
@@ -350,6 +356,14 @@ class TransientProviderError(ProviderError):
 
     code = "provider_unavailable"
     transient = True
+
+
+class ProviderUnreachableError(TransientProviderError):
+    """No connection could be made (refused, host name not found, unreachable, TLS failure):
+    nothing was sent. Retried like any transient error, but a few in a row with no answer in
+    between stop the run (engine/reachability.py): every other request would fail the same way."""
+
+    code = "provider_unreachable"
 
 
 class InvalidRequestError(ProviderError):

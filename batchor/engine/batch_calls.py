@@ -8,6 +8,9 @@ Gemini's RetryInfo delay); anything else is raised at once, its message naming t
 call that creates something remotely is repeated only after a 429, a definite refusal: after a
 timeout or a 5xx the batch may exist, so the adapter raises BatchCreateUnknownError and the
 engine reconciles through `find` instead (an automatic retry could pay for a batch twice).
+A provider that could not be reached at all (connection refused, unknown host) and has not
+answered any call yet gets a few quick tries, not the full backoff: the run then stops with
+that error (engine/reachability.py) instead of waiting half a minute on a dead endpoint.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from batchor.engine.events import Event, EventSink
+from batchor.engine.reachability import STOP_AFTER
 from batchor.engine.retry import backoff_delay
 from batchor.errors import (
     BatchCreateUnknownError,
     ProviderError,
+    ProviderUnreachableError,
     RateLimitedError,
     TransientProviderError,
 )
@@ -31,6 +36,7 @@ T = TypeVar("T")
 CALL_TRIES = 6  # tries of one call before its failure is the engine's to handle
 BASE_DELAY_S = 1.0
 MAX_DELAY_S = 60.0
+UNREACHABLE_DELAY_S = 0.5  # backoff base between the few tries of a provider never reached
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -48,22 +54,29 @@ class RetryingCalls:
         self.emit = emit
         self.tries, self.base_s, self.cap_s = tries, base_s, cap_s
         self.rng = rng or random.Random()
+        self.answered = False  # any call of this provider got an HTTP answer
 
     async def __call__(self, endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> T:
         attempt = 0
         while True:
             attempt += 1
             try:
-                return await fn()
+                result = await fn()
             except ProviderError as exc:
-                if not _worth_repeating(exc, creates) or attempt >= self.tries:
+                dead = isinstance(exc, ProviderUnreachableError) and not self.answered
+                if not _worth_repeating(exc, creates) or attempt >= (STOP_AFTER if dead else self.tries):
                     raise failed_call(endpoint, exc, creates=creates) from None
-                delay = backoff_delay(attempt, base=self.base_s, cap=self.cap_s, retry_after=exc.retry_after,
-                                      rng=self.rng)
+                if exc.status is not None:
+                    self.answered = True
+                delay = backoff_delay(attempt, base=UNREACHABLE_DELAY_S if dead else self.base_s, cap=self.cap_s,
+                                      retry_after=exc.retry_after, rng=self.rng)
                 if self.emit is not None:
                     self.emit(Event("provider_call_retry", {"endpoint": endpoint, "attempt": attempt,
                                                             "error": exc.message, "wait_s": round(delay, 3)}))
                 await (self.sleep or default_sleep)(delay)
+                continue
+            self.answered = True
+            return result
 
 
 def _worth_repeating(exc: ProviderError, creates: bool) -> bool:
@@ -71,4 +84,6 @@ def _worth_repeating(exc: ProviderError, creates: bool) -> bool:
         return True
     if isinstance(exc, BatchCreateUnknownError):
         return False
+    if isinstance(exc, ProviderUnreachableError):  # nothing was sent, so nothing was created
+        return True
     return isinstance(exc, TransientProviderError) and not creates

@@ -1,9 +1,12 @@
 """Realtime execution: many requests in flight through one provider client each.
 
-A producer feeds a bounded queue; `concurrency` workers take items, reserve each attempt's
-worst-case cost (re-asks included), pace through the limiter, call the provider, retry what is
-transient and hand every outcome to the recorder (engine/recorder.py). A stop request (Ctrl+C,
-SIGTERM, quota, budget) stops sending; work in flight is allowed to finish.
+A producer feeds a bounded queue; workers take items, reserve each attempt's worst-case cost
+(re-asks included), pace through the limiter, call the provider, retry what is transient and
+hand every outcome to the recorder (engine/recorder.py). `concurrency` bounds the rows being
+worked on, not the rows waiting out a backoff or a Retry-After: a waiting row gives its place to
+the next one (engine/seats.py), so random 429s cost their own requests a wait, not the run its
+throughput.
+A stop request (Ctrl+C, SIGTERM, quota, budget) stops sending; work in flight may finish.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from batchor.engine.budget import Budget, Hold
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limiter import Limiter, RateLimiter
 from batchor.engine.limits import RunLimits
+from batchor.engine.reachability import STOP_REASON as UNREACHABLE
+from batchor.engine.reachability import Reachability
 from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.retry import backoff_delay
+from batchor.engine.seats import Seat, Seats
 from batchor.engine.sink import ResultSink
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.errors import (
@@ -28,6 +34,7 @@ from batchor.errors import (
     InvalidOutputError,
     ModelNotFoundError,
     ProviderError,
+    ProviderUnreachableError,
     QuotaExhaustedError,
     RateLimitedError,
     TransientProviderError,
@@ -38,8 +45,6 @@ from batchor.providers.base import Completion, LLMRequest, Provider
 
 REJECTED = (InvalidOutputError, TruncatedOutputError)  # answers judged unusable (see recorder.judge)
 MAX_RATE_LIMIT_WAITS = 100  # 429s do not use attempts, but a request cannot wait forever
-
-
 
 
 class RealtimeExecutor:
@@ -57,10 +62,12 @@ class RealtimeExecutor:
         self.sleep = sleep
         self.rng = random.Random(seed)
         self._last_progress = 0.0
+        self._seats = Seats(self.concurrency)
+        self.reachability = Reachability(self.concurrency)
 
     async def run(self, items: Iterable[WorkItem]) -> None:
         queue: asyncio.Queue[WorkItem | None] = asyncio.Queue(maxsize=self.concurrency * 4)
-        workers = [asyncio.create_task(self._worker(queue)) for _ in range(self.concurrency)]
+        workers = [asyncio.create_task(self._worker(queue)) for _ in range(self._seats.workers)]
         try:
             await self._produce(items, queue)
         finally:
@@ -79,20 +86,24 @@ class RealtimeExecutor:
                 await asyncio.sleep(0)
 
     async def _worker(self, queue: asyncio.Queue) -> None:
+        seat = Seat(self._seats)
         while True:
-            item = await queue.get()
+            item = await seat.next_item(queue)
             if item is None:
                 return
             step = self.steps[item.step]
             hold = Hold(self.budget, 0.0, active=False)
-            if not self.stop.stopped and await self._reserve(hold, step.upper_cost(item)):
-                await self._process(item, step, hold)
+            try:
+                if not self.stop.stopped and await self._reserve(hold, step.upper_cost(item)):
+                    await self._process(item, step, hold, seat)
+            finally:
+                seat.leave()
             hold.release()
             if self.sink.due():
                 await self.sink.flush()
             self._report()
 
-    async def _process(self, item: WorkItem, step: StepRuntime, hold: Hold) -> None:
+    async def _process(self, item: WorkItem, step: StepRuntime, hold: Hold, seat: Seat) -> None:
         """Attempts of one row until it is answered, fails, or the run stops (the row stays pending)."""
         if too_long(item.input_tokens, step.plan.max_tokens, step.plan.context_window):
             self.recorder.fail(item, 0, ContextLengthError(
@@ -106,7 +117,7 @@ class RealtimeExecutor:
             return
         while True:
             attempt += 1
-            error = await self._attempt(item, step, request, attempt, hold)
+            error = await self._attempt(item, step, request, attempt, hold, seat)
             if error is None:
                 return
             retry = self.reask.next_request(request, error)
@@ -118,7 +129,9 @@ class RealtimeExecutor:
             request = retry
             self.progress.retries += 1
             if not isinstance(error, REJECTED):  # a rejected answer came back fine: ask again at once
-                await self.sleep(backoff_delay(attempt, retry_after=error.retry_after, rng=self.rng))
+                await seat.wait(self.sleep, backoff_delay(attempt, retry_after=error.retry_after, rng=self.rng))
+                if self.stop.stopped:
+                    return  # stopped while it waited: the row stays pending
 
     async def _reserve(self, hold: Hold, amount: float) -> bool:
         """Reserve one attempt's worst case before it is sent. While other attempts in flight hold
@@ -132,12 +145,12 @@ class RealtimeExecutor:
         return True
 
     async def _attempt(self, item: WorkItem, step: StepRuntime, request: LLMRequest, attempt: int,
-                       hold: Hold) -> ProviderError | None:
+                       hold: Hold, seat: Seat) -> ProviderError | None:
         """One attempt (429s waited out inside it). None: the row is settled or the run stops;
         else the error of this attempt, which may be asked again."""
         waits = 0
         while True:
-            await self.limiter.acquire(item.input_tokens + step.plan.expected_output_tokens)
+            sent_at = await self.limiter.acquire(item.input_tokens + step.plan.expected_output_tokens)
             started = time.monotonic()
             self.progress.in_flight += 1
             try:
@@ -145,27 +158,43 @@ class RealtimeExecutor:
             except RateLimitedError as exc:
                 waits += 1
                 self.progress.rate_limited += 1
-                self.limiter.on_rate_limited(exc.retry_after)
+                self.reachability.reached()
+                wait = self.limiter.on_rate_limited(exc, sent_at)
                 self._call_failed(item, step, attempt, exc, started, hold)
-                if waits <= MAX_RATE_LIMIT_WAITS and not self.stop.stopped:
-                    continue
-                self.recorder.fail(item, attempt, exc)
-                return None
-            except (QuotaExhaustedError, ModelNotFoundError, AuthenticationError) as exc:  # every row alike
-                self._call_failed(item, step, attempt, exc, started, hold)
-                self.stop.stop("quota" if isinstance(exc, QuotaExhaustedError) else exc.code, exc.message)
-                return None
+                if waits > MAX_RATE_LIMIT_WAITS or self.stop.stopped:
+                    self.recorder.fail(item, attempt, exc)
+                    return None
+                await seat.wait(self.sleep, wait)
+                if self.stop.stopped:
+                    return None  # the run stopped meanwhile: the row stays pending
+                continue
             except ProviderError as exc:
                 self._call_failed(item, step, attempt, exc, started, hold)
-                return exc
+                return self._beyond_the_row(exc)
             finally:
                 self.progress.in_flight -= 1
             self.limiter.on_success(completion.rate_limits)
+            self.reachability.reached()
             output, error, cost = self.recorder.answer(item, step, attempt, completion, duration_ms=_ms(started))
             hold.settle(cost)
             if error is None:
                 self.recorder.succeed(item, attempt, output or "", completion)
             return error
+
+    def _beyond_the_row(self, exc: ProviderError) -> ProviderError | None:
+        """What a failed call means for the run: None when it stops it (the row stays pending),
+        else the error, for the row to retry or fail."""
+        self.limiter.on_failure()
+        if isinstance(exc, ProviderUnreachableError):
+            if self.reachability.failed(exc):
+                self.stop.stop(UNREACHABLE, Reachability.stop_detail(exc))
+            return None if self.stop.stopped else exc
+        if exc.status is not None:
+            self.reachability.reached()
+        if isinstance(exc, (QuotaExhaustedError, ModelNotFoundError, AuthenticationError)):  # every row alike
+            self.stop.stop("quota" if isinstance(exc, QuotaExhaustedError) else exc.code, exc.message)
+            return None
+        return exc
 
     def _call_failed(self, item: WorkItem, step: StepRuntime, attempt: int, exc: ProviderError, started: float,
                      hold: Hold) -> None:

@@ -8,8 +8,9 @@ lease meanwhile. When nothing is left to claim it waits while other live workers
 once every answer of this one is stored. Answers are committed before a worker slot takes its
 next request, so a worker that dies loses at most the requests it had in flight.
 
-Rate limits are shared through one token-bucket row per provider+model: workers take permits in
-small slices, so together they stay under the spec's rpm/tpm however many join or leave.
+Rate limits are shared through one token-bucket row per provider+model (engine/shared_limiter.py):
+workers take permits in small slices, so together they stay under the spec's rpm/tpm however many
+join or leave.
 The --max-cost budget is the run's, not a worker's: workers draw it in small slices from one row
 (`SharedBudget`), so together they never pass the tightest --max-cost any of them was given.
 """
@@ -21,7 +22,6 @@ import copy
 import os
 import socket
 import threading
-import time
 import uuid
 from typing import Any, Awaitable, Callable, Iterator
 
@@ -29,6 +29,7 @@ from batchor.engine.batch_handover import refuse_batched_rows
 from batchor.engine.budget import CLI_SOURCE, Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
+from batchor.engine.shared_limiter import SharedRateLimiter
 from batchor.engine.types import StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.state.base import RunRecord, RunStatus
@@ -206,76 +207,11 @@ class SharedRun:
 
     # --- shared rate limit ---------------------------------------------------------------------
 
-    def limiter(self, local: Any, runtimes: dict[str, Any]) -> "SharedRateLimiter":
+    def limiter(self, local: Any, runtimes: dict[str, Any]) -> SharedRateLimiter:
         """A limiter drawing from the shared bucket of these models (keyed by provider:model)."""
         models = sorted({f"{r.plan.provider}:{r.plan.model}" for r in runtimes.values()})
         return SharedRateLimiter(self.book, "+".join(models), self.limits.rpm, self.limits.tpm,
                                  sleep=getattr(local, "sleep", asyncio.sleep))
-
-
-class SharedRateLimiter:
-    """Same face as `RateLimiter`; permits come from one bucket row that all workers share.
-
-    Permits are taken in slices of about `slice_s` seconds of the rate, so the database sees a
-    few requests per second whatever the call rate. A 429 pauses every worker on the bucket.
-    Without rpm/tpm in the spec nothing is paced until the provider advertises its limits in
-    response headers; those then become the shared bucket's rate (at 95 %), as they would locally.
-    """
-
-    def __init__(self, book: LeaseBook, rate_key: str, rpm: float | None, tpm: float | None, *,
-                 burst_s: float = 1.0, slice_s: float = 0.05,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.book, self.rate_key, self.burst_s, self.slice_s = book, rate_key, burst_s, slice_s
-        self.sleep, self.clock = sleep, clock
-        self.rpm: float | None = None
-        self.tpm: float | None = None
-        self.requests = self.tokens = float("inf")
-        self._pace(rpm, tpm)
-        self.paused_until = 0.0
-        self._pause_s = 0.0
-        self._lock = asyncio.Lock()
-
-    async def acquire(self, tokens: int = 0) -> None:
-        async with self._lock:
-            while True:
-                now = self.clock()
-                if now < self.paused_until:
-                    await self.sleep(self.paused_until - now)
-                    continue
-                if self.requests >= 1 and self.tokens >= tokens:
-                    self.requests -= 1
-                    self.tokens -= tokens
-                    return
-                need = max(0.0, tokens - self.tokens) if self.tpm else 0.0
-                pause, self._pause_s = self._pause_s, 0.0
-                grant = await asyncio.to_thread(self.book.take, self.rate_key, self.rpm, self.tpm, self.burst_s,
-                                                self.want if self.requests < 1 else 0, need * self.want, need, pause)
-                self.requests += grant.requests
-                self.tokens += grant.tokens
-                if grant.wait_s > 0:
-                    await self.sleep(min(grant.wait_s, 1.0))
-
-    def on_rate_limited(self, retry_after: float | None) -> None:
-        pause = retry_after if retry_after is not None else 1.0
-        self.paused_until = max(self.paused_until, self.clock() + pause)
-        self._pause_s = max(self._pause_s, pause)
-
-    def on_success(self, headers: dict[str, float] | None = None) -> None:
-        if not headers:
-            return
-        advertised = [headers.get("limit-requests"), headers.get("limit-tokens")]
-        self._pace(*(v * 0.95 if v else None for v in advertised))
-        if headers.get("remaining-requests") == 0 or headers.get("remaining-tokens") == 0:
-            self.paused_until = max(self.paused_until, self.clock() + 1.0)  # this worker only: no 429 yet
-
-    def _pace(self, rpm: float | None, tpm: float | None) -> None:
-        """Set the rates the spec (or, failing it, the provider) gives; a set rate is kept."""
-        if rpm and not self.rpm:
-            self.rpm, self.requests = float(rpm), 0.0
-        if tpm and not self.tpm:
-            self.tpm, self.tokens = float(tpm), 0.0
-        self.want = max(1, int((self.rpm or 0) / 60 * self.slice_s))
 
 
 class SharedBudget(Budget):

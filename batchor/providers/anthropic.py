@@ -129,7 +129,8 @@ def rate_limit_headers(headers: Any) -> dict[str, float]:
     return found
 
 
-def error_for(status: int | None, body: Any, message: str, retry_after: float | None) -> ProviderError:
+def error_for(status: int | None, body: Any, message: str, retry_after: float | None,
+              rate_limits: dict[str, float] | None = None) -> ProviderError:
     """Anthropic's quota signals (402 billing_error, 429 spend limits) first, then the shared map."""
     error = body.get("error") if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else {}
@@ -138,7 +139,7 @@ def error_for(status: int | None, body: Any, message: str, retry_after: float | 
     code = " ".join(str(x) for x in (error.get("type"), details.get("error_code")) if x)
     if status == 402 or any(marker in code for marker in _QUOTA_CODES):
         return QuotaExhaustedError(message, status=status)
-    return classify(status, message, code or None, retry_after)
+    return classify(status, message, code or None, retry_after, rate_limits)
 
 
 class AnthropicProvider:
@@ -176,7 +177,9 @@ async def _mapped_errors(secret: str, url: str | None = None) -> AsyncIterator[N
         yield
     except anthropic.APIStatusError as exc:
         message = redact(str(exc.api_message or exc.message or exc), [secret])
-        raise error_for(exc.status_code, exc.body, message, parse_retry_after(exc.response.headers)) from None
+        headers = exc.response.headers
+        raise error_for(exc.status_code, exc.body, message, parse_retry_after(headers),
+                        rate_limit_headers(headers)) from None
     except anthropic.APIConnectionError as exc:  # APITimeoutError included
         raise unreachable(exc, url, secret) from None
     except json.JSONDecodeError as exc:

@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from batchor.errors import BatchCreateUnknownError, ProviderError, TransientProviderError
+from batchor.errors import BatchCreateUnknownError, ProviderError, ProviderUnreachableError, TransientProviderError
 from batchor.providers import provider_info
 from batchor.providers.base import Completion, LLMRequest, ProviderConfig
 
@@ -105,7 +105,8 @@ async def call_once(endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: b
 def failed_call(endpoint: str, exc: ProviderError, *, creates: bool = False) -> ProviderError:
     """`exc` with the endpoint in its message; a create that may have happened becomes
     BatchCreateUnknownError (reconciled through `find`, never repeated blindly)."""
-    if creates and isinstance(exc, TransientProviderError) and not isinstance(exc, BatchCreateUnknownError):
+    definite = isinstance(exc, (BatchCreateUnknownError, ProviderUnreachableError))  # nothing sent: not created
+    if creates and isinstance(exc, TransientProviderError) and not definite:
         return BatchCreateUnknownError(f"{endpoint}: {exc.message} (the batch may exist)", status=exc.status)
     if exc.message.startswith(f"{endpoint}: "):
         return exc

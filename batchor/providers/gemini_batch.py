@@ -38,7 +38,7 @@ from batchor.providers.batch import (
     crash_point,
     mapped_call,
 )
-from batchor.providers.gemini import _mapped_errors, error_for, parse_result, to_body
+from batchor.providers.gemini import _base_url, _mapped_errors, error_for, parse_result, to_body
 from batchor.providers.gemini import create as create_realtime
 
 T = TypeVar("T")
@@ -150,12 +150,13 @@ class GeminiBatchProvider:
         self.client, self._secret, self.limits = client, secret, limits
         self.inline_max_bytes = inline_max_bytes
         self.calls: CallRunner = call_once
+        self._url = _base_url(client)  # names where a connection failed
 
     def encode(self, request: LLMRequest) -> bytes:
         return encode_request(request)
 
     def _call(self, endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> Awaitable[T]:
-        return mapped_call(self.calls, lambda: _mapped_errors(self._secret), endpoint, fn, creates=creates)
+        return mapped_call(self.calls, lambda: _mapped_errors(self._secret, self._url), endpoint, fn, creates=creates)
 
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
         model = json.loads(lines[0])["model"]

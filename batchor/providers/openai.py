@@ -119,10 +119,11 @@ def _schema_name(name: str) -> str:
 
 
 def rate_limit_headers(headers: Any) -> dict[str, float]:
-    """x-ratelimit-* headers as numbers (requests/tokens limit and remaining)."""
+    """x-ratelimit-* headers as numbers (requests/tokens limit and remaining), or the same passed
+    on by a gateway (LiteLLM: `llm_provider-x-ratelimit-*`)."""
     found = {}
     for name in ("limit-requests", "remaining-requests", "limit-tokens", "remaining-tokens"):
-        value = headers.get(f"x-ratelimit-{name}")
+        value = headers.get(f"x-ratelimit-{name}") or headers.get(f"llm_provider-x-ratelimit-{name}")
         if value is not None:
             try:
                 found[name] = float(value)
@@ -196,7 +197,9 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
         code = error.get("code") if isinstance(error, dict) else None
         message = redact(str(error.get("message") if isinstance(error, dict) and error.get("message") else exc),
                          [secret or ""])
-        raise classify(exc.status_code, message, code, parse_retry_after(exc.response.headers)) from None
+        headers = exc.response.headers
+        raise classify(exc.status_code, message, code, parse_retry_after(headers),
+                       rate_limit_headers(headers)) from None
     except openai.APIConnectionError as exc:  # timeouts too: the SDK reports some refusals as timeouts
         raise unreachable(exc, url, secret) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

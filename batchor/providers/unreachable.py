@@ -15,7 +15,7 @@ import socket
 import ssl
 from collections.abc import Iterator
 
-from batchor.errors import TransientProviderError, redact
+from batchor.errors import ProviderUnreachableError, TransientProviderError, redact
 
 _CAUSES = {
     errno.ECONNREFUSED: "connection refused",
@@ -24,6 +24,7 @@ _CAUSES = {
     errno.ENETUNREACH: "network unreachable",
     errno.ETIMEDOUT: "connect timed out",
 }
+_BEFORE_SENDING = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH}
 _OBJECT_REPR = re.compile(r"<[^<>]* object at 0x[0-9a-fA-F]+>")
 
 
@@ -32,10 +33,11 @@ def unreachable(exc: BaseException, url: str | None = None, secret: str | None =
     and why it failed, found in the chain of exceptions below `exc`."""
     chain = list(_chain(exc))
     target = url or _request_url(chain) or "the provider"
-    cause = _os_cause(chain)
+    cause, before_sending = _os_cause(chain)
     if cause is not None:
-        message = f"cannot connect to {target} ({cause})"
-    elif any(_is_timeout(e) for e in chain):
+        message = redact(f"cannot connect to {target} ({cause})", [secret or ""])
+        return ProviderUnreachableError(message) if before_sending else TransientProviderError(message)
+    if any(_is_timeout(e) for e in chain):
         message = f"no answer from {target} in time (request timed out)"
     else:
         message = f"connection to {target} failed ({_plain(chain[-1])})"
@@ -51,18 +53,20 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__ or getattr(current, "os_error", None)
 
 
-def _os_cause(chain: list[BaseException]) -> str | None:
-    """The operating system's reason, from the deepest exception that carries one."""
+def _os_cause(chain: list[BaseException]) -> tuple[str | None, bool]:
+    """The operating system's reason, from the deepest exception that carries one, and whether
+    it failed before anything was sent (a reset connection may have carried the request)."""
     for exc in reversed(chain):
         if isinstance(exc, ssl.SSLCertVerificationError):
-            return f"TLS certificate not trusted: {exc.verify_message}"
+            return f"TLS certificate not trusted: {exc.verify_message}", True
         if isinstance(exc, ssl.SSLError):
-            return f"TLS error: {exc.reason or exc.strerror or type(exc).__name__}"
+            return f"TLS error: {exc.reason or exc.strerror or type(exc).__name__}", True
         if isinstance(exc, socket.gaierror):
-            return "host name not found"
+            return "host name not found", True
         if isinstance(exc, OSError) and isinstance(exc.errno, int) and exc.errno > 0:
-            return _CAUSES.get(exc.errno) or os.strerror(exc.errno).lower()
-    return None
+            cause = _CAUSES.get(exc.errno) or os.strerror(exc.errno).lower()
+            return cause, exc.errno in _BEFORE_SENDING
+    return None, False
 
 
 def _request_url(chain: list[BaseException]) -> str | None:

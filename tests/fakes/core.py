@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "malformed_until_feedback": False,  # malformed unless the request re-asks with feedback (see Call.turns)
     "timeout_hold_s": 30.0,  # a "timeout" holds the request this long, then drops it
     "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
+    "retry_after_style": "provider",  # provider | gateway (LiteLLM: llm_provider-retry-after[-ms]) | none
     "quota_exhausted": False,  # true; Anthropic also "credit_balance" or "spend_limit"
     # {substring of the last user message: status code | "timeout" | "malformed" | "quota"}
     "fail_matching": {},
@@ -421,9 +422,11 @@ class Fake:
         headers: dict[str, str] | None = None,
     ) -> Response:
         headers = dict(headers or {})
-        if retry_after_s > 0 and provider.name != "gemini":  # Gemini puts it in the body
-            headers["retry-after"] = f"{retry_after_s:.3f}".rstrip("0").rstrip(".")
-            headers["retry-after-ms"] = str(max(1, round(retry_after_s * 1000)))
+        style = self.config["retry_after_style"]
+        if retry_after_s > 0 and provider.name != "gemini" and style != "none":  # Gemini: in the body
+            prefix = "llm_provider-" if style == "gateway" else ""
+            headers[f"{prefix}retry-after"] = f"{retry_after_s:.3f}".rstrip("0").rstrip(".")
+            headers[f"{prefix}retry-after-ms"] = str(max(1, round(retry_after_s * 1000)))
         payload = provider.error_body(status, message, call, retry_after_s)
         return self._reply(provider, status, payload, headers)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import csv
 import socket
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from batchor import api
+from batchor.state import open_state
 from tests.providers.helpers import provider_spec
 
 PROVIDERS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}
@@ -36,4 +39,39 @@ def test_refused_connection_names_the_url_and_the_cause(workdir, fake, provider)
     url = f"http://127.0.0.1:{closed_port()}/"
     spec = provider_spec(workdir, provider, PROVIDERS[provider], rows=2, base_url=url)
     assert errors(workdir, spec) == {
-        f"classify: provider_unavailable: cannot connect to {url} (connection refused)"}
+        f"classify: provider_unreachable: cannot connect to {url} (connection refused)"}
+
+
+def dead_endpoint_run(workdir: Path, provider: str, mode: str) -> tuple[api.Result, float]:
+    url = f"http://127.0.0.1:{closed_port()}/"
+    spec = provider_spec(workdir, provider, PROVIDERS[provider], rows=40, base_url=url)
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    data["limits"].update(max_attempts=5, concurrency=2, mode=mode, batch_poll_s=0.05)
+    spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    compiled = api.plan(spec, state=str(workdir / "state.duckdb"))
+    started = time.monotonic()
+    result = api.apply(compiled, output=workdir / "out.csv", state=str(workdir / "state.duckdb"),
+                       handle_signals=False)
+    return result, time.monotonic() - started
+
+
+@pytest.mark.parametrize("mode", ["realtime", "batch"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_dead_endpoint_stops_the_run_within_seconds(workdir, fake, provider, mode):
+    """Not every row tried `max_attempts` times: a few refusals in a row stop the run, its rows
+    stay pending for the next apply, and the run record says why."""
+    result, elapsed = dead_endpoint_run(workdir, provider, mode)
+    assert elapsed < 5, elapsed
+    assert result.status == "failed" and result.succeeded == 0
+    assert "cannot connect to http://127.0.0.1:" in result.stop_reason
+    assert "(connection refused)" in result.stop_reason and " at 0x" not in result.stop_reason
+    store = open_state(str(workdir / "state.duckdb"))
+    try:
+        ((status, reason, finished),) = store.execute("SELECT status, paused_reason, finished_at IS NOT NULL FROM runs")
+        (failed,) = store.execute("SELECT count(*) FROM results WHERE status = 'failed'")[0]
+        attempts = store.execute("SELECT count(*) FROM attempts")[0][0]
+    finally:
+        store.close()
+    assert (status, finished) == ("failed", True) and "connection refused" in reason
+    assert failed <= 2  # at most the rows that failed before the third refusal in a row
+    assert attempts <= 5 * 2 + 3  # nowhere near 40 rows x 5 attempts

@@ -11,7 +11,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from batchor.engine.workers import SharedRateLimiter
+from batchor.engine.shared_limiter import SharedRateLimiter
 from batchor.state.base import RESULT_SCHEMA, RunRecord
 from batchor.state.leases import LeaseBook, _grant
 from batchor.state.pg_session import qmark_to_pyformat
