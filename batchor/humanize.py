@@ -52,6 +52,13 @@ def duration(seconds: float | None) -> str:
     return f"{days}d {hours}h"
 
 
+def millis(ms: float | None) -> str:
+    """A latency: `7 ms`, `340 ms`, then as a duration (`1.2s`)."""
+    if ms is None:
+        return NOTHING
+    return f"{ms:.0f} ms" if ms < 1000 else duration(ms / 1000.0)
+
+
 def as_datetime(value: Any) -> dt.datetime | None:
     """A stored timestamp (datetime, or ISO text from JSON) as a naive local datetime."""
     if value is None or value == "":

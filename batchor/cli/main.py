@@ -30,6 +30,7 @@ from batchor.cli.options import (
     SampleOpt,
     choice_value,
 )
+from batchor.cli.report_cmd import report as report_command
 from batchor.cli.results import results as results_command
 from batchor.cli.resume import continue_command
 from batchor.cli.state_check import state_check
@@ -230,6 +231,7 @@ def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 
 
 app.command("results")(results_command)
+app.command("report")(report_command)
 
 
 @app.command()

@@ -1,0 +1,137 @@
+"""`batchor report`: the run's figures, failures, samples and plan in one self-contained HTML page
+(opened in headless Chromium), markdown for a PR, JSON; model and row text escaped; sizes bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from batchor.cli.main import app
+from batchor.report import gather, render_html, render_markdown
+from batchor.report.data import EXAMPLES, SAMPLES
+from tests.cli.cli_helpers import run_cli
+from tests.conftest import make_spec, write_csv
+
+NASTY = "<script>window.pwned=1</script><img src=x onerror=alert(1)> & 'quotes'"
+
+
+def _run(workdir: Path, fake, rows: int = 12, failing: str = "review number 3") -> dict:
+    fake.configure(fail_matching={failing: 400})
+    spec = make_spec(workdir, rows=rows)
+    data = [{"id": f"r{i}", "text": f"review number {i}"} for i in range(rows)]
+    data[0]["text"] = NASTY
+    write_csv(workdir / "data.csv", data)
+    done = CliRunner().invoke(app, ["apply", str(spec), "--yes"])
+    assert done.exit_code == 3, done.output
+    return json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)
+
+
+def test_report_data_is_the_runs_figures(workdir, fake):
+    status = _run(workdir, fake)
+    report = gather(None, None)
+    (step,) = report["steps"]
+    assert (step["step"], step["rows"], step["succeeded"], step["failed"]) == ("classify", 12, 11, 1)
+    assert step["attempts"] == 12 and step["cost_usd"] == pytest.approx(status["spend"]["total_usd"])
+    assert step["input_tokens"] == status["input_tokens"]
+    assert sum(b["attempts"] for b in step["latency_histogram"]) == 12
+    (failure,) = report["failures"]
+    assert (failure["reason"], failure["rows"], failure["examples"][0]["row_key"]) == ("invalid_request", 1, "r3")
+    assert len(report["samples"]) == SAMPLES
+    assert report["samples"][0]["input"]["text"] == NASTY  # the input beside its answer, from the plan
+    assert report["plan"]["totals"]["rows"] == 12 and "classify" in report["plan"]["spec_text"]
+
+
+def test_html_is_self_contained_and_escapes_untrusted_text(workdir, fake):
+    status = _run(workdir, fake)
+    page = render_html(gather(None, None))
+    assert status["run_id"] in page and "invalid_request" in page
+    assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in page
+    assert "<script" not in page and "<img" not in page  # the row text is text, never markup
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched from anywhere
+    assert "<link" not in page and "@import" not in page
+
+
+def test_sizes_stay_bounded_however_many_rows_fail(workdir, fake):
+    _run(workdir, fake, rows=60, failing="review number")  # every row but the nasty one fails
+    report = gather(None, None)
+    (failure,) = report["failures"]
+    assert failure["rows"] == 59 and len(failure["examples"]) == EXAMPLES
+    assert len(report["samples"]) == 1
+    assert len(render_html(report)) < 60_000
+
+
+def test_markdown_for_a_pull_request(workdir, fake):
+    status = _run(workdir, fake)
+    text = render_markdown(gather(None, None))
+    assert f"`{status['run_id']}`" in text
+    assert "partial: 11 of 12 rows answered, 1 failed" in text
+    assert re.search(r"\| classify \| 12 \| 11 \| 1 \| 8\.3 % \|", text)
+    assert "invalid_request: 1 row(s)" in text and "<script>" not in text.split("| step |")[0]
+
+
+def test_report_command_writes_html_and_prints_markdown_and_json(workdir, fake):
+    status = _run(workdir, fake)
+    done = run_cli(workdir, "report", "-o", "out/report.html")
+    assert done.returncode == 0 and "wrote out/report.html" in done.stderr, done.stderr
+    assert status["run_id"] in (workdir / "out" / "report.html").read_text(encoding="utf-8")
+    markdown = CliRunner().invoke(app, ["report", status["run_id"], "--format", "markdown"])
+    assert markdown.exit_code == 0 and markdown.stdout.startswith("### batchor run")
+    data = json.loads(CliRunner().invoke(app, ["report", "--json"]).stdout)
+    assert data["run"]["run_id"] == status["run_id"]
+    bad = CliRunner().invoke(app, ["report", "--format", "pdf"])
+    assert bad.exit_code == 2 and "--format" in bad.output
+    missing = run_cli(workdir, "report", "nope")
+    assert missing.returncode == 1 and "run_not_found" in missing.stderr
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.skip("no chromium on this machine (`apt-get install chromium`; .ci/run installs it when it can)")
+    return found
+
+
+def _open(browser: str, page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """Headless Chromium on a file: the rendered DOM on stdout, console messages on stderr."""
+    profile = page.parent / "chromium-profile"
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *flags,
+                           page.as_uri()], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HOME": str(page.parent)})
+
+
+def _console(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.mark.slow
+def test_report_renders_in_headless_chromium_without_console_errors(workdir, fake):
+    browser = _chromium()
+    status = _run(workdir, fake)
+    page = workdir / "report.html"
+    CliRunner().invoke(app, ["report", "-o", str(page)])
+    # the console check can fail: a page that logs is seen
+    control = workdir / "control.html"
+    control.write_text("<html><body><script>console.error('control-message')</script></body></html>")
+    assert any("control-message" in line for line in _console(_open(browser, control, "--dump-dom").stderr))
+
+    dom = _open(browser, page, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert _console(dom.stderr) == []
+    text = re.sub(r"<[^>]+>", " ", dom.stdout)
+    assert status["run_id"] in text and "invalid_request" in text
+    assert re.search(r"rows answered\s+11 of 12", text)
+    assert re.search(r"spend\s+\$0\.\d{4}", text)
+    assert "window.pwned" not in dom.stdout.replace("&lt;script&gt;window.pwned", "")
+    shot = workdir / "report.png"
+    taken = _open(browser, page, f"--screenshot={shot}", "--window-size=1200,2000", "--hide-scrollbars")
+    assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    if os.environ.get("BATCHOR_REPORT_SCREENSHOT"):  # keep it to look at (CI artifacts, notes)
+        shutil.copy(shot, os.environ["BATCHOR_REPORT_SCREENSHOT"])
