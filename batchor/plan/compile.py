@@ -120,7 +120,9 @@ def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: 
     else:
         counts = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run,
                          tally.input_tokens, estimated=not step.token_count_exact)
-        counts = counts.model_copy(update={"too_long": tally.too_long})
+        counts = counts.model_copy(update={"too_long": tally.too_long,
+                                           "attachment_problems": tally.attachment_problems,
+                                           "attachment_examples": tally.attachment_examples})
     if tally is not None:
         counts = counts.model_copy(update={"failed_earlier": tally.failed_earlier})
     if isinstance(tally, DependentTally):

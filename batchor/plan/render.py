@@ -38,6 +38,8 @@ class RowTally:
     input_tokens: int = 0  # of requests to run
     too_long: int = 0  # over the context window: fail without a call, cost nothing
     failed_earlier: int = 0  # failed before with a deterministic error: not sent again
+    attachment_problems: int = 0  # requests whose attachments cannot be sent
+    attachment_examples: list[str] = field(default_factory=list)
     _keys: list[pa.Array] = field(default_factory=list)  # every row's key but nulls, may repeat
     _tokens: list[pa.Array] = field(default_factory=list)
 
@@ -165,6 +167,9 @@ def write_plan_data(
     finally:
         if writer is not None:
             writer.close()
+    for step, renderer in zip(roots, renderers or []):
+        requests, tally = renderer.requests, tallies[step.name]
+        tally.attachment_problems, tally.attachment_examples = requests.problems, requests.problem_examples
     for step in roots:
         tallies[step.name].finish(step, caches[step.name], retry_failed)
     return tallies

@@ -47,6 +47,8 @@ class StepRequests:
         self.counter = get_counter(step.provider, step.model)
         self.media = (AttachmentContext(Path(step.attachments_folder or "."), step.media_rules or step.provider)
                       if step.attachments else None)
+        self.problems = 0  # requests whose attachments cannot be sent (they fail without a call)
+        self.problem_examples: list[str] = []  # the first few, naming the row and the file
 
     def render(self, row_key: str, context: dict[str, Any]) -> RenderedRequest | None:
         """The row's request, or None when the step's `when:` skips it; a failure names the row."""
@@ -61,6 +63,10 @@ class StepRequests:
             body = canonical_json(messages)
             return RenderedRequest(request_key_from_json(self.step.key_prefix, body), body, tuple(messages))
         refs = describe_row(values, row_key, self.media)
+        problem = next((ref["detail"] for ref in refs if "error" in ref), None)
+        if problem is not None:
+            self.problems += 1
+            self.problem_examples += [problem][: 3 - len(self.problem_examples)]
         user = next(i for i, m in enumerate(messages) if m["role"] == "user")
         keyed = [*messages[:user], {**messages[user], ATTACHMENTS: keyed_view(refs)}, *messages[user + 1:]]
         messages[user] = {**messages[user], ATTACHMENTS: refs}

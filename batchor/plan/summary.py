@@ -71,6 +71,9 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         if c.too_long:
             lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
                          "those rows will fail without a call")
+        if c.attachment_problems:
+            lines.append(f"    note: {c.attachment_problems:,} row(s) have attachments that cannot be sent: they will "
+                         "fail without a call, e.g. " + "; ".join(c.attachment_examples))
         if c.failed_earlier:
             lines.append(f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
                          "context too long); --retry-failed or --refresh STEP sends them again")

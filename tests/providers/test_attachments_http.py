@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from batchor import api
+from batchor.plan.summary import plan_text
 from tests.conftest import write_csv
 from tests.engine.batch_helpers import FAST
 from tests.media_files import image_bytes, pdf_bytes, write
@@ -131,3 +132,15 @@ def test_mock_rehearsal_reads_the_files_too(fake, workdir):
     outcome = apply(workdir, spec, mock=True)
     assert (outcome.succeeded, outcome.failed) == (1, 1)
     assert fake.stats()["requests"] == 0
+
+
+def test_the_plan_names_rows_whose_files_cannot_be_sent(workdir):
+    rows = [{"id": "r1", "photo": "media/a.png", "doc": ""}, {"id": "r2", "photo": "media/gone.png", "doc": ""},
+            {"id": "r3", "photo": "https://example.org/x.png", "doc": ""}]
+    spec, _ = media_job(workdir, "gemini", rows=rows)
+    plan = api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
+    counts = plan.header.steps[0].counts
+    assert counts.attachment_problems == 2
+    assert "row r2" in counts.attachment_examples[0] and "gone.png" in counts.attachment_examples[0]
+    assert "row r3" in counts.attachment_examples[1] and "URL" in counts.attachment_examples[1]
+    assert "2 row(s) have attachments that cannot be sent" in plan_text(plan)
