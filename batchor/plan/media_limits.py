@@ -25,20 +25,22 @@ class MediaLimits:
     max_pdf_pages: int | None = None
     max_image_side: int | None = None
     url_types: tuple[str, ...] = ()  # types the provider fetches itself from an https:// URL
+    many_images_side: int | None = None  # long-side limit once a request has more than 20 images
 
 
 # OpenAI Chat Completions: images (non-animated GIF) by URL or data URI, PDFs as base64 `file`
 # parts (no URLs); 500 images, 50 MB of images; PDFs 100 pages / 32 MB per request.
-# Anthropic: 100 images, 5 MB each (base64), 8000 px a side; PDFs 100 pages, 32 MB per request;
-# images and PDFs by URL. Gemini: inline data up to 20 MB per request, PNG/JPEG/WebP (no GIF),
-# 3,000 images, PDFs up to 1,000 pages; no plain https:// URLs.
+# Anthropic: 100 images, 5 MB each (base64), 8000 px a side (2000 px with over 20 images);
+# PDFs 100 pages, 32 MB per request; images and PDFs by URL. Gemini: inline data up to 20 MB per
+# request, PNG/JPEG/WebP (no GIF), 3,000 images, PDFs up to 1,000 pages; no plain https:// URLs.
 LIMITS: dict[str, MediaLimits] = {
     "openai": MediaLimits((*IMAGE_TYPES, PDF), 500, 50 * MB, max_pdf_pages=100, url_types=IMAGE_TYPES),
     "anthropic": MediaLimits((*IMAGE_TYPES, PDF), 100, 32 * MB, max_file_bytes=5 * MB, max_pdf_pages=100,
-                             max_image_side=8000, url_types=(*IMAGE_TYPES, PDF)),
+                             max_image_side=8000, url_types=(*IMAGE_TYPES, PDF), many_images_side=2000),
     "gemini": MediaLimits(("image/png", "image/jpeg", "image/webp", PDF), 3000, 20 * MB, max_pdf_pages=1000),
 }
 _PDF_MAX_BYTES = 32 * MB  # OpenAI and Anthropic: PDF content per request
+_MANY_IMAGES = 20
 
 
 def limits_for(provider: str) -> MediaLimits:
@@ -76,6 +78,10 @@ def request_problem(limits: MediaLimits, refs: list[dict[str, Any]], provider: s
     pdf_bytes = sum(_base64_size(r) for r in refs if r["media_type"] == PDF)
     if provider != "gemini" and pdf_bytes > _PDF_MAX_BYTES:
         return f"PDFs total {pdf_bytes:,} bytes base64-encoded, over {provider}'s {_PDF_MAX_BYTES:,} per request"
+    side = max((max(int(r.get("width") or 0), int(r.get("height") or 0)) for r in refs), default=0)
+    if limits.many_images_side is not None and len(refs) > _MANY_IMAGES and side > limits.many_images_side:
+        return (f"{len(refs)} attachments with one {side} px on its long side: over {_MANY_IMAGES} images, "
+                f"{provider} takes at most {limits.many_images_side} px a side")
     pages = sum(int(r.get("pages") or 0) for r in refs)
     if limits.max_pdf_pages is not None and pages > limits.max_pdf_pages:
         return f"PDFs total {pages} pages, over {provider}'s {limits.max_pdf_pages}-page limit per request"

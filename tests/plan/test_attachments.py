@@ -131,6 +131,10 @@ def test_provider_limits_checked_per_file_and_per_request(tmp_path):
     small = str(write(tmp_path / "s.png", image_bytes(8, 8)))
     many = describe_row([small] * 101, "r4", AttachmentContext(tmp_path, "anthropic"))
     assert many[-1]["error"] == "attachment_too_large" and "101 attachments" in many[-1]["detail"]
+    wide = str(write(tmp_path / "w.png", image_bytes(2400, 100)))
+    assert "error" not in describe_row([wide] + [small] * 19, "r5", AttachmentContext(tmp_path, "anthropic"))[-1]
+    crowded = describe_row([wide] + [small] * 20, "r5", AttachmentContext(tmp_path, "anthropic"))
+    assert crowded[-1]["error"] == "attachment_too_large" and "2000 px" in crowded[-1]["detail"]
 
 
 def test_a_file_changed_since_the_plan_is_not_sent(tmp_path):
