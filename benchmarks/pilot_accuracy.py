@@ -8,7 +8,7 @@ structured answers from their schema: a pilot of N rows (batchor.pilot.run_pilot
 apply. Prints a JSON line per spec: the plan's expected cost after the pilot, its interval, the
 plan's upper bound, what the full run spent (recorded attempts), actual/expected, whether the
 actual lies in the interval, the pilot's calls against N x steps, and the pilot's local overhead
-(planning its sample, re-planning, the interval; the calls themselves excluded).
+(its wall time minus its runs' own durations: planning the sample, re-planning, the interval).
 
 The models are Anthropic and Gemini ones: the fake counts input tokens as characters / 4, which
 only a non-OpenAI model's calibrated input count (plan/estimate.py) follows; an OpenAI model's
@@ -34,7 +34,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from conftest import make_spec, write_csv  # noqa: E402
 
 from batchor import api  # noqa: E402
-from batchor.pilot import calibrated, pilot_plan  # noqa: E402
+from batchor.pilot import run_pilot  # noqa: E402
 from tests.fakes import FakeServer  # noqa: E402
 
 MEDIAN_WORDS = 120  # text answers: median length in words (log-normal, sigma from the command line)
@@ -94,13 +94,10 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
     fake.reset(config=True)
     fake.configure(text_words=[MEDIAN_WORDS, sigma])
     started = time.perf_counter()
-    sampled = pilot_plan(spec, pilot_rows)
-    planned = time.perf_counter()
-    pilot = api.apply_compiled(sampled, handle_signals=False, run_kind="pilot")
-    ran = time.perf_counter()
-    full = api.plan(spec)
-    calibration = calibrated(full)
-    overhead = (planned - started) + (time.perf_counter() - ran)
+    piloted = run_pilot(spec, pilot_rows, handle_signals=False)
+    elapsed = time.perf_counter() - started
+    run_s = piloted.outcome.duration_s
+    full, calibration = piloted.plan, piloted.calibration
     pilot_calls = fake.stats()["answered"]
     run = api.apply_compiled(full, handle_signals=False)
     steps = sum(1 for s in full.header.steps if s.provider != "sql")
@@ -111,8 +108,9 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
             "upper": round(full.header.totals.cost_upper, 6), "actual": round(actual, 6),
             "ratio": round(actual / calibration.expected, 4) if calibration.expected else None,
             "in_interval": calibration.low <= actual <= calibration.high,
-            "pilot_cost": round(pilot.cost_usd, 6), "pilot_calls": pilot_calls, "pilot_call_bound": pilot_rows * steps,
-            "pilot_overhead_s": round(overhead, 2), "pilot_run_s": round(ran - planned, 2),
+            "pilot_cost": round(piloted.outcome.cost_usd, 6), "pilot_calls": pilot_calls,
+            "pilot_call_bound": pilot_rows * steps, "pilot_overhead_s": round(elapsed - run_s, 2),
+            "pilot_run_s": round(run_s, 2),
             "sources": {s.step: s.source for s in calibration.steps}}
 
 

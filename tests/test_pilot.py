@@ -16,6 +16,7 @@ import batchor
 from batchor.cli.main import app
 from batchor.errors import CostLimitError, UsageError
 from batchor.pilot import pilot_plan, run_pilot
+from batchor.plan.calibrate import calibration_lines
 from batchor.spec.inputs import ROW_KEY
 from tests.conftest import make_spec, write_csv
 
@@ -87,13 +88,16 @@ def test_spread_reasks_and_selectivity_are_measured(fake, workdir):
     step = result.calibration.steps[0]
     assert step.measured.answers == 20 and step.reask_rate == pytest.approx(1.0)  # every row re-asked once
     assert step.low < step.expected < step.high  # answers of several lengths: an interval
-    fake.configure(malformed_until_feedback=False)
-    chain = chain_spec(workdir / "chain")
+
+
+def test_a_when_step_is_measured_within_n_x_steps_requests(fake, workdir):
+    chain = chain_spec(workdir)
     piloted = run_pilot(chain, 20, handle_signals=False)
     second = next(s for s in piloted.calibration.steps if s.step == "second")
-    assert second.evaluated == 20 and 0 < second.ran < 20
+    assert second.evaluated == 20 and 0 < second.ran < 20  # `second` runs on the even ids only
     assert second.selectivity == pytest.approx(second.ran / 20)
-    assert fake.stats()["answered"] <= 40 + 20 * 2  # at most N x steps calls (plus the first pilot's)
+    assert fake.stats()["answered"] == 20 + second.ran <= 20 * 2  # at most N x steps requests
+    assert "when: runs on" in "\n".join(calibration_lines(piloted.calibration))
 
 
 def test_plan_pilot_prints_the_cost_before_and_the_calibrated_plan_after(fake, workdir):
@@ -131,6 +135,7 @@ def test_a_mock_pilot_says_its_numbers_are_rehearsal_numbers(workdir):
     assert "REHEARSAL" in result.output and "rehearsal numbers" in result.output.lower()
 
 
+@pytest.mark.slow  # a pilot and a full run through the CLI
 def test_apply_pilot_runs_the_pilot_then_the_rest(fake, workdir):
     spec = make_spec(workdir, rows=ROWS)
     result = CliRunner().invoke(app, ["apply", str(spec), "--pilot", "10", "--yes"])
