@@ -23,6 +23,8 @@ from batchor.plan.steps import Overrides
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import variant_tags
 from batchor.quality import check_plan, checks_after_run
+from batchor.report.live import LiveView
+from batchor.report.live import wanted as live_wanted
 from batchor.result import Result
 from batchor.spec.load import LoadedSpec, load_spec
 from batchor.state import apply_lock, open_state, state_location
@@ -123,22 +125,40 @@ def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: 
           refresh: frozenset[str] | set[str] = frozenset(), no_cache: bool = False, limit: int | None = None,
           sample: int | None = None, output: str | Path | None = None, on_event: Callable[[Event], None] | None = None,
           handle_signals: bool = True, limits: dict[str, Any] | None = None, wait: bool = True,
-          retry_failed: bool = False) -> Result:
+          retry_failed: bool = False, progress: bool = True) -> Result:
     """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
     check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume.
-    `no_cache=True` asks every request again, like `refresh` naming every step."""
+    `no_cache=True` asks every request again, like `refresh` naming every step. `progress` shows
+    the live view in a notebook or on a terminal (never into a pipe or a file); False turns it off."""
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     compiled = load_or_plan(spec_or_plan, data=data, state=state, model=model, mock=mock, mode=mode,
                             refresh=refresh, limit=limit, sample=sample, retry_failed=retry_failed)
-    outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
-                             on_event=on_event, handle_signals=handle_signals, limits=limits, wait=wait,
-                             retry_failed=retry_failed)
+    view = LiveView(compiled, max_cost) if progress and live_wanted() else None
+    try:
+        outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
+                                 on_event=_both(view, on_event), handle_signals=handle_signals, limits=limits,
+                                 wait=wait, retry_failed=retry_failed)
+    finally:
+        if view is not None:
+            view.close()
     if data is None:
         data = getattr(compiled, "source_data", None)
     kind = frame_kind(data) if data is not None else "path"
     result = to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
     result.checks = checks_after_run(compiled, outcome.run_id, outcome.status, state)  # quality gates, no calls
     return result
+
+
+def _both(view: Callable[[Event], None] | None,
+          on_event: Callable[[Event], None] | None) -> Callable[[Event], None] | None:
+    """The live view and the caller's callback, each given every event."""
+    if view is None or on_event is None:
+        return view or on_event
+
+    def both(event: Event) -> None:
+        view(event)
+        on_event(event)
+    return both
 
 
 def to_result(outcome: RunOutcome, compiled: CompiledPlan, kind: str = "path", original: Any = None) -> Result:

@@ -136,7 +136,7 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
             typer.echo(render.plan_text(compiled, max_cost), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
         _approve(yes, max_cost)
-    printer = render.EventPrinter(as_json)
+    printer = render.EventPrinter(as_json, plan=compiled, max_cost=max_cost)
     try:
         outcome = api.apply_compiled(compiled, max_cost=max_cost, state=state, refresh=forced,
                                      output=output, on_event=printer, wait=not no_wait, retry_failed=retry_failed)

@@ -1,4 +1,4 @@
-"""Live rendering of engine events: NDJSON (--json) or a rich progress bar on a TTY."""
+"""Live rendering of engine events: NDJSON (--json) or the live view on a TTY; the run summary line."""
 
 from __future__ import annotations
 
@@ -9,48 +9,33 @@ from typing import Any, TextIO
 from batchor.cli.basics import is_quiet
 from batchor.engine.events import Event
 from batchor.plan.summary import money, plan_dict, plan_markdown, plan_text, shared_rows
+from batchor.report.live import LiveView
 
 __all__ = ["EventPrinter", "money", "plan_dict", "plan_markdown", "plan_text", "run_summary"]
 
 
 class EventPrinter:
-    """NDJSON events on stdout (--json) or a rich progress bar on a TTY; quiet otherwise."""
+    """NDJSON events on stdout (--json), or the live view (batchor/report/live.py) on a terminal;
+    quiet otherwise (a pipe, a file, CI, or -q)."""
 
-    def __init__(self, as_json: bool, stream: TextIO | None = None) -> None:
+    def __init__(self, as_json: bool, stream: TextIO | None = None, plan: Any = None,
+                 max_cost: float | None = None) -> None:
         self.as_json = as_json
         self.stream = stream or sys.stdout
-        self._progress: Any = None
-        self._task: Any = None
+        self._view: LiveView | None = None
+        if not as_json and not is_quiet() and sys.stderr.isatty():
+            self._view = LiveView(plan, max_cost)
 
     def __call__(self, event: Event) -> None:
         if self.as_json:
             self.stream.write(json.dumps(event.to_dict(), default=str) + "\n")
             self.stream.flush()
-            return
-        if not sys.stderr.isatty() or is_quiet():
-            return
-        self._rich(event)
-
-    def _rich(self, event: Event) -> None:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        if event.type == "progress":
-            d = event.data
-            if self._progress is None:
-                self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                          TextColumn("{task.completed:,}/{task.total:,}"),
-                                          TextColumn("{task.fields[info]}"), TimeElapsedColumn(), transient=True)
-                self._progress.start()
-                self._task = self._progress.add_task("requests", total=d["total"] or 1, info="")
-            info = f"failed {d['failed']}  ${d['cost_usd']:.4f}  {d['rate_per_s']}/s"
-            self._progress.update(self._task, completed=d["done"], total=max(d["total"], 1), info=info)
-        elif event.type == "run_finished":
-            self.close()
+        elif self._view is not None:
+            self._view(event)
 
     def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        if self._view is not None:
+            self._view.close()
 
 
 def run_summary(outcome: Any, plan: Any) -> str:

@@ -86,6 +86,8 @@ class Collecting:
                 if remote.status != batch.remote_status:
                     self.ex.ledger.mark_polled(batch.batch_id, remote.status)
                     batch.remote_status = remote.status
+                self.ex.emit(Event("batch_polled", {"step": batch.step, "batch_id": batch.batch_id,
+                                                    "remote_status": remote.status, "requests": batch.requests}))
                 continue
             changed |= await self._collect(batch, remote)
         return changed

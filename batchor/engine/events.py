@@ -68,11 +68,20 @@ class Progress:
     estimated_usd: float = 0.0  # of which priced without usage from the provider (an estimate)
     input_tokens: int = 0
     output_tokens: int = 0
+    # per step: done, succeeded, failed, cost_usd (what a live view shows a line for)
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
+    def step(self, name: str | None) -> dict[str, Any]:
+        """The counters of one step (a throwaway dict when the step is not known)."""
+        if name is None:
+            return {"done": 0, "succeeded": 0, "failed": 0, "cost_usd": 0.0}
+        return self.steps.setdefault(name, {"done": 0, "succeeded": 0, "failed": 0, "cost_usd": 0.0})
+
     def add_spend(self, cost: float, input_tokens: int, output_tokens: int, *, wasted: bool,
-                  estimated: bool) -> None:
+                  estimated: bool, step: str | None = None) -> None:
         """One billed attempt (realtime or batch) in the running totals."""
+        self.step(step)["cost_usd"] += cost
         self.cost_usd += cost
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
@@ -81,10 +90,21 @@ class Progress:
         if estimated:
             self.estimated_usd += cost
 
-    def count_success(self) -> None:
+    def count_success(self, step: str | None = None) -> None:
         """One answered request."""
         self.done += 1
         self.succeeded += 1
+        counters = self.step(step)
+        counters["done"] += 1
+        counters["succeeded"] += 1
+
+    def count_failure(self, step: str | None = None) -> None:
+        """One request failed for good."""
+        self.done += 1
+        self.failed += 1
+        counters = self.step(step)
+        counters["done"] += 1
+        counters["failed"] += 1
 
     def snapshot(self) -> dict[str, Any]:
         data = asdict(self)

@@ -140,7 +140,7 @@ class Recorder:
         self._spent[item.key] = self._spent.get(item.key, 0.0) + spent.cost
         if counted:
             self.progress.add_spend(spent.cost, spent.input_tokens, spent.output_tokens, wasted=error is not None,
-                                    estimated=spent.estimated)
+                                    estimated=spent.estimated, step=item.step)
         return spent.cost
 
     def call_failed(self, item: WorkItem, runtime: StepRuntime, attempt: int, error: ProviderError, *,
@@ -161,7 +161,7 @@ class Recorder:
                              error=None, attempts=attempts, input_tokens=completion.input_tokens or item.input_tokens,
                              output_tokens=completion.output_tokens, cost_usd=self._spent.pop(item.key, 0.0))
         if counted:
-            self.progress.count_success()
+            self.progress.count_success(item.step)
 
     def fail(self, item: WorkItem, attempts: int, error: ProviderError, counted: bool = True) -> None:
         """The row failed for good (its cost: every attempt it took here, all wasted)."""
@@ -171,8 +171,7 @@ class Recorder:
         self.sink.add_result(key=item.key, step=item.step, status="failed", output=None, error_code=error.code,
                              error=error.message[:_ERROR_CHARS], attempts=attempts, input_tokens=0, output_tokens=0,
                              cost_usd=cost)
-        self.progress.done += 1
-        self.progress.failed += 1
+        self.progress.count_failure(item.step)
 
     def _raw(self, completion: Completion, raw: bytes | None) -> bytes | None:
         """The body as received (a batch line) or as parsed, only when raw bodies are kept."""
