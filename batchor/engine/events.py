@@ -92,19 +92,19 @@ class Progress:
 
     def count_success(self, step: str | None = None) -> None:
         """One answered request."""
-        self.done += 1
         self.succeeded += 1
-        counters = self.step(step)
-        counters["done"] += 1
-        counters["succeeded"] += 1
+        self._count_done(step, "succeeded")
 
     def count_failure(self, step: str | None = None) -> None:
         """One request failed for good."""
-        self.done += 1
         self.failed += 1
+        self._count_done(step, "failed")
+
+    def _count_done(self, step: str | None, outcome: str) -> None:
+        self.done += 1
         counters = self.step(step)
         counters["done"] += 1
-        counters["failed"] += 1
+        counters[outcome] += 1
 
     def snapshot(self) -> dict[str, Any]:
         data = asdict(self)
