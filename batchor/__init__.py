@@ -7,24 +7,28 @@
     batchor.status(), batchor.runs(), batchor.export("out.parquet"), batchor.prune()
 """
 
-from batchor.api import Plan, ValidationReport, apply, plan, validate
-from batchor.engine.events import Event
-from batchor.errors import (
-    BatchorError,
-    CostLimitError,
-    InputError,
-    NoApiKeyError,
-    NoPriceError,
-    PlanFileError,
-    SpecError,
-    StalePlanError,
-    StateLockedError,
-    TemplateUndefinedError,
-)
-from batchor.operations import cancel, export, export_attempts, migrate_state, prices, prune, runs, status
-from batchor.quality import CheckReport, DiffReport, check, diff
-from batchor.result import Result
-from batchor.version import __version__
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `import batchor` stays fast
+    from batchor.api import Plan, ValidationReport, apply, validate
+    from batchor.engine.events import Event
+    from batchor.errors import (
+        BatchorError,
+        CostLimitError,
+        InputError,
+        NoApiKeyError,
+        NoPriceError,
+        PlanFileError,
+        SpecError,
+        StalePlanError,
+        StateLockedError,
+        TemplateUndefinedError,
+    )
+    from batchor.operations import cancel, export, export_attempts, migrate_state, prices, prune, runs, status
+    from batchor.quality import CheckReport, DiffReport, check, diff
+    from batchor.result import Result
+    from batchor.version import __version__
 
 __all__ = [
     "BatchorError",
@@ -58,3 +62,58 @@ __all__ = [
     "status",
     "validate",
 ]
+
+
+# `batchor.plan` is both the subpackage and the function: the package is loaded first, so that
+# no later import of one of its modules rebinds the name the function below holds.
+importlib.import_module("batchor.plan")
+
+
+def plan(*args: Any, **kwargs: Any) -> Any:
+    """Compile a spec into a priced plan: `batchor.api.plan` (see there), loaded on first call."""
+    from batchor.api import plan as compile_plan
+
+    return compile_plan(*args, **kwargs)
+
+
+_WHERE = {
+    "Plan": "batchor.api",
+    "ValidationReport": "batchor.api",
+    "apply": "batchor.api",
+    "validate": "batchor.api",
+    "Event": "batchor.engine.events",
+    "BatchorError": "batchor.errors",
+    "CostLimitError": "batchor.errors",
+    "InputError": "batchor.errors",
+    "NoApiKeyError": "batchor.errors",
+    "NoPriceError": "batchor.errors",
+    "PlanFileError": "batchor.errors",
+    "SpecError": "batchor.errors",
+    "StalePlanError": "batchor.errors",
+    "StateLockedError": "batchor.errors",
+    "TemplateUndefinedError": "batchor.errors",
+    "cancel": "batchor.operations",
+    "export": "batchor.operations",
+    "export_attempts": "batchor.operations",
+    "migrate_state": "batchor.operations",
+    "prices": "batchor.operations",
+    "prune": "batchor.operations",
+    "runs": "batchor.operations",
+    "status": "batchor.operations",
+    "CheckReport": "batchor.quality",
+    "DiffReport": "batchor.quality",
+    "check": "batchor.quality",
+    "diff": "batchor.quality",
+    "Result": "batchor.result",
+    "__version__": "batchor.version",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported from their module when first used (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'batchor' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -16,7 +16,6 @@ try:  # newer Typer vendors Click; its exceptions are not the `click` package's
 except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
-from batchor import api
 from batchor.cli import basics, pilot_cmd, render, tables
 from batchor.cli import quality as quality_cli
 from batchor.cli.options import (
@@ -44,6 +43,12 @@ from batchor.errors import (
     BatchorError,
     exit_code_for_status,
 )
+from batchor.lazy import Deferred
+
+if TYPE_CHECKING:
+    from batchor import api
+else:
+    api = Deferred("batchor.api")  # the engine loads with the first command that needs it
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run LLM prompts over every row of a dataset, declaratively.")

@@ -6,16 +6,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 
 from batchor.cli import render
 from batchor.errors import UsageError, exit_code_for_status
-from batchor.pilot import PilotResult, pilot_dict, run_pilot
-from batchor.plan.calibrate import calibration_lines
-from batchor.plan.plan_file import CompiledPlan
+from batchor.lazy import Deferred
 from batchor.plan.summary import money
+
+if TYPE_CHECKING:
+    from batchor import pilot as pilots
+    from batchor.pilot import PilotResult
+    from batchor.plan import calibrate
+    from batchor.plan.plan_file import CompiledPlan
+else:  # the engine loads only when a pilot runs
+    pilots, calibrate = Deferred("batchor.pilot"), Deferred("batchor.plan.calibrate")
 
 PilotOpt = typer.Option(None, "--pilot", min=1, help="Run N sampled rows for real first (cached, not paid twice), "
                         "then print the plan calibrated by their answers (expected cost with a 90% interval)")
@@ -26,7 +32,7 @@ STOPPED = ("interrupted", "budget", "paused", "in_flight")  # the pilot did not 
 
 def announce_text(sampled: CompiledPlan) -> str:
     """What the pilot will do and cost at most, printed before anything is sent."""
-    p = pilot_dict(sampled)
+    p = pilots.pilot_dict(sampled)
     lines = [f"Pilot: {p['rows']:,} rows (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
              f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests, {money(p['cost_upper_usd'])} at most "
              f"(one attempt each; {money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
@@ -52,8 +58,8 @@ def pilot(spec: Path, rows: int, seed: int | None, *, state: str | None, model: 
 
     printer = render.EventPrinter(as_json)
     try:
-        result = run_pilot(spec, rows, seed=seed, state=state, model=model, mock=mock, mode=mode, max_cost=max_cost,
-                           on_event=printer, announce=announce)
+        result = pilots.run_pilot(spec, rows, seed=seed, state=state, model=model, mock=mock, mode=mode,
+                                 max_cost=max_cost, on_event=printer, announce=announce)
     finally:
         printer.close()
     _print(result, as_json, max_cost)
@@ -73,7 +79,7 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
         raise typer.Exit(exit_code_for_status(outcome.status))
     if not as_json:
         typer.echo(render.plan_text(result.plan, max_cost))
-        typer.echo("\n".join(calibration_lines(result.calibration, result.rehearsal)))
+        typer.echo("\n".join(calibrate.calibration_lines(result.calibration, result.rehearsal)))
 
 
 def remaining_budget(max_cost: float | None, result: PilotResult) -> float | None:

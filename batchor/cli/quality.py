@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from batchor import quality
 from batchor.errors import ChecksFailedError
-from batchor.quality.checks import CheckReport
-from batchor.quality.diff_render import diff_markdown
-from batchor.quality.render import checks_markdown, checks_text
+from batchor.lazy import Deferred
+
+if TYPE_CHECKING:
+    from batchor import quality
+    from batchor.quality.checks import CheckReport
+else:  # loaded by the commands that check or diff
+    quality = Deferred("batchor.quality")
 
 _FORMATS = ("text", "markdown", "json")
 
@@ -57,6 +60,8 @@ def diff(a: str = typer.Argument(..., help="Run id, .plan file or spec (its late
     if fmt == "json":
         _json(report.to_dict())
     else:
+        from batchor.quality.diff_render import diff_markdown
+
         typer.echo(diff_markdown(report) if fmt == "markdown" else str(report))
 
 
@@ -64,6 +69,8 @@ def show_checks(report: CheckReport, fmt: str, err: bool = False) -> None:
     if fmt == "json":  # one line: a failing gate adds its error event as the next line
         sys.stdout.write(json.dumps(report.to_dict(), default=str, ensure_ascii=False) + "\n")
     else:
+        from batchor.quality.render import checks_markdown, checks_text
+
         typer.echo(checks_markdown(report) if fmt == "markdown" else checks_text(report), err=err)
 
 
@@ -85,5 +92,8 @@ def after_apply(compiled: Any, outcome: Any, state: str | None, as_json: bool) -
     if as_json:
         sys.stdout.write(json.dumps({"event": "checks", **report.to_dict()}, default=str) + "\n")
     else:
+        from batchor.quality.render import checks_text
+
         typer.echo(checks_text(report), err=True)
     return report
+

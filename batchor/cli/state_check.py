@@ -8,13 +8,13 @@ from typing import Optional
 
 import typer
 
-from batchor.state import open_state, state_location
-from batchor.state.check import check_state
-
 
 def state_check(state: Optional[str] = typer.Option(None, "--state", help="State file or postgresql:// URL"),
                 as_json: bool = typer.Option(False, "--json", help="Machine-readable output")) -> None:
     """Read every stored value once: damage anywhere in the state fails with `state_corrupt`."""
+    from batchor.state import open_state, state_location  # DuckDB loads only for this command
+    from batchor.state.check import check_state
+
     report = check_state(open_state(state_location(state)))
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")

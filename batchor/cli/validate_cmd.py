@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from batchor import api
 from batchor.errors import EXIT_OK, BatchorError, problems_of
+from batchor.lazy import Deferred
+
+if TYPE_CHECKING:
+    from batchor import api
+else:
+    api = Deferred("batchor.api")
 
 
 def validate_all(specs: list[Path], *, as_json: bool, model: str | None, mock: bool) -> int:

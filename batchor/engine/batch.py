@@ -3,7 +3,9 @@
 Per step: re-attach to the live batches of its request family (reconciling unresolved creates
 with the provider), cut the other pending keys into chunks within the provider's limits, record
 each chunk as an intent *before* creating it, then poll every live batch (one call each per
-round, backing off from `batch_poll_s` to `batch_poll_max_s`) and collect finished ones: answers
+round, at intervals that grow with the youngest live batch's age: about 1 s after a submit, half
+its age later, up to `batch_poll_max_s`; batches of an earlier apply are polled at once) and
+collect finished ones: answers
 are stored, rows without an answer are queued again. With `wait=False` the executor returns once
 all it may submit is submitted; a later apply collects. A realtime step gets a lane too when rows
 of it sit in live batches (`batch_handover`): that lane only collects, it never submits.
@@ -78,6 +80,10 @@ def batch_provider_for(provider: str, connection: dict[str, Any], timeout_s: flo
     return create_batch_provider(config)
 
 
+FIRST_POLL_S = 1.0  # the first poll after a submit, at most (a small batch may be done by then)
+AGE_SHARE = 0.5  # later polls: every half of the youngest live batch's age
+
+
 @dataclass
 class BatchOptions:
     wait: bool = True
@@ -113,29 +119,39 @@ class BatchExecutor:
         """Returns the number of batches still live (in flight) when it stops."""
         try:
             self.lanes = [self._open(work) for work in works]
-            delay = self.poll_s
+            first = True
             while True:
-                submitted = False
-                for lane in self.lanes:
-                    submitted |= await lane.submit_ready()
+                await asyncio.gather(*(lane.submit_ready() for lane in self.lanes))  # steps side by side
                 if self._interrupted() or not self.options.wait or not any(lane.active for lane in self.lanes):
                     break
-                delay = self.poll_s if submitted else delay
+                delay = 0.0 if first and self._reattached_only() else self._next_poll_in()
+                first = False
                 self.emit(Event("batch_waiting", {"live": sum(len(lane.live) for lane in self.lanes),
-                                                  "next_poll_s": delay}))
+                                                  "next_poll_s": round(delay, 3)}))
                 await self._sleep(delay)
                 if self._interrupted():
                     break
-                collected = False
                 for lane in self.lanes:
-                    collected |= await lane.poll_all()
-                delay = self.poll_s if collected else min(delay * 2, self.poll_max_s)
+                    await lane.poll_all()
         finally:
             await self.sink.flush()
             for lane in self.lanes:
                 lane.hand_back()
                 await lane.provider.aclose()
         return sum(len(lane.live) for lane in self.lanes)
+
+    def _reattached_only(self) -> bool:
+        """Every live batch was submitted by an earlier apply: it may be done already, poll now."""
+        return all(b.run_id != self.run_id for lane in self.lanes for b in lane.active)
+
+    def _next_poll_in(self) -> float:
+        """Seconds until the next poll, from the age of the youngest live batch: about a second
+        after a submit, then half its age (a batch running for an hour is not done in a second),
+        never more than `batch_poll_max_s`, never less than `batch_poll_s` or 1 s, whichever is less."""
+        now = self.options.clock()
+        ages = [max(0.0, now - (b.created_s or now)) for lane in self.lanes for b in lane.active]
+        floor = min(self.poll_s, FIRST_POLL_S)
+        return min(self.poll_max_s, max(floor, min(ages, default=0.0) * AGE_SHARE))
 
     def _open(self, work: StepWork) -> _Lane:
         runtime = self.steps[work.step.name]

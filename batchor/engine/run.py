@@ -66,6 +66,7 @@ class ApplyOptions:
     limits: dict[str, Any] = field(default_factory=dict)  # overrides of the plan's limits
     wait: bool = True  # False: submit batch work and return (apply --no-wait)
     sleep: Any = None  # injected async sleep for batch polling (tests); None: real time
+    clock: Any = None  # injected epoch clock for batch ages (tests, with `sleep`); None: time.time
     run_kind: str = "apply"  # what the run's answers are in the estimate's history: apply | pilot
 
 
@@ -339,7 +340,8 @@ class _Runner:
         executor = BatchExecutor(self.runtimes, store=self.store, run_id=self.run_record.run_id,
                                  job_id=self.plan.job_id, limits=self.limits, budget=self.budget, sink=sink,
                                  progress=self.progress, emit=self.options.emit, stop=self.stop,
-                                 options=BatchOptions(wait=self.options.wait, sleep=self.options.sleep))
+                                 options=BatchOptions(wait=self.options.wait, sleep=self.options.sleep,
+                                                      clock=self.options.clock or time.time))
         self.in_flight += await executor.run(works)
 
     async def _close_providers(self) -> None:

@@ -124,20 +124,46 @@ def test_enqueued_token_budget_holds_chunks_until_room(fake, workdir):
     assert most == 1 and seen.count("batch_submitted") == 9  # one row's tokens fill the budget
 
 
-def test_polling_backs_off_and_takes_no_real_time(fake, workdir):
-    fake.configure(batch_polls=5)
+class FakeTime:
+    """An epoch clock advanced only by the engine's own (injected) sleeps."""
+
+    def __init__(self) -> None:
+        self.now, self.delays = 1.8e9, []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.delays.append(round(seconds, 3))
+        self.now += seconds
+
+
+def test_polling_follows_the_batch_age_and_takes_no_real_time(fake, workdir):
+    """First poll about 1 s after the submit, then half the batch's age, up to batch_poll_max_s."""
+    fake.configure(batch_polls=14)
     spec = batch_spec(workdir, rows=3, batch_poll_s=5, batch_poll_max_s=60)
     plan = api.plan(str(spec), save=False)
-    delays: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        delays.append(seconds)
-
+    time = FakeTime()
     outcome = apply_plan(plan, open_state(str(workdir / ".batchor" / "state.duckdb")),
-                         ApplyOptions(sleep=sleep, handle_signals=False))
+                         ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False))
     assert outcome.status == "succeeded"
-    assert delays == [5, 10, 20, 40, 60]
+    assert time.delays[:6] == [1.0, 1.0, 1.0, 1.5, 2.25, 3.375]
+    assert time.delays[-1] == 60 and max(time.delays) == 60
     assert fake.stats()["by_endpoint"] == {}  # no realtime calls
+
+
+def test_an_apply_collecting_earlier_batches_polls_at_once(fake, workdir):
+    fake.configure(batch_polls=1)
+    spec = batch_spec(workdir, rows=3, batch_poll_s=5)
+    state = str(workdir / ".batchor" / "state.duckdb")
+    submitted = apply_plan(api.plan(str(spec), save=False), open_state(state),
+                           ApplyOptions(wait=False, handle_signals=False))
+    assert submitted.status == "in_flight"
+    time = FakeTime()
+    collected = apply_plan(api.plan(str(spec), save=False), open_state(state),
+                           ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False))
+    assert collected.status == "succeeded"
+    assert time.delays[0] == 0.0
 
 
 def test_mode_override_from_the_command_line(fake, workdir):

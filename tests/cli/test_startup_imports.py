@@ -1,0 +1,36 @@
+"""`batchor --help` stays fast: importing the CLI loads neither a provider SDK nor the engine,
+the state (DuckDB, pyarrow) or the quality checks; commands load what they use on first use."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("openai", "anthropic", "google.genai", "aiohttp", "httpx", "duckdb", "pyarrow", "numpy", "pandas",
+         "jsonschema", "jinja2", "batchor.engine.run", "batchor.state.duckdb_store", "batchor.quality.checks")
+
+
+def loaded_after(code: str) -> set[str]:
+    probe = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out.splitlines()[-1]))
+
+
+def test_importing_the_cli_loads_no_sdk_engine_or_state():
+    modules = loaded_after("import batchor.cli.main")
+    assert not [name for name in HEAVY if name in modules]
+
+
+def test_import_batchor_is_light_and_its_api_loads_on_use():
+    modules = loaded_after("import batchor")
+    assert not [name for name in HEAVY if name in modules]
+    modules = loaded_after("import batchor\nbatchor.apply, batchor.plan, batchor.Result")
+    assert "batchor.engine.run" in modules and "openai" not in modules
+
+
+def test_batchor_plan_is_the_function_after_its_package_loads():
+    import batchor
+    import batchor.plan.compile  # would rebind `batchor.plan` to the package
+
+    assert callable(batchor.plan) and batchor.plan.__module__ == "batchor"
