@@ -242,9 +242,10 @@ def projected_tokens(step: StepPlan, tpl: StepTemplates, sample_row: dict[str, A
             context[dep] = "x " * upstream.expected_output_tokens
     try:
         messages = tpl.render_messages(context)
+        attached = StepRequests(step, tpl).attachment_tokens(context)
     except Exception:  # noqa: BLE001 - a projection only; the real render reports errors
         return 200
-    return get_counter(step.provider, step.model).count_messages(messages)
+    return get_counter(step.provider, step.model).count_messages(messages) + attached
 
 
 def first_row(data_path: Path) -> dict[str, Any]:

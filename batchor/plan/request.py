@@ -82,6 +82,13 @@ class StepRequests:
         return [next(counts) + sum(attachment_tokens(rules, a) for a in _refs(r.messages)) if r is not None else None
                 for r in requests]
 
+    def attachment_tokens(self, context: dict[str, Any]) -> int:
+        """Tokens of the attachments `context` gives (projections of rows not rendered yet)."""
+        if self.media is None:
+            return 0
+        refs = describe_row(self.templates.render_attachments(context), "projection", self.media)
+        return sum(attachment_tokens(self.media.provider, ref) for ref in refs)
+
     def keys(self, bodies: Sequence[str]) -> list[str]:
         """Keys of many canonical bodies at once (the fast path): the hash `render` computes."""
         return request_keys(self.step.key_prefix, bodies)

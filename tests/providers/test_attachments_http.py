@@ -144,3 +144,19 @@ def test_the_plan_names_rows_whose_files_cannot_be_sent(workdir):
     assert "row r2" in counts.attachment_examples[0] and "gone.png" in counts.attachment_examples[0]
     assert "row r3" in counts.attachment_examples[1] and "URL" in counts.attachment_examples[1]
     assert "2 row(s) have attachments that cannot be sent" in plan_text(plan)
+
+
+def test_projected_rows_of_a_later_step_count_their_attachments(workdir):
+    spec, _ = media_job(workdir, "openai-chat")
+    document = yaml.safe_load(spec.read_text())
+    document["steps"] = {"first": {"prompt": "Name item {{ row.id }}"},
+                         "look": {"prompt": "Is {{ first }} in the photo?", "attachments": ["row.photo"]}}
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    with_files = api.plan(spec, state=str(workdir / "state.duckdb"), save=False).header.step("look").counts
+    document["steps"]["look"].pop("attachments")
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    without = api.plan(spec, state=str(workdir / "state.duckdb"), save=False).header.step("look").counts
+    assert with_files.projected == without.projected == 3
+    price = api.plan(spec, state=str(workdir / "state.duckdb"), save=False).header.step("look").price
+    extra = (with_files.cost_upper - without.cost_upper) * 1e6 / price["input_per_mtok"]
+    assert round(extra) == 3 * 765 * 1.0  # the sample row's 1024x1024 PNG, for each projected row
