@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from batchor.cli.basics import is_quiet
 from batchor.engine.events import Event
 from batchor.plan.summary import money, plan_dict, plan_markdown, plan_text, shared_rows
-from batchor.report.live import LiveView
+
+if TYPE_CHECKING:
+    from batchor.report.live import LiveView
 
 __all__ = ["EventPrinter", "money", "plan_dict", "plan_markdown", "plan_text", "run_summary"]
 
@@ -24,6 +26,8 @@ class EventPrinter:
         self.stream = stream or sys.stdout
         self._view: LiveView | None = None
         if not as_json and not is_quiet() and sys.stderr.isatty():
+            from batchor.report.live import LiveView  # the report package loads DuckDB: only here
+
             self._view = LiveView(plan, max_cost)
 
     def __call__(self, event: Event) -> None:
