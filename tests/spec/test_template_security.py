@@ -71,4 +71,4 @@ def test_plan_and_state_files_are_owner_only(workdir):
     assert stat.S_IMODE(os.stat(state_dir / "state.duckdb").st_mode) == 0o600
     plans = list((state_dir / "plans").glob("*.plan"))
     assert plans and all(stat.S_IMODE(os.stat(p).st_mode) == 0o600 for p in plans)
-    assert pq.read_table(workdir / "out.parquet").num_rows == 2
+    assert pq.read_table(result.output_path).num_rows == 2  # API data writes beside the spec's output
