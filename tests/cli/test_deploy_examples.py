@@ -18,10 +18,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "examples" / "deploy"
 
 def batchor_commands(command: list[str]) -> list[list[str]]:
     """The argument lists of every `batchor ...` in a container command (a list, or `sh -c` text)."""
-    if command[:2] == ["sh", "-c"]:
-        parts = [shlex.split(step) for step in command[2].split("&&")]
-    else:
-        parts = [command]
+    shell = command[:2] == ["sh", "-c"]
+    parts = [shlex.split(step) for step in command[2].split("&&")] if shell else [command]
     return [words[1:] for words in parts if words and words[0] == "batchor"]
 
 
