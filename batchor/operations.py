@@ -16,6 +16,7 @@ from typing import Any
 
 from batchor.errors import PlanFileError, RunNotFoundError, StateError
 from batchor.state import is_postgres, open_state, state_location
+from batchor.state.answer_stats import run_step_report
 from batchor.state.base import RunRecord, StateStore
 from batchor.state.compact import compact_duckdb, state_bytes
 from batchor.state.prune import attempt_log, drop_answers, drop_raw_payloads, reclaim_space
@@ -45,6 +46,7 @@ def status(run_id: str | None = None, *, state: str | None = None) -> dict[str, 
         data.update(live(run.run_id))
     data["failures_by_reason"] = store.failures_by_reason(run.job_id)
     data["spend"] = run_spend(store, [run.run_id])[run.run_id]
+    data["steps"] = run_step_report(store, run.run_id)  # the plan's estimate per step next to the spend
     data["failed_rows_cost"] = failure_costs(store, run.job_id)
     batches = getattr(store, "list_batches", None)
     if batches is not None:
@@ -93,7 +95,8 @@ def runs(*, state: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
     store = open_state(state_location(state))
     records = shown_runs(store, store.list_runs(limit))
     spend = run_spend(store, [r.run_id for r in records])
-    return [{**{k: v for k, v in asdict(r).items() if k != "extra"}, "spend": spend[r.run_id]} for r in records]
+    return [{**{k: v for k, v in asdict(r).items() if k != "extra"}, "spend": spend[r.run_id],
+             "steps": run_step_report(store, r.run_id)} for r in records]
 
 
 def export(output: str | Path, run_id: str | None = None, *, state: str | None = None,

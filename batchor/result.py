@@ -32,6 +32,9 @@ class Result:
     estimated_usd: float = 0.0  # of cost_usd: priced without usage from the provider (an estimate)
     answer_columns: list[str] = field(default_factory=list)
     checks: CheckReport | None = None  # the spec's quality gates over this run (None: it has none)
+    # Per LLM step: the plan's estimate (expected_usd, upper_usd, output_source, input_source), what the
+    # run's attempts cost (actual_usd) and actual / expected (ratio; None when nothing was expected).
+    steps: list[dict[str, Any]] = field(default_factory=list)
     _kind: str = "path"
     _original: Any = None
     _table: pa.Table | None = None
@@ -49,6 +52,14 @@ class Result:
     def spend(self) -> dict[str, float | bool]:
         return {"total_usd": self.cost_usd, "accepted_usd": self.accepted_usd, "wasted_usd": self.wasted_usd,
                 "estimated_usd": self.estimated_usd, "estimated": self.estimated_usd > 0}
+
+    @property
+    def estimate(self) -> dict[str, float | None]:
+        """The whole run: what the plan expected and allowed at most, what was spent, actual / expected."""
+        expected = sum(float(s["expected_usd"] or 0.0) for s in self.steps)
+        actual = sum(float(s["actual_usd"]) for s in self.steps)
+        return {"expected_usd": expected, "upper_usd": sum(float(s["upper_usd"] or 0.0) for s in self.steps),
+                "actual_usd": actual, "ratio": actual / expected if expected > 0 else None}
 
     @property
     def tokens(self) -> dict[str, int]:

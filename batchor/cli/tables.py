@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from batchor.cli.estimate_lines import estimate_table, run_ratio
 from batchor.humanize import NOTHING, ago, cell, count, duration, elapsed, moment, money, per_mtok, short_moment
 
 PIPE_WIDTH = 200
@@ -25,7 +26,7 @@ STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "failed": "red", "die
 _STATUS_SHOWN = {"run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded", "failed",
                  "cached", "skipped", "input_tokens", "output_tokens", "cost_usd", "paused_reason", "output_path",
                  "plan_path", "started_at", "finished_at", "failures_by_reason", "spend", "failed_rows_cost",
-                 "batches", "workers"}
+                 "batches", "workers", "steps"}
 
 
 def console() -> Console:
@@ -70,6 +71,9 @@ def status_view(data: dict[str, Any]) -> list[Any]:
     failures = failures_table(data.get("failures_by_reason") or {}, data.get("failed_rows_cost") or {})
     if failures is not None:
         parts.append(failures)
+    estimate = estimate_table(data.get("steps") or [])
+    if estimate is not None:
+        parts.append(estimate)
     if data.get("batches"):
         parts.append(batches_table(data["batches"]))
     if data.get("workers"):
@@ -149,8 +153,8 @@ def workers_table(workers: list[dict[str, Any]]) -> Table:
 def runs_table(rows: list[dict[str, Any]]) -> Table:
     """`batchor runs`: newest first, one line per run, fitting an 80-column terminal."""
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
-    for name in ("run", "name", "status", "ok", "failed", "cost", "started", "took"):
-        table.add_column(name, justify="right" if name in ("ok", "failed", "cost", "took") else "left",
+    for name in ("run", "name", "status", "ok", "failed", "cost", "vs plan", "started", "took"):
+        table.add_column(name, justify="right" if name in ("ok", "failed", "cost", "vs plan", "took") else "left",
                          no_wrap=name in ("run", "status", "started"), min_width=len(name))
     for r in rows:
         spend = r.get("spend") or {}
@@ -160,7 +164,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
             cost += f" ({money(spend['wasted_usd'])} wasted)"
         took = elapsed(r.get("started_at"), r.get("finished_at"))
         table.add_row(r["run_id"], r.get("name") or NOTHING, styled_status(r.get("status")), count(r.get("succeeded")),
-                      count(r.get("failed")), cost, short_moment(r.get("started_at")),
+                      count(r.get("failed")), cost, run_ratio(r.get("steps") or []), short_moment(r.get("started_at")),
                       duration(took) if took is not None else _unfinished(r.get("status")))
     return table
 

@@ -48,7 +48,7 @@ from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.prices import ModelPrice
 from batchor.providers import create_provider
 from batchor.providers.base import ProviderConfig
-from batchor.state.answer_stats import record_run_steps
+from batchor.state.answer_stats import record_run_steps, run_step_report
 from batchor.state.base import RunRecord, RunStatus, StateStore
 from batchor.state.postgres_store import PostgresStore
 
@@ -82,6 +82,7 @@ class RunOutcome:
     cached: int
     skipped: int
     requests: int
+    steps: list[dict[str, Any]] = field(default_factory=list)  # per step: the plan's estimate next to the spend
 
 
 def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
@@ -382,7 +383,7 @@ def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: R
     outcome = RunOutcome(run_id=run.run_id, status=status, stop_reason=run.paused_reason,
                          progress={**progress.snapshot(), "rows": rows}, output_path=str(output),
                          cost_usd=progress.cost_usd, duration_s=time.monotonic() - started, cached=progress.cached,
-                         skipped=progress.skipped, requests=progress.total)
+                         skipped=progress.skipped, requests=progress.total, steps=run_step_report(store, run.run_id))
     options.emit(Event("run_finished", {"run_id": run.run_id, "status": status, "output": str(output),
                                         "reason": run.paused_reason, "rows": rows, **progress.snapshot()}))
     return outcome

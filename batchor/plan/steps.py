@@ -23,7 +23,8 @@ from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
 from batchor.providers.options import check_options
 from batchor.schema.adapt import adapt_schema
-from batchor.schema.core import check_schema, estimate_output_tokens
+from batchor.schema.answer_length import expected_answer_tokens
+from batchor.schema.core import check_schema
 from batchor.spec.load import LoadedSpec
 from batchor.spec.model import LLMStep, ModelSpec, SqlStep
 from batchor.spec.templates import StepTemplates, compile_step, make_environment
@@ -146,7 +147,7 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
         price=price.to_dict() if price else None, token_count_exact=counter.exact and not step.attachments,
         token_upper_factor=counter.upper_factor, max_tokens=max_tokens,
         context_window=context_window(model.name, model.context_window),
-        expected_output_tokens=min(max_tokens, estimate_output_tokens(schema)),
+        expected_output_tokens=min(max_tokens, expected_answer_tokens(schema)),
         endpoint=endpoint,
         key_prefix=request_prefix(key_identity(provider, endpoint), model.name, key_params, sent_schema),
         **_attachment_fields(loaded, step, model),

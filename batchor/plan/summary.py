@@ -28,7 +28,7 @@ def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
         "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "mode_note": s.mode_note,
                    "depends_on": s.depends_on,
                    "price": s.price, "token_count_exact": s.token_count_exact, "schema_notes": s.schema_notes,
-                   **s.counts.model_dump()} for s in h.steps],
+                   **_estimate_sources(s), **s.counts.model_dump()} for s in h.steps],
     }
 
 
@@ -77,6 +77,8 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         if c.failed_earlier:
             lines.append(f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
                          "context too long); --retry-failed or --refresh STEP sends them again")
+        if s.provider != "sql":
+            lines.append(f"    estimate: {_estimate_line(s)}")
         lines += [f"    note: {n}" for n in s.schema_notes]
     if h.output.variant:
         lines.append(f"  output      {h.output.path} ({variant_reason(tuple(h.output.variant))}: "
@@ -95,6 +97,18 @@ def _step_cost(step: Any) -> str:
     if unpriced(step):
         return "cost unknown (no price)"
     return f"{money(step.counts.cost_expected)} (<= {money(step.counts.cost_upper)})"
+
+
+def _estimate_sources(step: Any) -> dict[str, Any]:
+    """Where a step's expected tokens come from (see plan/estimate.py)."""
+    return {"expected_output_tokens_per_request": step.expected_output_tokens, "output_source": step.output_source,
+            "input_source": step.input_source, "input_factor": step.input_factor, "length_key": step.length_key}
+
+
+def _estimate_line(step: Any) -> str:
+    """'~42 output tokens per request (history: 1,204 answers); input tokens exact'."""
+    return (f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}); "
+            f"input tokens {step.input_source or 'estimate'}")
 
 
 def reask_upper(header: Any) -> float:

@@ -12,7 +12,6 @@ import copy
 import difflib
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -25,7 +24,6 @@ from jsonschema.protocols import Validator
 
 from batchor.errors import SchemaError
 
-TEXT_ANSWER_TOKENS = 150
 Path = tuple[str | int, ...]
 
 # Keywords whose value is one subschema, a list of subschemas, or a name -> subschema mapping.
@@ -367,35 +365,6 @@ def _type_of(value: Any) -> str:
         return "null" if value is None else "boolean"
     kinds = {int: "integer", float: "number", str: "string", list: "array", dict: "object"}
     return kinds.get(type(value), "any")
-
-
-def estimate_output_tokens(schema: dict[str, Any] | None) -> int:
-    """A rough estimate of an answer's size in tokens, for cost planning (not a bound)."""
-    if schema is None:
-        return TEXT_ANSWER_TOKENS
-    return max(1, math.ceil(_estimate(schema, schema, 0)))
-
-
-def _estimate(root: dict[str, Any], node: Any, depth: int) -> float:
-    node = _deref(root, node)
-    if depth > 6 or not isinstance(node, dict):
-        return 3
-    if "const" in node or "enum" in node:
-        return 3
-    branches = node.get("anyOf") or node.get("oneOf")
-    if branches:
-        return max(_estimate(root, b, depth + 1) for b in branches)
-    kinds = node.get("type", "string")
-    kind = next((k for k in kinds if k != "null"), "null") if isinstance(kinds, list) else kinds
-    if kind == "object":
-        props = (node.get("properties") or {}).items()
-        return 2 + sum(len(k) / 3 + 3 + _estimate(root, s, depth + 1) for k, s in props)
-    if kind == "array":
-        count = min(max(3, node.get("minItems", 0)), node.get("maxItems", 3))
-        return 2 + count * (1 + _estimate(root, node.get("items", {}), depth + 1))
-    if kind == "string":
-        return node["maxLength"] / 4 if "maxLength" in node else 12
-    return {"boolean": 2, "null": 1}.get(kind, 3)
 
 
 def _names(names: Any) -> str:

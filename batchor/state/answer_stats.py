@@ -54,6 +54,7 @@ class OutputStats:
     answer_tokens_sq: float = 0.0
     attempt_tokens: int = 0  # output tokens of every billed attempt
     max_tokens: int = 0
+    requests: int = 0  # distinct requests with a billed attempt (answered in the end or not)
 
     @property
     def mean(self) -> float:
@@ -68,17 +69,18 @@ class OutputStats:
 
     @property
     def tokens_per_request(self) -> float:
-        """Output tokens billed per answered request: re-asked attempts included."""
-        return self.attempt_tokens / self.answers if self.answers else 0.0
+        """Output tokens billed per request: re-asked and rejected attempts included."""
+        return self.attempt_tokens / self.requests if self.requests else 0.0
 
     @property
     def attempts_per_request(self) -> float:
-        return self.attempts / self.answers if self.answers else 1.0
+        return self.attempts / self.requests if self.requests else 1.0
 
     def __add__(self, other: OutputStats) -> OutputStats:
         return OutputStats(self.answers + other.answers, self.attempts + other.attempts,
                            self.answer_tokens + other.answer_tokens, self.answer_tokens_sq + other.answer_tokens_sq,
-                           self.attempt_tokens + other.attempt_tokens, max(self.max_tokens, other.max_tokens))
+                           self.attempt_tokens + other.attempt_tokens, max(self.max_tokens, other.max_tokens),
+                           self.requests + other.requests)
 
 
 @dataclass(frozen=True)
@@ -129,10 +131,11 @@ def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
                            "count(*) FILTER (WHERE a.outcome = 'ok'), count(*), "
                            "coalesce(sum(a.output_tokens) FILTER (WHERE a.outcome = 'ok'), 0), "
                            "coalesce(sum(a.output_tokens * a.output_tokens * 1.0) FILTER (WHERE a.outcome = 'ok'), 0), "
-                           "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0)")
-    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most in rows:
+                           "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0), "
+                           "count(DISTINCT a.request_key)")
+    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests in rows:
         found[key][kind] = OutputStats(int(answers), int(attempts), int(tokens), float(squares),
-                                       int(attempt_tokens), int(most))
+                                       int(attempt_tokens), int(most), int(requests))
     return {key: KeyStats(kinds) for key, kinds in found.items()}
 
 

@@ -12,6 +12,7 @@ import json
 import math
 import re
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 WORDS = ("alpha", "bravo", "cedar", "delta", "ember", "fjord", "gamma", "harbor", "iris", "jade")
@@ -40,9 +41,10 @@ def text_answer(prompt: str, words: Any = None) -> str:
     return " ".join(WORDS[(crc + i) % len(WORDS)] for i in range(count))
 
 
-def schema_answer(schema: Any, seed: str) -> Any:
-    """A value valid against ``schema`` (the JSON Schema subset structured outputs use)."""
-    return _Generator(schema, seed).value(schema, "$", 0)
+def schema_answer(schema: Any, seed: str, free_text: Callable[[str], str] | None = None) -> Any:
+    """A value valid against ``schema`` (the JSON Schema subset structured outputs use);
+    ``free_text(path)``, when given, writes strings without a format or enum (see lengths.py)."""
+    return _Generator(schema, seed, free_text).value(schema, "$", 0)
 
 
 def malformed_text(schema: Any, seed: str) -> str:
@@ -72,9 +74,10 @@ def _wrong_for(schema: Any) -> Any:
 
 
 class _Generator:
-    def __init__(self, root: Any, seed: str) -> None:
+    def __init__(self, root: Any, seed: str, free_text: Callable[[str], str] | None = None) -> None:
         self.root = root
         self.base = zlib.crc32(seed.encode())
+        self.free_text = free_text
 
     def pick(self, path: str) -> int:
         # CRC32 is linear (sibling paths would get correlated picks); a multiply-xorshift
@@ -138,7 +141,8 @@ class _Generator:
 
     def _string(self, schema: dict[str, Any], path: str, depth: int) -> str:
         n = self.pick(path)
-        text = _formatted(schema.get("format"), n) or f"{WORDS[n % len(WORDS)]}-{n % 1000}"
+        text = _formatted(schema.get("format"), n) or (
+            self.free_text(path) if self.free_text else f"{WORDS[n % len(WORDS)]}-{n % 1000}")
         low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
         if len(text) < low:
             text += "x" * (low - len(text))

