@@ -96,9 +96,9 @@ def test_status_runs_and_prices_are_tables_for_people(workdir, fake):
     assert re.search(r"11 answered, 1 failed", human)
     runs = invoke("runs").stdout
     assert data["run_id"] in runs and "None" not in runs and not RAW_FLOAT.search(runs)
-    ratio = r"\d+\.\d\dx"  # actual / expected (vs plan)
-    assert re.search(rf"{data['run_id']}\s+small\s+partial\s+11\s+1\s+\$0\.\d{{4}}\s+{ratio}\s+\d\d:\d\d:\d\d\s+\d+\.\ds",
-                     runs)
+    ratio, moment = r"\d+\.\d\dx", r"\d\d:\d\d:\d\d"  # actual / expected (vs plan), started
+    row = rf"{data['run_id']}\s+small\s+partial\s+11\s+1\s+\$0\.\d{{4}}\s+{ratio}\s+{moment}\s+\d+\.\ds"
+    assert re.search(row, runs)
     prices = invoke("prices", "gpt-4.1-mini").stdout
     assert re.search(r"openai\s+gpt-4\.1-mini\s+\$0\.40\s+\$1\.60", prices), prices
     assert "None" not in prices
