@@ -88,7 +88,7 @@ def _steps(store: Any, job_id: str, run_id: str) -> list[dict[str, Any]]:
         entry.update({n: (float(v) if v is not None and n.endswith(("_ms", "_usd")) else v)
                       for n, v in zip(names, values)})
     for step, bucket, n in store.execute(
-            "SELECT k.step, CAST(floor(log2(greatest(a.duration_ms, 1))) AS INTEGER) AS b, count(*) "
+            "SELECT k.step, CAST(floor(ln(greatest(a.duration_ms, 1)) / ln(2)) AS INTEGER) AS b, count(*) "
             f"FROM attempts a JOIN {_STEP_KEYS} k ON k.request_key = a.request_key "
             "WHERE a.run_id = ? AND a.duration_ms IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2", [job_id, run_id]):
         steps[step]["latency_histogram"].append({"from_ms": 2 ** int(bucket), "to_ms": 2 ** (int(bucket) + 1),

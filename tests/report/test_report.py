@@ -135,3 +135,17 @@ def test_report_renders_in_headless_chromium_without_console_errors(workdir, fak
     assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     if os.environ.get("BATCHOR_REPORT_SCREENSHOT"):  # keep it to look at (CI artifacts, notes)
         shutil.copy(shot, os.environ["BATCHOR_REPORT_SCREENSHOT"])
+
+
+@pytest.mark.postgres
+def test_report_on_postgresql_state(workdir, fake, pg_url):
+    """The same aggregates in PostgreSQL (percentile_cont, FILTER, windows are portable SQL)."""
+    fake.configure(fail_matching={"review number 3": 400})
+    spec = make_spec(workdir, rows=8)
+    done = CliRunner().invoke(app, ["apply", str(spec), "--yes", "--state", pg_url])
+    assert done.exit_code == 3, done.output
+    report = gather(None, pg_url)
+    (step,) = report["steps"]
+    assert (step["rows"], step["succeeded"], step["failed"], step["attempts"]) == (8, 7, 1, 8)
+    assert step["latency_p50_ms"] is not None and report["failures"][0]["reason"] == "invalid_request"
+    assert report["run"]["run_id"] in render_html(report)
