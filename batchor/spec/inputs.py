@@ -28,8 +28,10 @@ from batchor.errors import (
 
 ROW_KEY = "_row_key"
 _READERS = {
+    # Quotes as RFC 4180, Excel and Python's csv write them: `""` inside a quoted cell is one `"`
+    # (DuckDB's sniffer would otherwise settle on no escape and keep both quotes).
     "csv": "read_csv({files}, all_varchar=true, header=true, auto_detect=true, strict_mode=false, "
-           "max_line_size=268435456)",
+           "quote='\"', escape='\"', max_line_size=268435456)",
     "tsv": "read_csv({files}, all_varchar=true, header=true, delim='\\t', quote='', auto_detect=true, "
            "max_line_size=268435456)",
     "jsonl": "read_json({files}, format='newline_delimited')",

@@ -43,6 +43,19 @@ def test_csv_cells_are_kept_as_text(workdir):
     ]
 
 
+def test_csv_doubled_quotes_are_one_quote_as_excel_and_python_write_them(workdir):
+    import csv
+
+    cells = ['a & "quotes" here', 'a "b", c', '5" screen', "plain"]
+    with (workdir / "quoted.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "text"])
+        writer.writerows([[str(i), cell] for i, cell in enumerate(cells)])
+    assert texts(read_rows(spec_for(workdir, "quoted.csv"))) == cells
+    (workdir / "stray.csv").write_text('id,text\n1,5" screen\n2,"ok ""x"""\n', encoding="utf-8")
+    assert texts(read_rows(spec_for(workdir, "stray.csv"))) == ['5" screen', 'ok "x"']
+
+
 def test_tsv(workdir):
     (workdir / "in.tsv").write_text(
         'id\tzip\ttext\n1\t012\the said "hi", twice\n', encoding="utf-8"
