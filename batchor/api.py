@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from batchor.engine.events import Event, logged
 from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget
-from batchor.errors import UsageError, disk_full_reported
+from batchor.errors import StalePlanError, UsageError, disk_full_reported
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
 from batchor.plan.compile import compile_plan
@@ -27,7 +27,7 @@ from batchor.report.live import LiveView
 from batchor.report.live import wanted as live_wanted
 from batchor.result import Result
 from batchor.spec.load import LoadedSpec, load_spec
-from batchor.state import apply_lock, open_state, state_location
+from batchor.state import apply_lock, find_state, is_postgres, open_state, state_location
 from batchor.state.runs import close_dead_runs
 
 SpecLike = str | Path | dict[str, Any]
@@ -53,14 +53,15 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     variant = variant_tags(pilot=pilot, limit=limit, sample=sample, model=model, data=data is not None)
     sample = pilot or sample  # a pilot is a seeded sample that writes beside the spec's output
     loaded = load_spec(spec)
-    location = state_location(state, loaded.spec.state)
+    found = find_state(state, loaded.spec.state, loaded.base_dir)
+    location = found.location
     loaded = _with_input(loaded, data, location, limit=limit, sample=sample, seed=seed)
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     with disk_full_reported(location):
         store = open_state(location)
         compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
                                 refresh=refresh, state_location=location, retry_failed=retry_failed,
-                                variant=variant)
+                                variant=variant, state_source=found.source)
         compiled.source_data = data  # apply(plan) returns results in the type of this input
         if save:
             target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
@@ -180,9 +181,16 @@ def load_or_plan(spec_or_plan: SpecLike | CompiledPlan, **plan_args: Any) -> Com
     return plan(spec_or_plan, **plan_args)
 
 
-def ensure_unlocked(state: str | None = None, spec_state: str | None = None) -> None:
-    """Refuse at once (before planning) when another apply holds the state."""
-    location = state_location(state, spec_state)
+def ensure_unlocked(state: str | None = None, target: str | Path | None = None) -> None:
+    """Refuse at once (before planning) when another apply holds the state of spec `target`.
+    A saved plan is not planned again: its apply takes the lock before anything else."""
+    if target is not None and is_plan_file(target):
+        return
+    if target is None:
+        location = state_location(state)
+    else:
+        loaded = load_spec(target)
+        location = state_location(state, loaded.spec.state, loaded.base_dir)
     if "://" not in location and Path(location + ".lock").exists():
         with apply_lock(location):
             pass
@@ -199,6 +207,7 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
     check_endpoints(compiled.header.steps)
     check_plan(compiled)  # checks and golden labels bind to the plan's columns before any call
     location = state_location(state, compiled.header.state_location)
+    _check_state_present(compiled, location)
     with disk_full_reported(location), apply_lock(location):
         store = open_state(location)
         if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead
@@ -207,7 +216,28 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
         options = ApplyOptions(max_cost=max_cost, refresh=replay, emit=logged(on_event),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,
                                limits=limits or {}, wait=wait, retry_failed=retry_failed, run_kind=run_kind)
-        return apply_plan(compiled, store, options)
+        try:
+            return apply_plan(compiled, store, options)
+        except StalePlanError as exc:
+            raise _naming_states(exc, compiled, location) from None
+
+
+def _check_state_present(compiled: CompiledPlan, location: str) -> None:
+    """A plan that counted cached answers in a state file that is gone is stale (say so, not 'N answers gone')."""
+    cached, planned_with = compiled.header.totals.cached, compiled.header.state_location
+    if cached and not is_postgres(location) and not Path(location).exists():
+        raise StalePlanError(
+            f"plan {compiled.plan_id} counted {cached:,} cached answer(s) in state {planned_with}, but the state "
+            f"{location} does not exist", hint="re-plan with `batchor plan SPEC`, or pass --state with the "
+                                              "state the plan was made with")
+
+
+def _naming_states(exc: StalePlanError, compiled: CompiledPlan, location: str) -> StalePlanError:
+    planned_with = compiled.header.state_location
+    if not planned_with or planned_with == location:
+        return exc
+    return StalePlanError(f"{exc.message} (the plan was made with state {planned_with}; this apply uses {location})",
+                          hint=exc.hint)
 
 
 __all__ = ["Plan", "Result", "ValidationReport", "apply", "apply_compiled", "is_plan_file", "load_or_plan",

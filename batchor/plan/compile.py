@@ -52,7 +52,8 @@ _OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "
 
 def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), state: StateStore | None = None,
                  refresh: frozenset[str] = frozenset(), state_location: str | None = None,
-                 retry_failed: bool = False, variant: tuple[str, ...] = ()) -> CompiledPlan:
+                 retry_failed: bool = False, variant: tuple[str, ...] = (),
+                 state_source: str | None = None) -> CompiledPlan:
     """Compile a loaded spec against its input and the cache in `state` (None: nothing cached).
     Requests that failed for good earlier are not planned again unless `retry_failed`. A partial
     run (`variant`, see plan/variants.py) writes beside the spec's output."""
@@ -77,7 +78,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     rows = pq.read_metadata(tmp).num_rows  # input rows (also when the first step is SQL)
     counted = [_with_counts(s, tallies.get(s.name), rows, spec.limits.batch_threshold) for s in steps]
     header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
-    header = header.model_copy(update={"retry_failed": retry_failed})
+    header = header.model_copy(update={"retry_failed": retry_failed, "state_source": state_source})
     header = header.model_copy(update={"refresh": sorted(refresh)})  # apply replays them (plan/store.py)
     header = _with_variant(header, variant)
     header = _with_changes(header, Path(tmp), state)

@@ -147,7 +147,8 @@ class PlanHeader(_Frozen):
     limits: dict[str, Any]
     keep_raw: bool = True
     totals: PlanTotals
-    state_location: str | None = None  # never with a password (state/postgres_store.without_password)
+    state_location: str | None = None  # absolute path or URL, never with a password (postgres_store.without_password)
+    state_source: str | None = None  # how the state was found (state/location.py): --state, the spec, the project
     refresh: list[str] = Field(default_factory=list)  # steps whose cached answers it ignores; "*": --no-cache
     mocked: bool = False
     data_sha256: str = ""

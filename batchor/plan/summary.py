@@ -83,6 +83,8 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
     if h.output.variant:
         lines.append(f"  output      {h.output.path} ({variant_reason(tuple(h.output.variant))}: "
                      f"the spec's {h.output.spec_path} is left as it is)")
+    if h.state_location:
+        lines.append(f"  state       {h.state_location}" + (f" ({h.state_source})" if h.state_source else ""))
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")
     return "\n".join(lines)

@@ -58,7 +58,7 @@ def resolve_source(target: str | Path | None, state: str | None = None) -> Sourc
 
 def _from_spec(path: Path, state: str | None) -> Source:
     loaded = load_spec(path)
-    store = open_state(state_location(state, loaded.spec.state))
+    store = open_state(state_location(state, loaded.spec.state, loaded.base_dir))
     wanted = path.resolve()
     for run in store.list_runs(_RUNS_SEARCHED):
         if run.name == loaded.spec.name and _planned_from(run.plan_path) == wanted:

@@ -291,7 +291,9 @@ class JobSpec(_Strict):
     """Where results go (default: out/<name>.parquet next to the spec)."""
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     state: str | None = None
-    """State location: a DuckDB file path or postgresql:// URL (default .batchor/state.duckdb)."""
+    """State location: a DuckDB file path (relative to the spec) or a postgresql:// URL. Default: the
+    project's `.batchor/state.duckdb` (nearest `.batchor/` at or above the spec, else its git root,
+    else its folder)."""
     keep_raw: bool = True
     """Keep raw request/response payloads of every attempt for audit."""
     checks: list[CheckSpec] = Field(default_factory=list)

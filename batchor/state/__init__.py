@@ -6,21 +6,20 @@ postgresql:// URL (shared by several workers).
 
 from __future__ import annotations
 
-import os
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ContextManager
 
 from batchor.state.duckdb_store import DuckDBStore
+from batchor.state.location import DEFAULT_STATE, StateChoice, find_state
 from batchor.state.lock import ApplyLock
 from batchor.state.postgres_store import PostgresStore, is_postgres
 
-DEFAULT_STATE = Path(".batchor") / "state.duckdb"
 
-
-def state_location(explicit: str | None = None, spec_state: str | None = None) -> str:
-    """--state wins, then BATCHOR_STATE, then the spec's `state:`, then .batchor/state.duckdb."""
-    return explicit or os.environ.get("BATCHOR_STATE") or spec_state or str(DEFAULT_STATE)
+def state_location(explicit: str | None = None, spec_state: str | None = None,
+                   spec_dir: Path | str | None = None) -> str:
+    """--state wins, then BATCHOR_STATE, then the spec's `state:`, then the project's (state/location.py)."""
+    return find_state(explicit, spec_state, spec_dir).location
 
 
 def open_state(location: str) -> Any:
@@ -37,5 +36,5 @@ def apply_lock(location: str) -> ContextManager[Any]:
     return ApplyLock(Path(location + ".lock"))
 
 
-__all__ = ["DEFAULT_STATE", "ApplyLock", "DuckDBStore", "PostgresStore", "apply_lock", "is_postgres", "open_state",
-           "state_location"]
+__all__ = ["DEFAULT_STATE", "ApplyLock", "DuckDBStore", "PostgresStore", "StateChoice", "apply_lock", "find_state",
+           "is_postgres", "open_state", "state_location"]

@@ -18,6 +18,7 @@ JUDGED = ROOT / "specs" / "reviews_judged.yaml"
 def copy_example(folder: Path, name: str = "judged.yaml", **prompt_change: str) -> Path:
     """The judged example with its data next to it (so tests never write into the repository)."""
     (folder / "examples" / "data").mkdir(parents=True, exist_ok=True)
+    (folder / ".batchor").mkdir(exist_ok=True)  # the project's state folder: the spec in specs/ finds it
     (folder / "schemas").mkdir(exist_ok=True)
     shutil.copy(ROOT / "examples" / "data" / "reviews_labelled.csv", folder / "examples" / "data")
     for schema in ("review.schema.json", "reply_grade.schema.json"):
