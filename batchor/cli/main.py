@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - Typer with an external Click
 
 from batchor.cli import basics, pilot_cmd, render, tables
 from batchor.cli import quality as quality_cli
+from batchor.cli.colour import coloured
 from batchor.cli.options import (
     ApplyMaxCostOpt,
     FormatOpt,
@@ -32,6 +33,7 @@ from batchor.cli.options import (
 from batchor.cli.report_cmd import report as report_command
 from batchor.cli.results import results as results_command
 from batchor.cli.resume import continue_command
+from batchor.cli.show import show as show_command
 from batchor.cli.state_check import state_check
 from batchor.errors import (
     EXIT_ERROR,
@@ -105,7 +107,7 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
     elif fmt == PlanFormat.markdown:
         typer.echo(render.plan_markdown(compiled))
     else:
-        typer.echo(render.plan_text(compiled, max_cost))
+        typer.echo(coloured(render.plan_text(compiled, max_cost), sys.stdout))
     if detailed_exitcode and compiled.header.totals.to_run > 0:
         raise typer.Exit(EXIT_PENDING)
 
@@ -125,7 +127,7 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
                                        "a later apply collects them"),
           pilot: Optional[int] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
-    api.ensure_unlocked(state)
+    api.ensure_unlocked(state, target)
     from_file = api.is_plan_file(target)
     forced = set(refresh) | ({"*"} if no_cache else set())  # "*": every step, as in plan --no-cache
     if pilot is not None:  # the pilot first; then the full plan it calibrated, approved again
@@ -138,7 +140,7 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
         compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
                                     refresh=forced, limit=limit, sample=sample, retry_failed=retry_failed)
         if not as_json and not basics.is_quiet():
-            typer.echo(render.plan_text(compiled, max_cost), err=True)
+            typer.echo(coloured(render.plan_text(compiled, max_cost), sys.stderr), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
         _approve(yes, max_cost)
     printer = render.EventPrinter(as_json, plan=compiled, max_cost=max_cost)
@@ -237,6 +239,7 @@ def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 
 app.command("results")(results_command)
 app.command("report")(report_command)
+app.command("show")(show_command)
 
 
 @app.command()

@@ -239,6 +239,7 @@ class Stats:
         self.endpoint_calls: Counter[str] = Counter()  # named endpoint (faults.py) -> calls
         self.reasks: list[dict[str, str]] = []  # {prompt, rejected, feedback} of each re-ask answered
         self.media: list[dict[str, Any]] = []  # attachments of accepted calls, with their prompt
+        self.bodies: list[Any] = []  # the first request bodies received, as sent (`show --prompts` is checked on them)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -256,6 +257,7 @@ class Stats:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "batches_created": self.batches_created,
+            "bodies": self.bodies,
             "batch_rows": sum(self.batch_rows.values()),
             "batch_rows_duplicated": sorted(k for k, n in self.batch_rows.items() if n > 1),
             "batch_rows_by_id": dict(self.batch_rows),
@@ -315,6 +317,8 @@ class Fake:
         stats = self.stats
         stats.requests += 1
         stats.by_endpoint[route.endpoint] += 1
+        if len(stats.bodies) < 20:
+            stats.bodies.append(body)
         stats.in_flight += 1
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
         try:

@@ -1,0 +1,106 @@
+"""`batchor show PLANFILE|SPEC`: the full plan, step by step, and sample requests as they will be sent."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from batchor import api
+from batchor.cli.colour import coloured
+from batchor.plan.show import plan_view
+from batchor.plan.summary import money
+
+
+def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec (planned now, not saved)"),
+         prompts: int = typer.Option(0, "--prompts", min=0, help="Render N sample requests per step, exactly as sent"),
+         as_json: bool = typer.Option(False, "--json", help="Machine-readable output"),
+         state: Optional[str] = typer.Option(None, "--state", help="State file or URL (a spec only)"),
+         model: Optional[str] = typer.Option(None, "--model", help="Override the model: provider:name (a spec only)"),
+         mock: bool = typer.Option(False, "--mock", help="Plan with the offline mock (a spec only)")) -> None:
+    """Print everything a plan holds: per step the counts, the cost and its source, the pinned model,
+    prices and params; with --prompts N, N requests per step as the provider will receive them."""
+    if api.is_plan_file(target):
+        compiled = api.load_or_plan(target)
+    else:
+        compiled = api.plan(target, state=state, model=model, mock=mock, save=False)
+    view = plan_view(compiled, prompts)
+    if as_json:
+        sys.stdout.write(json.dumps(view, indent=2, default=str, ensure_ascii=False) + "\n")
+        return
+    typer.echo(coloured(view_text(view), sys.stdout))
+
+
+def view_text(view: dict[str, Any]) -> str:
+    t = view["totals"]
+    lines = [f"Plan {view['plan_id']} for '{view['name']}'" + (" (mock provider)" if view["mocked"] else ""),
+             f"  made        {view['created_at']} by batchor {view['batchor_version']} from {view['spec']}",
+             f"  state       {view['state']}" + (f" ({view['state_source']})" if view["state_source"] else ""),
+             f"  input       {', '.join(view['input']['files'])} ({view['input']['rows']:,} rows, "
+             f"fingerprint {view['input']['fingerprint'][:16]})",
+             f"  output      {view['output']['path']} ({view['output']['format']})",
+             f"  total       {t['to_run']:,} to run, {t['cached']:,} cached, {t['skipped']:,} skipped; "
+             f"{money(t['cost_expected'])} expected, {money(t['cost_upper'])} at most"]
+    for step in view["steps"]:
+        lines += [""] + (_sql_lines(step) if step["kind"] == "sql" else _llm_lines(step))
+    return "\n".join(lines)
+
+
+def _sql_lines(step: dict[str, Any]) -> list[str]:
+    c = step["counts"]
+    fan = f", fan-out (at most {step['max_fanout']} per row)" if step["fan_out"] else ""
+    return [f"step {step['name']} (SQL{fan})", f"  rows        {c['rows']:,}, {c['skipped']:,} skipped",
+            *[f"  sql         {line}" for line in step["sql"].strip().splitlines()]]
+
+
+def _llm_lines(step: dict[str, Any]) -> list[str]:
+    c = step["counts"]
+    mode = f"{step['mode']}, {step['mode_note']}" if step["mode_note"] else step["mode"]
+    approx = "" if step["token_count_exact"] else f" (estimated; upper bound x{step['token_upper_factor']:g})"
+    cost = ("cost unknown (no price)" if step["price"] is None
+            else f"{money(c['cost_expected'])} expected, {money(c['cost_upper'])} at most")
+    lines = [f"step {step['name']}: {step['provider']}:{step['model']} [{mode}]",
+             f"  counts      {c['rows']:,} rows: {c['to_run']:,} to run ({c['changed']:,} changed), "
+             f"{c['cached']:,} cached, {c['skipped']:,} skipped, {c['failed_earlier']:,} failed earlier, "
+             f"{c['too_long']:,} too long, {c['projected']:,} projected",
+             f"  tokens      {'' if step['token_count_exact'] else '~'}{c['input_tokens']:,} in{approx}, "
+             f"~{c['output_tokens_expected']:,} out expected (<= {c['output_tokens_upper']:,}; "
+             f"max_tokens {step['max_tokens']:,})",
+             f"  cost        {cost}", f"  price       {_price(step['price'])}",
+             f"  source      {step['cost_source']}",
+             f"  endpoint    {step['endpoint']}" + (f", api {step['api']}" if step["api"] else ""),
+             f"  params      {json.dumps(step['params'], ensure_ascii=False)}"]
+    if step["options"]:
+        lines.append(f"  options     {json.dumps(step['options'], ensure_ascii=False)}")
+    if step["depends_on"]:
+        when = f" when {step['when']}" if step["when"] else ""
+        lines.append(f"  after       {', '.join(step['depends_on'])}{when}")
+    schema = "none (text)" if step["schema_sent"] is None else ("strict" if step["strict"] else "not strict")
+    lines.append(f"  schema      {schema}")
+    lines += [f"    note: {note}" for note in step["schema_notes"]]
+    if "requests" in step:
+        lines += _request_lines(step["requests"])
+    return lines
+
+
+def _price(price: dict[str, Any] | None) -> str:
+    if price is None:
+        return "none"
+    text = f"${price['input_per_mtok']:g} in, ${price['output_per_mtok']:g} out per MTok"
+    if price.get("batch_input_per_mtok") is not None:
+        text += f"; batch ${price['batch_input_per_mtok']:g} in, ${price['batch_output_per_mtok']:g} out"
+    return text
+
+
+def _request_lines(requests: dict[str, Any]) -> list[str]:
+    lines = [f"  requests    sent as {requests['sent_as']}"]
+    if requests.get("note"):
+        lines.append(f"    note: {requests['note']}")
+    for i, sample in enumerate(requests["samples"], 1):
+        lines.append(f"  request {i}   row {sample['row_key']}, key {sample['request_key']}")
+        body = json.dumps(sample["body"], indent=2, ensure_ascii=False)
+        lines += [f"    {line}" for line in body.splitlines()]
+    return lines

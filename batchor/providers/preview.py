@@ -1,0 +1,47 @@
+"""The body each adapter sends for a request, without a client or a key (for `batchor show --prompts`).
+
+It calls the adapters' own pure `to_body` with the settings the engine gives them (api, strict,
+`model.options`), so a preview is the request as sent, not a description of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchor.providers import provider_info
+from batchor.providers.base import LLMRequest
+
+_WHAT = {"openai": "HTTP JSON body", "anthropic": "HTTP JSON body (Messages API)",
+         "gemini": "google-genai generate_content arguments", "mock": "answered locally"}
+
+
+def sent_body(provider: str, request: LLMRequest, *, api: str | None, strict: bool,
+              options: dict[str, Any]) -> dict[str, Any]:
+    """What the adapter for `provider` sends for `request`."""
+    info = provider_info(provider)
+    if info.adapter == "openai":
+        from batchor.providers import openai
+
+        return openai.to_body(request, api=api or "chat", strict=strict, first_party=info.first_party)
+    if info.adapter == "anthropic":
+        from batchor.providers import anthropic
+
+        mode = anthropic.structured_mode(request.model, strict=strict, option=options.get("structured"))
+        return anthropic.to_body(request, structured=mode)
+    if info.adapter == "gemini":
+        from batchor.providers import gemini
+
+        return gemini.to_body(request)
+    from batchor.providers import mock
+
+    return mock.to_body(request)
+
+
+def body_kind(provider: str, api: str | None) -> str:
+    """What the body is, e.g. `POST /chat/completions HTTP JSON body`."""
+    adapter = provider_info(provider).adapter
+    if adapter == "openai":
+        return f"POST /{'responses' if api == 'responses' else 'chat/completions'} {_WHAT['openai']}"
+    if adapter == "anthropic":
+        return f"POST /v1/messages {_WHAT['anthropic']}"
+    return _WHAT.get(adapter, _WHAT["mock"])
