@@ -63,7 +63,7 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
     cost = ("cost unknown (no price)" if step["price"] is None
             else f"{money(c['cost_expected'])} expected, {money(c['cost_upper'])} at most")
     lines = [f"step {step['name']}: {step['provider']}:{step['model']} [{mode}]",
-             f"  counts      {c['rows']:,} rows: {c['to_run']:,} to run ({c['changed']:,} changed), "
+             f"  counts      {c['rows']:,} rows: {c['to_run']:,} to run ({_changed(c)}), "
              f"{c['cached']:,} cached, {c['skipped']:,} skipped, {c['failed_earlier']:,} failed earlier, "
              f"{c['too_long']:,} too long, {c['projected']:,} projected",
              f"  tokens      {'' if step['token_count_exact'] else '~'}{c['input_tokens']:,} in{approx}, "
@@ -84,6 +84,12 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
     if "requests" in step:
         lines += _request_lines(step["requests"])
     return lines
+
+
+def _changed(counts: dict[str, Any]) -> str:
+    causes = counts.get("changed_by") or {}
+    why = ": " + ", ".join(f"{cause} {n:,}" for cause, n in causes.items()) if causes else ""
+    return f"{counts['changed']:,} changed{why}"
 
 
 def _price(price: dict[str, Any] | None) -> str:

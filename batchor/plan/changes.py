@@ -9,6 +9,8 @@ at plan time are split this way; steps that depend on other steps render theirs 
 
 from __future__ import annotations
 
+import json
+import zipfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,31 +18,80 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchor.duck import memory_db
-from batchor.plan.model import StepPlan, req_column
+from batchor.plan.model import PlanHeader, StepPlan, req_column
+from batchor.plan.plan_file import HEADER_MEMBER
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore
 from batchor.state.cache import cached_mask
 
 
-def changed_rows(data_path: Path, step: StepPlan, state: StateStore, name: str, job_id: str) -> int:
-    """How many of `step`'s requests to run replace an earlier, different request for their row."""
+def changes_by_cause(data_path: Path, step: StepPlan, state: StateStore, name: str, job_id: str) -> dict[str, int]:
+    """How many of `step`'s requests to run replace an earlier, different request for their row, by
+    cause: what differs between this step and the one of the latest earlier plan that sent the row
+    (template, model, params, schema), or `row values` when the step is the same."""
     now = pq.read_table(data_path, columns=[ROW_KEY, req_column(step.name, "key")])
     now = now.rename_columns(["row_key", "request_key"]).filter(pc.is_valid(now.column(1)))
     now = now.filter(pc.invert(cached_mask(state, now.column("request_key"))))
     if not now.num_rows:
-        return 0
+        return {}
     previous = state.execute(
-        "SELECT DISTINCT j.row_key, j.request_key FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
+        "SELECT DISTINCT j.row_key, j.request_key, j.job_id FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
         "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)", [step.name, job_id, name])
     if not previous:
-        return 0
+        return {}
+    plans = _latest_plans(state, name)
     before = pa.table({"row_key": pa.array([r[0] for r in previous], pa.string()),
-                       "request_key": pa.array([r[1] for r in previous], pa.string())})
+                       "request_key": pa.array([r[1] for r in previous], pa.string()),
+                       "job_id": pa.array([r[2] for r in previous], pa.string()),
+                       "recency": pa.array([plans.get(r[2], (0, None))[0] for r in previous], pa.int64())})
     with memory_db() as db:
         db.register("now", now)
         db.register("before", before)
-        return int(db.sql(
-            "SELECT count(DISTINCT n.request_key) FROM now n WHERE n.row_key IN (SELECT row_key FROM before) "
-            "AND NOT EXISTS "
-            "(SELECT 1 FROM before b WHERE b.row_key = n.row_key AND b.request_key = n.request_key)"
-        ).fetchall()[0][0])
+        by_job = db.sql(_CHANGED_BY_JOB).fetchall()
+    causes: dict[str, int] = {}
+    for earlier_job, count in by_job:
+        cause = _cause(step, plans.get(earlier_job, (0, None))[1])
+        causes[cause] = causes.get(cause, 0) + int(count)
+    return dict(sorted(causes.items()))
+
+
+# Each changed request once, attributed to the latest earlier job that sent its row another request.
+_CHANGED_BY_JOB = """
+WITH changed AS (
+    SELECT n.row_key, n.request_key FROM now n WHERE n.row_key IN (SELECT row_key FROM before)
+    AND NOT EXISTS (SELECT 1 FROM before b WHERE b.row_key = n.row_key AND b.request_key = n.request_key)),
+latest AS (
+    SELECT c.request_key, arg_max(b.job_id, b.recency) AS job_id
+    FROM changed c JOIN before b ON b.row_key = c.row_key GROUP BY c.request_key)
+SELECT job_id, count(*) FROM latest GROUP BY job_id
+"""
+
+
+def _latest_plans(state: StateStore, name: str) -> dict[str, tuple[int, str | None]]:
+    """job_id -> (recency rank, plan file of its latest run)."""
+    runs = state.execute("SELECT job_id, plan_path, started_at FROM runs WHERE name = ? ORDER BY started_at", [name])
+    return {job: (rank, path) for rank, (job, path, _) in enumerate(runs)}
+
+
+def _cause(step: StepPlan, plan_path: str | None) -> str:
+    earlier = _earlier_step(plan_path, step.name)
+    if earlier is None:
+        return "unknown (earlier plan file gone)"
+    differs = [cause for cause, fields in _CAUSES if any(getattr(step, f) != getattr(earlier, f) for f in fields)]
+    return "+".join(differs) or "row values"
+
+
+_CAUSES = (("template", ("system", "prompt")), ("model", ("provider", "model", "endpoint", "api")),
+           ("params", ("params",)), ("schema", ("sent_schema", "strict")))
+
+
+def _earlier_step(plan_path: str | None, name: str) -> StepPlan | None:
+    """The step as an earlier plan pinned it (its header only: the data is not read)."""
+    if not plan_path:
+        return None
+    try:
+        with zipfile.ZipFile(plan_path) as archive:
+            header = PlanHeader.model_validate(json.loads(archive.read(HEADER_MEMBER)))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    return next((s for s in header.steps if s.name == name), None)

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from batchor.errors import InputError, SpecError
-from batchor.plan.changes import changed_rows
+from batchor.plan.changes import changes_by_cause
 from batchor.plan.dependent import (
     DependentTally,
     dependent_tallies,
@@ -92,11 +92,15 @@ def _with_changes(header: PlanHeader, data_path: Path, state: StateStore | None)
     if state is None:
         return header
     job_id = job_id_for(header)
-    steps = [s.model_copy(update={"counts": s.counts.model_copy(update={
-                 "changed": changed_rows(data_path, s, state, header.name, job_id)})})
+    steps = [_with_causes(s, changes_by_cause(data_path, s, state, header.name, job_id))
              if s.counts.to_run and not s.depends_on and s.provider != "sql" else s for s in header.steps]
     totals = header.totals.model_copy(update={"changed": sum(s.counts.changed for s in steps)})
     return header.model_copy(update={"steps": steps, "totals": totals})
+
+
+def _with_causes(step: StepPlan, causes: dict[str, int]) -> StepPlan:
+    counts = step.counts.model_copy(update={"changed": sum(causes.values()), "changed_by": causes})
+    return step.model_copy(update={"counts": counts})
 
 
 def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates], state: StateStore | None,

@@ -40,6 +40,7 @@ class StepCounts(_Frozen):
     elements: int = 0  # fan-out steps: element rows known at plan time
     unbounded: bool = False  # projected rows below a fan-out without a bound: cost_upper is not an upper bound
     changed: int = 0  # of to_run: rows this spec answered before with a different request
+    changed_by: dict[str, int] = Field(default_factory=dict)  # changed, by cause: template, model, params, ...
     failed_earlier: int = 0  # rows whose request failed for good earlier (deterministic error): not run
     attachment_problems: int = 0  # requests whose attachments cannot be sent: they fail without a call
     attachment_examples: list[str] = Field(default_factory=list)  # the first few problems (row and file)

@@ -163,7 +163,9 @@ def _to_run(counts: Any, split: bool = True) -> str:
     if not counts.changed:
         return f"{counts.to_run:,} to run"
     new = f"{counts.to_run - counts.changed:,} new, " if split else ""
-    return f"{counts.to_run:,} to run ({new}{counts.changed:,} changed)"
+    causes = getattr(counts, "changed_by", None) or {}
+    why = ": " + ", ".join(f"{cause} {n:,}" for cause, n in causes.items()) if split and causes else ""
+    return f"{counts.to_run:,} to run ({new}{counts.changed:,} changed{why})"
 
 
 def _failed_earlier(totals: Any) -> str:

@@ -3,6 +3,8 @@ with a different request are 'changed'; appended rows are 'new'; retries are nei
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 import batchor
@@ -33,7 +35,7 @@ def test_an_edit_counts_changed_rows_and_appended_rows_are_new(fake, workdir):
     counts = _counts(edited)
     assert (counts["to_run"], counts["changed"], counts["cached"]) == (8, 6, 0)
     text = batchor.plan(edited, save=False)
-    assert "8 to run (2 new, 6 changed)" in str(text)
+    assert "8 to run (2 new, 6 changed: template 6)" in str(text)
 
     batchor.apply(edited, max_cost=1)
     assert _counts(edited)["changed"] == 0  # answered: nothing left to run
@@ -63,3 +65,37 @@ def test_another_spec_on_the_same_state_is_not_compared(fake, workdir):
     other = _spec(workdir, rows=4, prompt="Other: {{ row.text }}", name="another")
     counts = _counts(other)
     assert (counts["to_run"], counts["changed"]) == (4, 0)
+
+
+def _edited(folder, rows: int = 4, **changes) -> str:
+    spec = _spec(folder, rows=rows)
+    data = yaml.safe_load(Path(spec).read_text(encoding="utf-8"))
+    for path, value in changes.items():
+        node = data
+        *parents, last = path.split("__")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    Path(spec).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return spec
+
+
+def test_changed_rows_are_split_by_cause(fake, workdir):
+    assert batchor.apply(_spec(workdir, rows=4), max_cost=1).status == "succeeded"
+    cases = {
+        "template": {"steps__label__prompt": "Label: {{ row.text }}"},
+        "model": {"model__name": "gpt-4.1-nano"},
+        "params": {"model__params": {"max_tokens": 21}},
+        "schema": {"steps__label__output": {"schema": {"type": "object", "properties": {"x": {"type": "string"}},
+                                                       "required": ["x"], "additionalProperties": False}}},
+        "template+model": {"steps__label__prompt": "Label: {{ row.text }}", "model__name": "gpt-4.1-nano"},
+    }
+    for cause, changes in cases.items():
+        counts = _counts(_edited(workdir, **changes))
+        assert (counts["changed"], counts["changed_by"]) == (4, {cause: 4}), cause
+    spec = _spec(workdir, rows=4)  # the spec as it was answered; one row's text edited
+    write_csv(workdir / "data.csv", [{"id": f"r{i}", "text": f"review {i}" + (" edited" if i == 1 else "")}
+                                     for i in range(4)])
+    counts = _counts(spec)
+    assert (counts["to_run"], counts["changed_by"]) == (1, {"row values": 1})
+    assert "1 to run (0 new, 1 changed: row values 1)" in str(batchor.plan(spec, save=False))
