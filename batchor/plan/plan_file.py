@@ -33,10 +33,13 @@ def plan_id_for(header: PlanHeader) -> str:
     return _header_hash(header.model_dump(mode="json", by_alias=True))
 
 
+_NOT_HASHED = ("plan_id", "created_at", "state_source")  # how the state was found describes, it is not content
+
+
 def _header_hash(body: dict) -> str:
     """The id of a header as JSON. A saved plan is checked on the JSON it holds, so a plan saved
     by an older batchor (whose header lacks fields added since) still verifies."""
-    return sha256_hex(canonical_json({k: v for k, v in body.items() if k not in ("plan_id", "created_at")}))[:16]
+    return sha256_hex(canonical_json({k: v for k, v in body.items() if k not in _NOT_HASHED}))[:16]
 
 
 def job_id_for(header: PlanHeader) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from conftest import make_spec, write_csv
 
@@ -77,7 +75,7 @@ def test_when_false_rows_are_skipped(workdir):
 
 def test_plan_is_saved_under_batchor_plans(workdir):
     plan = api.plan(make_spec(workdir, rows=3))
-    assert plan.saved_path == Path(".batchor") / "plans" / f"{plan.plan_id}.plan"
+    assert plan.saved_path == workdir / ".batchor" / "plans" / f"{plan.plan_id}.plan"  # the project's state folder
     assert (workdir / plan.saved_path).is_file()
     assert (workdir / plan.saved_path).stat().st_mode & 0o077 == 0
 
