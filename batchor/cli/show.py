@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from pathlib import Path
@@ -20,7 +21,8 @@ def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec 
          as_json: bool = typer.Option(False, "--json", help="Machine-readable output"),
          state: Optional[str] = typer.Option(None, "--state", help="State file or URL (a spec only)"),
          model: Optional[str] = typer.Option(None, "--model", help="Override the model: provider:name (a spec only)"),
-         mock: bool = typer.Option(False, "--mock", help="Plan with the offline mock (a spec only)")) -> None:
+         mock: bool = typer.Option(False, "--mock", help="Plan with the offline mock (a spec only)"),
+         diff: int = typer.Option(0, "--diff", min=0, help="N changed rows per step: earlier vs new")) -> None:
     """Print everything a plan holds: per step the counts, the cost and its source, the pinned model,
     prices and params; with --prompts N, N requests per step as the provider will receive them."""
     if api.is_plan_file(target):
@@ -28,10 +30,35 @@ def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec 
     else:
         compiled = api.plan(target, state=state, model=model, mock=mock, save=False)
     view = plan_view(compiled, prompts)
+    if diff:
+        _add_diffs(view, compiled, state, diff)
     if as_json:
         sys.stdout.write(json.dumps(view, indent=2, default=str, ensure_ascii=False) + "\n")
         return
     typer.echo(coloured(view_text(view), sys.stdout))
+
+
+def _add_diffs(view: dict[str, Any], compiled: Any, state: str | None, count: int) -> None:
+    from batchor.plan.changes import changed_samples
+    from batchor.state import open_state, state_location
+
+    store = open_state(state_location(state, compiled.header.state_location))
+    try:
+        for step, data in zip(compiled.header.steps, view["steps"], strict=True):
+            if step.provider != "sql" and not step.depends_on and step.counts.changed:
+                data["changed_samples"] = changed_samples(compiled, step, store, count)
+    finally:
+        store.close()
+
+
+def _diff_lines(samples: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for sample in samples:
+        before = json.dumps(sample["before"], indent=2, ensure_ascii=False).splitlines() if sample["before"] else []
+        after = json.dumps(sample["after"], indent=2, ensure_ascii=False).splitlines()
+        lines.append(f"  changed row {sample['row_key']}" + ("" if sample["before"] else " (earlier plan file gone)"))
+        lines += [f"    {line}" for line in difflib.unified_diff(before, after, "earlier", "now", lineterm="", n=1)]
+    return lines
 
 
 def view_text(view: dict[str, Any]) -> str:
@@ -83,6 +110,7 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
     lines += [f"    note: {note}" for note in step["schema_notes"]]
     if "requests" in step:
         lines += _request_lines(step["requests"])
+    lines += _diff_lines(step.get("changed_samples", []))
     return lines
 
 

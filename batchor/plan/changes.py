@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -95,3 +96,44 @@ def _earlier_step(plan_path: str | None, name: str) -> StepPlan | None:
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return None
     return next((s for s in header.steps if s.name == name), None)
+
+
+def changed_samples(plan: Any, step: StepPlan, state: StateStore, count: int) -> list[dict[str, Any]]:
+    """Up to `count` changed rows of a plan-time step: the messages an earlier plan of this spec sent for
+    the row (None when its plan file is gone) and the messages this plan will send."""
+    name, job_id = plan.header.name, plan.job_id
+    previous = state.execute(
+        "SELECT j.row_key, j.request_key, j.job_id FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
+        "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)", [step.name, job_id, name])
+    plans = _latest_plans(state, name)
+    latest: dict[str, tuple[str, str]] = {}
+    for row_key, key, job in sorted(previous, key=lambda r: plans.get(r[2], (0, None))[0]):
+        latest[row_key] = (key, job)
+    samples: list[dict[str, Any]] = []
+    columns = [ROW_KEY, req_column(step.name, "key"), req_column(step.name, "messages")]
+    for batch in plan.iter_batches(columns):
+        for row_key, key, body in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
+            before = latest.get(row_key)
+            if key is None or before is None or before[0] == key or len(samples) >= count:
+                continue
+            samples.append({"row_key": row_key, "after": json.loads(body),
+                            "before": _earlier_messages(plans.get(before[1], (0, None))[1], step.name, row_key)})
+        if len(samples) >= count:
+            break
+    return samples
+
+
+def _earlier_messages(plan_path: str | None, step: str, row_key: str) -> Any:
+    from batchor.plan.plan_file import load_plan
+
+    if not plan_path:
+        return None
+    try:
+        earlier = load_plan(Path(plan_path))
+        for batch in earlier.iter_batches([ROW_KEY, req_column(step, "messages")]):
+            for key, body in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                if key == row_key and body is not None:
+                    return json.loads(body)
+    except (OSError, KeyError, ValueError):
+        return None
+    return None

@@ -141,3 +141,15 @@ def test_show_in_a_real_process(workdir):
     assert result.returncode == 0, result.stderr
     assert f"Plan {plan.plan_id} for 'small'" in result.stdout
     assert "request 1   row r0" in result.stdout and '"response_format"' in result.stdout
+
+
+def test_diff_shows_earlier_and_new_messages_of_changed_rows(workdir, cli):
+    spec = make_spec(workdir, rows=2)
+    assert cli(workdir, "apply", "spec.yaml", "--mock", "--yes")[0] == 0
+    spec.write_text(spec.read_text(encoding="utf-8").replace("Review: {{ row.text }}", "Judge: {{ row.text }}"),
+                    encoding="utf-8")
+    code, out, err = cli(workdir, "show", "spec.yaml", "--mock", "--diff", "1")
+    assert code == 0, err
+    assert "2 changed: template 2" in out
+    assert out.count("  changed row ") == 1
+    assert '-    "content": "Review: review number 0"' in out and '+    "content": "Judge: review number 0"' in out
