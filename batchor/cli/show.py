@@ -10,9 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from batchor import api
 from batchor.cli.colour import coloured
-from batchor.plan.show import plan_view
 from batchor.plan.summary import money
 
 
@@ -25,6 +23,9 @@ def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec 
          diff: int = typer.Option(0, "--diff", min=0, help="N changed rows per step: earlier vs new")) -> None:
     """Print everything a plan holds: per step the counts, the cost and its source, the pinned model,
     prices and params; with --prompts N, N requests per step as the provider will receive them."""
+    from batchor import api  # the engine loads only when a command needs it (start-up)
+    from batchor.plan.show import plan_view
+
     if api.is_plan_file(target):
         compiled = api.load_or_plan(target)
     else:
