@@ -33,7 +33,15 @@ def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
 
 
 def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
-    """The five-second summary: rows, work, cache, tokens, cost, budget."""
+    """The five-second summary: rows, work, cache, tokens, cost, budget; then each step, then where
+    the output, the state and the saved plan are."""
+    lines = _total_lines(plan, max_cost)
+    for step in plan.header.steps:
+        lines += _step_lines(step)
+    return "\n".join(lines + _place_lines(plan))
+
+
+def _total_lines(plan: "CompiledPlan", max_cost: float | None) -> list[str]:
     h, t = plan.header, plan.header.totals
     lines = [f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
              f"  rows        {t.rows:,}",
@@ -57,29 +65,36 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         lines.append(f"  budget      {money(limit)} ({verdict}; {budget_origin(max_cost, spec_cap)})")
     if t.unpriced_models:
         lines.append(f"  no price    {', '.join(t.unpriced_models)} (add `price:` to the model block)")
-    for s in h.steps:
-        c = s.counts
-        est = f" ({c.projected:,} projected: upstream answers pending)" if c.projected else ""
-        if c.unbounded and s.provider != "sql":
-            est = f" ({c.projected:,}+ projected: a fan-out above has no max_fanout, so no upper bound)"
-        if s.fan_out:
-            bound = f"at most {s.max_fanout:,} per row" if s.max_fanout else "unbounded"
-            est += f" fan-out: {c.elements:,} elements known ({bound})"
-        mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
-        lines.append(f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} cached, "
-                     f"{c.skipped:,} skipped, {_step_cost(s)}{est}")
-        if c.too_long:
-            lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
-                         "those rows will fail without a call")
-        if c.attachment_problems:
-            lines.append(f"    note: {c.attachment_problems:,} row(s) have attachments that cannot be sent: they will "
-                         "fail without a call, e.g. " + "; ".join(c.attachment_examples))
-        if c.failed_earlier:
-            lines.append(f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
-                         "context too long); --retry-failed or --refresh STEP sends them again")
-        if s.provider != "sql":
-            lines.append(f"    estimate: {_estimate_line(s)}")
-        lines += [f"    note: {n}" for n in s.schema_notes]
+    return lines
+
+
+def _step_lines(s: Any) -> list[str]:
+    c = s.counts
+    est = f" ({c.projected:,} projected: upstream answers pending)" if c.projected else ""
+    if c.unbounded and s.provider != "sql":
+        est = f" ({c.projected:,}+ projected: a fan-out above has no max_fanout, so no upper bound)"
+    if s.fan_out:
+        bound = f"at most {s.max_fanout:,} per row" if s.max_fanout else "unbounded"
+        est += f" fan-out: {c.elements:,} elements known ({bound})"
+    mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
+    lines = [f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} cached, "
+             f"{c.skipped:,} skipped, {_step_cost(s)}{est}"]
+    if c.too_long:
+        lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
+                     "those rows will fail without a call")
+    if c.attachment_problems:
+        lines.append(f"    note: {c.attachment_problems:,} row(s) have attachments that cannot be sent: they will "
+                     "fail without a call, e.g. " + "; ".join(c.attachment_examples))
+    if c.failed_earlier:
+        lines.append(f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
+                     "context too long); --retry-failed or --refresh STEP sends them again")
+    if s.provider != "sql":
+        lines.append(f"    estimate: {_estimate_line(s)}")
+    return lines + [f"    note: {n}" for n in s.schema_notes]
+
+
+def _place_lines(plan: "CompiledPlan") -> list[str]:
+    h, lines = plan.header, []
     if h.output.variant:
         lines.append(f"  output      {h.output.path} ({variant_reason(tuple(h.output.variant))}: "
                      f"the spec's {h.output.spec_path} is left as it is)")
@@ -87,7 +102,7 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
         lines.append(f"  state       {h.state_location}" + (f" ({h.state_source})" if h.state_source else ""))
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")
-    return "\n".join(lines)
+    return lines
 
 
 def unpriced(step: Any) -> bool:
