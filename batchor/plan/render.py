@@ -149,18 +149,8 @@ def write_plan_data(
         for batch in reader.batches(_BATCH_ROWS):
             if renderers is None:
                 renderers = [_StepRenderer(s, templates[s.name], batch.schema) for s in roots]
-            table = pa.Table.from_batches([batch])
             rows = _rows(batch, needed) if any(r.fast is None for r in renderers) else None
-            for step, renderer in zip(roots, renderers):
-                result = renderer.render(batch, rows)
-                keys, tokens = (
-                    pa.array(result.keys, pa.string()),
-                    pa.array(result.tokens, pa.int32()),
-                )
-                tallies[step.name].add(keys, tokens)
-                table = table.append_column(req_column(step.name, "key"), keys)
-                table = table.append_column(req_column(step.name, "messages"), result.bodies)
-                table = table.append_column(req_column(step.name, "tokens"), tokens)
+            table = _with_step_columns(batch, rows, roots, renderers, tallies)
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema, compression="zstd")
             writer.write_table(table)
@@ -173,6 +163,20 @@ def write_plan_data(
     for step in roots:
         tallies[step.name].finish(step, caches[step.name], retry_failed)
     return tallies
+
+
+def _with_step_columns(batch: pa.RecordBatch, rows: list[dict] | None, roots: list[StepPlan],
+                       renderers: list[_StepRenderer], tallies: dict[str, RowTally]) -> pa.Table:
+    """The batch's input columns plus each root step's request key, messages and tokens (tallied)."""
+    table = pa.Table.from_batches([batch])
+    for step, renderer in zip(roots, renderers):
+        result = renderer.render(batch, rows)
+        keys, tokens = pa.array(result.keys, pa.string()), pa.array(result.tokens, pa.int32())
+        tallies[step.name].add(keys, tokens)
+        table = table.append_column(req_column(step.name, "key"), keys)
+        table = table.append_column(req_column(step.name, "messages"), result.bodies)
+        table = table.append_column(req_column(step.name, "tokens"), tokens)
+    return table
 
 
 def _rows(batch: pa.RecordBatch, needed: list[str]) -> list[dict]:
