@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from batchor.spec.model import JobSpec, SqlStep
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -31,6 +33,22 @@ def variant_tags(*, pilot: int | None = None, limit: int | None = None, sample: 
     if data:
         tags.append("data")
     return tuple(tags)
+
+
+def changes_the_model(spec: JobSpec, model: str | None) -> bool:
+    """Whether `--model provider:name` answers with another model than the spec's LLM steps use:
+    naming the model they already use changes nothing, so the run is a full one."""
+    if not model:
+        return False
+    for step in spec.steps.values():
+        if isinstance(step, SqlStep):
+            continue  # a SQL step has no model
+        own = step.model
+        provider = (own.provider if own is not None else None) or spec.model.provider
+        name = (own.name if own is not None else None) or spec.model.name
+        if f"{provider}:{name}" != model:
+            return True
+    return False
 
 
 def variant_path(path: Path, tags: tuple[str, ...]) -> Path:

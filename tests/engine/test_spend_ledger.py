@@ -67,7 +67,7 @@ def tight_spec(folder: Path, rows: int = 40) -> Path:
     return spec
 
 
-def test_max_cost_below_the_billed_total_is_never_passed(workdir, fake, tmp_path, monkeypatch):
+def test_max_cost_below_the_billed_total_is_never_passed(workdir, fake, tmp_path_factory, monkeypatch):
     """The plan's bound is one attempt per request; re-asks are reserved and paid too, so a budget
     below what the re-asks cost stops the run before spend passes it."""
     fake.configure(malformed=0.9, seed=5)
@@ -75,8 +75,7 @@ def test_max_cost_below_the_billed_total_is_never_passed(workdir, fake, tmp_path
     total = billed_by_fake(fake, price_of(tight_spec(workdir)))
     assert uncapped.cost_usd == pytest.approx(total, rel=1e-9)
 
-    folder = tmp_path / "capped"
-    folder.mkdir()
+    folder = tmp_path_factory.mktemp("capped")  # not below workdir: its .batchor/ would be this project's state
     monkeypatch.chdir(folder)
     fake.reset()
     spec = tight_spec(folder)

@@ -47,6 +47,12 @@ def test_a_partial_run_writes_beside_the_spec_output(fake, workdir, spec, flags,
     assert (workdir / "out" / "results.csv").read_text(encoding="utf-8") == SENTINEL
 
 
+def test_model_naming_the_spec_own_model_is_a_full_run(fake, workdir, spec):
+    plan = batchor.plan(spec, model="openai:gpt-4.1-mini", save=False)  # the spec's model
+    assert plan.header.output.variant == [] and plan.header.output.path == str(workdir / "out" / "results.csv")
+    assert batchor.plan(spec, model="openai:gpt-4.1-nano", save=False).header.output.variant == ["model-gpt-4.1-nano"]
+
+
 def test_the_plan_says_where_a_partial_run_writes(workdir, spec):
     result = CliRunner().invoke(app, ["plan", str(spec), "--limit", "2", "--mock"])
     assert result.exit_code == 0, result.output
