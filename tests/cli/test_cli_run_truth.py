@@ -85,6 +85,7 @@ def test_sigterm_while_requests_hang_cancels_them_after_the_grace(workdir, fake)
     assert_recorded(latest_run(workdir), "interrupted")
 
 
+@pytest.mark.slow  # kills a real apply
 def test_kill_9_shows_died_with_what_it_answered_and_spent(workdir, fake):
     with start_hanging(workdir, fake) as job:
         wait_until(lambda: latest_run(workdir)["succeeded"] >= FAST, what="answers stored", timeout=SLOW_MACHINE_S)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import csv
 import signal
 
+import pytest
 from cli_helpers import Background, run_cli, wait_until
 from conftest import make_spec
+
+pytestmark = pytest.mark.slow  # signals, kills or large files: CI's full tier
 
 CONCURRENCY = 4
 

@@ -26,7 +26,7 @@ from batchor.plan.prices import lookup_price
 from tests.engine.batch_helpers import results, state_rows, submitted
 from tests.engine.test_batch_providers import MODELS, spec_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # kills, restarts, every fault: CI's full tier
 
 # The calls of each provider's batch path, by the fake's endpoint names (None: not in its API).
 CALLS: dict[str, dict[str, str | None]] = {

@@ -10,7 +10,7 @@ from batchor.errors import EXIT_IN_FLIGHT
 from tests.conftest import write_csv
 from tests.engine.batch_helpers import batch_spec, batches, cli, results, submitted
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # kills, restarts, every fault: CI's full tier
 
 
 def answered_once(fake, rows: int) -> bool:

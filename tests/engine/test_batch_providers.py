@@ -29,6 +29,7 @@ def spec_for(folder: Path, provider: str, rows: int, **limits) -> Path:
     return path
 
 
+@pytest.mark.slow  # a killed process per provider
 @pytest.mark.parametrize("provider", list(MODELS))
 def test_kill_after_create_then_resume_reconciles_instead_of_resubmitting(fake, workdir, provider):
     spec = spec_for(workdir, provider, rows=9, batch_max_requests=4)

@@ -15,7 +15,7 @@ import pytest
 from batchor.errors import EXIT_IN_FLIGHT
 from tests.engine.batch_helpers import batch_spec, batches, cli, results, submitted
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # kills, restarts, every fault: CI's full tier
 
 
 @pytest.mark.parametrize("point", ["after_intent", "after_create", "after_submit", "during_poll",

@@ -16,6 +16,8 @@ import yaml
 from tests.cli.cli_helpers import run_cli
 from tests.conftest import write_csv
 
+pytestmark = pytest.mark.slow  # signals, kills or large files: CI's full tier
+
 ROWS = 20_000
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import make_spec
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # kills, restarts, every fault: CI's full tier
 
 
 def _cli(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:

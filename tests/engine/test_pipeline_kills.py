@@ -16,7 +16,7 @@ import yaml
 from tests.conftest import write_csv
 from tests.engine.test_faults_and_kills import _cli
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # kills, restarts, every fault: CI's full tier
 ROWS = 150
 
 

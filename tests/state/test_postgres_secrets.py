@@ -12,11 +12,14 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import make_spec
 
 from batchor.state import open_state
 from tests.cli.cli_helpers import cli_env, run_cli
+
+pytestmark = pytest.mark.slow  # signals, kills or large files: CI's full tier
 
 PASSWORD = "Pw-n0t-in-any-file-7781"
 SLOW = 180  # a loaded 2-core machine can take 20 s per CLI start

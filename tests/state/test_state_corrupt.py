@@ -16,6 +16,8 @@ from batchor.state.base import RESULT_SCHEMA
 from batchor.state.duckdb_store import DuckDBStore
 from tests.cli.cli_helpers import run_cli
 
+pytestmark = pytest.mark.slow  # signals, kills or large files: CI's full tier
+
 STATE = Path(".batchor") / "state.duckdb"
 FILLER = 120_000  # answers enough for the file to span many 256 KiB blocks
 
