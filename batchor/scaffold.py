@@ -56,6 +56,19 @@ def init_project(folder: Path, name: str | None = None, force: bool = False) -> 
     return list(files)
 
 
+def state_marker(folder: Path) -> tuple[Path, bool]:
+    """The `.batchor/` folder that marks the new job's project (its state lives there; see
+    state/location.py), and whether it was created: an enclosing project's is kept."""
+    from batchor.state.location import STATE_DIR, project_folder
+
+    project, why = project_folder(folder, "")
+    if why.startswith(STATE_DIR):
+        return project / STATE_DIR, False
+    marker = folder / STATE_DIR
+    marker.mkdir(exist_ok=True)
+    return marker, True
+
+
 def _name(folder: Path) -> str:
     cleaned = "".join(ch if ch.isalnum() or ch in "_.-" else "-" for ch in folder.resolve().name)
     return cleaned.strip("-._") or "job"

@@ -278,15 +278,17 @@ def init(folder: Path = typer.Argument(Path("batchor-job"), help="Folder to crea
          force: bool = typer.Option(False, "--force", help="Overwrite existing files"),
          as_json: bool = JsonOpt) -> None:
     """Scaffold a spec, a JSON schema and a sample row file in a new folder."""
-    from batchor.scaffold import init_project
+    from batchor.scaffold import init_project, state_marker
 
     created = init_project(folder, name, force)
+    marker, made = state_marker(folder)
     follow = f"batchor validate {folder}/job.yaml && batchor apply {folder}/job.yaml --mock --yes"
     if as_json:
-        _out({"created": [str(p) for p in created], "next": follow})
+        _out({"created": [str(p) for p in created], "state_folder": str(marker), "next": follow})
         return
     for path in created:
         typer.echo(f"created {path}")
+    typer.echo(f"{'created' if made else 'using'} {marker}/ (the project's state lives there)")
     typer.echo(f"next: {follow}")
 
 

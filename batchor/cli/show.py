@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 
 from batchor.cli.colour import coloured
-from batchor.plan.summary import money
+from batchor.plan.summary import causes_text, money
 
 
 def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec (planned now, not saved)"),
@@ -40,13 +40,18 @@ def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec 
 
 
 def _add_diffs(view: dict[str, Any], compiled: Any, state: str | None, count: int) -> None:
-    from batchor.plan.changes import changed_samples
+    from batchor.plan.changes import changed_samples, changed_settings
     from batchor.state import open_state, state_location
 
     store = open_state(state_location(state, compiled.header.state_location))
     try:
         for step, data in zip(compiled.header.steps, view["steps"], strict=True):
-            if step.provider != "sql" and not step.depends_on and step.counts.changed:
+            if step.provider == "sql" or not step.counts.changed:
+                continue
+            if step.depends_on:
+                settings = changed_settings(compiled, step, store)
+                data["changed_samples"] = [settings] if settings else []
+            else:
                 data["changed_samples"] = changed_samples(compiled, step, store, count)
     finally:
         store.close()
@@ -57,7 +62,9 @@ def _diff_lines(samples: list[dict[str, Any]]) -> list[str]:
     for sample in samples:
         before = json.dumps(sample["before"], indent=2, ensure_ascii=False).splitlines() if sample["before"] else []
         after = json.dumps(sample["after"], indent=2, ensure_ascii=False).splitlines()
-        lines.append(f"  changed row {sample['row_key']}" + ("" if sample["before"] else " (earlier plan file gone)"))
+        what = (f"changed row {sample['row_key']}" if sample["row_key"] is not None
+                else "changed settings (requests rendered during apply)")
+        lines.append(f"  {what}" + ("" if sample["before"] else " (earlier plan file gone)"))
         lines += [f"    {line}" for line in difflib.unified_diff(before, after, "earlier", "now", lineterm="", n=1)]
     return lines
 
@@ -117,7 +124,7 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
 
 def _changed(counts: dict[str, Any]) -> str:
     causes = counts.get("changed_by") or {}
-    why = ": " + ", ".join(f"{cause} {n:,}" for cause, n in causes.items()) if causes else ""
+    why = ": " + causes_text(causes) if causes else ""
     return f"{counts['changed']:,} changed{why}"
 
 

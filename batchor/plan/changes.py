@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchor.duck import memory_db
-from batchor.plan.model import PlanHeader, StepPlan, req_column
+from batchor.plan.model import PROJECTED, PlanHeader, StepPlan, req_column
 from batchor.plan.plan_file import HEADER_MEMBER
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore
@@ -32,26 +32,66 @@ def changes_by_cause(data_path: Path, step: StepPlan, state: StateStore, name: s
     (template, model, params, schema), or `row values` when the step is the same."""
     now = pq.read_table(data_path, columns=[ROW_KEY, req_column(step.name, "key")])
     now = now.rename_columns(["row_key", "request_key"]).filter(pc.is_valid(now.column(1)))
+    return rendered_changes(now, step, state, name, job_id)
+
+
+def rendered_changes(now: pa.Table, step: StepPlan, state: StateStore, name: str, job_id: str) -> dict[str, int]:
+    """`changes_by_cause` for the rendered requests in `now` (row_key, request_key): the ones
+    without a stored answer whose row got another request from an earlier job of this spec."""
     now = now.filter(pc.invert(cached_mask(state, now.column("request_key"))))
     if not now.num_rows:
         return {}
+    before, plans = _earlier_requests(state, step, name, job_id)
+    if before is None:
+        return {}
+    with memory_db() as db:
+        db.register("now", now)
+        db.register("before", before)
+        by_job = db.sql(_CHANGED_BY_JOB).fetchall()
+    return _tally_causes(step, plans, by_job)
+
+
+def projected_changes(row_keys: list[str], step: StepPlan, state: StateStore, name: str,
+                      job_id: str) -> dict[str, int]:
+    """Rows of a step whose upstream answers are not known yet (so their requests cannot be
+    rendered) that an earlier job of this spec answered: they are asked again, for certain when
+    the step itself changed (cause: what differs), else if an upstream answer turns out different
+    (cause: `upstream`). Counted per row, marked projected. A row ending in `#*` stands for the
+    elements of a fan-out not known yet: the earlier element rows under it are counted."""
+    if not row_keys:
+        return {}
+    before, plans = _earlier_requests(state, step, name, job_id)
+    if before is None:
+        return {}
+    with memory_db() as db:
+        db.register("projected", pa.table({"row_key": pa.array(row_keys, pa.string())}))
+        db.register("before", before)
+        by_job = db.sql(_PROJECTED_BY_JOB).fetchall()
+    causes = _tally_causes(step, plans, by_job, unchanged="upstream")
+    return {f"{cause}{PROJECTED}": n for cause, n in causes.items()}
+
+
+def _earlier_requests(state: StateStore, step: StepPlan, name: str,
+                      job_id: str) -> tuple[pa.Table | None, dict[str, tuple[int, str | None]]]:
+    """(row_key, request_key, job_id, recency) of the step's requests in earlier jobs of the spec."""
     previous = state.execute(
         "SELECT DISTINCT j.row_key, j.request_key, j.job_id FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
         "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)", [step.name, job_id, name])
     if not previous:
-        return {}
+        return None, {}
     plans = _latest_plans(state, name)
     before = pa.table({"row_key": pa.array([r[0] for r in previous], pa.string()),
                        "request_key": pa.array([r[1] for r in previous], pa.string()),
                        "job_id": pa.array([r[2] for r in previous], pa.string()),
                        "recency": pa.array([plans.get(r[2], (0, None))[0] for r in previous], pa.int64())})
-    with memory_db() as db:
-        db.register("now", now)
-        db.register("before", before)
-        by_job = db.sql(_CHANGED_BY_JOB).fetchall()
+    return before, plans
+
+
+def _tally_causes(step: StepPlan, plans: dict[str, tuple[int, str | None]], by_job: list[Any],
+                  unchanged: str = "row values") -> dict[str, int]:
     causes: dict[str, int] = {}
     for earlier_job, count in by_job:
-        cause = _cause(step, plans.get(earlier_job, (0, None))[1])
+        cause = _cause(step, plans.get(earlier_job, (0, None))[1], unchanged)
         causes[cause] = causes.get(cause, 0) + int(count)
     return dict(sorted(causes.items()))
 
@@ -67,6 +107,16 @@ latest AS (
 SELECT job_id, count(*) FROM latest GROUP BY job_id
 """
 
+# Each earlier row under a projected row once (its own key, or its elements under `<row>#*`),
+# attributed to the latest earlier job that sent it a request.
+_PROJECTED_BY_JOB = """
+WITH under AS (
+    SELECT b.row_key, arg_max(b.job_id, b.recency) AS job_id FROM before b JOIN projected p
+    ON b.row_key = p.row_key OR (p.row_key LIKE '%#*' AND starts_with(b.row_key, left(p.row_key, -1)))
+    GROUP BY b.row_key)
+SELECT job_id, count(*) FROM under GROUP BY job_id
+"""
+
 
 def _latest_plans(state: StateStore, name: str) -> dict[str, tuple[int, str | None]]:
     """job_id -> (recency rank, plan file of its latest run)."""
@@ -74,12 +124,16 @@ def _latest_plans(state: StateStore, name: str) -> dict[str, tuple[int, str | No
     return {job: (rank, path) for rank, (job, path, _) in enumerate(runs)}
 
 
-def _cause(step: StepPlan, plan_path: str | None) -> str:
+def _cause(step: StepPlan, plan_path: str | None, unchanged: str = "row values") -> str:
     earlier = _earlier_step(plan_path, step.name)
     if earlier is None:
         return "unknown (earlier plan file gone)"
-    differs = [cause for cause, fields in _CAUSES if any(getattr(step, f) != getattr(earlier, f) for f in fields)]
-    return "+".join(differs) or "row values"
+    return "+".join(step_differences(step, earlier)) or unchanged
+
+
+def step_differences(step: StepPlan, earlier: StepPlan) -> list[str]:
+    """What of the request's definition differs between two pins of a step: template, model, params, schema."""
+    return [cause for cause, fields in _CAUSES if any(getattr(step, f) != getattr(earlier, f) for f in fields)]
 
 
 _CAUSES = (("template", ("system", "prompt")), ("model", ("provider", "model", "endpoint", "api")),
@@ -99,8 +153,9 @@ def _earlier_step(plan_path: str | None, name: str) -> StepPlan | None:
 
 
 def changed_samples(plan: Any, step: StepPlan, state: StateStore, count: int) -> list[dict[str, Any]]:
-    """Up to `count` changed rows of a plan-time step: the messages an earlier plan of this spec sent for
-    the row (None when its plan file is gone) and the messages this plan will send."""
+    """Up to `count` changed rows of a plan-time step: the request an earlier plan of this spec sent
+    for the row (model, params, schema and messages; None when its plan file is gone) and the one
+    this plan will send."""
     name, job_id = plan.header.name, plan.job_id
     previous = state.execute(
         "SELECT j.row_key, j.request_key, j.job_id FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
@@ -116,11 +171,41 @@ def changed_samples(plan: Any, step: StepPlan, state: StateStore, count: int) ->
             before = latest.get(row_key)
             if key is None or before is None or before[0] == key or len(samples) >= count:
                 continue
-            samples.append({"row_key": row_key, "after": json.loads(body),
-                            "before": _earlier_messages(plans.get(before[1], (0, None))[1], step.name, row_key)})
+            earlier_plan = plans.get(before[1], (0, None))[1]
+            samples.append({"row_key": row_key, "after": request_view(step, json.loads(body)),
+                            "before": _earlier_request(earlier_plan, step.name, row_key)})
         if len(samples) >= count:
             break
     return samples
+
+
+def request_view(step: StepPlan, messages: Any) -> dict[str, Any]:
+    """What decides a step's request, for a diff: model, params, schema sent, and the messages
+    (or, for a step rendered during apply, its templates)."""
+    view: dict[str, Any] = {"model": f"{step.provider}:{step.model}"}
+    view |= {k: v for k, v in (("endpoint", step.endpoint), ("api", step.api)) if v}
+    view |= {"params": step.params, "schema": step.sent_schema, "strict": step.strict}
+    if messages is None:
+        return view | {"system": step.system, "prompt": step.prompt}
+    return view | {"messages": messages}
+
+
+def changed_settings(plan: Any, step: StepPlan, state: StateStore) -> dict[str, Any] | None:
+    """A step rendered during apply: its settings and templates in the latest earlier plan of this
+    spec that ran it, and now (None when no earlier plan of it is left)."""
+    before, plans = _earlier_requests(state, step, plan.header.name, plan.job_id)
+    if before is None:
+        return None
+    latest = max(before.column("job_id").to_pylist(), key=lambda job: plans.get(job, (0, None))[0])
+    earlier = _earlier_step(plans.get(latest, (0, None))[1], step.name)
+    return None if earlier is None else {"row_key": None,
+                                         "before": request_view(earlier, None), "after": request_view(step, None)}
+
+
+def _earlier_request(plan_path: str | None, step: str, row_key: str) -> dict[str, Any] | None:
+    earlier = _earlier_step(plan_path, step)
+    messages = _earlier_messages(plan_path, step, row_key)
+    return None if earlier is None or messages is None else request_view(earlier, messages)
 
 
 def _earlier_messages(plan_path: str | None, step: str, row_key: str) -> Any:

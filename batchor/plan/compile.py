@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from batchor.errors import InputError, SpecError
-from batchor.plan.changes import changes_by_cause
+from batchor.plan.changes import changes_by_cause, projected_changes, rendered_changes
 from batchor.plan.dependent import (
     DependentTally,
     dependent_tallies,
@@ -71,7 +71,8 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
         os.close(fd)
         tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh,
                                                    retry_failed)
-        tallies.update(_dependents(Path(tmp), steps, templates, state, (refresh, retry_failed), str(loaded.base_dir)))
+        dependents = _dependents(Path(tmp), steps, templates, state, (refresh, retry_failed), str(loaded.base_dir))
+        tallies.update(dependents)
         columns, fingerprint = reader.columns, source.fingerprint()
     finally:
         reader.close()
@@ -81,21 +82,34 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     header = header.model_copy(update={"retry_failed": retry_failed, "state_source": state_source})
     header = header.model_copy(update={"refresh": sorted(refresh)})  # apply replays them (plan/store.py)
     header = _with_variant(header, variant)
-    header = _with_changes(header, Path(tmp), state)
+    header = _with_changes(header, Path(tmp), state, dependents)
     header = header.model_copy(update={"data_sha256": file_sha256(Path(tmp))})
     header = header.model_copy(update={"plan_id": plan_id_for(header)})
     return CompiledPlan(header, data_path=Path(tmp), cleanup=True)
 
 
-def _with_changes(header: PlanHeader, data_path: Path, state: StateStore | None) -> PlanHeader:
-    """Split each plan-time step's work into new rows and changed ones (see plan/changes.py)."""
+def _with_changes(header: PlanHeader, data_path: Path, state: StateStore | None,
+                  dependents: dict[str, DependentTally]) -> PlanHeader:
+    """Split each LLM step's work into new rows and changed ones (see plan/changes.py)."""
     if state is None:
         return header
     job_id = job_id_for(header)
-    steps = [_with_causes(s, changes_by_cause(data_path, s, state, header.name, job_id))
-             if s.counts.to_run and not s.depends_on and s.provider != "sql" else s for s in header.steps]
+    steps = [_with_causes(s, _step_changes(s, data_path, state, (header.name, job_id), dependents.get(s.name)))
+             if s.counts.to_run and s.provider != "sql" else s for s in header.steps]
     totals = header.totals.model_copy(update={"changed": sum(s.counts.changed for s in steps)})
     return header.model_copy(update={"steps": steps, "totals": totals})
+
+
+def _step_changes(step: StepPlan, data_path: Path, state: StateStore, job: tuple[str, str],
+                  tally: DependentTally | None) -> dict[str, int]:
+    """A root step's changes from the plan data; a dependent step's from the requests rendered now
+    and, for rows whose upstream answers do not exist yet, projected (see plan/changes.py)."""
+    if tally is None:
+        return changes_by_cause(data_path, step, state, *job)
+    causes = rendered_changes(tally.rendered_unanswered(), step, state, *job)
+    for cause, count in projected_changes(tally.projected_row_keys(), step, state, *job).items():
+        causes[cause] = causes.get(cause, 0) + count
+    return dict(sorted(causes.items()))
 
 
 def _with_causes(step: StepPlan, causes: dict[str, int]) -> StepPlan:

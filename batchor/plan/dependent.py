@@ -46,6 +46,16 @@ class DependentTally:
     failed_earlier: int = 0  # rows whose request failed for good earlier: not sent again
     projected_tokens_per_row: int = 200
     run_keys: set[str] = field(default_factory=set)
+    unanswered: list[pa.Table] = field(default_factory=list)  # (row_key, request_key) rendered, no answer
+    projected_keys: list[pa.Array] = field(default_factory=list)  # row keys of projected rows
+
+    def rendered_unanswered(self) -> pa.Table:
+        """Rendered requests without a stored answer, per row (plan/changes.py splits them by cause)."""
+        empty = pa.table({"row_key": pa.array([], pa.string()), "request_key": pa.array([], pa.string())})
+        return pa.concat_tables([empty, *self.unanswered])
+
+    def projected_row_keys(self) -> list[str]:
+        return [k for chunk in self.projected_keys for k in chunk.to_pylist()]
 
     @property
     def selectivity(self) -> float:
@@ -210,7 +220,19 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
     cached = _cached_answers(state, step, real, *cache)
     cached = [None if k is PROJECTED else c for k, c in zip(keys, cached)]
     _count(tally, real, cached, requests.tokens(rendered))
+    _remember_unanswered(tally, rows, keys, cached)
     return {row.key: answer for row, answer in zip(rows, _downstream(cached))}
+
+
+def _remember_unanswered(tally: DependentTally, rows: list[Row], keys: list[Any], cached: list[Any]) -> None:
+    """Keep the rows to run (rendered or projected) so `changed` can be split by cause."""
+    pairs = [(row.key, key) for row, key, answer in zip(rows, keys, cached) if isinstance(key, str) and answer is None]
+    if pairs:
+        tally.unanswered.append(pa.table({"row_key": pa.array([p[0] for p in pairs], pa.string()),
+                                          "request_key": pa.array([p[1] for p in pairs], pa.string())}))
+    projected = [row.key for row, key in zip(rows, keys) if key is PROJECTED]
+    if projected:
+        tally.projected_keys.append(pa.array(projected, pa.string()))
 
 
 def _count(tally: DependentTally, keys: list[str | None], answers: list[Any], tokens: list[int | None]) -> None:

@@ -20,6 +20,9 @@ def req_column(step: str, part: str) -> str:
     return f"{REQ_PREFIX}{step}.{part}"
 
 
+PROJECTED = " (projected)"  # marks a `changed_by` cause counted before its requests exist (plan/changes.py)
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from batchor.plan.budget import budget_origin, effective_max_cost
+from batchor.plan.model import PROJECTED
 from batchor.plan.prices import ModelPrice
 from batchor.plan.variants import variant_reason
 from batchor.schema.feedback import FEEDBACK_TOKENS
@@ -165,7 +166,8 @@ def plan_markdown(plan: "CompiledPlan") -> str:
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for s in h.steps:
         c = s.counts
-        rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {c.changed:,} | {c.cached:,} "
+        changed = f"{c.changed:,} ({causes_text(c.changed_by)})" if c.changed_by else f"{c.changed:,}"
+        rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {changed} | {c.cached:,} "
                     f"| {c.skipped:,} | "
                     f"{'no price' if unpriced(s) else money(c.cost_expected)} | {_upper(s)} |")
     head = (f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
@@ -179,8 +181,17 @@ def _to_run(counts: Any, split: bool = True) -> str:
         return f"{counts.to_run:,} to run"
     new = f"{counts.to_run - counts.changed:,} new, " if split else ""
     causes = getattr(counts, "changed_by", None) or {}
-    why = ": " + ", ".join(f"{cause} {n:,}" for cause, n in causes.items()) if split and causes else ""
+    why = ": " + causes_text(causes) if split and causes else ""
     return f"{counts.to_run:,} to run ({new}{counts.changed:,} changed{why})"
+
+
+def causes_text(causes: dict[str, int]) -> str:
+    """'template 6, model 4 (projected)': what changed, and for how many rows."""
+    parts = []
+    for cause, n in causes.items():
+        projected = cause.endswith(PROJECTED)
+        parts.append(f"{cause.removesuffix(PROJECTED)} {n:,}" + (PROJECTED if projected else ""))
+    return ", ".join(parts)
 
 
 def _failed_earlier(totals: Any) -> str:

@@ -152,4 +152,31 @@ def test_diff_shows_earlier_and_new_messages_of_changed_rows(workdir, cli):
     assert code == 0, err
     assert "2 changed: template 2" in out
     assert out.count("  changed row ") == 1
-    assert '-    "content": "Review: review number 0"' in out and '+    "content": "Judge: review number 0"' in out
+    assert '-      "content": "Review: review number 0"' in out and '+      "content": "Judge: review number 0"' in out
+
+
+def test_diff_shows_model_params_and_schema_changes(workdir, fake, cli):
+    make_spec(workdir, rows=2)
+    assert cli(workdir, "apply", "spec.yaml", "--yes")[0] == 0
+    make_spec(workdir, rows=2, model="gpt-4.1-nano", schema=None)
+    spec = workdir / "spec.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace("max_tokens: 50", "max_tokens: 60"), encoding="utf-8")
+    code, out, err = cli(workdir, "show", "spec.yaml", "--diff", "1")
+    assert code == 0, err
+    assert "2 changed: model+params+schema 2" in out
+    assert '-  "model": "openai:gpt-4.1-mini",' in out and '+  "model": "openai:gpt-4.1-nano",' in out
+    assert '-    "max_tokens": 50' in out and '+    "max_tokens": 60' in out
+    assert '+  "schema": null,' in out and '-  "schema": {' in out
+
+
+def test_diff_of_a_step_rendered_during_apply_shows_its_settings(workdir, fake, cli):
+    steps = {"classify": {"prompt": "Review: {{ row.text }}", "output": "text"},
+             "reply": {"prompt": "Reply to {{ classify }}", "output": "text"}}
+    make_spec(workdir, rows=2, steps=steps)
+    assert cli(workdir, "apply", "spec.yaml", "--yes")[0] == 0
+    steps["reply"]["model"] = {"name": "gpt-4.1-nano"}
+    make_spec(workdir, rows=2, steps=steps)
+    code, out, err = cli(workdir, "show", "spec.yaml", "--diff", "1")
+    assert code == 0, err
+    assert "2 changed: model 2" in out and "changed settings (requests rendered during apply)" in out
+    assert '-  "model": "openai:gpt-4.1-mini",' in out and '+  "model": "openai:gpt-4.1-nano",' in out

@@ -115,3 +115,21 @@ def test_plan_prints_its_state_in_a_real_process(project):
                      "--mock")
     assert result.returncode == 0, result.stderr
     assert f"state       {project / '.batchor' / 'state.duckdb'} (the git repository root {project})" in result.stdout
+
+
+def test_init_marks_the_new_job_folder_as_a_project(project, cli):
+    code, out, err = cli(project.parent / "elsewhere", "init", "job")
+    assert code == 0, err
+    job = project.parent / "elsewhere" / "job"
+    assert (job / ".batchor").is_dir() and f"created {Path('job') / '.batchor'}/" in out
+    code, out, err = cli(project.parent, "plan", job / "job.yaml", "--mock")
+    assert code == 0, err
+    assert state_line(out) == f"  state       {job / '.batchor' / 'state.duckdb'} (.batchor/ found in {job})"
+
+
+def test_init_inside_a_project_keeps_its_state_folder(project, cli):
+    (project / ".batchor").mkdir()
+    code, out, err = cli(project / "jobs", "init", "new", "--json")
+    assert code == 0, err
+    assert json.loads(out)["state_folder"] == str(project / ".batchor")
+    assert not (project / "jobs" / "new" / ".batchor").exists()

@@ -36,6 +36,7 @@ def test_an_edit_counts_changed_rows_and_appended_rows_are_new(fake, workdir):
     assert (counts["to_run"], counts["changed"], counts["cached"]) == (8, 6, 0)
     text = batchor.plan(edited, save=False)
     assert "8 to run (2 new, 6 changed: template 6)" in str(text)
+    assert "| label | openai:gpt-4.1-mini | 8 | 6 (template 6) | 0 |" in text._repr_markdown_()
 
     batchor.apply(edited, max_cost=1)
     assert _counts(edited)["changed"] == 0  # answered: nothing left to run
@@ -99,3 +100,47 @@ def test_changed_rows_are_split_by_cause(fake, workdir):
     counts = _counts(spec)
     assert (counts["to_run"], counts["changed_by"]) == (1, {"row values": 1})
     assert "1 to run (0 new, 1 changed: row values 1)" in str(batchor.plan(spec, save=False))
+
+
+def _pipeline(folder, label: dict | None = None, reply: dict | None = None) -> str:
+    """A 2-step spec: `reply` is rendered from `label`'s answer (a dependent step)."""
+    write_csv(folder / "data.csv", [{"id": f"r{i}", "text": f"review {i}"} for i in range(4)])
+    steps = {"label": {"prompt": "Classify: {{ row.text }}", "output": "text", **(label or {})},
+             "reply": {"prompt": "Reply to {{ row.text }} given {{ label }}", "output": "text", **(reply or {})}}
+    spec = {"name": "pipeline", "input": {"path": "data.csv", "key": "id"},
+            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 20}},
+            "steps": steps, "output": {"path": "out.csv"}, "limits": {"concurrency": 4, "max_attempts": 1}}
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return str(path)
+
+
+def _step_counts(spec: str) -> dict:
+    return batchor.plan(spec, save=False).steps
+
+
+def test_a_dependent_step_changed_is_split_by_cause(fake, workdir):
+    assert batchor.apply(_pipeline(workdir), max_cost=1).status == "succeeded"
+    unchanged = _step_counts(_pipeline(workdir))
+    assert [(unchanged[s]["to_run"], unchanged[s]["changed"]) for s in ("label", "reply")] == [(0, 0), (0, 0)]
+    cases = {"model": {"model": {"name": "gpt-4.1-nano"}}, "template": {"prompt": "Answer {{ row.text }}: {{ label }}"},
+             "params": {"model": {"params": {"max_tokens": 25}}},
+             "schema": {"output": {"schema": {"type": "object", "properties": {"x": {"type": "string"}},
+                                              "required": ["x"], "additionalProperties": False}}}}
+    for cause, change in cases.items():
+        plan = batchor.plan(_pipeline(workdir, reply=change), save=False)
+        label, reply = plan.steps["label"], plan.steps["reply"]
+        assert (label["to_run"], label["changed"]) == (0, 0), cause
+        assert (reply["to_run"], reply["changed"], reply["changed_by"]) == (4, 4, {cause: 4}), cause
+        assert f"4 to run (0 new, 4 changed: {cause} 4)" in str(plan), cause
+
+
+def test_a_dependent_step_below_a_changed_step_is_projected(fake, workdir):
+    assert batchor.apply(_pipeline(workdir), max_cost=1).status == "succeeded"
+    edited = {"prompt": "Label: {{ row.text }}"}
+    reply = _step_counts(_pipeline(workdir, label=edited))["reply"]
+    assert (reply["projected"], reply["changed"], reply["changed_by"]) == (4, 4, {"upstream (projected)": 4})
+    plan = batchor.plan(_pipeline(workdir, label=edited, reply={"model": {"name": "gpt-4.1-nano"}}), save=False)
+    assert plan.steps["reply"]["changed_by"] == {"model (projected)": 4}
+    assert "4 changed: model 4 (projected)" in str(plan)
+    assert "| reply | openai:gpt-4.1-nano | 4 | 4 (model 4 (projected)) |" in plan._repr_markdown_()
