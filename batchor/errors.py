@@ -305,6 +305,18 @@ class RunNotFoundError(BatchorError):
     code = "run_not_found"
 
 
+class OutputExistsError(BatchorError):
+    """A command would overwrite a file the user has (`draft -o`, without --force)."""
+
+    code = "file_exists"
+
+
+class DraftInvalidError(BatchorError):
+    """`batchor draft`: the model gave no spec that validates and rehearses, in every attempt allowed."""
+
+    code = "draft_invalid"
+
+
 # --- providers (raised by adapters, classified by the engine) ------------------------------
 
 

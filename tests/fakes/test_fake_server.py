@@ -385,3 +385,24 @@ def test_runs_as_module(tmp_path):
         process.terminate()
         process.wait(timeout=5)
         process.stdout.close()
+
+
+def test_scripted_answers_are_served_in_order_then_generated_again(server, oai, claude):
+    """A test sets canned answers (text or JSON values); each answered call takes the next one,
+    whatever it asked; a fault does not use one up; setting the list again restarts it."""
+    server.configure(scripted_answers=["first canned", {"label": "scripted"}, {"tool": "input"}],
+                     fail_matching={"boom": 500})
+    ask = lambda text: oai.chat.completions.create(  # noqa: E731
+        model="gpt-4.1-mini", messages=[{"role": "user", "content": text}]).choices[0].message.content
+    assert ask("anything") == "first canned"
+    with pytest.raises(openai.InternalServerError):
+        ask("boom")
+    assert json.loads(ask("something else")) == {"label": "scripted"}
+    tool = claude.messages.create(model="claude-haiku-4-5", max_tokens=200, messages=[{"role": "user", "content": "x"}],
+                                  tools=[{"name": "record", "input_schema": SCHEMA}],
+                                  tool_choice={"type": "tool", "name": "record"})
+    assert tool.content[0].input == {"tool": "input"}
+    assert ask("after the script").startswith("echo: ")
+    assert server.stats()["scripted_served"] == 3
+    server.configure(scripted_answers=["again"])
+    assert ask("restarted") == "again"

@@ -1,0 +1,64 @@
+"""What the drafter is shown of the data: the columns with their types and, unless told not to,
+the first few rows (long values cut), read by the same reader as a spec's input."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from batchor.spec.inputs import InputReader, resolve_input
+
+LONGEST_VALUE = 300  # characters of one sample value; the drafter needs the gist, not the text
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class DataSample:
+    """The data file as the drafter sees it."""
+
+    path: Path
+    columns: list[Column]
+    rows_total: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def rows_as_json(self) -> list[str]:
+        return [json.dumps(row, ensure_ascii=False, default=str) for row in self.rows]
+
+
+def read_sample(path: Path, rows: int) -> DataSample:
+    """Columns, row count and the first `rows` rows (0: none) of the file at `path`."""
+    source = resolve_input(str(path), Path.cwd(), None, None, None, [])
+    reader = InputReader(source)
+    try:
+        described = reader.db.execute("DESCRIBE source").fetchall()
+        columns = [Column(str(name), _type_name(str(kind))) for name, kind, *_ in described]
+        sample: list[dict[str, Any]] = []
+        if rows > 0:
+            result = reader.db.execute(f"SELECT * FROM source LIMIT {int(rows)}")
+            names = [d[0] for d in result.description]
+            sample = [{n: _cut(v) for n, v in zip(names, values, strict=True)} for values in result.fetchall()]
+        return DataSample(path=source.files[0], columns=columns, rows_total=reader.count(), rows=sample)
+    finally:
+        reader.close()
+
+
+def _type_name(duckdb_type: str) -> str:
+    """CSV cells are read as text (VARCHAR); other formats keep their own types."""
+    return "text" if duckdb_type == "VARCHAR" else duckdb_type.lower()
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > LONGEST_VALUE:
+        return value[:LONGEST_VALUE] + "..."
+    return value
