@@ -11,7 +11,8 @@ from typing import Any, Optional
 import typer
 
 from batchor.cli.colour import coloured
-from batchor.plan.summary import causes_text, money
+from batchor.humanize import NOTHING, count, moment, money, per_mtok
+from batchor.plan.summary import causes_text
 
 
 def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec (planned now, not saved)"),
@@ -36,7 +37,13 @@ def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec 
     if as_json:
         sys.stdout.write(json.dumps(view, indent=2, default=str, ensure_ascii=False) + "\n")
         return
-    typer.echo(coloured(view_text(view), sys.stdout))
+    from batchor.cli.show_table import steps_table
+    from batchor.cli.tables import show as print_table
+
+    header, _, details = view_text(view).partition("\n\n")
+    typer.echo(coloured(header, sys.stdout) + "\n")
+    print_table(steps_table(view))
+    typer.echo("\n" + coloured(details, sys.stdout))
 
 
 def _add_diffs(view: dict[str, Any], compiled: Any, state: str | None, count: int) -> None:
@@ -72,11 +79,11 @@ def _diff_lines(samples: list[dict[str, Any]]) -> list[str]:
 def view_text(view: dict[str, Any]) -> str:
     t = view["totals"]
     lines = [f"Plan {view['plan_id']} for '{view['name']}'" + (" (mock provider)" if view["mocked"] else ""),
-             f"  made        {view['created_at']} by batchor {view['batchor_version']} from {view['spec']}",
+             f"  made        {moment(view['created_at'])} by batchor {view['batchor_version']} from {view['spec']}",
              f"  state       {view['state']}" + (f" ({view['state_source']})" if view["state_source"] else ""),
              f"  input       {', '.join(view['input']['files'])} ({view['input']['rows']:,} rows, "
              f"fingerprint {view['input']['fingerprint'][:16]})",
-             f"  output      {view['output']['path']} ({view['output']['format']})",
+             f"  output      {view['output']['path']} ({view['output']['format'] or NOTHING})",
              f"  total       {t['to_run']:,} to run, {t['cached']:,} cached, {t['skipped']:,} skipped; "
              f"{money(t['cost_expected'])} expected, {money(t['cost_upper'])} at most"]
     for step in view["steps"]:
@@ -86,7 +93,8 @@ def view_text(view: dict[str, Any]) -> str:
 
 def _sql_lines(step: dict[str, Any]) -> list[str]:
     c = step["counts"]
-    fan = f", fan-out (at most {step['max_fanout']} per row)" if step["fan_out"] else ""
+    most = f"at most {step['max_fanout']:,} per row" if step["max_fanout"] else "no bound per row"
+    fan = f", fan-out ({most})" if step["fan_out"] else ""
     return [f"step {step['name']} (SQL{fan})", f"  rows        {c['rows']:,}, {c['skipped']:,} skipped",
             *[f"  sql         {line}" for line in step["sql"].strip().splitlines()]]
 
@@ -103,7 +111,7 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
              f"{c['too_long']:,} too long, {c['projected']:,} projected",
              f"  tokens      {'' if step['token_count_exact'] else '~'}{c['input_tokens']:,} in{approx}, "
              f"~{c['output_tokens_expected']:,} out expected (<= {c['output_tokens_upper']:,}; "
-             f"max_tokens {step['max_tokens']:,})",
+             f"max_tokens {count(step['max_tokens'])})",
              f"  cost        {cost}", f"  price       {_price(step['price'])}",
              f"  source      {step['cost_source']}",
              f"  endpoint    {step['endpoint']}" + (f", api {step['api']}" if step["api"] else ""),
@@ -131,9 +139,9 @@ def _changed(counts: dict[str, Any]) -> str:
 def _price(price: dict[str, Any] | None) -> str:
     if price is None:
         return "none"
-    text = f"${price['input_per_mtok']:g} in, ${price['output_per_mtok']:g} out per MTok"
+    text = f"{per_mtok(price['input_per_mtok'])} in, {per_mtok(price['output_per_mtok'])} out per MTok"
     if price.get("batch_input_per_mtok") is not None:
-        text += f"; batch ${price['batch_input_per_mtok']:g} in, ${price['batch_output_per_mtok']:g} out"
+        text += f"; batch {per_mtok(price['batch_input_per_mtok'])} in, {per_mtok(price['batch_output_per_mtok'])} out"
     return text
 
 

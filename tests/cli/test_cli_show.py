@@ -36,7 +36,7 @@ def test_show_a_spec_and_its_saved_plan_alike(workdir, cli):
     assert step == from_spec[from_spec.index("step classify"):]
     assert "step classify: openai:gpt-4.1-mini [realtime]" in step
     assert "counts      3 rows: 3 to run (0 changed), 0 cached, 0 skipped" in step
-    assert "source      genai-prices" in step and "price       $0.4 in, $1.6 out per MTok" in step
+    assert "source      genai-prices" in step and "price       $0.40 in, $1.60 out per MTok" in step
     assert 'params      {"temperature": 0, "max_tokens": 50}' in step and "schema      strict" in step
     assert f"state       {workdir / '.batchor' / 'state.duckdb'}" in from_plan
     assert "\x1b[" not in from_plan  # not a terminal: plain
