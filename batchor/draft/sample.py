@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batchor.errors import InputEmptyError
 from batchor.spec.inputs import InputReader, resolve_input
 
 LONGEST_VALUE = 300  # characters of one sample value; the drafter needs the gist, not the text
@@ -48,7 +49,10 @@ def read_sample(path: Path, rows: int) -> DataSample:
             result = reader.db.execute(f"SELECT * FROM source LIMIT {int(rows)}")
             names = [d[0] for d in result.description]
             sample = [{n: _cut(v) for n, v in zip(names, values, strict=True)} for values in result.fetchall()]
-        return DataSample(path=source.files[0], columns=columns, rows_total=reader.count(), rows=sample)
+        total = reader.count()
+        if total == 0:  # nothing a draft could fix: stop before any model is asked
+            raise InputEmptyError(f"input: {path} has no rows", hint="draft from a file with a header and some rows")
+        return DataSample(path=source.files[0], columns=columns, rows_total=total, rows=sample)
     finally:
         reader.close()
 

@@ -14,7 +14,7 @@ from conftest import write_csv
 from batchor import api
 from batchor.draft.ask import draft_schema
 from batchor.spec.json_schema import SCHEMA_FILE
-from tests.cli.cli_helpers import cli_env, run_cli, run_inprocess
+from tests.cli.cli_helpers import Terminal, run_inprocess
 
 ROWS = [{"id": "r1", "product": "kettle", "text": "Boils fast, love it"},
         {"id": "r2", "product": "chair", "text": "Wobbly legs, sent it back"},
@@ -75,6 +75,7 @@ def test_invalid_first_draft_goes_back_with_the_validator_errors_then_the_valid_
     assert "wrote sentiment.yaml, sentiment.schema.json; drafting cost $" in err
 
 
+@pytest.mark.slow  # several drafts, each planned and rehearsed (about 3 s each on a quiet machine)
 def test_drafting_calls_are_recorded_and_costed_like_any_run(fake, data, workdir, monkeypatch, capsys):
     fake.configure(scripted_answers=[drafted("{{ row.nope }}"), drafted()])
     code, out, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "--json")
@@ -136,8 +137,21 @@ def test_missing_data_file_and_existing_output_are_refused_before_any_call(fake,
     fake.configure(scripted_answers=[drafted()])
     assert draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "--force")[0] == 0
     assert "review-sentiment" in (workdir / "spec.yaml").read_text()
+    (workdir / "data" / "reviews.csv").write_text("id,product,text\n")
+    code, _, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "empty.yaml")
+    assert code == 1 and "error [input_empty]" in err and fake.stats()["requests"] == 1  # no model asked
 
 
+@pytest.mark.slow  # a drafting run re-asked up to its max_attempts
+def test_a_drafter_that_never_answers_in_the_schema_stops_cleanly(fake, data, workdir, monkeypatch, capsys):
+    fake.configure(scripted_answers=["not json at all"] * 3)
+    code, _, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "x.yaml")
+    assert code == 1 and "error [invalid_output]: the drafter gave no usable answer" in err, err
+    assert "Traceback" not in err and not (workdir / "x.yaml").exists()
+    assert fake.stats()["scripted_served"] == 3  # the engine re-asked with its feedback, within max_attempts
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("drafter, spec_model", [("anthropic:claude-sonnet-4-5", "claude-haiku-4-5"),
                                                  ("gemini:gemini-2.5-flash", "gemini-2.5-flash")])
 def test_other_providers_draft_through_their_own_sdk(fake, data, workdir, monkeypatch, capsys, drafter, spec_model):
@@ -175,15 +189,20 @@ def test_mock_draft_is_an_offline_rehearsal_that_validates(data, workdir, monkey
 
 
 @pytest.mark.slow
-def test_draft_as_the_real_command(data, workdir):
-    env = cli_env(OPENAI_API_KEY=None, ANTHROPIC_API_KEY=None, GEMINI_API_KEY=None, GOOGLE_API_KEY=None)
-    done = run_cli(workdir, "draft", "tag each review with its product area", "--data", "data/reviews.csv", "--mock",
-                   env=env)
-    assert done.returncode == 0, done.stderr
-    assert (workdir / "spec.yaml").exists() and (workdir / "spec.schema.json").exists()
-    assert run_cli(workdir, "validate", "spec.yaml", env=env).returncode == 0
+def test_the_real_command_on_a_terminal_asks_before_writing(data, workdir, monkeypatch):
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    term = Terminal(workdir, "draft", "tag each review with its product area", "--data", "data/reviews.csv", "--mock")
+    screen = term.read_until("Write spec.yaml and spec.schema.json? [Y/n]")
+    assert not (workdir / "spec.yaml").exists(), screen  # shown, not yet written
+    assert "rehearsal: 3 row(s)" in screen and "Plan " in screen
+    term.type("y\n")
+    assert term.finish() == 0, term.screen
+    assert api.validate(workdir / "spec.yaml").steps == ["answer"]
+    assert (workdir / "spec.schema.json").exists() and "wrote spec.yaml, spec.schema.json" in term.screen
 
 
+@pytest.mark.slow  # several drafts, each planned and rehearsed (about 3 s each on a quiet machine)
 def test_the_same_request_again_is_answered_from_the_cache_and_no_cache_asks_again(
         fake, data, workdir, monkeypatch, capsys):
     fake.configure(scripted_answers=[drafted(), drafted(prompt="Review: {{ row.text }}")])
