@@ -15,6 +15,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.cli.cli_helpers import inprocess_cli  # noqa: E402
 from tests.fakes import FakeServer  # noqa: E402
 from tests.pg_server import pg_server, pg_url  # noqa: E402,F401 - PostgreSQL fixtures
 
@@ -80,6 +81,14 @@ def make_spec(folder: Path, *, rows: int = 20, provider: str = "openai", model: 
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def batchor_cli(monkeypatch, capfd):
+    """`batchor_cli(cwd, *args, env={...})`: the real CLI entry point run in this process, returning
+    what `run_cli` returns (returncode, stdout, stderr; file-descriptor output included). Use it
+    unless the test needs a process of its own (signals, kills, a terminal, start-up imports)."""
+    return inprocess_cli(monkeypatch, capfd)
 
 
 @pytest.fixture

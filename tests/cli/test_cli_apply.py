@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import yaml
-from cli_helpers import cli_env, ndjson, run_cli
+from cli_helpers import ndjson, run_cli
 from conftest import make_spec, write_csv
 
 from batchor import api
@@ -39,10 +39,10 @@ def test_apply_with_yes_runs_and_reports(workdir, fake):
     assert [r["_status"] for r in rows] == ["succeeded"] * 3
 
 
-def test_max_cost_below_the_upper_bound_refuses_before_any_call(workdir, fake):
+def test_max_cost_below_the_upper_bound_refuses_before_any_call(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=5)
     upper = api.plan(spec, save=False).header.totals.cost_upper
-    result = run_cli(workdir, "apply", spec, "--max-cost", f"{upper * 0.9:.8f}")
+    result = batchor_cli(workdir, "apply", spec, "--max-cost", f"{upper * 0.9:.8f}")
     assert result.returncode == 4, result.stderr
     assert "error [cost_limit]" in result.stderr and "nothing was sent" in result.stderr
     assert fake.stats()["requests"] == 0
@@ -61,35 +61,35 @@ def compatible_spec(workdir, fake, **extra) -> Path:
     return with_model(spec, base_url=fake.openai_base_url, **extra)
 
 
-def test_unpriced_model_with_max_cost_is_no_price(workdir, fake):
+def test_unpriced_model_with_max_cost_is_no_price(workdir, fake, batchor_cli):
     spec = compatible_spec(workdir, fake, custom=True)  # declared custom: accepted, but unpriced
-    result = run_cli(workdir, "apply", spec, "--max-cost", "5")
+    result = batchor_cli(workdir, "apply", spec, "--max-cost", "5")
     assert result.returncode == 4, result.stderr
     assert "error [no_price]" in result.stderr and "openai-compatible:house-model" in result.stderr
     assert "price:" in result.stderr
     assert fake.stats()["requests"] == 0
 
 
-def test_unpriced_model_with_a_spec_price_runs_under_max_cost(workdir, fake):
+def test_unpriced_model_with_a_spec_price_runs_under_max_cost(workdir, fake, batchor_cli):
     price = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
     spec = compatible_spec(workdir, fake, price=price)
-    result = run_cli(workdir, "apply", spec, "--max-cost", "5")
+    result = batchor_cli(workdir, "apply", spec, "--max-cost", "5")
     assert result.returncode == 0, result.stderr
     assert fake.stats()["requests"] == 3
     assert fake.stats()["by_endpoint"] == {"openai.chat_completions": 3}
 
 
-def test_missing_api_key_names_the_variable_and_sends_nothing(workdir, fake):
+def test_missing_api_key_names_the_variable_and_sends_nothing(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=3)
-    result = run_cli(workdir, "apply", spec, "--yes", env=cli_env(OPENAI_API_KEY=None))
+    result = batchor_cli(workdir, "apply", spec, "--yes", env={"OPENAI_API_KEY": None})
     assert result.returncode == 1, result.stderr
     assert "error [no_api_key]" in result.stderr and "OPENAI_API_KEY" in result.stderr
     assert fake.stats()["requests"] == 0
 
 
-def test_json_emits_ndjson_events(workdir, fake):
+def test_json_emits_ndjson_events(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=4)
-    result = run_cli(workdir, "apply", spec, "--yes", "--json")
+    result = batchor_cli(workdir, "apply", spec, "--yes", "--json")
     assert result.returncode == 0, result.stderr
     events = ndjson(result.stdout)  # every line parses: nothing but events on stdout
     kinds = [e["event"] for e in events]
@@ -102,10 +102,10 @@ def test_json_emits_ndjson_events(workdir, fake):
     assert len(run_ids) == 1
 
 
-def test_a_row_rejected_with_400_fails_alone_exit_3(workdir, fake):
+def test_a_row_rejected_with_400_fails_alone_exit_3(workdir, fake, batchor_cli):
     fake.configure(fail_matching={"review number 2": 400})
     spec = make_spec(workdir, rows=5)
-    result = run_cli(workdir, "apply", spec, "--yes")
+    result = batchor_cli(workdir, "apply", spec, "--yes")
     assert result.returncode == 3, result.stderr
     assert "partial: 5 rows: 5 requests; 4 answered, 1 failed" in result.stderr
     rows = {r["id"]: r for r in read_output(workdir / "out" / "results.csv")}
@@ -121,9 +121,9 @@ def test_a_row_rejected_with_400_fails_alone_exit_3(workdir, fake):
     assert fake.stats()["by_status"] == {"200": 4, "400": 1}
 
 
-def test_mock_makes_no_calls(workdir, fake):
+def test_mock_makes_no_calls(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=4)
-    result = run_cli(workdir, "apply", spec, "--mock", "--yes")
+    result = batchor_cli(workdir, "apply", spec, "--mock", "--yes")
     assert result.returncode == 0, result.stderr
     assert "(mock provider)" in result.stderr
     assert fake.stats()["requests"] == 0
@@ -132,17 +132,17 @@ def test_mock_makes_no_calls(workdir, fake):
     assert all(1 <= int(r["classify.score"]) <= 5 for r in rows)
 
 
-def test_stale_plan_exit_5(workdir, fake):
+def test_stale_plan_exit_5(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=3)
     plan_file = workdir / api.plan(spec).saved_path
     write_csv(workdir / "data.csv", [{"id": "r0", "text": "edited"}])
-    result = run_cli(workdir, "apply", plan_file)
+    result = batchor_cli(workdir, "apply", plan_file)
     assert result.returncode == 5, result.stderr
     assert "error [stale_plan]" in result.stderr
     assert fake.stats()["requests"] == 0
 
 
-def test_tampered_plan_exit_5(workdir, fake):
+def test_tampered_plan_exit_5(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=3)
     plan_file = workdir / api.plan(spec).saved_path
     with zipfile.ZipFile(plan_file) as archive:
@@ -151,18 +151,18 @@ def test_tampered_plan_exit_5(workdir, fake):
     with zipfile.ZipFile(plan_file, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)
-    result = run_cli(workdir, "apply", plan_file)
+    result = batchor_cli(workdir, "apply", plan_file)
     assert result.returncode == 5, result.stderr
     assert "error [plan_invalid]" in result.stderr
     assert fake.stats()["requests"] == 0
 
 
-def test_saved_plan_file_applies_without_its_spec_and_without_asking(workdir, fake):
+def test_saved_plan_file_applies_without_its_spec_and_without_asking(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=3)
-    planned = run_cli(workdir, "plan", spec, "--json", "--out", workdir / "job.plan")
+    planned = batchor_cli(workdir, "plan", spec, "--json", "--out", workdir / "job.plan")
     assert planned.returncode == 0, planned.stderr
     assert json.loads(planned.stdout)["totals"]["to_run"] == 3
     spec.unlink()
-    result = run_cli(workdir, "apply", workdir / "job.plan")  # the reviewed plan is the approval
+    result = batchor_cli(workdir, "apply", workdir / "job.plan")  # the reviewed plan is the approval
     assert result.returncode == 0, result.stderr
     assert fake.stats()["requests"] == 3

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from batchor.cli.main import app
 from batchor.version import __version__
-from tests.cli.cli_helpers import cli_env, run_cli
+from tests.cli.cli_helpers import run_cli
 from tests.conftest import make_spec
 
 RAW_FLOAT = re.compile(r"\d\.\d{7,}")  # 0.0016932000000000002: a float printed as Python stores it
@@ -66,13 +66,13 @@ def test_verbose_logs_the_run_and_quiet_prints_no_summary(workdir, fake):
     assert fake.stats()["requests"] == 6
 
 
-def test_batchor_log_sets_the_level_and_a_bad_level_is_a_usage_error(workdir, fake):
+def test_batchor_log_sets_the_level_and_a_bad_level_is_a_usage_error(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=2)
     debug = invoke("apply", str(spec), "--yes", env={"BATCHOR_LOG": "debug"})
     assert debug.exit_code == 0 and "DEBUG batchor.engine: progress" in debug.stderr
     default = invoke("apply", str(spec), "--yes", env={"BATCHOR_LOG": ""})
     assert "batchor.engine" not in default.stderr
-    done = run_cli(workdir, "status", env=cli_env(BATCHOR_LOG="loud"))
+    done = batchor_cli(workdir, "status", env={"BATCHOR_LOG": "loud"})
     assert done.returncode == 64 and "BATCHOR_LOG='loud' is not a log level" in done.stderr
 
 

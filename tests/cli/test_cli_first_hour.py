@@ -8,7 +8,7 @@ import csv
 import json
 import re
 
-from cli_helpers import ROOT, Terminal, run_cli
+from cli_helpers import ROOT, Terminal
 from conftest import make_spec, write_csv
 
 TEXTS = ["great", "awful", "great", "fine", "awful", "meh"]  # two texts repeat: 4 requests for 6 rows
@@ -25,43 +25,43 @@ def header(path) -> list[str]:
         return next(csv.reader(handle))
 
 
-def test_summary_tells_rows_from_requests(workdir, fake):
+def test_summary_tells_rows_from_requests(workdir, fake, batchor_cli):
     spec = spec_with_repeats(workdir)
-    first = run_cli(workdir, "apply", spec, "--yes")
+    first = batchor_cli(workdir, "apply", spec, "--yes")
     assert first.returncode == 0, first.stderr
     assert "4 to run (2 rows share a request with another row)" in first.stderr
     assert "succeeded: 6 rows: 4 requests, 2 rows share an answer; 4 answered, 0 failed; 0 rows cached" in first.stderr
     assert fake.stats()["requests"] == 4
 
-    again = run_cli(workdir, "apply", spec, "--yes")
+    again = batchor_cli(workdir, "apply", spec, "--yes")
     assert again.returncode == 0, again.stderr
     assert "succeeded: 6 rows: 0 requests; 0 answered, 0 failed; 6 rows cached, 0 skipped" in again.stderr
     assert fake.stats()["requests"] == 4
 
 
-def test_output_columns_follow_the_readme_order(workdir, fake):
+def test_output_columns_follow_the_readme_order(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=2)
-    assert run_cli(workdir, "apply", spec, "--yes").returncode == 0
+    assert batchor_cli(workdir, "apply", spec, "--yes").returncode == 0
     assert header(workdir / "out" / "results.csv") == [
         "id", "text", "classify.sentiment", "classify.score", "_row_key", "_status", "_error"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "then one column per answer, then `_row_key`" in readme
 
 
-def test_apply_no_cache_asks_every_request_again(workdir, fake):
+def test_apply_no_cache_asks_every_request_again(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=3)
-    assert run_cli(workdir, "apply", spec, "--yes").returncode == 0
-    cached = run_cli(workdir, "apply", spec, "--yes")
+    assert batchor_cli(workdir, "apply", spec, "--yes").returncode == 0
+    cached = batchor_cli(workdir, "apply", spec, "--yes")
     assert "3 rows cached" in cached.stderr and fake.stats()["requests"] == 3
 
-    fresh = run_cli(workdir, "apply", spec, "--yes", "--no-cache")
+    fresh = batchor_cli(workdir, "apply", spec, "--yes", "--no-cache")
     assert fresh.returncode == 0, fresh.stderr
     assert "succeeded: 3 rows: 3 requests; 3 answered, 0 failed; 0 rows cached" in fresh.stderr
     assert fake.stats()["requests"] == 6
 
 
-def test_quickstart_prints_what_the_readme_says(workdir, fake):
-    result = run_cli(workdir, "apply", ROOT / "specs" / "reviews.yaml", "--mock", "--yes",
+def test_quickstart_prints_what_the_readme_says(workdir, fake, batchor_cli):
+    result = batchor_cli(workdir, "apply", ROOT / "specs" / "reviews.yaml", "--mock", "--yes",
                      "--output", workdir / "reviews.csv", "--state", workdir / "state.duckdb")
     assert result.returncode == 0, result.stderr
     summary = re.search(r"succeeded: (300 rows: 276 requests, 24 rows share an answer);", result.stderr)
@@ -70,21 +70,21 @@ def test_quickstart_prints_what_the_readme_says(workdir, fake):
     assert f"`{summary.group(1)}`" in readme
 
 
-def test_results_without_output_prints_csv_to_a_pipe(workdir, fake):
+def test_results_without_output_prints_csv_to_a_pipe(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=3)
-    assert run_cli(workdir, "apply", spec, "--yes").returncode == 0
-    printed = run_cli(workdir, "results")
+    assert batchor_cli(workdir, "apply", spec, "--yes").returncode == 0
+    printed = batchor_cli(workdir, "results")
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout == (workdir / "out" / "results.csv").read_text(encoding="utf-8")
-    lines = run_cli(workdir, "results", "--json").stdout.splitlines()
+    lines = batchor_cli(workdir, "results", "--json").stdout.splitlines()
     assert [json.loads(line)["_row_key"] for line in lines] == ["r0", "r1", "r2"]
-    written = run_cli(workdir, "results", "-o", workdir / "copy.parquet")
+    written = batchor_cli(workdir, "results", "-o", workdir / "copy.parquet")
     assert written.returncode == 0 and (workdir / "copy.parquet").exists()
 
 
-def test_results_on_a_terminal_shows_the_first_rows_readably(workdir, fake):
+def test_results_on_a_terminal_shows_the_first_rows_readably(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=5)
-    assert run_cli(workdir, "apply", spec, "--yes").returncode == 0
+    assert batchor_cli(workdir, "apply", spec, "--yes").returncode == 0
     terminal = Terminal(workdir, "results", "--head", "2")
     assert terminal.finish() == 0, terminal.screen
     screen = terminal.screen.replace("\r\n", "\n")

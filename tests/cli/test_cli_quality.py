@@ -33,14 +33,14 @@ def copy_example(folder: Path, name: str = "judged.yaml", **prompt_change: str) 
     return path
 
 
-def test_apply_prints_checks_and_exits_9_when_one_fails(workdir):
+def test_apply_prints_checks_and_exits_9_when_one_fails(workdir, batchor_cli):
     spec = copy_example(workdir)
-    result = run_cli(workdir, "apply", spec, "--mock", "--yes")
+    result = batchor_cli(workdir, "apply", spec, "--mock", "--yes")
     assert result.returncode == 9, result.stderr
     assert "FAIL  classify: sentiment accuracy" in result.stderr
     assert "Traceback" not in result.stderr
     # the answers are kept: checking again reads them without a call and gives the same verdict
-    again = run_cli(workdir, "check", spec, "--json")
+    again = batchor_cli(workdir, "check", spec, "--json")
     assert again.returncode == 9
     report, error = ndjson(again.stdout)  # the report, then the error event of the failed gate
     assert error == {"event": "error", "code": "checks_failed", "message": error["message"], "hint": error["hint"]}
@@ -52,45 +52,45 @@ def test_apply_prints_checks_and_exits_9_when_one_fails(workdir):
     assert sum(c["rows"] for c in metrics["classify.sentiment"]["confusion"]) == 54
 
 
-def test_apply_json_emits_a_checks_event(workdir):
+def test_apply_json_emits_a_checks_event(workdir, batchor_cli):
     spec = copy_example(workdir)
-    result = run_cli(workdir, "apply", spec, "--mock", "--yes", "--json")
+    result = batchor_cli(workdir, "apply", spec, "--mock", "--yes", "--json")
     assert result.returncode == 9
     events = [e for e in ndjson(result.stdout) if e.get("event") == "checks"]
     assert len(events) == 1 and events[0]["passed"] is False
 
 
-def test_check_markdown_for_a_pr_comment(workdir):
+def test_check_markdown_for_a_pr_comment(workdir, batchor_cli):
     spec = copy_example(workdir)
-    run_cli(workdir, "apply", spec, "--mock", "--yes")
-    result = run_cli(workdir, "check", "--format", "markdown")  # the latest run
+    batchor_cli(workdir, "apply", spec, "--mock", "--yes")
+    result = batchor_cli(workdir, "check", "--format", "markdown")  # the latest run
     assert result.returncode == 9
     assert result.stdout.startswith("### batchor checks")
     assert "| ❌ | classify | `sentiment accuracy` |" in result.stdout
     assert "| expected \\ answered |" in result.stdout
 
 
-def test_passing_checks_exit_0(workdir):
+def test_passing_checks_exit_0(workdir, batchor_cli):
     spec = copy_example(workdir)
     data = yaml.safe_load(spec.read_text())
     data["steps"]["classify"]["checks"] = [{"distribution": "classify.sentiment", "max_share": 0.9}]
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
-    assert run_cli(workdir, "apply", spec, "--mock", "--yes").returncode == 0
-    result = run_cli(workdir, "check", spec)
+    assert batchor_cli(workdir, "apply", spec, "--mock", "--yes").returncode == 0
+    result = batchor_cli(workdir, "check", spec)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS  classify" in result.stdout
 
 
-def test_bad_check_is_a_coded_error_before_any_call(workdir):
+def test_bad_check_is_a_coded_error_before_any_call(workdir, batchor_cli):
     spec = copy_example(workdir)
     data = yaml.safe_load(spec.read_text())
     data["checks"] = [{"sql": "length(classify.nope) > 0"}]
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
-    result = run_cli(workdir, "apply", spec, "--mock", "--yes")
+    result = batchor_cli(workdir, "apply", spec, "--mock", "--yes")
     assert result.returncode == 1
     assert "error [spec_invalid]" in result.stderr and "nope" in result.stderr
     assert "Traceback" not in result.stderr
-    assert run_cli(workdir, "runs", "--json").stdout.strip() == "[]"
+    assert batchor_cli(workdir, "runs", "--json").stdout.strip() == "[]"
 
 
 def test_check_without_runs_names_the_fix(workdir):
@@ -104,12 +104,12 @@ def outputs(path: Path) -> dict[str, dict]:
         return {r["_row_key"]: r for r in csv.DictReader(handle)}
 
 
-def test_diff_two_prompt_versions_on_a_sample(workdir):
+def test_diff_two_prompt_versions_on_a_sample(workdir, batchor_cli):
     v1 = copy_example(workdir, "v1.yaml")
     v2 = copy_example(workdir, "v2.yaml", classify="Be careful with mixed reviews.\n")
     for spec in (v1, v2):
-        assert run_cli(workdir, "apply", spec, "--mock", "--yes", "--sample", "20").returncode in (0, 9)
-    result = run_cli(workdir, "diff", v1, v2, "--json")
+        assert batchor_cli(workdir, "apply", spec, "--mock", "--yes", "--sample", "20").returncode in (0, 9)
+    result = batchor_cli(workdir, "diff", v1, v2, "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     a, b = (outputs(workdir / "out" / f"{v}.yaml.sample-20.csv") for v in ("v1", "v2"))  # beside the spec output
@@ -123,13 +123,13 @@ def test_diff_two_prompt_versions_on_a_sample(workdir):
     assert sum(c["rows"] for c in sentiment["confusion"]) == 20
     assert {m["metric"] for m in classify["metrics"]} >= {"sentiment.accuracy", "rating_guess.mae"}
     assert [e["_row_key"] for e in classify["examples"]] == sorted(changed)[:5]
-    text = run_cli(workdir, "diff", v1, v2)
+    text = batchor_cli(workdir, "diff", v1, v2)
     assert "step classify: 20 rows compared" in text.stdout
-    markdown = run_cli(workdir, "diff", v1, v2, "--format", "markdown")
+    markdown = batchor_cli(workdir, "diff", v1, v2, "--format", "markdown")
     assert markdown.stdout.startswith("### batchor diff")
 
 
-def test_python_api_check_and_diff(workdir):
+def test_python_api_check_and_diff(workdir, batchor_cli):
     spec = copy_example(workdir)
     first = batchor.apply(spec, mock=True, handle_signals=False)
     assert first.checks is not None and not first.checks.passed
@@ -139,7 +139,7 @@ def test_python_api_check_and_diff(workdir):
     assert all(s.changed == 0 and s.compared == s.rows_a for s in same.steps)
 
 
-def test_judged_example_runs_online_against_the_fake(workdir, fake):
+def test_judged_example_runs_online_against_the_fake(workdir, fake, batchor_cli):
     """The real openai SDK against the fake: the judge reads the replies, its score is a gate."""
     result = batchor.apply(copy_example(workdir), handle_signals=False)
     assert result.status == "succeeded"

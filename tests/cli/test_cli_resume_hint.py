@@ -7,7 +7,7 @@ import csv
 import shlex
 import signal
 
-from cli_helpers import Background, run_cli, wait_until
+from cli_helpers import Background, wait_until
 from conftest import make_spec
 
 from batchor.cli.resume import hide_password
@@ -18,7 +18,7 @@ def statuses(path) -> list[str]:
         return [row["_status"] for row in csv.DictReader(handle)]
 
 
-def test_resume_hint_repeats_every_flag_and_works_as_printed(workdir, fake):
+def test_resume_hint_repeats_every_flag_and_works_as_printed(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=60, limits={"concurrency": 2, "max_attempts": 3})
     state = workdir / "my state" / "s.duckdb"  # a space: the hint must quote it
     flags = ["--max-cost", "5", "--state", str(state), "--model", "openai:gpt-4.1-mini", "--yes"]
@@ -33,7 +33,7 @@ def test_resume_hint_repeats_every_flag_and_works_as_printed(workdir, fake):
     assert words[3:] == ["--max-cost", "5", "--yes", "--state", str(state), "--model", "openai:gpt-4.1-mini"]
 
     fake.configure(latency_ms=0)
-    resumed = run_cli(workdir, *words[1:])  # as printed (bar the program name)
+    resumed = batchor_cli(workdir, *words[1:])  # as printed (bar the program name)
     assert resumed.returncode == 0, resumed.stderr
     assert statuses(workdir / "out" / "results.csv") == ["succeeded"] * 60
     assert not (workdir / ".batchor" / "state.duckdb").exists()  # the hint kept --state

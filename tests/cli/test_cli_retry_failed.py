@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 import batchor
-from tests.cli.cli_helpers import run_cli
 from tests.conftest import make_spec, write_csv
 
 
@@ -19,33 +18,33 @@ def _sent(fake) -> dict[str, int]:
     return fake.stats()["by_status"]
 
 
-def test_a_400_is_paid_once_until_retry_failed(workdir, fake):
+def test_a_400_is_paid_once_until_retry_failed(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=6, limits={"concurrency": 2, "max_attempts": 2, "request_timeout_s": 10})
     fake.configure(fail_matching={"review number 3": 400, "review number 4": 500})
-    first = run_cli(workdir, "apply", spec, "--max-cost", "1")
+    first = batchor_cli(workdir, "apply", spec, "--max-cost", "1")
     assert first.returncode == 3, first.stderr  # rows failed
     assert _sent(fake) == {"200": 4, "400": 1, "500": 2}  # the 500 used both attempts
 
     fake.reset()
-    plan = json.loads(run_cli(workdir, "plan", spec, "--json").stdout)
+    plan = json.loads(batchor_cli(workdir, "plan", spec, "--json").stdout)
     counts = plan["steps"][0]
     assert (counts["to_run"], counts["failed_earlier"], plan["totals"]["failed_earlier"]) == (1, 1, 1)
-    text = run_cli(workdir, "plan", spec).stdout
+    text = batchor_cli(workdir, "plan", spec).stdout
     assert "1 failed earlier, not retried" in text and "--retry-failed" in text
 
-    again = run_cli(workdir, "apply", spec, "--max-cost", "1")
+    again = batchor_cli(workdir, "apply", spec, "--max-cost", "1")
     assert again.returncode == 3, again.stderr  # both rows still failed
     assert "1 failed earlier, not retried" in again.stderr
     assert _sent(fake) == {"500": 2}  # the transient failure is tried again, the 400 is not sent
 
     fake.reset()
-    retried = run_cli(workdir, "apply", spec, "--max-cost", "1", "--retry-failed")
+    retried = batchor_cli(workdir, "apply", spec, "--max-cost", "1", "--retry-failed")
     assert retried.returncode == 3, retried.stderr
     assert _sent(fake) == {"400": 1, "500": 2}
 
     fake.reset()
     fake.configure(fail_matching={})  # fixed upstream: --refresh STEP sends every request of the step
-    refreshed = run_cli(workdir, "apply", spec, "--max-cost", "1", "--refresh", "classify")
+    refreshed = batchor_cli(workdir, "apply", spec, "--max-cost", "1", "--refresh", "classify")
     assert refreshed.returncode == 0, refreshed.stderr
     assert _sent(fake) == {"200": 6}
 
@@ -63,7 +62,7 @@ def _chain(folder) -> str:
 
 
 @pytest.mark.parametrize("pipeline", [True, False])
-def test_a_dependent_step_that_failed_for_good_is_not_sent_again(workdir, fake, pipeline):
+def test_a_dependent_step_that_failed_for_good_is_not_sent_again(workdir, fake, pipeline, batchor_cli):
     spec = _chain(workdir)
     fake.configure(fail_matching={"Second ticket 2:": 400})
     limits = {"pipeline": pipeline}

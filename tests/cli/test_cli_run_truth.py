@@ -14,7 +14,7 @@ import time
 
 import pytest
 import yaml
-from cli_helpers import Background, cli_env, run_cli, wait_until
+from cli_helpers import Background, cli_env, wait_until
 from conftest import SENTIMENT_SCHEMA, write_csv
 
 from batchor.errors import EXIT_INTERRUPTED, exit_code_for_status
@@ -46,8 +46,8 @@ def start_hanging(workdir, fake, **env: str) -> Background:
     return job
 
 
-def latest_run(workdir) -> dict:
-    runs = run_cli(workdir, "runs", "--json", timeout=SLOW_MACHINE_S)
+def latest_run(cli, workdir) -> dict:
+    runs = cli(workdir, "runs", "--json")
     assert runs.returncode == 0, runs.stderr
     return read_json(runs.stdout)[0]
 
@@ -63,7 +63,7 @@ def assert_recorded(run: dict, status: str) -> None:
     assert run["paused_reason"], run
 
 
-def test_second_ctrl_c_while_requests_hang_exits_130_and_finishes_the_record(workdir, fake):
+def test_second_ctrl_c_while_requests_hang_exits_130_and_finishes_the_record(workdir, fake, batchor_cli):
     with start_hanging(workdir, fake) as job:
         job.process.send_signal(signal.SIGINT)
         time.sleep(0.3)  # the first signal only stops sending: the stuck calls stay in flight
@@ -72,60 +72,61 @@ def test_second_ctrl_c_while_requests_hang_exits_130_and_finishes_the_record(wor
         assert job.wait(timeout=SLOW_MACHINE_S) == EXIT_INTERRUPTED, job.stderr
         assert "Traceback" not in job.stderr and "CancelledError" not in job.stderr, job.stderr
         assert "Resume with: batchor apply" in job.stderr
-    assert_recorded(latest_run(workdir), "interrupted")
-    status = run_cli(workdir, "status", "--json", timeout=SLOW_MACHINE_S)
+    assert_recorded(latest_run(batchor_cli, workdir), "interrupted")
+    status = batchor_cli(workdir, "status", "--json")
     assert status.returncode == 0 and read_json(status.stdout)["status"] == "interrupted"
 
 
-def test_sigterm_while_requests_hang_cancels_them_after_the_grace(workdir, fake):
+def test_sigterm_while_requests_hang_cancels_them_after_the_grace(workdir, fake, batchor_cli):
     with start_hanging(workdir, fake, BATCHOR_GRACE_S="1") as job:
         job.process.send_signal(signal.SIGTERM)
         assert job.wait(timeout=SLOW_MACHINE_S) == EXIT_INTERRUPTED, job.stderr
         assert "Traceback" not in job.stderr, job.stderr
-    assert_recorded(latest_run(workdir), "interrupted")
+    assert_recorded(latest_run(batchor_cli, workdir), "interrupted")
 
 
 @pytest.mark.slow  # kills a real apply
-def test_kill_9_shows_died_with_what_it_answered_and_spent(workdir, fake):
+def test_kill_9_shows_died_with_what_it_answered_and_spent(workdir, fake, batchor_cli):
     with start_hanging(workdir, fake) as job:
-        wait_until(lambda: latest_run(workdir)["succeeded"] >= FAST, what="answers stored", timeout=SLOW_MACHINE_S)
+        wait_until(lambda: latest_run(batchor_cli, workdir)["succeeded"] >= FAST, what="answers stored",
+                   timeout=SLOW_MACHINE_S)
         job.process.kill()
         job.wait()
-    run = latest_run(workdir)
+    run = latest_run(batchor_cli, workdir)
     assert_recorded(run, "died")
-    status = read_json(run_cli(workdir, "status", "--json", timeout=SLOW_MACHINE_S).stdout)
+    status = read_json(batchor_cli(workdir, "status", "--json").stdout)
     assert status["status"] == "died" and status["succeeded"] == FAST and status["cost_usd"] == run["cost_usd"]
-    text = run_cli(workdir, "runs", timeout=SLOW_MACHINE_S).stdout
+    text = batchor_cli(workdir, "runs").stdout
     assert re.search(rf"\bdied\s+{FAST}\s+0\s", text), text
 
     # the next apply (holding the state) finishes the dead run's record for good
     fake.configure(fail_matching={})
-    again = run_cli(workdir, "apply", "spec.yaml", "--yes", timeout=SLOW_MACHINE_S)
+    again = batchor_cli(workdir, "apply", "spec.yaml", "--yes")
     assert again.returncode == 0, again.stderr
-    runs = read_json(run_cli(workdir, "runs", "--json", timeout=SLOW_MACHINE_S).stdout)
+    runs = read_json(batchor_cli(workdir, "runs", "--json").stdout)
     assert [r["status"] for r in runs] == ["succeeded", "died"]
     assert runs[1]["finished_at"] is not None and runs[1]["succeeded"] == FAST
     assert runs[0]["succeeded"] == SLOW  # only the rows the dead run had not stored were sent
 
 
 @pytest.mark.parametrize("case", ["succeeded", "partial", "failed", "paused"])
-def test_exit_code_matches_the_recorded_status(workdir, fake, case):
+def test_exit_code_matches_the_recorded_status(workdir, fake, case, batchor_cli):
     faults = {"succeeded": {}, "partial": {"fail_matching": {"stuck review 1": 400}},
               "failed": {"error_400": 1.0}, "paused": {"quota_exhausted": True}}[case]
     fake.configure(**faults)
     spec = hanging_job(workdir)
-    done = run_cli(workdir, "apply", spec, "--yes", timeout=SLOW_MACHINE_S)
-    run = latest_run(workdir)
+    done = batchor_cli(workdir, "apply", spec, "--yes")
+    run = latest_run(batchor_cli, workdir)
     assert run["status"] == case, (run, done.stderr)
     assert done.returncode == exit_code_for_status(case), done.stderr
     assert "Traceback" not in done.stderr
 
 
-def test_rows_left_pending_never_end_succeeded(workdir, fake):
+def test_rows_left_pending_never_end_succeeded(workdir, fake, batchor_cli):
     """A batch whose create is refused leaves rows without an answer: the run is not a success."""
     fake.configure(batch_create_status=400)
     spec = hanging_job(workdir)
-    done = run_cli(workdir, "apply", spec, "--yes", "--mode", "batch", timeout=SLOW_MACHINE_S)
-    run = latest_run(workdir)
+    done = batchor_cli(workdir, "apply", spec, "--yes", "--mode", "batch")
+    run = latest_run(batchor_cli, workdir)
     assert run["status"] in ("partial", "failed"), (run, done.stderr)
     assert done.returncode == exit_code_for_status(run["status"]) != 0

@@ -7,7 +7,6 @@ import zlib
 from pathlib import Path
 
 import duckdb
-from cli_helpers import run_cli
 from conftest import make_spec
 
 from batchor.state.raw import unpack
@@ -36,7 +35,7 @@ def text_in_state(state: Path) -> str:
     return "\n".join(parts)
 
 
-def test_key_is_never_written_or_printed(workdir, fake):
+def test_key_is_never_written_or_printed(workdir, fake, batchor_cli):
     assert os.environ["OPENAI_API_KEY"] == SECRET
     fake.configure(fail_matching={"review number 1": 400, "review number 2": 401})
     spec = make_spec(workdir, rows=4)
@@ -47,7 +46,7 @@ def test_key_is_never_written_or_printed(workdir, fake):
         ["apply", spec, "--yes", "--json"],  # the failed rows are asked again
         ["status", "--json"],
     ):
-        result = run_cli(workdir, *args)
+        result = batchor_cli(workdir, *args)
         texts.append(result.stdout + result.stderr)
     assert "status 401" in texts[1]  # the auth error reached the user, without the key
 

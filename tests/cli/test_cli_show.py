@@ -119,7 +119,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     assert coloured(text, Tty()) == text
 
 
-def test_plan_on_a_real_terminal_is_coloured(workdir):
+def test_plan_on_a_real_terminal_is_coloured(workdir, batchor_cli):
     make_spec(workdir, rows=2)
     master, slave = pty.openpty()
     env = cli_env(TERM="xterm-256color", NO_COLOR=None)
@@ -130,7 +130,7 @@ def test_plan_on_a_real_terminal_is_coloured(workdir):
     os.close(master)
     assert process.returncode == 0, process.stderr
     assert "\x1b[" in screen and "to run" in screen
-    piped = run_cli(workdir, "plan", "spec.yaml")
+    piped = batchor_cli(workdir, "plan", "spec.yaml")
     assert "\x1b[" not in piped.stdout and "to run" in piped.stdout
 
 

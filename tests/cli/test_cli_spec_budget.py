@@ -7,7 +7,6 @@ from pathlib import Path
 
 import duckdb
 import yaml
-from cli_helpers import run_cli
 from conftest import make_spec
 
 from batchor import api
@@ -34,21 +33,21 @@ def recorded(folder: Path) -> float:
         return float(db.execute("SELECT coalesce(sum(cost_usd), 0) FROM attempts").fetchall()[0][0])
 
 
-def test_spec_cap_below_the_plan_bound_refuses_before_any_call(workdir, fake):
+def test_spec_cap_below_the_plan_bound_refuses_before_any_call(workdir, fake, batchor_cli):
     spec = spec_with_cap(workdir, None)
     spec = spec_with_cap(workdir, upper_bound(spec) / 2)
-    result = run_cli(workdir, "apply", spec, "--yes")
+    result = batchor_cli(workdir, "apply", spec, "--yes")
     assert result.returncode == 4, result.stderr
     assert "above limits.max_cost_usd" in result.stderr
     assert "ABOVE budget; from limits.max_cost_usd" in result.stderr  # the plan says which budget applies
     assert fake.stats()["requests"] == 0
 
 
-def test_the_lower_budget_wins_and_stops_the_run_with_exit_4(workdir, fake):
+def test_the_lower_budget_wins_and_stops_the_run_with_exit_4(workdir, fake, batchor_cli):
     fake.configure(malformed=0.9, seed=5)  # re-asks cost far more than one attempt per row
     cap = upper_bound(spec_with_cap(workdir, None)) * 1.2
     spec = spec_with_cap(workdir, cap)
-    result = run_cli(workdir, "apply", spec, "--yes", "--max-cost", "100")
+    result = batchor_cli(workdir, "apply", spec, "--yes", "--max-cost", "100")
     assert result.returncode == 4, result.stderr
     assert "limits.max_cost_usd in the spec, lower than --max-cost 100" in result.stderr
     assert "stopped: limits.max_cost_usd" in result.stderr and "reached" in result.stderr
@@ -56,12 +55,12 @@ def test_the_lower_budget_wins_and_stops_the_run_with_exit_4(workdir, fake):
     assert 0.5 * cap < spent <= cap + 1e-12
 
 
-def test_a_lower_max_cost_wins_over_the_spec(workdir, fake):
+def test_a_lower_max_cost_wins_over_the_spec(workdir, fake, batchor_cli):
     spec = spec_with_cap(workdir, None)
     bound = upper_bound(spec)
     spec = spec_with_cap(workdir, bound * 10)
-    result = run_cli(workdir, "plan", spec, "--max-cost", f"{bound * 2:.8f}")
+    result = batchor_cli(workdir, "plan", spec, "--max-cost", f"{bound * 2:.8f}")
     assert result.returncode == 0, result.stderr
     assert "within budget; --max-cost, lower than the spec's limits.max_cost_usd" in result.stdout + result.stderr
-    result = run_cli(workdir, "apply", spec, "--max-cost", f"{bound / 2:.8f}")
+    result = batchor_cli(workdir, "apply", spec, "--max-cost", f"{bound / 2:.8f}")
     assert result.returncode == 4 and "above --max-cost" in result.stderr

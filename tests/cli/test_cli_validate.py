@@ -39,29 +39,29 @@ def test_every_problem_of_every_file_is_reported(workdir):
     assert "2 of 4 spec(s) valid, 2 with problems" in result.stderr
 
 
-def test_problems_in_several_steps_are_all_reported(workdir):
+def test_problems_in_several_steps_are_all_reported(workdir, batchor_cli):
     spec = make_spec(workdir, rows=2)
     data = spec.read_text(encoding="utf-8").replace(
         "steps:\n", "steps:\n  first:\n    prompt: '{{ nope }}'\n  second:\n    prompt: '{{ row.text '\n")
     spec.write_text(data, encoding="utf-8")
-    result = run_cli(workdir, "validate", spec)
+    result = batchor_cli(workdir, "validate", spec)
     assert result.returncode == 1
     assert "error [template_undefined]: steps.first.prompt: template uses 'nope'" in result.stderr
     assert "error [template_syntax]: steps.second.prompt" in result.stderr
 
 
-def test_json_lists_each_file_with_its_problems(workdir):
+def test_json_lists_each_file_with_its_problems(workdir, batchor_cli):
     good = make_spec(workdir, rows=2)
     bad = _bad_spec(workdir)
-    result = run_cli(workdir, "validate", good, bad, "--json")
+    result = batchor_cli(workdir, "validate", good, bad, "--json")
     assert result.returncode == 1
     reports = json.loads(result.stdout)
     assert [r["ok"] for r in reports] == [True, False]
     assert sorted(p["code"] for p in reports[1]["problems"]) == ["spec_invalid", "spec_invalid", "spec_yaml"]
 
 
-def test_a_missing_file_does_not_stop_the_others(workdir):
+def test_a_missing_file_does_not_stop_the_others(workdir, batchor_cli):
     good = make_spec(workdir, rows=2)
-    result = run_cli(workdir, "validate", workdir / "missing.yaml", good)
+    result = batchor_cli(workdir, "validate", workdir / "missing.yaml", good)
     assert result.returncode == 1
     assert "spec file not found" in result.stderr and f"ok  {good}" in result.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from cli_helpers import ROOT, run_cli
+from cli_helpers import ROOT
 
 from batchor import api
 
@@ -27,8 +27,8 @@ def mtime(path: Path) -> int | None:
     return path.stat().st_mtime_ns if path.exists() else None
 
 
-def test_cli_validates_every_committed_spec(workdir):
-    result = run_cli(workdir, "validate", *SPECS, "--json")
+def test_cli_validates_every_committed_spec(workdir, batchor_cli):
+    result = batchor_cli(workdir, "validate", *SPECS, "--json")
     assert result.returncode == 0, result.stderr
     reports = json.loads(result.stdout)
     assert [r["ok"] for r in reports] == [True] * len(SPECS)

@@ -8,25 +8,31 @@ import sys
 import time
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import make_spec
 
 
-def batchor(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "batchor.cli.main", *args], capture_output=True, text=True,
-                          timeout=120)
-    if check:
-        assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done
+@pytest.fixture
+def batchor(batchor_cli, workdir):
+    """`batchor ARGS...` in the working folder (in this process); exit 0 asserted unless check=False."""
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = batchor_cli(workdir, *args)
+        if check:
+            assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done
+
+    return run
 
 
-def _applied(workdir, fake, **kw):
+def _applied(batchor, workdir, **kw):
     spec = make_spec(workdir, rows=12, **kw)
     batchor("apply", str(spec), "--yes")
     return spec
 
 
-def test_status_and_runs_human_and_json(fake, workdir):
+def test_status_and_runs_human_and_json(fake, workdir, batchor):
     fake.configure(fail_matching={"review number 3": 400})
     spec = make_spec(workdir, rows=12)
     done = batchor("apply", str(spec), "--yes", check=False)
@@ -43,8 +49,8 @@ def test_status_and_runs_human_and_json(fake, workdir):
     assert missing.returncode == 1 and "run_not_found" in missing.stdout + missing.stderr
 
 
-def test_export_results_and_attempts(fake, workdir):
-    _applied(workdir, fake)
+def test_export_results_and_attempts(fake, workdir, batchor):
+    _applied(batchor, workdir)
     out = workdir / "exported.parquet"
     data = json.loads(batchor("export", "-o", str(out), "--json").stdout)
     assert data["output"] == str(out)
@@ -58,7 +64,7 @@ def test_export_results_and_attempts(fake, workdir):
     assert "sk-test-secret" not in attempts.read_text()
 
 
-def test_export_while_unfinished_shows_pending_rows(fake, workdir):
+def test_export_while_unfinished_shows_pending_rows(fake, workdir, batchor):
     fake.configure(latency_ms=300)
     spec = make_spec(workdir, rows=100, limits={"concurrency": 2})
     proc = subprocess.Popen([sys.executable, "-m", "batchor.cli.main", "apply", str(spec), "--yes"],
@@ -84,8 +90,8 @@ def test_export_while_unfinished_shows_pending_rows(fake, workdir):
     assert "pending" in states and "succeeded" in states and len(rows) == 100
 
 
-def test_prune_drops_raw_payloads_but_keeps_answers(fake, workdir):
-    spec = _applied(workdir, fake)
+def test_prune_drops_raw_payloads_but_keeps_answers(fake, workdir, batchor):
+    spec = _applied(batchor, workdir)
     result = json.loads(batchor("prune", "--finished", "--json").stdout)
     assert result == {"raw_payloads_dropped": 12, "answers_dropped": 0}
     fake.reset()
@@ -96,7 +102,7 @@ def test_prune_drops_raw_payloads_but_keeps_answers(fake, workdir):
     assert dropped["answers_dropped"] == 12
 
 
-def test_prices_lookup(workdir):
+def test_prices_lookup(workdir, batchor):
     data = json.loads(batchor("prices", "gpt-4.1-mini", "--provider", "openai", "--json").stdout)
     assert data["table"]["source"] == "genai-prices" and data["table"]["offline"] is True
     match = [m for m in data["models"] if m["model"] == "gpt-4.1-mini"]
@@ -104,7 +110,7 @@ def test_prices_lookup(workdir):
     assert "gpt-4.1-mini" in batchor("prices", "gpt-4.1-mini").stdout
 
 
-def test_init_scaffolds_a_runnable_job(workdir):
+def test_init_scaffolds_a_runnable_job(workdir, batchor):
     out = batchor("init", "job").stdout
     assert "created job/job.yaml" in out
     batchor("validate", "job/job.yaml")
@@ -115,5 +121,7 @@ def test_init_scaffolds_a_runnable_job(workdir):
 
 
 def test_usage_error_exit_code(workdir):
-    done = batchor("apply", check=False)
+    """The real command (not in this process): its exit code for a usage error."""
+    done = subprocess.run([sys.executable, "-m", "batchor.cli.main", "apply"], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 64

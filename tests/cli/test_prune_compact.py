@@ -6,35 +6,35 @@ from __future__ import annotations
 import json
 import signal
 
-from cli_helpers import Background, run_cli, wait_until
+from cli_helpers import Background, wait_until
 from conftest import make_spec, write_csv
 
 
-def test_prune_compact_shrinks_the_file_and_keeps_answers(workdir, fake):
+def test_prune_compact_shrinks_the_file_and_keeps_answers(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=300)
     write_csv(workdir / "data.csv", [{"id": f"r{i}", "text": f"review {i} " + "words " * 200} for i in range(300)])
-    assert run_cli(workdir, "apply", spec, "--yes", timeout=300).returncode == 0
+    assert batchor_cli(workdir, "apply", spec, "--yes", timeout=300).returncode == 0
     state = workdir / ".batchor" / "state.duckdb"
     before = state.stat().st_size
 
-    pruned = run_cli(workdir, "prune", "--compact", "--json")
+    pruned = batchor_cli(workdir, "prune", "--compact", "--json")
     assert pruned.returncode == 0, pruned.stderr
     report = json.loads(pruned.stdout)
     assert report["raw_payloads_dropped"] == 300
     assert report["bytes_before"] == before and report["bytes_after"] == state.stat().st_size
     assert report["bytes_freed"] == before - state.stat().st_size > 0
 
-    again = run_cli(workdir, "apply", spec, "--yes", timeout=300)  # every answer still cached
+    again = batchor_cli(workdir, "apply", spec, "--yes", timeout=300)  # every answer still cached
     assert again.returncode == 0 and "300 rows cached" in again.stderr
     assert fake.stats()["requests"] == 300
 
 
-def test_prune_compact_refuses_while_an_apply_runs(workdir, fake):
+def test_prune_compact_refuses_while_an_apply_runs(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=40, limits={"concurrency": 1, "max_attempts": 3})
     fake.configure(latency_ms=500)
     with Background(workdir, "apply", spec, "--yes") as running:
         wait_until(lambda: fake.stats()["answered"] >= 1, timeout=120, what="the apply to start")
-        refused = run_cli(workdir, "prune", "--compact")
+        refused = batchor_cli(workdir, "prune", "--compact")
         assert refused.returncode == 8, refused.stderr
         assert "error [state_locked]" in refused.stderr
         running.process.send_signal(signal.SIGINT)

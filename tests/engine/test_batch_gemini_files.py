@@ -66,12 +66,12 @@ def test_an_expired_file_job_keeps_its_answers_and_resubmits_only_the_rest(fake,
 
 
 @pytest.mark.parametrize("point", ["after_upload", "after_create"])
-def test_kill_around_the_create_then_resume_sends_each_row_once(fake, workdir, point):
+def test_kill_around_the_create_then_resume_sends_each_row_once(fake, workdir, point, batchor_cli):
     spec = file_spec(workdir, rows=9, batch_max_requests=5)
     killed = cli(workdir, "apply", spec, "--yes", crash_at=point)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert [b[0] for b in batches(workdir)] == ["intent"]  # uploaded (and maybe created), never recorded
-    done = cli(workdir, "apply", spec, "--yes")
+    done = batchor_cli(workdir, "apply", spec, "--yes")  # the resume: a fresh run, in this process
     assert done.returncode == 0, done.stderr
     assert len(results(workdir)) == 9 and set(submitted(fake).values()) == {1}
     assert fake.stats()["batches_created"] == 2 and all(file_jobs(fake, workdir))

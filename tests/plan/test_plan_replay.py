@@ -9,14 +9,11 @@ import json
 import pytest
 from conftest import make_spec
 
-from tests.cli.cli_helpers import run_cli
-
 ROWS = 12
-SLOW = 180  # a loaded 2-core machine can take 20 s per CLI start
 
 
-def planned(workdir, *options: str) -> dict:
-    result = run_cli(workdir, "plan", "spec.yaml", "--json", "--out", "saved.plan", *options, timeout=SLOW)
+def planned(cli, workdir, *options: str) -> dict:
+    result = cli(workdir, "plan", "spec.yaml", "--json", "--out", "saved.plan", *options)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -27,24 +24,24 @@ def output_keys(path) -> list[str]:
 
 
 @pytest.mark.parametrize("options", [["--no-cache"], ["--refresh", "classify"]])
-def test_a_saved_plan_that_ignores_the_cache_sends_what_it_counted(workdir, fake, options):
+def test_a_saved_plan_that_ignores_the_cache_sends_what_it_counted(workdir, fake, options, batchor_cli):
     make_spec(workdir, rows=ROWS)
-    assert run_cli(workdir, "apply", "spec.yaml", "--yes", timeout=SLOW).returncode == 0  # everything is cached now
+    assert batchor_cli(workdir, "apply", "spec.yaml", "--yes").returncode == 0  # everything is cached now
     fake.reset()
-    plan = planned(workdir, *options)
+    plan = planned(batchor_cli, workdir, *options)
     assert plan["totals"]["to_run"] == ROWS
-    result = run_cli(workdir, "apply", "saved.plan", timeout=SLOW)
+    result = batchor_cli(workdir, "apply", "saved.plan")
     assert result.returncode == 0, result.stderr
     assert fake.stats()["requests"] == ROWS  # today: 0, the file forgot the flag
 
 
 @pytest.mark.parametrize("options", [["--sample", "5"], ["--limit", "4"]])
-def test_a_saved_sampled_plan_runs_exactly_its_rows(workdir, fake, options):
+def test_a_saved_sampled_plan_runs_exactly_its_rows(workdir, fake, options, batchor_cli):
     make_spec(workdir, rows=ROWS)
-    plan = planned(workdir, *options)
+    plan = planned(batchor_cli, workdir, *options)
     wanted = int(options[1])
     assert plan["totals"]["to_run"] == wanted
-    result = run_cli(workdir, "apply", "saved.plan", timeout=SLOW)
+    result = batchor_cli(workdir, "apply", "saved.plan")
     assert result.returncode == 0, result.stderr
     assert fake.stats()["requests"] == wanted
     name = f"results.{options[0].lstrip('-')}-{wanted}.csv"  # a partial run writes beside the spec's output
