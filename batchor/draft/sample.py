@@ -18,6 +18,10 @@ LONGEST_VALUE = 300  # characters of one sample value; the drafter needs the gis
 class Column:
     name: str
     type: str
+    unique: bool = False  # an id-like column whose values are all different and never empty: a key
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.type}" + (" (unique: can be the key)" if self.unique else "")
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ def read_sample(path: Path, rows: int) -> DataSample:
     reader = InputReader(source)
     try:
         described = reader.db.execute("DESCRIBE source").fetchall()
-        columns = [Column(str(name), _type_name(str(kind))) for name, kind, *_ in described]
+        columns = [Column(str(name), _type_name(str(kind)), _is_key(reader, str(name))) for name, kind, *_ in described]
         sample: list[dict[str, Any]] = []
         if rows > 0:
             result = reader.db.execute(f"SELECT * FROM source LIMIT {int(rows)}")
@@ -55,6 +59,21 @@ def read_sample(path: Path, rows: int) -> DataSample:
         return DataSample(path=source.files[0], columns=columns, rows_total=total, rows=sample)
     finally:
         reader.close()
+
+
+def _looks_like_id(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in ("id", "key", "uuid") or lowered.endswith(("_id", "_key", "id"))
+
+
+def _is_key(reader: InputReader, name: str) -> bool:
+    """Whether an id-like column identifies every row (checked on the whole file, id-like names only)."""
+    if not _looks_like_id(name):
+        return False
+    column = '"' + name.replace('"', '""') + '"'
+    total, distinct, empty = reader.db.execute(
+        f"SELECT count(*), count(DISTINCT {column}), count(*) FILTER ({column} IS NULL) FROM source").fetchall()[0]
+    return bool(total) and total == distinct and not empty
 
 
 def _type_name(duckdb_type: str) -> str:

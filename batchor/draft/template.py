@@ -20,8 +20,9 @@ def template_draft(task: str, sample: DataSample, model: tuple[str, str]) -> tup
     """(spec, output schema) for `task` over the sample's columns."""
     name = job_name(task)
     lines = [f"{column}: {{{{ {row_ref(column)} }}}}" for column in sample.column_names]
+    keys = [c.name for c in sample.columns if c.unique]
     spec = {
-        "version": 1, "name": name, "input": {"path": "DATA"},
+        "version": 1, "name": name, "input": {"path": "DATA", **({"key": keys[0]} if keys else {})},
         "model": {"provider": model[0], "name": model[1], "params": {"temperature": 0, "max_tokens": 300}},
         "steps": {"answer": {
             "system": f"You work through a dataset one row at a time. The task: {task.strip()}",

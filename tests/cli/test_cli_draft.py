@@ -106,7 +106,7 @@ def test_no_rows_sends_column_names_and_types_but_no_row_values(fake, data, work
     fake.configure(scripted_answers=[drafted(), drafted()])
     assert draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "--no-rows")[0] == 0
     sent = json.dumps(fake.stats()["bodies"][0])
-    assert all(name in sent for name in ("id: text", "product: text", "text: text"))
+    assert all(name in sent for name in ("id: text (unique: can be the key)", "product: text\\n", "text: text"))
     assert not any(value in sent for row in ROWS for value in row.values())
     assert draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "--rows", "2", "-o", "b.yaml")[0] == 0
     with_rows = json.dumps(fake.stats()["bodies"][1])
@@ -182,7 +182,7 @@ def test_mock_draft_is_an_offline_rehearsal_that_validates(data, workdir, monkey
     assert "a rehearsal of the draft flow, not a draft of the task" in err
     assert "drafting cost $0 (mock: no model was called)" in err
     spec = yaml.safe_load((workdir / "jobs" / "reviews.yaml").read_text())
-    assert spec["input"]["path"] == "../data/reviews.csv"
+    assert spec["input"] == {"path": "../data/reviews.csv", "key": "id"}  # unique and id-like: the key
     assert all(f"row.{c}" in spec["steps"]["answer"]["prompt"] for c in ROWS[0])
     assert api.validate(workdir / "jobs" / "reviews.yaml").steps == ["answer"]
     assert not (workdir / ".batchor").exists()  # the rehearsal and the plan used a scratch state
