@@ -76,7 +76,8 @@ def _attempt_line(attempt: Attempt) -> None:
     if not attempt.problems:
         typer.echo(f"draft {attempt.number}: valid, rehearsed{cost}", err=True)
         return
-    typer.echo(f"draft {attempt.number}: {len(attempt.problems)} problem(s){cost}; sent back to the model:", err=True)
+    then = "no attempt left" if attempt.last else "sent back to the model"
+    typer.echo(f"draft {attempt.number}: {len(attempt.problems)} problem(s){cost}; {then}:", err=True)
     for problem in attempt.problems:
         typer.echo(f"  {problem}", err=True)
 

@@ -55,6 +55,7 @@ class Attempt:
     run_id: str | None  # the drafter's run (None for a template draft)
     cost_usd: float
     problems: list[str] = field(default_factory=list)
+    last: bool = False  # no attempt follows: its problems go back to nobody
 
 
 @dataclass
@@ -130,7 +131,7 @@ def _draft_loop(request: DraftRequest, drafter: str, spec_model: tuple[str, str]
             answer = ask.ask_drafter(drafter, text, spec_dir=_spec_dir(request), fresh=request.fresh,
                                      state=request.state)
             spec, schema, run_id, cost = answer.spec, answer.output_schema, answer.run_id, answer.cost_usd
-        attempt = Attempt(number, run_id, cost)
+        attempt = Attempt(number, run_id, cost, last=number == request.attempts)
         attempts.append(attempt)
         candidate = _Candidate(request, spec, schema)
         checked = candidate.check(scratch / f"attempt-{number}")
@@ -173,11 +174,13 @@ class _Candidate:
         data = files.relative_data_path(self.request.data, _spec_dir(self.request))
         self.final = files.placed(self.spec, data, self.schema_name)
 
+    def header(self) -> list[str]:
+        return ["yaml-language-server: $schema=https://batchor.dev/schemas/batchor-spec.schema.json",
+                f"Drafted by `batchor draft`: {' '.join(self.request.task.split())}",
+                "Read it before you run it: batchor plan " + self.request.output.name]
+
     def text(self) -> str:
-        header = ["yaml-language-server: $schema=https://batchor.dev/schemas/batchor-spec.schema.json",
-                  f"Drafted by `batchor draft`: {' '.join(self.request.task.split())}",
-                  "Read it before you run it: batchor plan " + self.request.output.name]
-        return files.spec_yaml(self.final, header)
+        return files.spec_yaml(self.final, self.header())
 
     def schema_text(self) -> str | None:
         return files.schema_json(self.schema) if files.uses_schema_file(self.final, self.schema_name) else None
@@ -187,7 +190,7 @@ class _Candidate:
         folder.mkdir(parents=True)
         spec_file = folder / self.request.output.name
         scratch = files.placed(self.spec, str(self.request.data.resolve()), self.schema_name)
-        files.write_files({spec_file: files.spec_yaml(scratch, []),
+        files.write_files({spec_file: files.spec_yaml(scratch, self.header()),  # lines as in the final file
                            folder / self.schema_name: files.schema_json(self.schema)})
         state = str(folder / "state.duckdb")
         try:

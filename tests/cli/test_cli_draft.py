@@ -57,6 +57,9 @@ def test_invalid_first_draft_goes_back_with_the_validator_errors_then_the_valid_
     assert code == 0, err
     problems = [line.strip() for line in err.splitlines() if line.strip().startswith("error [")]
     assert problems and "body" in problems[0], err  # the missing column is named
+    line = int(problems[0].split("sentiment.yaml:")[1].split(":")[0])  # a line of the draft as sent back
+    assert "{{ row.body }}" in (user_messages(fake.stats()["bodies"][1]).split("as this spec:")[1]
+                                .lstrip("\n").splitlines()[line - 1])
     first, second = fake.stats()["bodies"][:2]
     assert fake.stats()["scripted_served"] == 2
     assert "row.body" not in user_messages(first)
@@ -119,6 +122,7 @@ def test_a_model_that_never_drafts_a_valid_spec_fails_cleanly_and_writes_nothing
     code, out, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "x.yaml")
     assert code == 1
     assert "error [draft_invalid]: no valid draft in 3 attempt(s)" in err and "missing" in err
+    assert err.count("sent back to the model") == 2 and "draft 3: 1 problem(s)" in err and "no attempt left" in err
     assert "Traceback" not in err
     assert not (workdir / "x.yaml").exists() and not (workdir / "x.schema.json").exists()
     assert fake.stats()["scripted_served"] == 3
