@@ -303,7 +303,7 @@ class Pipeline:
             raise self.error
 
     def _parse(self, step: str, output: str | None) -> Any:
-        return json.loads(output) if output is not None and self.plans[step].schema is not None else output
+        return json.loads(output) if output is not None and self.plans[step].json_answers else output
 
 
 def _needed(values: list[dict[str, Any]], tpl: StepTemplates) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ import time
 from typing import Awaitable, Callable, Iterable
 
 from batchor.engine.budget import Budget, Hold
+from batchor.engine.embed_groups import Grouper, GroupSender, WorkGroup
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limiter import Limiter, RateLimiter
 from batchor.engine.limits import RunLimits
@@ -41,7 +42,7 @@ from batchor.errors import (
     TruncatedOutputError,
 )
 from batchor.plan.context import too_long
-from batchor.providers.base import Completion, LLMRequest, Provider
+from batchor.providers.base import Completion, Embedder, Embeddings, EmbedRequest, LLMRequest, Provider
 
 REJECTED = (InvalidOutputError, TruncatedOutputError)  # answers judged unusable (see recorder.judge)
 MAX_RATE_LIMIT_WAITS = 100  # 429s do not use attempts, but a request cannot wait forever
@@ -64,6 +65,8 @@ class RealtimeExecutor:
         self._last_progress = 0.0
         self._seats = Seats(self.concurrency)
         self.reachability = Reachability(self.concurrency)
+        self.grouper = Grouper(steps)
+        self.max_rate_limit_waits = MAX_RATE_LIMIT_WAITS
 
     async def run(self, items: Iterable[WorkItem]) -> None:
         queue: asyncio.Queue[WorkItem | None] = asyncio.Queue(maxsize=self.concurrency * 4)
@@ -81,9 +84,14 @@ class RealtimeExecutor:
         for count, item in enumerate(items):
             if self.stop.stopped:
                 return
-            await queue.put(item)
+            for ready in self.grouper.add(item):  # an embedding step's texts go many to a call
+                await queue.put(ready)
             if count % 256 == 0:
                 await asyncio.sleep(0)
+        for group in self.grouper.rest():
+            if self.stop.stopped:
+                return
+            await queue.put(group)
 
     async def _worker(self, queue: asyncio.Queue) -> None:
         seat = Seat(self._seats)
@@ -94,7 +102,10 @@ class RealtimeExecutor:
             step = self.steps[item.step]
             hold = Hold(self.budget, 0.0, active=False)
             try:
-                if not self.stop.stopped and await self._reserve(hold, step.upper_cost(item)):
+                if isinstance(item, WorkGroup):
+                    if not self.stop.stopped:
+                        await GroupSender(self, step, hold, seat).send(item)
+                elif not self.stop.stopped and await self._reserve(hold, step.upper_cost(item)):
                     await self._process(item, step, hold, seat)
             finally:
                 seat.leave()
@@ -201,6 +212,13 @@ class RealtimeExecutor:
         cost = self.recorder.call_failed(item, step, attempt, exc, duration_ms=_ms(started))
         if cost is not None:  # billed (a refusal): the reservation is used up
             hold.settle(cost)
+
+    async def _call_embed(self, provider: Embedder, request: EmbedRequest) -> Embeddings:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await provider.embed(request)
+        except TimeoutError:
+            raise TransientProviderError(f"no answer within {self.timeout:g} s (request_timeout_s)") from None
 
     async def _call(self, provider: Provider, request: LLMRequest) -> Completion:
         try:

@@ -40,10 +40,13 @@ class Bill:
 
 def bill(runtime: StepRuntime, completion: Completion, item: WorkItem) -> Bill:
     """Tokens and cost of one answer, from its usage or, lacking one, estimated."""
+    embedding = runtime.plan.kind == "embed"  # no output tokens; a text's usage is its share of its call's
     if completion.usage_known:
-        tokens_in, tokens_out, estimated = completion.input_tokens or item.input_tokens, completion.output_tokens, False
+        tokens_in = completion.input_tokens if embedding else completion.input_tokens or item.input_tokens
+        tokens_out, estimated = completion.output_tokens, False
     else:
-        tokens_in, tokens_out, estimated = item.input_tokens, max(1, (len(completion.text) + 3) // 4), True
+        tokens_in, estimated = item.input_tokens, True
+        tokens_out = 0 if embedding else max(1, (len(completion.text) + 3) // 4)
     if runtime.price is None:
         return Bill(tokens_in, tokens_out, 0.0, estimated)
     cached = completion.cached_input_tokens if completion.usage_known else 0

@@ -23,7 +23,7 @@ from batchor.state.base import StateStore
 def stored_answers(store: StateStore, plan: CompiledPlan, step: str) -> dict[str, Any]:
     """A step's succeeded answers by row key (parsed JSON for structured steps and SQL steps)."""
     table = store.job_results(plan.job_id, step)
-    structured = plan.header.step(step).schema is not None
+    structured = plan.header.step(step).json_answers
     answers: dict[str, Any] = {}
     for row_key, status, output in zip(table.column("row_key").to_pylist(), table.column("status").to_pylist(),
                                        table.column("output").to_pylist()):

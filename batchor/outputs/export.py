@@ -35,6 +35,14 @@ _COPY_OPTIONS = {"csv": "(FORMAT csv, HEADER true)", "tsv": "(FORMAT csv, HEADER
                  "parquet": "(FORMAT parquet, COMPRESSION zstd)", "jsonl": "(FORMAT json)"}
 _CASTS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN"}
 _RESULT = "__res_{}"  # struct column of `rows` holding step i's result for the row
+_TEXT_FORMATS = ("csv", "tsv")  # formats whose vectors stay JSON text
+
+
+def vector_type(step: StepPlan) -> str:
+    """DuckDB's type for an embedding step's vectors: FLOAT[n] when the size is known."""
+    return f"FLOAT[{step.dimensions}]" if step.dimensions else "FLOAT[]"
+
+
 _RESULT_FIELDS = ("row_key", "request_key", "status", "output", "error_code", "error")
 
 
@@ -49,7 +57,7 @@ def output_columns(steps: list[StepPlan]) -> list[str]:
     return names
 
 
-def build_output_sql(plan: CompiledPlan) -> str:
+def build_output_sql(plan: CompiledPlan, fmt: str | None = None) -> str:
     """SELECT producing the output table from `rows`: the plan's rows in order, each step's
     result aligned to its row in a struct column (`_aligned_rows`). A plain projection, so
     DuckDB keeps the input order without sorting a million wide rows."""
@@ -58,15 +66,18 @@ def build_output_sql(plan: CompiledPlan) -> str:
     select = [f"rows.{_q(c)}" for c in inputs]
     aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(steps))]
     for step, alias in zip(steps, aliases):
-        select.extend(_answer_columns(step, alias))
+        select.extend(_answer_columns(step, alias, fmt))
     select.append(f"rows.{ROW_KEY}")  # with _status and _error: the bookkeeping columns come last
     select.append(f"{_status_sql(aliases)} AS _status")
     select.append(f"{_error_sql(steps, aliases)} AS _error")
     return f"SELECT {', '.join(select)} FROM rows"
 
 
-def _answer_columns(step: StepPlan, alias: str) -> list[str]:
+def _answer_columns(step: StepPlan, alias: str, fmt: str | None = None) -> list[str]:
     ok = f"{alias}.status = 'succeeded'"
+    if step.kind == "embed" and fmt not in _TEXT_FORMATS:  # a float list (JSON text in CSV, an array in JSONL)
+        kind = "JSON" if fmt == "jsonl" else vector_type(step)
+        return [f"CASE WHEN {ok} THEN CAST({alias}.output AS {kind}) END AS {_q(step.name)}"]
     if step.schema is None:
         return [f"CASE WHEN {ok} THEN {alias}.output END AS {_q(step.name)}"]
     columns = []
@@ -129,7 +140,7 @@ def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None
     db = memory_db()
     try:
         register_rows(db, plan, store)
-        query = build_output_sql(plan)
+        query = build_output_sql(plan, fmt)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
         try:

@@ -127,7 +127,7 @@ def _cached_answers(state: StateStore | None, step: StepPlan, keys: list[str | N
         for key, status, output in zip(found.column("request_key").to_pylist(), found.column("status").to_pylist(),
                                        found.column("output").to_pylist()):
             if status == "succeeded":
-                outputs[key] = json.loads(output) if step.schema is not None else output
+                outputs[key] = json.loads(output) if step.json_answers else output
     return [outputs.get(k) if k is not None else SKIPPED for k in keys]
 
 

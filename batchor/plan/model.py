@@ -88,6 +88,9 @@ class StepPlan(_Frozen):
     attachments: list[str] = Field(default_factory=list)  # `attachments:` expressions (plan/attachments.py)
     attachments_folder: str | None = None  # where relative attachment paths start (the input's folder)
     media_rules: str | None = None  # provider whose attachment limits and token rules apply (also under --mock)
+    kind: str = "llm"  # llm | embed (an embedding step: `prompt` is the text to embed, see plan/embed_step.py)
+    dimensions: int | None = None  # embed: the vector size (None: unknown until the first answer)
+    group_size: int | None = None  # embed: most texts per realtime call (None: the provider's limit)
     counts: StepCounts = Field(default_factory=StepCounts)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -95,6 +98,11 @@ class StepPlan(_Frozen):
     @property
     def schema(self) -> dict[str, Any] | None:  # type: ignore[override]
         return self.schema_
+
+    @property
+    def json_answers(self) -> bool:
+        """Whether stored answers are JSON that later steps read parsed (objects, vectors)."""
+        return self.schema_ is not None or self.kind == "embed"
 
 
 class InputInfo(_Frozen):

@@ -116,6 +116,10 @@ class _StepRenderer:
             (role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)
         ]
         counter = self.requests.counter
+        if self.step.kind == "embed":  # the text alone (plan/request.py StepRequests.tokens)
+            text = contents[-1][1]
+            return _Rendered(keys, bodies, counter.count_batch(text) if not isinstance(text, str)
+                             else [counter.count(text)] * batch.num_rows)
         return _Rendered(keys, bodies, counter.count_chat_columns(contents, batch.num_rows))
 
     def _render_rows(self, row_keys: list[str], rows: list[dict]) -> _Rendered:

@@ -77,6 +77,9 @@ class StepRequests:
         """Input tokens per request (None where there is none), counted in one batch: the text,
         plus each attachment by its provider's rule."""
         present = [r for r in requests if r is not None]
+        if self.step.kind == "embed":  # the text alone: an embedding request has no chat overhead
+            texts = iter(self.counter.count_batch([embed_text(r.messages) for r in present]))
+            return [next(texts) if r is not None else None for r in requests]
         counts = iter(self.counter.count_messages_batch([r.messages for r in present]))
         rules = self.media.provider if self.media is not None else ""
         return [next(counts) + sum(attachment_tokens(rules, a) for a in _refs(r.messages)) if r is not None else None
@@ -117,6 +120,11 @@ def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) 
         return LLMRequest(key, step.model, messages, step.params, step.sent_schema, step.name)
     plain = tuple({k: v for k, v in m.items() if k != ATTACHMENTS} for m in messages)
     return LLMRequest(key, step.model, plain, step.params, step.sent_schema, step.name, attachments=load(refs))
+
+
+def embed_text(messages: Sequence[dict[str, Any]]) -> str:
+    """The text an embedding request embeds: its one user message."""
+    return str(messages[-1]["content"])
 
 
 def _refs(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -137,7 +137,10 @@ def _run(step: StepPlan, table: pa.Table, base_dir: str, prefix: str) -> pa.Tabl
 
 
 def _arrow_type(plan: StepPlan) -> pa.DataType:
-    """An Arrow type for an upstream step's answers (struct from its schema, else text)."""
+    """An Arrow type for an upstream step's answers (struct from its schema, a float vector for
+    an embedding step: DuckDB's FLOAT[n], else text)."""
+    if plan.kind == "embed":
+        return pa.list_(pa.float32(), plan.dimensions) if plan.dimensions else pa.list_(pa.float32())
     if plan.schema is None or not plan.schema.get("properties"):
         return pa.string()
     return pa.struct([(name, _field_type(spec)) for name, spec in plan.schema["properties"].items()])
@@ -161,6 +164,8 @@ def _field_type(spec: dict[str, Any]) -> pa.DataType:
 
 def _column(values: list[Any], plan: StepPlan) -> pa.Array:
     kind = _arrow_type(plan)
+    if plan.kind == "embed":
+        return pa.array(values, kind)
     if pa.types.is_struct(kind):
         cleaned = [{f.name: _coerce(v.get(f.name), f.type) for f in kind} for v in values]
         return pa.array(cleaned, kind)

@@ -12,6 +12,7 @@ from batchor.errors import Problems, SpecError
 from batchor.fingerprint import request_prefix
 from batchor.plan.attachments import input_folder
 from batchor.plan.context import context_window
+from batchor.plan.embed_step import embed_step_plan
 from batchor.plan.endpoint import key_identity, step_endpoint
 from batchor.plan.fanout_rows import assign_grains
 from batchor.plan.known_models import check_model
@@ -26,7 +27,7 @@ from batchor.schema.adapt import adapt_schema
 from batchor.schema.answer_length import expected_answer_tokens
 from batchor.schema.core import check_schema
 from batchor.spec.load import LoadedSpec
-from batchor.spec.model import LLMStep, ModelSpec, SqlStep
+from batchor.spec.model import EmbedStep, LLMStep, ModelSpec, SqlStep
 from batchor.spec.templates import StepTemplates, compile_step, make_environment
 
 
@@ -52,6 +53,10 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
             if isinstance(step, SqlStep):
                 plans.append(sql_step_plan(name, step.sql, step.depends_on, names, step.fan_out, step.max_fanout))
                 continue
+            if isinstance(step, EmbedStep):
+                templates[name] = compile_step(env, name, None, step.embed, step.when, names - {name})
+                plans.append(_embed_plan(loaded, name, step, templates[name], overrides))
+                continue
             compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name},
                                     step.attachments)
             templates[name] = compiled
@@ -64,6 +69,15 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
     found.raise_all()
     _check_acyclic(plans)
     return assign_grains(plans), templates
+
+
+def _embed_plan(loaded: LoadedSpec, name: str, step: EmbedStep, compiled: StepTemplates,
+                overrides: Overrides) -> StepPlan:
+    """An embedding step: `--model` names an LLM, so it leaves the step's embedding model alone."""
+    model = _effective_model(loaded.spec.model, step.model, Overrides(mock=overrides.mock))
+    mode = overrides.mode or step.mode or loaded.spec.limits.mode
+    deps = sorted(set(step.depends_on) | compiled.step_refs)
+    return embed_step_plan(loaded, name, step, model, deps, overrides.mock, mode)
 
 
 _PROVIDER_BOUND = ("base_url", "api_key_env", "api", "price", "custom", "options")  # dropped on a provider change
@@ -116,7 +130,7 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
                overrides: Overrides, mode: str) -> StepPlan:
     spec = loaded.spec
     step = spec.steps[name]
-    assert not isinstance(step, SqlStep), "SQL steps are planned by plan/sql_step.py"
+    assert isinstance(step, LLMStep), "SQL and embedding steps are planned by plan/sql_step.py, plan/embed_step.py"
     provider = "mock" if overrides.mock else model.provider
     info = provider_info(provider)
     schema = loaded.schemas[name]

@@ -90,6 +90,36 @@ class ProviderConfig:
     options: dict[str, Any] = field(default_factory=dict)  # provider-specific (api: responses)
 
 
+@dataclass(frozen=True, slots=True)
+class EmbedRequest:
+    """Many texts embedded in one call (their order is the order of the vectors back)."""
+
+    model: str
+    texts: tuple[str, ...]
+    dimensions: int | None = None  # asked for (a model that can shorten its vectors); None: the model's size
+    size: int | None = None  # the size the plan expects (the mock makes vectors of it)
+
+
+@dataclass(slots=True)
+class Embeddings:
+    """A provider's answer to an `EmbedRequest`: one vector per text, and what the call billed."""
+
+    vectors: list[list[float] | None]  # in the texts' order; None: the answer lacks that text's vector
+    input_tokens: int = 0  # the whole call's
+    usage_known: bool = True  # False: the response carried no usage (Gemini): cost is an estimate
+    model: str | None = None
+    rate_limits: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A provider that embeds texts (OpenAI /v1/embeddings and compatible servers, Gemini, mock)."""
+
+    async def embed(self, request: EmbedRequest) -> Embeddings:
+        """Embed every text in one call; raise a ProviderError subclass on failure."""
+        ...
+
+
 @runtime_checkable
 class Provider(Protocol):
     name: str

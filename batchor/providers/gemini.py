@@ -34,11 +34,14 @@ from batchor.errors import (
 )
 from batchor.providers.base import (
     Completion,
+    Embeddings,
+    EmbedRequest,
     LLMRequest,
     ProviderConfig,
     read_api_key,
     refused,
 )
+from batchor.providers.embeddings import gemini_arguments, parse_gemini
 from batchor.providers.errors_map import classify
 from batchor.providers.media_parts import gemini_parts, with_parts
 from batchor.providers.unreachable import unreachable
@@ -180,6 +183,14 @@ class GeminiProvider:
             response = await self.client.aio.models.generate_content(**body)
             data = json.loads(response.sdk_http_response.body or "{}")
         return parse_result(data)
+
+    async def embed(self, request: EmbedRequest) -> Embeddings:
+        """One batchEmbedContents call (the SDK's `embed_content` with a list) for every text."""
+        async with _mapped_errors(self._secret, self._url):
+            response = await self.client.aio.models.embed_content(**gemini_arguments(request))
+        usage = getattr(response, "usage_metadata", None)
+        tokens = getattr(usage, "prompt_token_count", None) if usage is not None else None
+        return parse_gemini(response.embeddings, len(request.texts), tokens)
 
     async def aclose(self) -> None:
         await self.client.aio.aclose()

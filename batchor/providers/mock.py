@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from batchor.providers.base import Completion, LLMRequest, ProviderConfig
+from batchor.providers.base import Completion, Embeddings, EmbedRequest, LLMRequest, ProviderConfig
+from batchor.providers.embeddings import mock_vector
 from batchor.schema.sample_values import sample_value
+
+MOCK_SIZE = 256  # vector length for a model whose size the plan does not know
 
 
 def to_body(request: LLMRequest) -> dict[str, Any]:
@@ -34,6 +37,12 @@ class MockProvider:
 
     async def complete(self, request: LLMRequest) -> Completion:
         return answer(request)
+
+    async def embed(self, request: EmbedRequest) -> Embeddings:
+        """Deterministic unit vectors from each text's hash, of the planned size; tokens ~ chars/4."""
+        size = request.dimensions or request.size or MOCK_SIZE
+        return Embeddings(vectors=[mock_vector(text, size) for text in request.texts],
+                          input_tokens=sum(len(text) // 4 + 1 for text in request.texts), model=request.model)
 
     async def aclose(self) -> None:
         return None

@@ -17,11 +17,14 @@ from typing import Any
 from batchor.errors import BaseUrlMissingError, TransientProviderError
 from batchor.providers.base import (
     Completion,
+    Embeddings,
+    EmbedRequest,
     LLMRequest,
     ProviderConfig,
     read_api_key,
     refused,
 )
+from batchor.providers.embeddings import openai_body, parse_openai
 from batchor.providers.errors_map import classify, parse_retry_after
 from batchor.providers.media_parts import openai_chat_parts, openai_responses_parts, with_parts
 from batchor.providers.unreachable import unreachable
@@ -152,6 +155,15 @@ class OpenAIProvider:
         completion = parse_result(data, api=self.api)
         completion.rate_limits = rate_limit_headers(response.headers)
         return completion
+
+    async def embed(self, request: EmbedRequest) -> Embeddings:
+        """One /v1/embeddings call for every text of `request`."""
+        async with _mapped_errors(self._secret, str(self.client.base_url)):
+            response = await self.client.post("/embeddings", body=openai_body(request), cast_to=self._response_type)
+            data = json.loads(response.content)
+        answer = parse_openai(data, len(request.texts))
+        answer.rate_limits = rate_limit_headers(response.headers)
+        return answer
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -36,6 +36,7 @@ from batchor.providers.batch import (
     call_once,
     mapped_call,
 )
+from batchor.providers.embeddings import embed_request, openai_body, openai_completion
 from batchor.providers.errors_map import classify
 from batchor.providers.openai import _mapped_errors, parse_result, to_body
 
@@ -45,14 +46,17 @@ TAG = "batchor_batch"
 RECONCILE_SKEW_S = 600.0  # provider and local clocks may disagree by this much
 _STATES = {"validating": RUNNING, "in_progress": RUNNING, "finalizing": RUNNING, "cancelling": RUNNING,
            "completed": COMPLETED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
-_ENDPOINTS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+EMBEDDINGS = "embeddings"  # StepPlan.api of an embedding step
+_ENDPOINTS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", EMBEDDINGS: "/v1/embeddings"}
 _MISSING_CODES = ("batch_expired", "batch_cancelled")
 
 
 def encode_line(request: LLMRequest, *, api: str = "chat", strict: bool = True) -> bytes:
-    """One JSONL line of the input file: custom_id = request key, body = the realtime body."""
-    line = {"custom_id": request.key, "method": "POST", "url": _ENDPOINTS[api],
-            "body": to_body(request, api=api, strict=strict)}
+    """One JSONL line of the input file: custom_id = request key, body = the realtime body (an
+    embedding step's: its one text, see providers/embeddings.py)."""
+    body = (openai_body(embed_request(request), single=True) if api == EMBEDDINGS
+            else to_body(request, api=api, strict=strict))
+    line = {"custom_id": request.key, "method": "POST", "url": _ENDPOINTS[api], "body": body}
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
@@ -75,6 +79,8 @@ def parse_line(line: dict[str, Any], *, api: str = "chat") -> RowResult:
         return RowResult(key, error=classify(status, str(detail.get("message") or f"HTTP {status}"),
                                              detail.get("code")))
     try:
+        if api == EMBEDDINGS:
+            return RowResult(key, completion=openai_completion(body))
         return RowResult(key, completion=parse_result(body, api=api))
     except ProviderError as exc:
         return RowResult(key, error=exc)

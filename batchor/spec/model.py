@@ -212,16 +212,47 @@ class SqlStep(_Strict):
         return self
 
 
+class EmbedStep(_Strict):
+    """One embedding per row: the rendered `embed:` text becomes a vector of floats.
+
+    Texts are sent many per call (OpenAI up to 2,048 inputs and 300,000 tokens a call, Gemini
+    100), each cached under its own request key: the same text is never paid for twice. The
+    output column is a fixed-size float list (Parquet, DuckDB; JSON text in CSV), and later SQL
+    steps read it as `FLOAT[n]` for DuckDB's array functions (`array_cosine_similarity`).
+    """
+
+    embed: str
+    """The text to embed: a Jinja template over `row.<column>` and earlier steps' outputs."""
+    model: ModelOverride | None = None
+    """Model overrides for this step (an embedding model, e.g. text-embedding-3-small)."""
+    dimensions: int | None = Field(default=None, ge=1)
+    """Vector size, for models that can shorten theirs (OpenAI text-embedding-3-*, Gemini
+    gemini-embedding-001); default: the model's full size."""
+    when: str | None = None
+    """Jinja expression; rows where it is false skip this step (cost nothing)."""
+    depends_on: list[str] = Field(default_factory=list)
+    """Steps this one needs (inferred from the template when omitted)."""
+    mode: Literal["realtime", "batch", "auto"] | None = None
+    """Realtime API or provider Batch API (half price); default from `limits.mode`."""
+    deadline: str | None = None
+    """Overrides `limits.deadline` for this step (`mode: auto` stays realtime when set)."""
+    group_size: int | None = Field(default=None, ge=1)
+    """Most texts per realtime call (never above the provider's limit)."""
+
+
 def _step_kind(value: Any) -> str:
-    """A step with `sql:` is a SQL step; anything else is an LLM step (so errors name its keys)."""
+    """A step with `sql:` is a SQL step, one with `embed:` an embedding step; anything else is an
+    LLM step (so errors name its keys)."""
     if isinstance(value, dict):
-        return "sql_step" if "sql" in value else "llm_step"
+        return "sql_step" if "sql" in value else "embed_step" if "embed" in value else "llm_step"
+    if isinstance(value, EmbedStep):
+        return "embed_step"
     return "sql_step" if isinstance(value, SqlStep) else "llm_step"
 
 
-STEP_TAGS = ("llm_step", "sql_step")
-StepSpec = Annotated[Annotated[LLMStep, Tag("llm_step")] | Annotated[SqlStep, Tag("sql_step")],
-                     Discriminator(_step_kind)]
+STEP_TAGS = ("llm_step", "sql_step", "embed_step")
+StepSpec = Annotated[Annotated[LLMStep, Tag("llm_step")] | Annotated[SqlStep, Tag("sql_step")]
+                     | Annotated[EmbedStep, Tag("embed_step")], Discriminator(_step_kind)]
 
 
 class OutputSpec(_Strict):

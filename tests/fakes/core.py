@@ -101,6 +101,7 @@ class Call:
     body: dict[str, Any] = field(default_factory=dict)
     turns: tuple[tuple[str, str], ...] = ()  # (user | assistant, text) of the conversation, system left out
     media: list[dict[str, Any]] = field(default_factory=list)  # attachments received (media.py)
+    inputs: tuple[str, ...] = ()  # an embeddings call's texts (embedding_routes.py)
 
     @property
     def asked(self) -> str:
@@ -244,6 +245,8 @@ class Stats:
         self.media: list[dict[str, Any]] = []  # attachments of accepted calls, with their prompt
         self.bodies: list[Any] = []  # the first request bodies received, as sent (`show --prompts` is checked on them)
         self.scripted_served = 0  # canned answers (config `scripted_answers`) sent so far
+        self.embedded: Counter[str] = Counter()  # prompt_key of each text embedded -> times (embedding_routes.py)
+        self.embed_calls: list[int] = []  # texts per answered embeddings call (a batch line counts as one)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -269,6 +272,8 @@ class Stats:
             "reasks": list(self.reasks),
             "media": list(self.media),
             "scripted_served": self.scripted_served,
+            "embedded": dict(self.embedded),
+            "embed_calls": list(self.embed_calls),
         }
 
 
@@ -425,6 +430,10 @@ class Fake:
     def count_answer(self, call: Call) -> None:
         """One more answer to the call's prompt (and, for a re-ask, what it was told)."""
         self.stats.by_prompt[prompt_key(call.asked)] += 1
+        if call.inputs:
+            self.stats.embed_calls.append(len(call.inputs))
+            for text in call.inputs:
+                self.stats.embedded[prompt_key(text)] += 1
         if call.feedback is not None:
             rejected, feedback = call.feedback
             self.stats.reasks.append({"prompt": call.asked, "rejected": rejected, "feedback": feedback})

@@ -29,7 +29,7 @@ ENDPOINTS = (
     "anthropic.batches.results", "anthropic.batches.cancel",
     "gemini.batches.create", "gemini.batches.list", "gemini.batches.get", "gemini.batches.cancel",
     "gemini.batches.delete", "gemini.files.upload", "gemini.files.get", "gemini.files.download",
-    "gemini.files.delete",
+    "gemini.files.delete", "openai.embeddings", "gemini.batch_embed_contents",
 )  # fmt: skip
 KINDS = ("ok", "timeout", "disconnect", "quota")
 Handler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import media
+from . import embedding_routes, media
 from .core import Answer, Call, Provider, Route, content_text, conversation, last_user
 from .limits import Snapshot
 
@@ -170,6 +170,13 @@ PROVIDER = Provider(
             "gemini.generate_content",
             parse_generate,
             render_generate,
+        ),
+        Route(
+            "POST",
+            r"/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):batchEmbedContents",
+            "gemini.batch_embed_contents",
+            embedding_routes.parse_gemini,
+            embedding_routes.render_gemini,
         ),
     ),
     error_body=error_body,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from . import media
+from . import embedding_routes, media
 from .core import Answer, Call, Provider, Route, content_text, conversation, last_user
 from .limits import Snapshot
 
@@ -232,6 +232,8 @@ PROVIDER = Provider(
     routes=(
         Route("POST", r"/v1/chat/completions", "openai.chat_completions", parse_chat, render_chat),
         Route("POST", r"/v1/responses", "openai.responses", parse_responses, render_responses),
+        Route("POST", r"/v1/embeddings", "openai.embeddings", embedding_routes.parse_openai,
+              embedding_routes.render_openai),
     ),
     error_body=error_body,
     quota_error=quota_error,

@@ -37,6 +37,7 @@ from . import (
     openai_routes,
 )
 from .core import Fake, Provider, Route
+from .faults import ENDPOINTS as FAULT_ENDPOINTS
 from .faults import with_faults
 from .wire import Request, Response, json_response, serve
 
@@ -62,7 +63,8 @@ class App:
         self.patterns: list[tuple[str, re.Pattern[str], RouteHandler]] = []
         for provider in providers:
             for route in provider.routes:
-                self.add(route.method, route.pattern, self._model_handler(provider, route))
+                named = route.endpoint if route.endpoint in FAULT_ENDPOINTS else None  # behind a fault plan
+                self.add(route.method, route.pattern, self._model_handler(provider, route), named)
         for batch_routes in BATCH_ROUTES:
             batch_routes.register(self)
 

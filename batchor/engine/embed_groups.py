@@ -1,0 +1,236 @@
+"""Realtime embedding steps: many texts per call, each text still its own request.
+
+The realtime executor's producer cuts an embedding step's work items into `WorkGroup`s within
+the provider's limits (OpenAI 2,048 texts and 300,000 tokens a call, Gemini 100; a step's
+`group_size` lowers them), so 100,000 rows take about 50 calls, not 100,000. A group is sent like
+one row: budget reserved first, paced by the limiter, 429s waited out, transient errors retried.
+
+Each text keeps its own request key, attempts and result. An answered call is billed once and
+its cost split over its texts by their token counts (the call's usage shared in proportion to
+the plan's counts), so every text's attempt carries its share and the shares add up to the
+call. A text whose vector is missing or the wrong size is retried in a smaller group; a call
+refused as a whole (400: one text too long, say) is split in halves until the bad text fails
+alone, so one bad row never costs the others their answer.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator
+
+from batchor.engine.types import StepRuntime, WorkItem
+from batchor.errors import (
+    ContextLengthError,
+    InvalidOutputError,
+    InvalidRequestError,
+    ProviderError,
+    RateLimitedError,
+)
+from batchor.plan.context import too_long
+from batchor.plan.embed_models import GroupLimits, group_limits
+from batchor.plan.request import embed_text
+from batchor.providers import provider_info
+from batchor.providers.base import Completion, Embedder, Embeddings, EmbedRequest
+from batchor.providers.embeddings import vector_json
+
+if TYPE_CHECKING:
+    from batchor.engine.budget import Hold
+    from batchor.engine.realtime import RealtimeExecutor
+    from batchor.engine.seats import Seat
+
+
+@dataclass(slots=True)
+class WorkGroup:
+    """Texts of one embedding step sent in one call."""
+
+    step: str
+    items: list[WorkItem] = field(default_factory=list)
+    tokens: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.items[0].key
+
+
+class Grouper:
+    """Cuts the work items of embedding steps into groups; other items pass through."""
+
+    def __init__(self, steps: dict[str, StepRuntime]) -> None:
+        self.limits: dict[str, GroupLimits] = {
+            name: group_limits(r.plan.provider, provider_info(r.plan.provider).adapter, r.plan.group_size)
+            for name, r in steps.items() if r.plan.kind == "embed"}
+        self.open: dict[str, WorkGroup] = {}
+
+    def add(self, item: WorkItem) -> Iterator[WorkItem | WorkGroup]:
+        """What is ready to send once `item` is in: the item itself, a full group, or nothing yet."""
+        limits = self.limits.get(item.step)
+        if limits is None:
+            yield item
+            return
+        group = self.open.setdefault(item.step, WorkGroup(item.step))
+        if group.items and limits.tokens is not None and group.tokens + item.input_tokens > limits.tokens:
+            yield self.open.pop(item.step)
+            group = self.open.setdefault(item.step, WorkGroup(item.step))
+        group.items.append(item)
+        group.tokens += item.input_tokens
+        if len(group.items) >= limits.inputs:
+            yield self.open.pop(item.step)
+
+    def rest(self) -> list[WorkGroup]:
+        """The groups not full when the items ran out."""
+        groups, self.open = list(self.open.values()), {}
+        return groups
+
+
+def group_upper_cost(runtime: StepRuntime, items: list[WorkItem]) -> float:
+    """Worst case of one call for `items` (input tokens only: embeddings have no output)."""
+    if runtime.price is None:
+        return 0.0
+    tokens = int(sum(i.input_tokens for i in items) * runtime.plan.token_upper_factor)
+    return runtime.price.cost(tokens, 0, batch=False)
+
+
+class GroupSender:
+    """Sends one group through the executor's budget, limiter, seats and recorder."""
+
+    def __init__(self, ex: RealtimeExecutor, runtime: StepRuntime, hold: Hold, seat: Seat) -> None:
+        self.ex, self.runtime, self.hold, self.seat = ex, runtime, hold, seat
+        self.plan = runtime.plan
+
+    async def send(self, group: WorkGroup) -> None:
+        """Rows that cannot be sent fail alone (before any call); the others go in one call."""
+        ready = []
+        for item in group.items:
+            problem = self._unsendable(item)
+            if problem is None:
+                ready.append(item)
+            else:
+                self.ex.recorder.fail(item, 0, problem)
+        if ready:
+            await self._send(ready, 1)
+
+    def _unsendable(self, item: WorkItem) -> ProviderError | None:
+        if not embed_text(item.messages).strip():
+            return InvalidRequestError("the text to embed is empty (not sent)")
+        if too_long(item.input_tokens, 0, self.plan.context_window):
+            return ContextLengthError(f"text has {item.input_tokens} tokens, more than the {self.plan.context_window} "
+                                      f"{self.plan.model} embeds (not sent)")
+        return None
+
+    async def _send(self, items: list[WorkItem], attempt: int) -> None:
+        """Attempts of `items` together until each is answered or failed, or the run stops."""
+        while items:
+            if not await self.ex._reserve(self.hold, group_upper_cost(self.runtime, items)):
+                return  # budget reached: the rows stay pending
+            error, items = await self._attempt(items, attempt)
+            if error is None or not items:
+                return
+            if _splittable(error) and len(items) > 1:  # refused as a whole: find the text it refuses
+                half = len(items) // 2
+                await self._send(items[:half], attempt + 1)
+                await self._send(items[half:], attempt + 1)
+                return
+            if not error.transient or attempt >= self.ex.max_attempts or self.ex.stop.stopped:
+                for item in items:
+                    self.ex.recorder.fail(item, attempt, error)
+                return
+            self.ex.progress.retries += len(items)
+            await self.seat.wait(self.ex.sleep, _backoff(self.ex, attempt, error))
+            if self.ex.stop.stopped:
+                return
+            attempt += 1
+
+    async def _attempt(self, items: list[WorkItem], attempt: int) -> tuple[ProviderError | None, list[WorkItem]]:
+        """One call (429s waited out inside it): (error, the items it leaves without a vector)."""
+        waits = 0
+        request = EmbedRequest(self.plan.model, tuple(embed_text(i.messages) for i in items),
+                               self.plan.params.get("dimensions"), self.plan.dimensions)
+        while True:
+            sent_at = await self.ex.limiter.acquire(sum(i.input_tokens for i in items))
+            started = time.monotonic()
+            self.ex.progress.in_flight += 1
+            try:
+                answer = await self.ex._call_embed(self._embedder(), request)
+            except RateLimitedError as exc:
+                waits += 1
+                self.ex.progress.rate_limited += 1
+                wait = self.ex.limiter.on_rate_limited(exc, sent_at)
+                self._call_failed(items, attempt, exc, started)
+                if waits > self.ex.max_rate_limit_waits or self.ex.stop.stopped:
+                    return exc, items
+                await self.seat.wait(self.ex.sleep, wait)
+                if self.ex.stop.stopped:
+                    return None, items
+                continue
+            except ProviderError as exc:
+                self._call_failed(items, attempt, exc, started)
+                kept = self.ex._beyond_the_row(exc)
+                return kept, items if kept is not None else []
+            finally:
+                self.ex.progress.in_flight -= 1
+            self.ex.limiter.on_success(answer.rate_limits)
+            left = self._record(items, attempt, answer, int((time.monotonic() - started) * 1000))
+            if left:
+                return InvalidOutputError(f"the answer lacked {len(left)} of {len(items)} vectors "
+                                          f"(or they were not {self.plan.dimensions} long)"), left
+            return None, []
+
+    def _embedder(self) -> Embedder:
+        provider = self.runtime.provider
+        if not isinstance(provider, Embedder):
+            raise InvalidRequestError(f"provider {self.plan.provider} cannot embed texts")
+        return provider
+
+    def _call_failed(self, items: list[WorkItem], attempt: int, exc: ProviderError, started: float) -> None:
+        ms = int((time.monotonic() - started) * 1000)
+        for item in items:  # nothing billed: the reservation stays for the next try
+            self.ex.recorder.call_failed(item, self.runtime, attempt, exc, duration_ms=ms)
+
+    def _record(self, items: list[WorkItem], attempt: int, answer: Embeddings, ms: int) -> list[WorkItem]:
+        """Every text's share of the billed call; the texts without a good vector are returned."""
+        shares = token_shares([i.input_tokens for i in items], answer.input_tokens if answer.usage_known else None)
+        left, spent = [], 0.0
+        for item, vector, tokens in zip(items, answer.vectors, shares):
+            good = vector is not None and (self.plan.dimensions is None or len(vector) == self.plan.dimensions)
+            text = vector_json(vector) if good and vector is not None else ""
+            completion = Completion(text=text, input_tokens=tokens, output_tokens=0, finish_reason="stop",
+                                    model=answer.model,
+                                    usage_known=answer.usage_known,
+                                    raw={"model": answer.model, "texts_in_call": len(items), "tokens": tokens})
+            error = None if good else InvalidOutputError("the answer had no vector of the right size for this text")
+            spent += self.ex.recorder.billed(item, self.runtime, attempt, completion, error, duration_ms=ms)
+            if good:
+                self.ex.recorder.succeed(item, attempt, completion.text, completion)
+            else:
+                left.append(item)
+        self.hold.settle(spent)
+        return left
+
+
+def token_shares(counted: list[int], billed: int | None) -> list[int]:
+    """The call's billed tokens split over its texts in proportion to their counts (largest
+    remainders, so the shares add up to the bill); without usage, the counts themselves."""
+    if billed is None:
+        return list(counted)
+    total = sum(counted)
+    if total <= 0:
+        base = [billed // len(counted)] * len(counted)
+        base[0] += billed - sum(base)
+        return base
+    exact = [billed * n / total for n in counted]
+    shares = [int(x) for x in exact]
+    for i in sorted(range(len(exact)), key=lambda i: exact[i] - shares[i], reverse=True)[: billed - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def _splittable(error: ProviderError) -> bool:
+    """A call refused for what it carries (a 400-class error): one of its texts may be the cause."""
+    return not error.transient and isinstance(error, InvalidRequestError) and error.status in (400, 413, 422)
+
+
+def _backoff(ex: RealtimeExecutor, attempt: int, error: ProviderError) -> float:
+    from batchor.engine.retry import backoff_delay
+
+    return backoff_delay(attempt, retry_after=error.retry_after, rng=ex.rng)

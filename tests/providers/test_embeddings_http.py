@@ -1,0 +1,220 @@
+"""Embedding steps end to end: the real openai and google-genai SDKs over HTTP against the fake,
+which checks each request's shape as the APIs do and counts texts per call; the real DuckDB
+state and output files."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from batchor import api
+from batchor.errors import SpecError
+from tests.conftest import write_csv
+from tests.engine.batch_helpers import FAST
+from tests.fakes.answers import prompt_key
+from tests.fakes.lengths import count_tokens
+from tests.providers.test_providers_http import query
+
+PRICE = {"text-embedding-3-small": 0.02, "gemini-embedding-001": 0.15}  # USD per million input tokens
+
+
+def texts(n: int, prefix: str = "review") -> list[dict[str, str]]:
+    return [{"id": f"r{i}", "text": f"{prefix} number {i} says the product is fine"} for i in range(n)]
+
+
+def embed_job(folder: Path, rows: list[dict[str, str]], *, provider: str = "openai",
+              model: str = "text-embedding-3-small", step: dict[str, Any] | None = None,
+              block: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
+              steps: dict[str, Any] | None = None, output: str = "out/results.parquet") -> Path:
+    write_csv(folder / "rows.csv", rows)
+    spec = {"version": 1, "name": "embed", "input": {"path": "rows.csv", "key": "id"},
+            "model": {"provider": "openai", "name": "gpt-4.1-mini"},
+            "steps": {"vec": {"embed": "{{ row.text }}", "dimensions": 8,
+                              "model": {"provider": provider, "name": model, **(block or {})}, **(step or {})},
+                      **(steps or {})},
+            "output": {"path": output},
+            "limits": {"concurrency": 4, "max_attempts": 3, "request_timeout_s": 10, **(limits or {})}}
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def apply(folder: Path, spec: Path, **kwargs: Any):
+    return api.apply(spec, state=str(folder / "state.duckdb"), handle_signals=False, progress=False, **kwargs)
+
+
+def attempts(folder: Path) -> list[tuple]:
+    return query(folder, "SELECT request_key, attempt, outcome, input_tokens, output_tokens, cost_usd, estimated "
+                         "FROM attempts ORDER BY request_key, attempt")
+
+
+def test_openai_sends_many_texts_per_call_within_its_limit(fake, workdir):
+    spec = embed_job(workdir, texts(2100))
+    outcome = apply(workdir, spec)
+    assert outcome.status == "succeeded" and outcome.succeeded == 2100
+    stats = fake.stats()
+    assert sorted(stats["embed_calls"]) == [52, 2048]  # ceil(2100 / 2048) calls, at most 2048 texts each
+    assert stats["by_endpoint"] == {"openai.embeddings": 2}
+    assert len(stats["embedded"]) == 2100 and set(stats["embedded"].values()) == {1}
+
+
+def test_group_size_lowers_the_texts_per_call(fake, workdir):
+    spec = embed_job(workdir, texts(250), step={"group_size": 100})
+    assert apply(workdir, spec).succeeded == 250
+    assert sorted(fake.stats()["embed_calls"]) == [50, 100, 100]
+
+
+def test_same_text_is_paid_once_and_a_second_apply_pays_nothing(fake, workdir):
+    rows = texts(30) + [{"id": f"dup{i}", "text": "review number 3 says the product is fine"} for i in range(5)]
+    spec = embed_job(workdir, rows)
+    first = apply(workdir, spec)
+    assert first.succeeded == 30 and fake.stats()["embedded"][prompt_key(rows[3]["text"])] == 1
+    assert sum(fake.stats()["embed_calls"]) == 30  # 35 rows, 30 distinct texts
+    assert pq.read_table(workdir / "out" / "results.parquet").column("vec").null_count == 0
+    fake.reset()
+    again = apply(workdir, spec)
+    assert again.status == "succeeded" and again.cost_usd == 0 and fake.stats()["requests"] == 0
+
+
+def test_each_text_carries_its_share_of_the_billed_call(fake, workdir):
+    rows = [{"id": "a", "text": "short"}, {"id": "b", "text": "a much longer text " * 20}]
+    spec = embed_job(workdir, rows)
+    outcome = apply(workdir, spec)
+    billed = sum(count_tokens(r["text"], "chars/4") for r in rows)  # the fake's usage
+    recorded = attempts(workdir)
+    assert [r[2] for r in recorded] == ["ok", "ok"]
+    assert sum(r[3] for r in recorded) == billed and all(r[4] == 0 for r in recorded)
+    assert sum(r[5] for r in recorded) == pytest.approx(billed * PRICE["text-embedding-3-small"] / 1e6)
+    long_share = max(r[3] for r in recorded)
+    assert long_share > 10 * min(r[3] for r in recorded)  # split by the texts' token counts
+    assert outcome.cost_usd == pytest.approx(sum(r[5] for r in recorded))
+
+
+@pytest.mark.parametrize("fault", ["429", "500"])
+def test_a_refused_call_is_sent_again_and_every_row_answered(fake, workdir, fault):
+    fake.configure(fault_plan={"openai.embeddings": [fault, "ok"]}, retry_after_s=0.01)
+    spec = embed_job(workdir, texts(10))
+    outcome = apply(workdir, spec)
+    assert outcome.status == "succeeded" and outcome.succeeded == 10
+    stats = fake.stats()
+    assert stats["endpoint_calls"]["openai.embeddings"] == 2 and stats["embed_calls"] == [10]
+    by_row: dict[str, list[str]] = {}
+    for key, _, outcome, *_ in attempts(workdir):
+        by_row.setdefault(key, []).append(outcome)
+    refused = "rate_limited" if fault == "429" else "provider_unavailable"
+    assert len(by_row) == 10 and all(sorted(o) == sorted([refused, "ok"]) for o in by_row.values())
+
+
+def test_a_text_the_api_refuses_fails_alone(fake, workdir):
+    rows = texts(16)
+    rows[5]["text"] = "POISON text the provider refuses"
+    fake.configure(fail_matching={"POISON": 400})
+    spec = embed_job(workdir, rows)
+    outcome = apply(workdir, spec)
+    assert outcome.status == "partial" and (outcome.succeeded, outcome.failed) == (15, 1)
+    failed = query(workdir, "SELECT error_code FROM results WHERE status = 'failed'")
+    assert failed == [("invalid_request",)]
+    assert sum(fake.stats()["embed_calls"]) == 15  # every other text answered once: none paid twice
+    assert len(fake.stats()["embed_calls"]) <= 2 * math.ceil(math.log2(16))
+
+
+def test_empty_and_too_long_texts_fail_before_any_call(fake, workdir):
+    rows = texts(3) + [{"id": "empty", "text": ""}, {"id": "long", "text": "word " * 9000}]
+    spec = embed_job(workdir, rows)
+    outcome = apply(workdir, spec)
+    assert (outcome.succeeded, outcome.failed) == (3, 2)
+    assert fake.stats()["embed_calls"] == [3]
+    codes = sorted(r[0] for r in query(workdir, "SELECT error_code FROM results WHERE status = 'failed'"))
+    assert codes == ["context_length", "invalid_request"]
+
+
+def test_gemini_groups_at_most_100_texts_per_call(fake, workdir):
+    spec = embed_job(workdir, texts(250), provider="gemini", model="gemini-embedding-001")
+    outcome = apply(workdir, spec)
+    assert outcome.succeeded == 250
+    assert sorted(fake.stats()["embed_calls"]) == [50, 100, 100]
+    assert fake.stats()["by_endpoint"] == {"gemini.batch_embed_contents": 3}
+    recorded = attempts(workdir)
+    assert all(r[6] for r in recorded)  # Gemini sends no usage: the cost is the plan's count, an estimate
+    plan_tokens = api.plan(spec, state=str(workdir / "x.duckdb"), save=False).header.steps[0].counts.input_tokens
+    assert sum(r[5] for r in recorded) == pytest.approx(plan_tokens * PRICE["gemini-embedding-001"] / 1e6)
+
+
+def test_an_openai_compatible_server_embeds_for_free(fake, workdir):
+    spec = embed_job(workdir, texts(5), provider="vllm", model="BAAI/bge-small",
+                     block={"base_url": fake.openai_base_url}, step={"dimensions": None})
+    outcome = apply(workdir, spec)
+    assert outcome.succeeded == 5 and outcome.cost_usd == 0
+    table = pq.read_table(workdir / "out" / "results.parquet")
+    assert len(table.column("vec")[0].as_py()) == 32  # the server's size, learnt from its answers
+
+
+def test_openai_batch_api_on_v1_embeddings(fake, workdir):
+    spec = embed_job(workdir, texts(12), limits=FAST)
+    outcome = apply(workdir, spec)
+    assert outcome.status == "succeeded" and outcome.succeeded == 12
+    stats = fake.stats()
+    assert stats["batches_created"] == 1 and stats["by_endpoint"] == {} and stats["batch_rows"] == 12
+    recorded = attempts(workdir)
+    tokens = sum(r[3] for r in recorded)
+    assert sum(r[5] for r in recorded) == pytest.approx(tokens * PRICE["text-embedding-3-small"] / 2 / 1e6)
+
+
+def test_output_columns_are_float_lists_and_json_text_in_csv(fake, workdir):
+    rows = texts(3)
+    for output in ("out/r.parquet", "out/r.duckdb", "out/r.csv", "out/r.jsonl"):
+        apply(workdir, embed_job(workdir, rows, output=output))
+    assert str(pq.read_schema(workdir / "out" / "r.parquet").field("vec").type) == "list<element: float>"
+    db = duckdb.connect(str(workdir / "out" / "r.duckdb"), read_only=True)
+    assert db.execute("SELECT typeof(vec) FROM results LIMIT 1").fetchall() == [("FLOAT[8]",)]
+    db.close()
+    csv_vec = (workdir / "out" / "r.csv").read_text().splitlines()[1]
+    assert json.loads(csv_vec[csv_vec.index('"[') + 1: csv_vec.index(']"') + 1]).__len__() == 8
+    line = json.loads((workdir / "out" / "r.jsonl").read_text().splitlines()[0])
+    assert len(line["vec"]) == 8 and math.isclose(sum(v * v for v in line["vec"]), 1.0, rel_tol=1e-5)
+
+
+def test_a_sql_step_finds_near_duplicates_with_array_functions(fake, workdir):
+    rows = texts(4) + [{"id": "copy", "text": texts(4)[1]["text"]}]
+    near = {"sql": "SELECT a._row_key, max(array_cosine_similarity(a.vec, b.vec)) > 0.99 AS duplicate "
+                   "FROM rows a JOIN rows b ON a._row_key <> b._row_key GROUP BY a._row_key"}
+    spec = embed_job(workdir, rows, steps={"near": near}, output="out/r.csv")
+    assert apply(workdir, spec).status == "succeeded"
+    out = duckdb.read_csv(str(workdir / "out" / "r.csv")).fetchall()
+    flagged = sorted(r[0] for r in out if r[3] is True)
+    assert flagged == ["copy", "r1"]
+
+
+def test_mock_gives_deterministic_vectors_of_the_requested_size(fake, workdir):
+    spec = embed_job(workdir, texts(3), step={"dimensions": 5})
+    apply(workdir, spec, mock=True)
+    first = pq.read_table(workdir / "out" / "results.parquet").column("vec").to_pylist()
+    apply(workdir, spec, mock=True, no_cache=True)
+    assert pq.read_table(workdir / "out" / "results.parquet").column("vec").to_pylist() == first
+    assert [len(v) for v in first] == [5, 5, 5] and fake.stats()["requests"] == 0
+
+
+def test_the_plan_prices_input_tokens_only(workdir):
+    spec = embed_job(workdir, texts(10))
+    step = api.plan(spec, state=str(workdir / "state.duckdb"), save=False).header.steps[0]
+    assert step.kind == "embed" and step.dimensions == 8 and step.counts.output_tokens_upper == 0
+    assert step.counts.cost_upper == pytest.approx(step.counts.input_tokens * 0.02 / 1e6)
+    assert not step.counts.estimated  # OpenAI's tokenizer: exact, without any chat overhead
+
+
+@pytest.mark.parametrize("model, dimensions, message", [
+    ("gpt-4.1-mini", 8, "not an embedding model"),
+    ("text-embedding-ada-002", 8, "cannot shorten"),
+    ("text-embedding-3-small", 4096, "more than text-embedding-3-small gives"),
+])
+def test_the_plan_refuses_a_wrong_model_or_size(workdir, model, dimensions, message):
+    spec = embed_job(workdir, texts(2), model=model, step={"dimensions": dimensions})
+    with pytest.raises(SpecError, match=message):
+        api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
