@@ -21,7 +21,7 @@ from batchor.plan.endpoint import check_endpoints
 from batchor.plan.plan_file import CompiledPlan, load_plan
 from batchor.plan.steps import Overrides
 from batchor.plan.validate import ValidationReport, validate_loaded
-from batchor.plan.variants import changes_the_model, variant_tags
+from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
 from batchor.quality import check_plan, checks_after_run
 from batchor.report.live import LiveView
 from batchor.report.live import wanted as live_wanted
@@ -47,12 +47,13 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
          save: bool | str | Path = True, retry_failed: bool = False, pilot: int | None = None) -> CompiledPlan:
     """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`.
     `retry_failed` plans requests that failed for good earlier (deterministic errors) again.
-    With `limit`, `sample`, `model` or `data` the run is partial: its output file is written
+    With `limit`, `sample`, `model`, `mock` or `data` the run is partial: its output file is written
     beside the spec's (`out.limit-100.csv`, ...), never over it (plan/variants.py)."""
     check_arguments(mode=mode, limit=limit, sample=sample, pilot=pilot)
     loaded = load_spec(spec)
     variant = variant_tags(pilot=pilot, limit=limit, sample=sample, data=data is not None,
-                           model=model if changes_the_model(loaded.spec, model) else None)
+                           model=model if changes_the_model(loaded.spec, model) else None,
+                           mock=changes_the_provider(loaded.spec, mock))
     sample = pilot or sample  # a pilot is a seeded sample that writes beside the spec's output
     found = find_state(state, loaded.spec.state, loaded.base_dir)
     location = found.location

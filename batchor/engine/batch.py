@@ -29,6 +29,7 @@ from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
 from batchor.engine.recorder import ReaskPolicy, Recorder
+from batchor.engine.resume import interrupted_reasks
 from batchor.engine.sink import ResultSink
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
@@ -226,6 +227,7 @@ class _Lane(Collecting):
         recorder = Recorder(self.ex.sink, self.ex.progress)
         self.judge = RowJudge(self.runtime, recorder, self.ex.progress, self.ex.stop,
                               self.ex.limits.max_attempts, attempts, ReaskPolicy.from_limits(self.ex.limits))
+        self.judge.resume_reasks(self.items, interrupted_reasks(self.ex.sink.store, [self.plan.name]))
         self.chunk = ledger.next_chunk(self.ex.job_id, self.plan.name)
         self.ex.emit(Event("batch_step", {"step": self.plan.name, "queued": len(self.queue),
                                           "reattached": len(self.live), "in_flight_rows": len(in_flight)}))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from batchor.engine.events import Progress
 from batchor.engine.recorder import ReaskPolicy, Recorder
+from batchor.engine.resume import Interrupted, resumed_request
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.errors import (
     AttachmentError,
@@ -38,6 +39,15 @@ class RowJudge:
         self.attempts = attempts  # key -> (attempts used, free retries)
         self.reask = reask or ReaskPolicy()
         self.reasks: dict[str, LLMRequest] = {}  # rows whose next attempt differs from the planned request
+
+    def resume_reasks(self, items: dict[str, WorkItem], interrupted: dict[str, Interrupted]) -> None:
+        """Rows whose re-ask a crashed process never sent send it next (engine/resume.py)."""
+        for key, found in interrupted.items():
+            if key in items:
+                try:
+                    self.reasks[key] = resumed_request(self.runtime.request(items[key]), found)
+                except AttachmentError:  # its file changed since: the planned request fails alone
+                    continue
 
     def request(self, item: WorkItem) -> LLMRequest:
         """The request a row's next attempt sends (a re-ask's own, else the planned one)."""

@@ -24,6 +24,7 @@ from batchor.engine.limits import RunLimits
 from batchor.engine.reachability import STOP_REASON as UNREACHABLE
 from batchor.engine.reachability import Reachability
 from batchor.engine.recorder import ReaskPolicy, Recorder
+from batchor.engine.resume import interrupted_reasks, rejection, resumed_request
 from batchor.engine.retry import backoff_delay
 from batchor.engine.seats import Seat, Seats
 from batchor.engine.sink import ResultSink
@@ -60,6 +61,7 @@ class RealtimeExecutor:
         self.budget, self.sink, self.progress, self.emit, self.stop = budget, sink, progress, emit, stop
         self.recorder = Recorder(sink, progress)
         self.reask = ReaskPolicy.from_limits(limits)
+        self.interrupted = interrupted_reasks(sink.store, steps)  # re-asks a crashed process did not send
         self.sleep = sleep
         self.rng = random.Random(seed)
         self._last_progress = 0.0
@@ -126,6 +128,14 @@ class RealtimeExecutor:
         except AttachmentError as exc:  # planned as unsendable, or the file changed since: fails alone
             self.recorder.fail(item, 0, exc)
             return
+        interrupted = self.interrupted.pop(item.key, None)
+        if interrupted is not None:  # its re-ask was never sent: send it now, after the attempts made
+            if interrupted.attempts >= self.max_attempts:
+                self.recorder.fail(item, interrupted.attempts, rejection(interrupted))
+                return
+            request, attempt = resumed_request(request, interrupted), interrupted.attempts
+            if not await self._reserve(hold, step.attempt_upper_cost(item, request)):
+                return
         while True:
             attempt += 1
             error = await self._attempt(item, step, request, attempt, hold, seat)

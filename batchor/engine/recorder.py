@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from batchor.engine.events import Progress
+from batchor.engine.resume import feedback_record
 from batchor.engine.sink import ResultSink
 from batchor.errors import InvalidOutputError, ProviderError, TruncatedOutputError
 from batchor.plan.model import StepPlan
@@ -139,7 +140,8 @@ class Recorder:
                               input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
                               cost_usd=spent.cost, estimated=spent.estimated, step=item.step,
                               # a first attempt sends the planned request: its count calibrates the plan's
-                              counted_input_tokens=item.input_tokens if attempt == 1 else None)
+                              counted_input_tokens=item.input_tokens if attempt == 1 else None,
+                              feedback=feedback_record(error))
         self._spent[item.key] = self._spent.get(item.key, 0.0) + spent.cost
         if counted:
             self.progress.add_spend(spent.cost, spent.input_tokens, spent.output_tokens, wasted=error is not None,

@@ -41,12 +41,12 @@ class ResultSink:
     def add_attempt(self, *, key: str, attempt: int, outcome: str, status_code: int | None,
                     error: str | None, duration_ms: int, raw: bytes | None = None, input_tokens: int = 0,
                     output_tokens: int = 0, cost_usd: float = 0.0, estimated: bool = False, step: str | None = None,
-                    counted_input_tokens: int | None = None) -> None:
+                    counted_input_tokens: int | None = None, feedback: str | None = None) -> None:
         """One provider call of a row (see engine/recorder.py): billed tokens and cost, 0 when unanswered;
         `counted_input_tokens` is the plan's count of what was sent (None when the request differs)."""
         kept = raw if (raw and self.keep_raw) else None  # compressed by the flush, off the event loop
         values = (key, self.run_id, attempt, outcome, status_code, error, duration_ms, kept, input_tokens,
-                  output_tokens, cost_usd, estimated, step, counted_input_tokens)
+                  output_tokens, cost_usd, estimated, step, counted_input_tokens, feedback)
         for name, value in zip(self._attempts, values):
             self._attempts[name].append(value)
 

@@ -1,10 +1,10 @@
 """Partial runs write beside the spec's output, never over it.
 
-A pilot, `--limit`, `--sample`, a `--model` override or a run on data handed to the Python API
-answers something other than what the spec describes, so its output file is named after what it
-is (`out.limit-100.csv`, `out.sample-50.csv`, `out.model-gpt-4o.csv`, `out.pilot.csv`,
-`out.data.csv`) and the spec's real output stays as the last full run left it. `--output` still
-says exactly where to write.
+A pilot, `--limit`, `--sample`, a `--model` override, a `--mock` rehearsal or a run on data
+handed to the Python API answers something other than what the spec describes, so its output file
+is named after what it is (`out.limit-100.csv`, `out.sample-50.csv`, `out.model-gpt-4o.csv`,
+`out.mock.csv`, `out.pilot.csv`, `out.data.csv`) and the spec's real output stays as the last full
+run left it. `--output` still says exactly where to write.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def variant_tags(*, pilot: int | None = None, limit: int | None = None, sample: int | None = None,
-                 model: str | None = None, data: bool = False) -> tuple[str, ...]:
+                 model: str | None = None, data: bool = False, mock: bool = False) -> tuple[str, ...]:
     """What makes a run partial, as file-name parts, in a fixed order (empty: a full run)."""
     tags: list[str] = []
     if pilot is not None:
@@ -30,6 +30,8 @@ def variant_tags(*, pilot: int | None = None, limit: int | None = None, sample: 
     if model:
         name = model.split(":", 1)[-1]  # `provider:name`: the name says enough
         tags.append("model-" + (_UNSAFE.sub("-", name).strip("-.") or "override"))
+    if mock:
+        tags.append("mock")
     if data:
         tags.append("data")
     return tuple(tags)
@@ -51,6 +53,19 @@ def changes_the_model(spec: JobSpec, model: str | None) -> bool:
     return False
 
 
+def changes_the_provider(spec: JobSpec, mock: bool) -> bool:
+    """Whether `--mock` answers in place of a real provider (a spec that is all `mock` already
+    rehearses: its run is a full one)."""
+    if not mock:
+        return False
+    return any(_provider(spec, step) != "mock" for step in spec.steps.values() if not isinstance(step, SqlStep))
+
+
+def _provider(spec: JobSpec, step: object) -> str | None:
+    own = getattr(step, "model", None)
+    return (own.provider if own is not None else None) or spec.model.provider
+
+
 def variant_path(path: Path, tags: tuple[str, ...]) -> Path:
     """`out/results.csv` + (limit-100,) -> `out/results.limit-100.csv`."""
     if not tags:
@@ -60,5 +75,5 @@ def variant_path(path: Path, tags: tuple[str, ...]) -> Path:
 
 def variant_reason(tags: tuple[str, ...]) -> str:
     """Why the output is not the spec's, for the plan summary."""
-    words = {"pilot": "a pilot", "data": "data given to the API"}
+    words = {"pilot": "a pilot", "data": "data given to the API", "mock": "--mock"}
     return ", ".join(words.get(t, "--" + t.split("-", 1)[0]) for t in tags)

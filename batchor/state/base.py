@@ -45,6 +45,8 @@ ATTEMPT_SCHEMA = pa.schema([
     # the provider's reported count over this one calibrates the next plans (state/answer_stats.py).
     ("step", pa.string()),
     ("counted_input_tokens", pa.int32()),
+    # A rejected answer and what broke which rule (JSON), so a re-ask survives a crash (engine/resume.py).
+    ("feedback", pa.string()),
 ])
 
 

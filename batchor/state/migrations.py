@@ -5,7 +5,7 @@ Append new migrations; never edit a released one. The version is stored in `batc
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -68,4 +68,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "ALTER TABLE attempts ADD COLUMN step VARCHAR",
         "ALTER TABLE attempts ADD COLUMN counted_input_tokens INTEGER",
     ]),
+    # Re-ask with feedback survives a crash: a rejected attempt keeps the answer and the violations.
+    (6, ["ALTER TABLE attempts ADD COLUMN feedback VARCHAR"]),
 ]

@@ -92,6 +92,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS step TEXT",
         "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS counted_input_tokens INTEGER",
     ]),
+    (7, "re-ask feedback survives a crash: a rejected attempt keeps the answer and the violations", [
+        "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS feedback TEXT",
+        "CREATE INDEX IF NOT EXISTS attempts_feedback ON attempts (step) WHERE feedback IS NOT NULL",
+    ]),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

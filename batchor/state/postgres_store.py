@@ -33,7 +33,7 @@ _RESULT_TYPES = {"request_key": "text", "step": "text", "status": "text", "outpu
 _ATTEMPT_TYPES = {"request_key": "text", "run_id": "text", "attempt": "int2", "outcome": "text",
                   "status_code": "int2", "error": "text", "duration_ms": "int4", "raw": "bytea",
                   "input_tokens": "int4", "output_tokens": "int4", "cost_usd": "float8", "estimated": "bool",
-                  "step": "text", "counted_input_tokens": "int4"}
+                  "step": "text", "counted_input_tokens": "int4", "feedback": "text"}
 _CHUNK = 50_000  # keys per array parameter
 _RETRIES = 5  # deadlocks between concurrent flushes are retried, never surfaced
 T = TypeVar("T")

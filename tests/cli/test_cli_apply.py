@@ -127,7 +127,8 @@ def test_mock_makes_no_calls(workdir, fake, batchor_cli):
     assert result.returncode == 0, result.stderr
     assert "(mock provider)" in result.stderr
     assert fake.stats()["requests"] == 0
-    rows = read_output(workdir / "out" / "results.csv")
+    rows = read_output(workdir / "out" / "results.mock.csv")  # a rehearsal: beside the spec's output
+    assert not (workdir / "out" / "results.csv").exists()
     assert all(r["classify.sentiment"] in ("positive", "negative", "mixed") for r in rows)
     assert all(1 <= int(r["classify.score"]) <= 5 for r in rows)
 

@@ -112,7 +112,7 @@ def test_diff_two_prompt_versions_on_a_sample(workdir, batchor_cli):
     result = batchor_cli(workdir, "diff", v1, v2, "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    a, b = (outputs(workdir / "out" / f"{v}.yaml.sample-20.csv") for v in ("v1", "v2"))  # beside the spec output
+    a, b = (outputs(workdir / "out" / f"{v}.yaml.sample-20.mock.csv") for v in ("v1", "v2"))  # beside the spec output
     assert len(a) == len(b) == 20 and set(a) == set(b)  # the same seeded sample on both sides
     classify = next(s for s in report["steps"] if s["step"] == "classify")
     fields = ("classify.sentiment", "classify.topics", "classify.rating_guess")

@@ -115,7 +115,7 @@ def test_init_scaffolds_a_runnable_job(workdir, batchor):
     assert "created job/job.yaml" in out
     batchor("validate", "job/job.yaml")
     batchor("apply", "job/job.yaml", "--mock", "--yes")
-    assert (workdir / "job" / "out" / "results.csv").exists()
+    assert (workdir / "job" / "out" / "results.mock.csv").exists()  # a rehearsal writes beside the real output
     again = batchor("init", "job", check=False)
     assert again.returncode == 1 and "already exist" in again.stderr
 

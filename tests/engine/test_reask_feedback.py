@@ -151,3 +151,51 @@ def test_a_reask_reserves_its_longer_input_and_the_plan_allows_for_it(workdir):
     assert runtime.attempt_upper_cost(item, retry) > runtime.upper_cost(item)
     header = plan.header
     assert reask_upper(header) > header.totals.cost_upper * 3  # the re-asks' added input is allowed for
+
+
+def one_row_spec(folder: Path, **limits: Any) -> Path:
+    path = provider_spec(folder, "openai", "gpt-4.1-mini", rows=1)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["limits"].update({"max_attempts": 3, "concurrency": 1, **limits})
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def stop_after_first_rejection(spec: Path) -> None:
+    """A budget of exactly one planned attempt: the run stops right after a rejection (its re-ask's
+    reservation does not fit), as a crash there would leave it: the rejected attempt in the ledger,
+    the row without a result."""
+    one_attempt = api.plan(spec, save=False).header.totals.cost_upper
+    stopped = api.apply(spec, max_cost=one_attempt * 1.001, handle_signals=False)
+    assert stopped.status == "budget" and stopped.succeeded == 0
+    assert query("SELECT count(*) FROM results") == [(0,)]
+
+
+@pytest.mark.parametrize("mode", ["realtime", "batch"])
+def test_a_reask_interrupted_before_it_was_sent_is_sent_with_its_feedback_on_resume(fake, workdir, mode):
+    fake.configure(malformed_until_feedback=True)
+    spec = one_row_spec(workdir, **(FAST if mode == "batch" else {}))
+    stop_after_first_rejection(spec)
+    assert fake.stats()["answered"] == 1 and not fake.stats()["reasks"]
+    [(outcome, feedback)] = query("SELECT outcome, feedback FROM attempts")
+    kept = json.loads(feedback)
+    assert outcome == "invalid_output" and kept["rejected"] and kept["violations"]
+
+    resumed = api.apply(spec, max_cost=1, handle_signals=False)
+    assert (resumed.status, resumed.succeeded) == ("succeeded", 1)
+    stats = fake.stats()
+    assert stats["answered"] == 2  # the re-ask only, not the planned request again
+    [reask] = stats["reasks"]
+    assert reask["rejected"] == kept["rejected"] and "Answer again with valid JSON" in reask["feedback"]
+    assert query("SELECT attempt, outcome FROM attempts ORDER BY attempt") == [(1, "invalid_output"), (2, "ok")]
+    assert query("SELECT attempts FROM results") == [(2,)]
+
+
+def test_an_interrupted_rejection_on_its_last_attempt_fails_without_another_call(fake, workdir):
+    fake.configure(malformed=1.0)
+    spec = one_row_spec(workdir)
+    stop_after_first_rejection(spec)
+    spec.write_text(spec.read_text(encoding="utf-8").replace("max_attempts: 3", "max_attempts: 1"), encoding="utf-8")
+    result = api.apply(spec, max_cost=1, handle_signals=False)
+    assert result.failed == 1 and fake.stats()["answered"] == 1  # no call: its one attempt was made
+    assert query("SELECT error_code, attempts FROM results") == [("invalid_output", 1)]

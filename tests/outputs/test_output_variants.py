@@ -1,4 +1,4 @@
-"""A partial run (`--limit`, `--sample`, a `--model` override, data handed to the Python API)
+"""A partial run (`--limit`, `--sample`, a `--model` override, a `--mock` rehearsal, data handed to the Python API)
 never overwrites the spec's real output file: it writes beside it under a name that says what it
 is, unless `--output` says where, and the command prints the path (README "Output")."""
 
@@ -56,7 +56,7 @@ def test_model_naming_the_spec_own_model_is_a_full_run(fake, workdir, spec):
 def test_the_plan_says_where_a_partial_run_writes(workdir, spec):
     result = CliRunner().invoke(app, ["plan", str(spec), "--limit", "2", "--mock"])
     assert result.exit_code == 0, result.output
-    assert "results.limit-2.csv (--limit: the spec's" in result.output
+    assert "results.limit-2.mock.csv (--limit, --mock: the spec's" in result.output
     assert "results.csv is left as it is" in result.output
     plan = batchor.plan(spec, limit=2, save=False)
     assert plan.header.output.variant == ["limit-2"]
@@ -69,6 +69,28 @@ def test_output_says_where_even_for_a_partial_run(fake, workdir, spec):
     assert target.exists() and str(target) in printed
     assert not (workdir / "out" / "results.limit-2.csv").exists()
     assert (workdir / "out" / "results.csv").read_text(encoding="utf-8") == SENTINEL
+
+
+def test_a_mock_rehearsal_writes_beside_the_spec_output(fake, workdir, spec):
+    printed = apply_cli(str(spec), "--mock")
+    rehearsal = workdir / "out" / "results.mock.csv"
+    assert str(rehearsal) in printed and len(rehearsal.read_text(encoding="utf-8").splitlines()) == 7
+    assert (workdir / "out" / "results.csv").read_text(encoding="utf-8") == SENTINEL
+    assert fake.stats()["requests"] == 0
+
+
+def test_a_spec_whose_provider_is_the_mock_writes_its_own_output_under_mock(workdir, spec):
+    make_spec(workdir, rows=6, provider="mock", model="any")
+    assert batchor.plan(spec, mock=True, save=False).header.output.variant == []
+
+
+def test_the_readme_quickstart_names_the_file_it_writes(workdir):
+    root = Path(__file__).resolve().parents[2]
+    plan = batchor.plan(root / "specs" / "reviews.yaml", mock=True, save=False, state=str(workdir / "s.duckdb"))
+    written = Path(plan.header.output.path)
+    assert written == root / "out" / "reviews.mock.csv"
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert "writes `out/reviews.mock.csv`" in readme
 
 
 def test_a_full_run_still_writes_the_spec_output(fake, workdir, spec):

@@ -38,7 +38,8 @@ def attempts(run_id: str, step: str, rows: list[tuple]) -> pa.Table:
                      "outcome": [r[2] for r in rows], "status_code": [200] * n, "error": [None] * n,
                      "duration_ms": [1] * n, "raw": [None] * n, "input_tokens": [r[3] for r in rows],
                      "output_tokens": [r[4] for r in rows], "cost_usd": [r[6] for r in rows],
-                     "estimated": [False] * n, "step": [step] * n, "counted_input_tokens": [r[5] for r in rows]},
+                     "estimated": [False] * n, "step": [step] * n, "counted_input_tokens": [r[5] for r in rows],
+                     "feedback": [None] * n},
                     schema=ATTEMPT_SCHEMA)
 
 

@@ -42,7 +42,7 @@ def _attempts(*keys: str, raw: bytes | None = b"\x00raw", run_id: str = "r1", ou
                      "outcome": [outcome] * n, "status_code": [200] * n, "error": [None] * n,
                      "duration_ms": [7] * n, "raw": [raw] * n, "input_tokens": [10] * n, "output_tokens": [5] * n,
                      "cost_usd": [cost] * n, "estimated": [estimated] * n, "step": ["s"] * n,
-                     "counted_input_tokens": [8] * n}, schema=ATTEMPT_SCHEMA)
+                     "counted_input_tokens": [8] * n, "feedback": [None] * n}, schema=ATTEMPT_SCHEMA)
 
 
 def test_spend_is_the_sum_of_attempts(store):
