@@ -218,3 +218,24 @@ def test_the_plan_refuses_a_wrong_model_or_size(workdir, model, dimensions, mess
     spec = embed_job(workdir, texts(2), model=model, step={"dimensions": dimensions})
     with pytest.raises(SpecError, match=message):
         api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
+
+
+def test_an_embedding_step_after_an_llm_step_embeds_its_answers(fake, workdir):
+    summary = {"prompt": "Summarise: {{ row.text }}", "model": {"params": {"max_tokens": 30}}}
+    spec = embed_job(workdir, texts(40), steps={"summary": summary}, step={"embed": "{{ summary }}"})
+    outcome = apply(workdir, spec)
+    assert outcome.status == "succeeded" and outcome.succeeded == 80
+    stats = fake.stats()
+    assert stats["by_endpoint"]["openai.chat_completions"] == 40 and sum(stats["embed_calls"]) == 40
+    assert len(stats["embed_calls"]) < 40  # grouped, also while the summaries arrive row by row
+    table = pq.read_table(workdir / "out" / "results.parquet").to_pylist()
+    assert all(len(r["vec"]) == 8 for r in table)
+
+
+def test_gemini_embeddings_run_realtime_only_for_now(workdir):
+    spec = embed_job(workdir, texts(2), provider="gemini", model="gemini-embedding-001", step={"mode": "batch"})
+    with pytest.raises(SpecError, match="Gemini embeddings run realtime only"):
+        api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
+    spec = embed_job(workdir, texts(2), provider="gemini", model="gemini-embedding-001", step={"mode": "auto"})
+    step = api.plan(spec, state=str(workdir / "state.duckdb"), save=False).header.steps[0]
+    assert step.mode == "realtime" and "Gemini embeddings run realtime" in (step.mode_note or "")
