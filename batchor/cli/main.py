@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ try:  # newer Typer vendors Click; its exceptions are not the `click` package's
 except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
-from batchor.cli import basics, pilot_cmd, render, tables
+from batchor.cli import basics, pilot_cmd
 from batchor.cli import quality as quality_cli
 from batchor.cli.colour import coloured
 from batchor.cli.draft_cmd import draft as draft_command
@@ -50,10 +49,12 @@ from batchor.lazy import Deferred
 
 if TYPE_CHECKING:
     from batchor import api
-else:
-    api = Deferred("batchor.api")  # the engine loads with the first command that needs it
+    from batchor.cli import render, tables
+else:  # the engine, the plan model and rich load with the first command that needs them
+    api = Deferred("batchor.api")
+    render, tables = Deferred("batchor.cli.render"), Deferred("batchor.cli.tables")
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Run LLM prompts over every row of a dataset, declaratively.")
 app.callback()(basics.common_options)  # --version, -v/--verbose, -q/--quiet, logging; completion: typer's
 
@@ -61,6 +62,14 @@ StateOpt = typer.Option(None, "--state", help="State file or postgresql:// URL (
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output (NDJSON events for apply)")
 MockOpt = typer.Option(False, "--mock", help="Swap the provider for the offline mock (free, deterministic)")
 ModelOpt = typer.Option(None, "--model", help="Override the model: provider:name, e.g. openai:gpt-4.1-mini")
+
+
+def _cancelled() -> type[BaseException]:
+    """asyncio's CancelledError, imported only when an exception is being matched (asyncio is slow
+    to import and `--help` never needs it)."""
+    import asyncio
+
+    return asyncio.CancelledError
 
 
 def _out(data: Any) -> None:
@@ -350,7 +359,7 @@ def run(argv: list[str] | None = None) -> None:
     except BatchorError as exc:
         _print_error(exc, "--json" in (argv or sys.argv))
         code = exc.exit_code
-    except (KeyboardInterrupt, asyncio.CancelledError):
+    except (KeyboardInterrupt, _cancelled()):
         typer.echo("interrupted", err=True)
         code = EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line, the traceback only on request (BATCHOR_DEBUG)

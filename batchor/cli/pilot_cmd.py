@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 
-from batchor.cli import render
 from batchor.errors import UsageError, exit_code_for_status
 from batchor.lazy import Deferred
-from batchor.plan.summary import money
 
 if TYPE_CHECKING:
     from batchor import pilot as pilots
+    from batchor.cli import render
     from batchor.pilot import PilotResult
     from batchor.plan import calibrate
     from batchor.plan.plan_file import CompiledPlan
 else:  # the engine loads only when a pilot runs
     pilots, calibrate = Deferred("batchor.pilot"), Deferred("batchor.plan.calibrate")
+    render = Deferred("batchor.cli.render")
 
 PilotOpt = typer.Option(None, "--pilot", min=1, help="Run N sampled rows for real first (cached, not paid twice), "
                         "then print the plan calibrated by their answers (expected cost with a 90% interval)")
@@ -32,7 +32,7 @@ STOPPED = ("interrupted", "budget", "paused", "in_flight")  # the pilot did not 
 
 def announce_text(sampled: CompiledPlan) -> str:
     """What the pilot will do and cost at most, printed before anything is sent."""
-    p = pilots.pilot_dict(sampled)
+    p, money = pilots.pilot_dict(sampled), render.money
     lines = [f"Pilot: {p['rows']:,} rows (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
              f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests, {money(p['cost_upper_usd'])} at most "
              f"(one attempt each; {money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",

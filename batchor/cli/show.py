@@ -6,13 +6,18 @@ import difflib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from batchor.cli.colour import coloured
 from batchor.humanize import NOTHING, count, moment, money, per_mtok
-from batchor.plan.summary import causes_text
+from batchor.lazy import Deferred
+
+if TYPE_CHECKING:
+    from batchor.plan import summary
+else:  # the plan model loads only when `show` runs (start-up of every command)
+    summary = Deferred("batchor.plan.summary")
 
 
 def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec (planned now, not saved)"),
@@ -132,7 +137,7 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
 
 def _changed(counts: dict[str, Any]) -> str:
     causes = counts.get("changed_by") or {}
-    why = ": " + causes_text(causes) if causes else ""
+    why = ": " + summary.causes_text(causes) if causes else ""
     return f"{counts['changed']:,} changed{why}"
 
 

@@ -7,8 +7,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("openai", "anthropic", "google.genai", "aiohttp", "httpx", "duckdb", "pyarrow", "numpy", "pandas",
          "jsonschema", "jinja2", "batchor.engine.run", "batchor.state.duckdb_store", "batchor.quality.checks")
+# What `batchor --help` must not load either: the spec and plan models (pydantic builds them at import),
+# asyncio, and rich's markdown renderer (typer's rich help pulls it in).
+HELP_HEAVY = (*HEAVY, "batchor.spec.model", "batchor.plan.summary", "asyncio", "rich.markdown", "typer.rich_utils")
 
 
 def loaded_after(code: str) -> set[str]:
@@ -20,6 +25,14 @@ def loaded_after(code: str) -> set[str]:
 def test_importing_the_cli_loads_no_sdk_engine_or_state():
     modules = loaded_after("import batchor.cli.main")
     assert not [name for name in HEAVY if name in modules]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["apply", "--help"], ["plan", "--help"], ["show", "--help"]])
+def test_help_loads_neither_the_models_nor_asyncio_nor_rich_markdown(args):
+    code = f"from batchor.cli.main import run\ntry:\n    run({args!r})\nexcept SystemExit as e:\n    assert e.code == 0"
+    modules = loaded_after(code)
+    assert "batchor.cli.main" in modules
+    assert not [name for name in HELP_HEAVY if name in modules]
 
 
 def test_import_batchor_is_light_and_its_api_loads_on_use():
