@@ -195,9 +195,9 @@ def test_a_sql_step_finds_near_duplicates_with_array_functions(fake, workdir):
 def test_mock_gives_deterministic_vectors_of_the_requested_size(fake, workdir):
     spec = embed_job(workdir, texts(3), step={"dimensions": 5})
     apply(workdir, spec, mock=True)
-    first = pq.read_table(workdir / "out" / "results.parquet").column("vec").to_pylist()
+    first = pq.read_table(workdir / "out" / "results.mock.parquet").column("vec").to_pylist()
     apply(workdir, spec, mock=True, no_cache=True)
-    assert pq.read_table(workdir / "out" / "results.parquet").column("vec").to_pylist() == first
+    assert pq.read_table(workdir / "out" / "results.mock.parquet").column("vec").to_pylist() == first
     assert [len(v) for v in first] == [5, 5, 5] and fake.stats()["requests"] == 0
 
 
