@@ -77,6 +77,7 @@ def test_second_ctrl_c_while_requests_hang_exits_130_and_finishes_the_record(wor
     assert status.returncode == 0 and read_json(status.stdout)["status"] == "interrupted"
 
 
+@pytest.mark.slow  # signals a real apply; the double Ctrl+C above stays in the default tier
 def test_sigterm_while_requests_hang_cancels_them_after_the_grace(workdir, fake, batchor_cli):
     with start_hanging(workdir, fake, BATCHOR_GRACE_S="1") as job:
         job.process.send_signal(signal.SIGTERM)

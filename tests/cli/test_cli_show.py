@@ -119,6 +119,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     assert coloured(text, Tty()) == text
 
 
+@pytest.mark.slow  # a real process on a pseudo-terminal (the colour rule itself is tested above)
 def test_plan_on_a_real_terminal_is_coloured(workdir, batchor_cli):
     make_spec(workdir, rows=2)
     master, slave = pty.openpty()

@@ -3,10 +3,12 @@ without one the terminal asks (and "n" sends nothing)."""
 
 from __future__ import annotations
 
+import pytest
 from cli_helpers import Terminal
 from conftest import make_spec
 
 
+@pytest.mark.slow  # a real process on a pseudo-terminal; the one below stays in the default tier
 def test_max_cost_approves_on_a_terminal_without_asking(workdir, fake):
     spec = make_spec(workdir, rows=3)
     terminal = Terminal(workdir, "apply", spec, "--max-cost", "5")

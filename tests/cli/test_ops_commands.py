@@ -64,6 +64,7 @@ def test_export_results_and_attempts(fake, workdir, batchor):
     assert "sk-test-secret" not in attempts.read_text()
 
 
+@pytest.mark.slow  # reads the state while a real apply in another process writes it
 def test_export_while_unfinished_shows_pending_rows(fake, workdir, batchor):
     fake.configure(latency_ms=300)
     spec = make_spec(workdir, rows=100, limits={"concurrency": 2})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
 from cli_helpers import Background, wait_until
 from conftest import make_spec, write_csv
 
@@ -29,6 +30,7 @@ def test_prune_compact_shrinks_the_file_and_keeps_answers(workdir, fake, batchor
     assert fake.stats()["requests"] == 300
 
 
+@pytest.mark.slow  # a real apply in another process holds the state, then is interrupted
 def test_prune_compact_refuses_while_an_apply_runs(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=40, limits={"concurrency": 1, "max_attempts": 3})
     fake.configure(latency_ms=500)

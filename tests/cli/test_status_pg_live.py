@@ -12,7 +12,7 @@ from conftest import make_spec
 
 from batchor import api
 
-pytestmark = [pytest.mark.postgres]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # a real worker process on PostgreSQL, interrupted
 
 
 def status(cli, folder, url) -> dict:

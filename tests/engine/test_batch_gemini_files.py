@@ -65,6 +65,7 @@ def test_an_expired_file_job_keeps_its_answers_and_resubmits_only_the_rest(fake,
     assert file_jobs(fake, workdir) == [True, True]
 
 
+@pytest.mark.slow  # kills a real apply (as the other providers' kill tests)
 @pytest.mark.parametrize("point", ["after_upload", "after_create"])
 def test_kill_around_the_create_then_resume_sends_each_row_once(fake, workdir, point, batchor_cli):
     spec = file_spec(workdir, rows=9, batch_max_requests=5)

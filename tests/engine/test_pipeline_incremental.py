@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pyarrow.parquet as pq
 import yaml
 
@@ -74,12 +71,12 @@ def test_append_rows_and_edit_one_step_rerun_only_what_they_must(fake, workdir):
 
 def test_detailed_exitcode_tells_ci_whether_work_is_pending(fake, workdir, batchor_cli):
     spec = _spec(workdir, rows=12)
-    cmd = [sys.executable, "-m", "batchor.cli.main", "plan", spec, "--detailed-exitcode", "--format", "markdown"]
-    pending = subprocess.run(cmd, capture_output=True, text=True)
+    args = ["plan", spec, "--detailed-exitcode", "--format", "markdown"]
+    pending = batchor_cli(workdir, *args)
     assert pending.returncode == 2, pending.stderr
     assert "| triage |" in pending.stdout
     batchor.apply(spec, max_cost=1)
-    done = batchor_cli(workdir, *cmd[3:])  # the real command above; in this process now
+    done = batchor_cli(workdir, *args)
     assert done.returncode == 0, done.stderr
 
 
