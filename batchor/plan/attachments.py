@@ -28,8 +28,9 @@ from batchor.errors import (
     AttachmentTooLargeError,
     AttachmentUnsupportedError,
 )
-from batchor.plan.media_info import MediaError, MediaInfo, describe
+from batchor.plan.media_info import PDF, MediaError, MediaInfo, describe
 from batchor.plan.media_limits import file_problem, limits_for, request_problem
+from batchor.plan.pdf_text import is_text, text_reference
 from batchor.providers.base import Attachment
 
 ATTACHMENTS = "attachments"  # key of the reference list in the user message
@@ -45,6 +46,7 @@ class AttachmentContext:
     folder: Path
     provider: str  # the provider whose rules apply (the real one, also under --mock)
     check_limits: bool = True
+    pdf_text: bool = False  # `pdf: text`: PDFs are sent as their text (plan/pdf_text.py)
 
 
 def input_folder(base_dir: Path, input_path: str) -> Path:
@@ -60,7 +62,7 @@ def describe_row(values: list[Any], row_key: str, ctx: AttachmentContext) -> lis
     """References for one row's attachment values; error references where something is wrong."""
     refs = [_reference(value, f"row {row_key}: attachment {i + 1} ({_shown(value)})", ctx)
             for i, value in enumerate(values)]
-    good = [r for r in refs if "error" not in r]
+    good = [r for r in refs if "error" not in r and not is_text(r)]  # a PDF's text is no file
     problem = request_problem(limits_for(ctx.provider), good, ctx.provider) if ctx.check_limits else None
     if problem is not None:
         refs.append(_error("attachment_too_large", f"row {row_key}: {problem}"))
@@ -70,7 +72,7 @@ def describe_row(values: list[Any], row_key: str, ctx: AttachmentContext) -> lis
 def keyed_view(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What of each reference goes into the request key: content hash and type, or the URL, or
     the error; never the path or the inline data (the hash stands for them)."""
-    return [{k: v for k, v in ref.items() if k in ("sha256", "media_type", "url", "error", "detail")}
+    return [{k: v for k, v in ref.items() if k in ("sha256", "media_type", "url", "error", "detail", "as")}
             for ref in refs]
 
 
@@ -81,6 +83,9 @@ def _reference(value: Any, where: str, ctx: AttachmentContext) -> dict[str, Any]
         return _error("attachment_invalid", f"{where}: expected a path, URL or data, got {type(value).__name__}")
     text = value.strip()
     if text.lower().startswith("https://"):
+        if ctx.pdf_text and _url_type(text) == PDF:
+            return _error("attachment_unsupported", f"{where}: a PDF URL cannot be sent as text (batchor never "
+                          "downloads files): give a local path, or use `pdf: native`")
         return _checked({"media_type": _url_type(text), "url": text}, where, ctx)
     if text.lower().startswith("http://"):
         return _error("attachment_unsupported", f"{where}: only https:// URLs are sent (never plain http)")
@@ -105,6 +110,8 @@ def _from_file(path: Path, where: str, ctx: AttachmentContext) -> dict[str, Any]
         return _error("attachment_missing", f"{where}: cannot read {path}: {exc.strerror or exc}")
     except MediaError as exc:
         return _error("attachment_unsupported", f"{where}: {path}: {exc}")
+    if ctx.pdf_text and info.media_type == PDF:
+        return _as_text(path.read_bytes(), {"path": str(path)}, where)
     return _checked(_described(info, digest, size, {"path": str(path)}), where, ctx)
 
 
@@ -129,7 +136,16 @@ def _from_bytes(data: bytes, where_bytes: dict[str, Any], where: str, ctx: Attac
         info = describe(data)
     except MediaError as exc:
         return _error("attachment_unsupported", f"{where}: {exc}")
+    if ctx.pdf_text and info.media_type == PDF:
+        return _as_text(data, where_bytes, where)
     return _checked(_described(info, hashlib.sha256(data).hexdigest(), len(data), where_bytes), where, ctx)
+
+
+def _as_text(data: bytes, location: dict[str, Any], where: str) -> dict[str, Any]:
+    try:
+        return text_reference(data, location)
+    except MediaError as exc:
+        return _error("attachment_unsupported", f"{where}: {exc}")
 
 
 def _described(info: MediaInfo, digest: str, size: int, location: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +199,7 @@ def load(refs: list[dict[str, Any]]) -> tuple[Attachment, ...]:
     for ref in refs:
         if "error" in ref:
             raise _ERRORS.get(ref["error"], AttachmentError)(ref["detail"] + " (not sent)")
-    return tuple(_load_one(ref) for ref in refs)
+    return tuple(_load_one(ref) for ref in refs if not is_text(ref))
 
 
 def _load_one(ref: dict[str, Any]) -> Attachment:

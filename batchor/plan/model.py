@@ -88,6 +88,7 @@ class StepPlan(_Frozen):
     attachments: list[str] = Field(default_factory=list)  # `attachments:` expressions (plan/attachments.py)
     attachments_folder: str | None = None  # where relative attachment paths start (the input's folder)
     media_rules: str | None = None  # provider whose attachment limits and token rules apply (also under --mock)
+    pdf_text: bool = False  # `pdf: text`: PDF attachments are sent as their extracted text (plan/pdf_text.py)
     kind: str = "llm"  # llm | embed (an embedding step: `prompt` is the text to embed, see plan/embed_step.py)
     dimensions: int | None = None  # embed: the vector size (None: unknown until the first answer)
     group_size: int | None = None  # embed: most texts per realtime call (None: the provider's limit)

@@ -24,6 +24,7 @@ from batchor.fingerprint import canonical_json, request_key_from_json
 from batchor.plan.attachments import ATTACHMENTS, AttachmentContext, describe_row, keyed_view, load
 from batchor.plan.image_tokens import attachment_tokens
 from batchor.plan.model import StepPlan
+from batchor.plan.pdf_text import is_text, text_block
 from batchor.plan.tokens import get_counter
 from batchor.providers.base import LLMRequest
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error
@@ -45,8 +46,8 @@ class StepRequests:
     def __init__(self, step: StepPlan, templates: StepTemplates) -> None:
         self.step, self.templates = step, templates
         self.counter = get_counter(step.provider, step.model)
-        self.media = (AttachmentContext(Path(step.attachments_folder or "."), step.media_rules or step.provider)
-                      if step.attachments else None)
+        self.media = (AttachmentContext(Path(step.attachments_folder or "."), step.media_rules or step.provider,
+                                        pdf_text=step.pdf_text) if step.attachments else None)
         self.problems = 0  # requests whose attachments cannot be sent (they fail without a call)
         self.problem_examples: list[str] = []  # the first few, naming the row and the file
 
@@ -81,16 +82,21 @@ class StepRequests:
             texts = iter(self.counter.count_batch([embed_text(r.messages) for r in present]))
             return [next(texts) if r is not None else None for r in requests]
         counts = iter(self.counter.count_messages_batch([r.messages for r in present]))
-        rules = self.media.provider if self.media is not None else ""
-        return [next(counts) + sum(attachment_tokens(rules, a) for a in _refs(r.messages)) if r is not None else None
+        return [next(counts) + sum(self._ref_tokens(a) for a in _refs(r.messages)) if r is not None else None
                 for r in requests]
+
+    def _ref_tokens(self, ref: dict[str, Any]) -> int:
+        """A file's tokens by its provider's rule; a PDF sent as text, its text's."""
+        if is_text(ref):
+            return self.counter.count(ref["text"]) + 20  # the block's header line
+        return attachment_tokens(self.media.provider if self.media is not None else "", ref)
 
     def attachment_tokens(self, context: dict[str, Any]) -> int:
         """Tokens of the attachments `context` gives (projections of rows not rendered yet)."""
         if self.media is None:
             return 0
         refs = describe_row(self.templates.render_attachments(context), "projection", self.media)
-        return sum(attachment_tokens(self.media.provider, ref) for ref in refs)
+        return sum(self._ref_tokens(ref) for ref in refs)
 
     def keys(self, bodies: Sequence[str]) -> list[str]:
         """Keys of many canonical bodies at once (the fast path): the hash `render` computes."""
@@ -119,7 +125,13 @@ def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) 
     if not refs and not any(ATTACHMENTS in m for m in messages):
         return LLMRequest(key, step.model, messages, step.params, step.sent_schema, step.name)
     plain = tuple({k: v for k, v in m.items() if k != ATTACHMENTS} for m in messages)
-    return LLMRequest(key, step.model, plain, step.params, step.sent_schema, step.name, attachments=load(refs))
+    files = load(refs)  # raises for a planned problem first, whatever else the row carries
+    texts = [text_block(ref, n) for n, ref in enumerate((r for r in refs if is_text(r)), 1)]
+    if texts:  # PDFs sent as text follow the prompt in the first user message
+        user = next(i for i, m in enumerate(plain) if m["role"] == "user")
+        joined = "\n\n".join([plain[user]["content"], *texts])
+        plain = (*plain[:user], {**plain[user], "content": joined}, *plain[user + 1:])
+    return LLMRequest(key, step.model, plain, step.params, step.sent_schema, step.name, attachments=files)
 
 
 def embed_text(messages: Sequence[dict[str, Any]]) -> str:

@@ -174,7 +174,7 @@ def _attachment_fields(loaded: LoadedSpec, step: LLMStep, model: ModelSpec) -> d
         return {}
     folder = input_folder(loaded.base_dir, loaded.spec.input.path)
     return {"attachments": list(step.attachments), "attachments_folder": str(folder),
-            "media_rules": model.provider}
+            "media_rules": model.provider, "pdf_text": step.pdf == "text"}
 
 
 def _check_acyclic(plans: list[StepPlan]) -> None:

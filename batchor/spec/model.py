@@ -182,6 +182,9 @@ class LLMStep(_Strict):
     """Files sent with the prompt (images: PNG, JPEG, WebP, GIF; PDFs), each a Jinja expression
     such as `row.photo`, giving a path (relative to the input file's folder unless absolute), an
     `https://` URL, a `data:` URI or base64 text; a list value attaches several files."""
+    pdf: Literal["native", "text"] = "native"
+    """How PDF attachments are sent: `native` (the provider reads the file) or `text` (the text
+    pypdf extracts, after the prompt: any provider, text tokens only; a scan without text fails)."""
 
 
 class SqlStep(_Strict):
