@@ -37,6 +37,8 @@ def draft(task: str = typer.Argument(..., help="What you want done to each row, 
                                        "(each invalid one is sent back with its problems)"),
           no_cache: bool = typer.Option(False, "--no-cache", help="Ask the model again even for a request it "
                                         "answered before"),
+          max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0.0, help="Budget in USD for the "
+                                                   "drafting calls (a call that could pass it is not made)"),
           state: Optional[str] = typer.Option(None, "--state", help="State recording the drafter's calls "
                                               "(default: the project's)"),
           as_json: bool = typer.Option(False, "--json", help="Machine-readable output")) -> None:
@@ -47,7 +49,7 @@ def draft(task: str = typer.Argument(..., help="What you want done to each row, 
     from batchor.draft import draft as make_draft
 
     request = DraftRequest(task=task, data=data, output=output, model=model, mock=mock, rows=0 if no_rows else rows,
-                           attempts=attempts, force=force, fresh=no_cache, state=state)
+                           attempts=attempts, force=force, fresh=no_cache, state=state, max_cost=max_cost)
     if not as_json:
         _announce(request)
     result = make_draft(request, confirm=lambda d: _show_and_confirm(d, yes, as_json),

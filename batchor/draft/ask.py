@@ -74,9 +74,10 @@ def request_text(task: str, sample: DataSample, model: tuple[str, str], previous
         attempt=attempt[0], attempts=attempt[1])
 
 
-def ask_drafter(drafter: str, user_text: str, *, spec_dir: Path, fresh: bool = False,
-                state: str | None = None) -> DraftAnswer:
-    """Ask `drafter` (provider:name) once, as a one-row run recorded in the project's state."""
+def ask_drafter(drafter: str, user_text: str, *, spec_dir: Path, fresh: bool = False, state: str | None = None,
+                max_cost: float | None = None) -> DraftAnswer:
+    """Ask `drafter` (provider:name) once, as a one-row run recorded in the project's state; with
+    `max_cost`, refused (cost_limit) before the call when its upper bound is above it, like apply."""
     with tempfile.TemporaryDirectory(prefix="batchor-draft-") as tmp:
         row_file = Path(tmp) / "request.jsonl"
         row_file.write_text(json.dumps({"system": system_prompt(), "user": user_text}) + "\n", encoding="utf-8")
@@ -91,7 +92,7 @@ def ask_drafter(drafter: str, user_text: str, *, spec_dir: Path, fresh: bool = F
         }
         location = find_state(state, None, spec_dir).location
         result = api.apply(job, state=location, refresh={DRAFT_STEP} if fresh else set(), handle_signals=False,
-                           progress=False)
+                           progress=False, max_cost=max_cost)
         return _answer(result, Path(tmp) / "answer.jsonl")
 
 

@@ -46,6 +46,7 @@ class DraftRequest:
     attempts: int = 3
     force: bool = False
     fresh: bool = False  # ask again even if this exact request has a cached answer
+    max_cost: float | None = None  # USD for all drafting calls: each is refused if it could pass what is left
     state: str | None = None
 
 
@@ -128,8 +129,10 @@ def _draft_loop(request: DraftRequest, drafter: str, spec_model: tuple[str, str]
             spec, schema, run_id, cost = *template_draft(request.task, sample, spec_model), None, 0.0
         else:
             text = ask.request_text(request.task, sample, spec_model, previous, errors, (number, request.attempts))
+            spent = sum(a.cost_usd for a in attempts)
+            budget = None if request.max_cost is None else max(0.0, request.max_cost - spent)
             answer = ask.ask_drafter(drafter, text, spec_dir=_spec_dir(request), fresh=request.fresh,
-                                     state=request.state)
+                                     state=request.state, max_cost=budget)
             spec, schema, run_id, cost = answer.spec, answer.output_schema, answer.run_id, answer.cost_usd
         attempt = Attempt(number, run_id, cost, last=number == request.attempts)
         attempts.append(attempt)

@@ -119,7 +119,8 @@ def test_no_rows_sends_column_names_and_types_but_no_row_values(fake, data, work
 def test_a_model_that_never_drafts_a_valid_spec_fails_cleanly_and_writes_nothing(
         fake, data, workdir, monkeypatch, capsys):
     fake.configure(scripted_answers=[drafted("{{ row.missing }}")] * 3)
-    code, out, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "x.yaml")
+    code, out, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "x.yaml",
+                               "--max-cost", "1")  # a budget that covers all three calls
     assert code == 1
     assert "error [draft_invalid]: no valid draft in 3 attempt(s)" in err and "missing" in err
     assert err.count("sent back to the model") == 2 and "draft 3: 1 problem(s)" in err and "no attempt left" in err
@@ -153,6 +154,13 @@ def test_a_drafter_that_never_answers_in_the_schema_stops_cleanly(fake, data, wo
     assert code == 1 and "error [invalid_output]: the drafter gave no usable answer" in err, err
     assert "Traceback" not in err and not (workdir / "x.yaml").exists()
     assert fake.stats()["scripted_served"] == 3  # the engine re-asked with its feedback, within max_attempts
+
+
+def test_a_drafting_budget_refuses_a_call_that_could_pass_it(fake, data, workdir, monkeypatch, capsys):
+    fake.configure(scripted_answers=[drafted()])
+    code, _, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "--max-cost", "0.0001")
+    assert code == 4 and "error [cost_limit]" in err and fake.stats()["requests"] == 0
+    assert not (workdir / "spec.yaml").exists()
 
 
 @pytest.mark.slow
