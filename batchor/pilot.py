@@ -22,7 +22,7 @@ from batchor.plan.calibrate import Calibration, calibrate, calibration_dict
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.summary import reask_upper
 from batchor.state import open_state, state_location
-from batchor.state.answer_stats import output_stats
+from batchor.state.answer_stats import input_calibration, output_stats
 
 
 @dataclass
@@ -80,5 +80,8 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
 def calibrated(full: CompiledPlan, state: str | None = None) -> Calibration:
     """The full plan's interval, from the answers in the state behind each step's estimate."""
     location = state_location(state, full.header.state_location)
-    keys = sorted({s.length_key for s in full.header.steps if s.provider != "sql"})
-    return calibrate(full.header, output_stats(open_state(location), keys))
+    llm = [s for s in full.header.steps if s.provider != "sql"]
+    store = open_state(location)
+    models = sorted({f"{s.provider}:{s.model}" for s in llm if not s.token_count_exact})
+    return calibrate(full.header, output_stats(store, sorted({s.length_key for s in llm})),
+                     input_calibration(store, models))

@@ -16,8 +16,10 @@ import batchor
 from batchor.cli.main import app
 from batchor.errors import CostLimitError, UsageError
 from batchor.pilot import pilot_plan, run_pilot
-from batchor.plan.calibrate import calibration_lines
+from batchor.plan.calibrate import calibrate, calibration_lines
 from batchor.spec.inputs import ROW_KEY
+from batchor.state import open_state
+from batchor.state.answer_stats import input_calibration, output_stats
 from tests.conftest import make_spec, write_csv
 
 ROWS = 60
@@ -65,7 +67,7 @@ def test_the_sample_is_seeded_reproducible_and_recorded(workdir):
     other = pilot_plan(spec, 10, seed=8, mock=True)
     assert first.header.input.seed == 7 and first.header.input.sample == 10
     assert sampled_keys(first) == sampled_keys(again) != sampled_keys(other)
-    assert first.header.output.variant == ["pilot"]
+    assert first.header.output.variant == ["pilot", "mock"]  # a --mock pilot: results.pilot.mock.csv
 
 
 def test_a_pilot_obeys_the_budget_before_any_call(fake, workdir):
@@ -88,6 +90,24 @@ def test_spread_reasks_and_selectivity_are_measured(fake, workdir):
     step = result.calibration.steps[0]
     assert step.measured.answers == 20 and step.reask_rate == pytest.approx(1.0)  # every row re-asked once
     assert step.low < step.expected < step.high  # answers of several lengths: an interval
+
+
+def test_the_interval_holds_the_input_calibrations_spread(fake, workdir):
+    """A model whose input is counted with another tokenizer is scaled by the measured ratio; the
+    ratio's own spread widens the interval (the fake counts characters/4, the plan o200k)."""
+    spec = make_spec(workdir, rows=ROWS, provider="anthropic", model="claude-haiku-4-5")
+    write_csv(workdir / "data.csv", [{"id": f"r{i}", "text": "1234 " * i + "a fine review " * (i % 5)}
+                                     for i in range(ROWS)])  # texts whose characters/4 and o200k counts differ
+    result = run_pilot(spec, 20, handle_signals=False)
+    step = result.plan.header.steps[0]
+    assert step.input_source.startswith("calibrated")
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    inputs = input_calibration(store, ["anthropic:claude-haiku-4-5"])
+    assert inputs["anthropic:claude-haiku-4-5"].spread > 0
+    without = calibrate(result.plan.header, output_stats(store, [step.length_key])).steps[0]
+    with_input = result.calibration.steps[0]
+    assert with_input.expected == without.expected
+    assert with_input.high - with_input.expected > without.high - without.expected
 
 
 def test_a_when_step_is_measured_within_n_x_steps_requests(fake, workdir):

@@ -5,7 +5,10 @@ output tokens and attempts per request from the answers of the step's length key
 enough of them; `when:` selectivity from the rows the pilot let it evaluate). What is left is how
 sure that figure is. A sum over R requests estimated from n answers of spread s is uncertain by the
 mean's error (R^2 s^2 / n) and the requests' own spread (R s^2); a `when:` step below another step
-adds the binomial error of its selectivity on the rows not known yet. Normal approximation: the
+adds the binomial error of its selectivity on the rows not known yet. Input counted with another
+tokenizer than the provider's is scaled by the measured reported/counted ratio: its error is that
+ratio's mean error (C^2 s_r^2 / n) plus the requests' own spread (C^2 s_r^2 / R), C the input
+cost at the counted tokens. Normal approximation: the
 interval is expected +- 1.645 standard deviations (90 %), never below zero.
 """
 
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 
 from batchor.plan.model import PlanHeader, StepPlan
 from batchor.plan.prices import ModelPrice
-from batchor.state.answer_stats import KeyStats, OutputStats
+from batchor.state.answer_stats import InputCalibration, KeyStats, OutputStats
 
 Z90 = 1.645  # two-sided 90 % of a normal distribution
 
@@ -53,9 +56,13 @@ class Calibration:
     upper: float  # the plan's bound (one attempt per request)
 
 
-def calibrate(header: PlanHeader, stats: dict[str, KeyStats]) -> Calibration:
-    """Every LLM step's interval and the total's (steps' errors independent, so variances add)."""
-    steps = tuple(_interval(step, stats.get(step.length_key)) for step in header.steps if step.provider != "sql")
+def calibrate(header: PlanHeader, stats: dict[str, KeyStats],
+              inputs: dict[str, InputCalibration] | None = None) -> Calibration:
+    """Every LLM step's interval and the total's (steps' errors independent, so variances add).
+    `inputs`: per `provider:model`, the input calibration behind a `calibrated` input count."""
+    inputs = inputs or {}
+    steps = tuple(_interval(step, stats.get(step.length_key), inputs.get(f"{step.provider}:{step.model}"))
+                  for step in header.steps if step.provider != "sql")
     expected = sum(s.expected for s in steps)
     half = math.sqrt(sum((s.high - s.expected) ** 2 for s in steps))
     return Calibration(steps, expected, max(0.0, expected - half), expected + half, header.totals.cost_upper)
@@ -68,7 +75,7 @@ def _measured(step: StepPlan, stats: KeyStats | None) -> OutputStats:
     return stats.total
 
 
-def _interval(step: StepPlan, stats: KeyStats | None) -> StepInterval:
+def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration | None = None) -> StepInterval:
     counts = step.counts
     measured = _measured(step, stats)
     requests = counts.output_tokens_expected / step.expected_output_tokens if step.expected_output_tokens else 0.0
@@ -81,10 +88,20 @@ def _interval(step: StepPlan, stats: KeyStats | None) -> StepInterval:
         sd = measured.stdev * measured.attempts_per_request  # billed output per request, re-asks included
         out_var = (requests ** 2 / measured.answers + requests) * (sd * rate_out) ** 2
         per_request = counts.cost_expected / requests
-        half = Z90 * math.sqrt(out_var + _selectivity_variance(step, evaluated, ran) * per_request ** 2)
+        in_var = _input_variance(step, price, requests, inputs)
+        half = Z90 * math.sqrt(out_var + in_var + _selectivity_variance(step, evaluated, ran) * per_request ** 2)
     expected = counts.cost_expected
     return StepInterval(step.name, requests, expected, max(0.0, expected - half), expected + half, measured,
                         step.output_source, evaluated, ran)
+
+
+def _input_variance(step: StepPlan, price: ModelPrice, requests: float, inputs: InputCalibration | None) -> float:
+    """Variance of the input cost when it is the counted tokens scaled by a measured ratio."""
+    if inputs is None or not step.input_source.startswith("calibrated") or inputs.answers < 2:
+        return 0.0
+    counted = step.counts.input_tokens / step.input_factor if step.input_factor else 0.0
+    cost = price.cost(round(counted), 0, batch=step.mode == "batch")  # the input at ratio 1
+    return (cost * inputs.spread) ** 2 * (1 / inputs.answers + 1 / max(requests, 1.0))
 
 
 def _selectivity_variance(step: StepPlan, evaluated: int, ran: int) -> float:

@@ -102,10 +102,20 @@ class InputCalibration:
     counted: int = 0
     reported: int = 0
     max_ratio: float = 0.0
+    ratio_sum: float = 0.0  # sum of each answer's reported / counted, and of its square: their spread
+    ratio_sq: float = 0.0
 
     @property
     def ratio(self) -> float:
         return self.reported / self.counted if self.counted else 1.0
+
+    @property
+    def spread(self) -> float:
+        """Standard deviation of the answers' own reported / counted ratios (0 below two answers)."""
+        if self.answers < 2:
+            return 0.0
+        squares = self.ratio_sq - self.ratio_sum * self.ratio_sum / self.answers
+        return math.sqrt(max(0.0, squares / (self.answers - 1)))
 
 
 def record_run_steps(store: Any, run_id: str, estimates: list[StepEstimate], kind: str = "apply") -> None:
@@ -143,11 +153,15 @@ def input_calibration(store: Any, models: list[str]) -> dict[str, InputCalibrati
     """Per `provider:model`: what the provider reported as input tokens against the plan's count."""
     rows = _billed_by_step(store, "s.model", "s.model", models,
                            "count(*), sum(a.counted_input_tokens), sum(a.input_tokens), "
-                           "max(a.input_tokens * 1.0 / a.counted_input_tokens)",
+                           "max(a.input_tokens * 1.0 / a.counted_input_tokens), "
+                           "sum(a.input_tokens * 1.0 / a.counted_input_tokens), "
+                           "sum((a.input_tokens * 1.0 / a.counted_input_tokens) * (a.input_tokens * 1.0 / "
+                           "a.counted_input_tokens))",
                            "a.counted_input_tokens > 0 AND a.input_tokens > 0")
     found = {model: InputCalibration() for model in models}
-    for model, n, counted, reported, most in rows:
-        found[model] = InputCalibration(int(n), int(counted), int(reported), float(most))
+    for model, n, counted, reported, most, ratios, squares in rows:
+        found[model] = InputCalibration(int(n), int(counted), int(reported), float(most), float(ratios or 0.0),
+                                        float(squares or 0.0))
     return found
 
 

@@ -3,6 +3,8 @@ and per step of a run (its stored estimate next to its spend)."""
 
 from __future__ import annotations
 
+import statistics
+
 import pyarrow as pa
 import pytest
 
@@ -69,6 +71,7 @@ def test_statistics_per_length_key_kind_and_model(store):
     calibration = input_calibration(store, ["anthropic:claude", "nobody:none"])["anthropic:claude"]
     assert (calibration.answers, calibration.counted, calibration.reported) == (3, 280, 330)
     assert calibration.max_ratio == pytest.approx(1.25)
+    assert calibration.spread == pytest.approx(statistics.stdev([110 / 100, 120 / 100, 100 / 80]))
     assert input_calibration(store, ["nobody:none"])["nobody:none"].answers == 0
 
     tag_run_kind(store, "r1", "pilot")
