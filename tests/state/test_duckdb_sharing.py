@@ -53,3 +53,34 @@ def test_another_process_reads_the_state_while_flushes_go_on(tmp_path):
     assert int(read.stdout) >= 10
     assert store.execute("SELECT count(*) FROM results")[0][0] > 10  # the flushes went on meanwhile
     store.close()
+
+
+def test_the_host_instance_stays_open_across_small_units_even_when_they_are_slow(tmp_path):
+    """Flushes on a busy machine take long in wall time but little CPU: reopening DuckDB for each
+    one would cost more than the flush itself."""
+    from batchor.state import duckdb_store
+
+    store = DuckDBStore(tmp_path / "state.duckdb")
+    store.record_results(_results(0, 10), None)
+    hosts = []
+    for start in range(10, 60, 10):
+        with store.connection() as db:
+            db.execute("SELECT count(*) FROM results").fetchall()
+            threading.Event().wait(0.15)  # wall time passes (a busy machine), no CPU is used
+        hosts.append(duckdb_store._HOST.db)
+        store.record_results(_results(start, 10), None)
+    assert hosts[0] is not None and all(host is hosts[0] for host in hosts)
+
+
+def test_the_host_instance_closes_after_a_unit_that_used_much_cpu(tmp_path):
+    """A heavy query leaves memory with the DuckDB instance until it closes."""
+    from batchor.state import duckdb_store
+
+    store = DuckDBStore(tmp_path / "state.duckdb")
+    store.record_results(_results(0, 10), None)
+    with store.connection() as db:
+        db.execute("SELECT count(*) FROM results").fetchall()
+    assert duckdb_store._HOST.db is not None
+    with store.connection() as db:
+        db.execute("SELECT sum(hash(range)) FROM range(200000000)").fetchall()
+    assert duckdb_store._HOST.db is None
