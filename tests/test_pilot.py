@@ -114,9 +114,11 @@ def test_a_when_step_is_measured_within_n_x_steps_requests(fake, workdir):
     chain = chain_spec(workdir)
     piloted = run_pilot(chain, 20, handle_signals=False)
     second = next(s for s in piloted.calibration.steps if s.step == "second")
-    assert second.evaluated == 20 and 0 < second.ran < 20  # `second` runs on the even ids only
-    assert second.selectivity == pytest.approx(second.ran / 20)
-    assert fake.stats()["answered"] == 20 + second.ran <= 20 * 2  # at most N x steps requests
+    # its `when:` reads only the row: decided on every row at plan time (the even ids)
+    assert (second.evaluated, second.ran) == (ROWS, ROWS // 2) and second.selectivity == 0.5
+    piloted_second = second.measured.answers
+    assert 0 < piloted_second < 20
+    assert fake.stats()["answered"] == 20 + piloted_second <= 20 * 2  # at most N x steps requests
     assert "when: runs on" in "\n".join(calibration_lines(piloted.calibration))
 
 

@@ -80,6 +80,8 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
     measured = _measured(step, stats)
     requests = counts.output_tokens_expected / step.expected_output_tokens if step.expected_output_tokens else 0.0
     evaluated = max(0, counts.rows - counts.projected) if step.when and step.depends_on else 0
+    if counts.when_decided:  # a `when:` on the row alone was evaluated on every row
+        evaluated = counts.rows
     ran = max(0, evaluated - counts.skipped)
     half = 0.0
     if step.price is not None and measured.answers >= 2 and requests > 0:
@@ -106,8 +108,8 @@ def _input_variance(step: StepPlan, price: ModelPrice, requests: float, inputs: 
 
 def _selectivity_variance(step: StepPlan, evaluated: int, ran: int) -> float:
     """Variance of how many of the rows not known yet a `when:` step runs on (binomial)."""
-    if not evaluated or not step.counts.projected:
-        return 0.0
+    if not evaluated or not step.counts.projected or step.counts.when_decided:
+        return 0.0  # a `when:` that reads only the row was decided for every row: no selectivity error
     p = ran / evaluated
     return step.counts.projected ** 2 * p * (1 - p) / evaluated
 

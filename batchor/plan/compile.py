@@ -160,13 +160,15 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
         return known.model_copy(update={"projected": tally.projected})
     per_row = tally.projected_tokens_per_row
     upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * per_row, estimated=True)
-    share = tally.selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
+    selectivity = 1.0 if tally.when_decided else tally.selectivity  # decided now: projected rows all run
+    share = selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
     return known.model_copy(update={
         "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + upper.input_tokens,
         "output_tokens_expected": known.output_tokens_expected + int(upper.output_tokens_expected * share),
         "output_tokens_upper": known.output_tokens_upper + upper.output_tokens_upper,
         "cost_expected": known.cost_expected + upper.cost_expected * share,
-        "cost_upper": known.cost_upper + upper.cost_upper, "estimated": True, "projected": tally.projected})
+        "cost_upper": known.cost_upper + upper.cost_upper, "estimated": True, "projected": tally.projected,
+        "when_decided": tally.when_decided})
 
 
 def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, skipped: int, to_run: int,

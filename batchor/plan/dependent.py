@@ -44,6 +44,7 @@ class DependentTally:
     elements: int = 0  # fan-out steps: element rows of the rows evaluated now
     evaluated: int = 0  # rows where `when` could be evaluated
     failed_earlier: int = 0  # rows whose request failed for good earlier: not sent again
+    when_decided: bool = False  # `when:` reads only the row: projected rows already passed it
     projected_tokens_per_row: int = 200
     run_keys: set[str] = field(default_factory=set)
     unanswered: list[pa.Table] = field(default_factory=list)  # (row_key, request_key) rendered, no answer
@@ -197,16 +198,13 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
     requests = StepRequests(step, tpl)
     keys: list[Any] = []
     rendered: list[RenderedRequest] = []
+    row_only = tpl.when_reads_only_the_row()
     for row in rows:
         tally.rows += row.weight
         values = upstream(step, row, answers, by_name)
-        if any(v is SKIPPED for v in values.values()):
-            tally.skipped += row.weight
-            keys.append(None)
-            continue
-        if any(v is None for v in values.values()):
-            tally.project(row)
-            keys.append(PROJECTED)
+        pending = _not_renderable(row, list(values.values()), (tpl, row_only), row_values[row.index], tally)
+        if pending is not None:
+            keys.append(None if pending is SKIPPED else PROJECTED)
             continue
         tally.evaluated += 1
         request = requests.render(row.key, {"row": row_values[row.index], **values})
@@ -222,6 +220,33 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
     _count(tally, real, cached, requests.tokens(rendered))
     _remember_unanswered(tally, rows, keys, cached)
     return {row.key: answer for row, answer in zip(rows, _downstream(cached))}
+
+
+def _not_renderable(row: Row, values: list[Any], when: tuple[StepTemplates, bool], row_values: dict[str, Any],
+                    tally: DependentTally) -> Any:
+    """SKIPPED (an upstream answer never comes, or a `when:` on the row alone says no) or
+    PROJECTED (upstream answers not known yet) for a row that cannot be rendered now; else None."""
+    if any(v is SKIPPED for v in values):
+        tally.skipped += row.weight
+        return SKIPPED
+    if not any(v is None for v in values):
+        return None
+    if when[1] and _skipped_by_row(when[0], row_values, tally):
+        tally.skipped += row.weight
+        return SKIPPED
+    tally.project(row)
+    return PROJECTED
+
+
+def _skipped_by_row(tpl: StepTemplates, row_values: dict[str, Any], tally: DependentTally) -> bool:
+    """A row whose upstream answers are not known yet, but whose `when:` reads only the row:
+    decided now, so the projection counts only the rows that will run."""
+    try:
+        runs = tpl.should_run({"row": row_values})
+    except Exception:  # noqa: BLE001 - decided during apply, where a failure names the row
+        return False
+    tally.when_decided = True
+    return not runs
 
 
 def _remember_unanswered(tally: DependentTally, rows: list[Row], keys: list[Any], cached: list[Any]) -> None:

@@ -45,6 +45,7 @@ class StepCounts(_Frozen):
     changed: int = 0  # of to_run: rows this spec answered before with a different request
     changed_by: dict[str, int] = Field(default_factory=dict)  # changed, by cause: template, model, params, ...
     failed_earlier: int = 0  # rows whose request failed for good earlier (deterministic error): not run
+    when_decided: bool = False  # `when:` reads only the row: projected rows were filtered by it at plan time
     attachment_problems: int = 0  # requests whose attachments cannot be sent: they fail without a call
     attachment_examples: list[str] = Field(default_factory=list)  # the first few problems (row and file)
 

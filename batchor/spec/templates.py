@@ -78,6 +78,13 @@ class StepTemplates:
                     values.append(item)
         return values
 
+    def when_reads_only_the_row(self) -> bool:
+        """Whether `when:` can be decided before the earlier steps answer (it names no step)."""
+        from jinja2 import meta
+
+        ast = self.asts.get("when")
+        return ast is not None and not (meta.find_undeclared_variables(ast) & self.step_refs)
+
     def should_run(self, context: dict[str, Any]) -> bool:
         if self.when is None:
             return True
