@@ -8,6 +8,7 @@ tokens: `max_tokens` 0); the text is counted without chat overhead.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from batchor.errors import SpecError
@@ -39,7 +40,8 @@ def embed_step_plan(loaded: LoadedSpec, name: str, step: EmbedStep, model: Model
     info = provider_info(provider)
     params = {"dimensions": step.dimensions} if step.dimensions is not None else {}
     endpoint = step_endpoint(provider, model.base_url, model.options)
-    mode, note = _mode(model.provider, mode, info, step.deadline or loaded.spec.limits.deadline, f"steps.{name}")
+    mode, note = _mode(model.provider, mode, info, step.deadline or loaded.spec.limits.deadline, f"steps.{name}",
+                       model.options)
     known = embed_model(model.provider, model.name)
     return StepPlan(
         name=name, provider=provider, model=model.name, api=EMBEDDINGS_API, base_url=model.base_url,
@@ -64,14 +66,14 @@ def _price(model: ModelSpec, provider: str) -> dict[str, Any] | None:
     return price.to_dict() if price else None
 
 
-def _mode(provider: str, requested: str, info: ProviderInfo, deadline: str | None,
-          where: str) -> tuple[str, str | None]:
-    """Batch embeddings: OpenAI's Batch API on /v1/embeddings. Gemini's batch embedding jobs are
-    not supported yet, so `auto` stays realtime there and `batch` is refused."""
-    if provider == "gemini" and info.name == "gemini":
+def _mode(provider: str, requested: str, info: ProviderInfo, deadline: str | None, where: str,
+          options: dict[str, Any]) -> tuple[str, str | None]:
+    """Batch embeddings: OpenAI's Batch API on /v1/embeddings, Gemini's embeddings jobs
+    (asyncBatchEmbedContent, Developer API only: Vertex AI has none)."""
+    vertex = options.get("vertexai", os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in ("1", "true"))
+    if provider == "gemini" and requested in ("batch", "auto") and vertex:
         if requested == "batch":
-            raise SpecError(f"{where}: Gemini embeddings run realtime only (batch embedding jobs are not "
-                            "supported yet)", hint="use `mode: realtime` (grouped: 100 texts per call)")
-        if requested == "auto":
-            return "realtime", "auto: Gemini embeddings run realtime (batchEmbedContents, 100 texts per call)"
+            raise SpecError(f"{where}: Gemini embedding jobs exist on the Developer API only, not on Vertex AI",
+                            hint="use `mode: realtime`")
+        return "realtime", "auto: Gemini embeddings on Vertex AI run realtime"
     return initial_mode(requested, info, deadline, where)

@@ -78,6 +78,16 @@ def parse_gemini(embeddings: Sequence[Any] | None, count: int, usage_tokens: int
     return Embeddings(vectors=vectors, input_tokens=usage_tokens or 0, usage_known=usage_tokens is not None)
 
 
+def gemini_completion(response: dict[str, Any]) -> Completion:
+    """A Gemini embeddings job's result line (`{"embedding": {"values"}}`): no usage is sent, so the
+    cost is the plan's count (marked estimated)."""
+    values = (response.get("embedding") or {}).get("values")
+    if not values:
+        raise TransientProviderError("embeddings result has no vector")
+    return Completion(text=vector_json(values), output_tokens=0, finish_reason="stop", usage_known=False,
+                      raw={"values": len(values)})
+
+
 def mock_vector(text: str, size: int) -> list[float]:
     """A deterministic unit vector from the text's hash: the same text, the same vector."""
     import hashlib

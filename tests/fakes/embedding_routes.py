@@ -125,3 +125,12 @@ def _gemini_size(model: str, dimensions: Any) -> int:
 def render_gemini(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
     size = call.body["_size"]
     return {"embeddings": [{"values": vector(text, size)} for text in call.inputs]}
+
+
+def parse_gemini_one(body: dict[str, Any], params: dict[str, str]) -> Call:
+    """One `EmbedContentRequest` (a line of an embeddings job's file), checked like a batch of one."""
+    return parse_gemini({"requests": [body]}, params)
+
+
+def render_gemini_one(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
+    return {"embedding": {"values": vector(call.inputs[0], call.body["_size"])}}

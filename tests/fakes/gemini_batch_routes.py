@@ -1,6 +1,8 @@
 """Gemini batch jobs wire format (Developer API): ``models/{model}:batchGenerateContent``, jobs as
 long-running operations (``batches/{id}``, states ``BATCH_STATE_*``), list, and ``:cancel``.
 
+``models/{model}:asyncBatchEmbedContent`` creates an embeddings job from such a file (lines
+``{"key", "request": EmbedContentRequest}``, results ``{"key", "response": {"embedding"}}``).
 A job takes inline requests keyed by ``metadata`` (results inline, each with its metadata) or an
 uploaded JSONL file (``inputConfig.fileName``, lines ``{"key", "request"}``; results in a
 generated ``responsesFile``, lines ``{"key", "response"}`` or ``{"key", "error"}``). File lines
@@ -19,9 +21,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from . import gemini_routes
+from . import embedding_routes, gemini_routes
 from .batch_core import PROVIDERS, Job, Row, cancel, create_refusal, new_id, read, world
-from .core import Call
+from .core import Call, Route
 from .faults import with_faults
 from .wire import Request, Response, json_response
 
@@ -41,19 +43,22 @@ _STATE = {"running": "BATCH_STATE_RUNNING", "cancelling": "BATCH_STATE_RUNNING",
 def register(app: Any) -> None:
     fake = app.fake
 
-    async def create(request: Request, params: dict[str, str]) -> Response:
+    async def create(request: Request, params: dict[str, str], file_route: Route | None = None) -> Response:
         refusal = create_refusal(fake, PROVIDER)
         if refusal is not None:
             return json_response(*refusal)
         batch = (request.json() or {}).get("batch") or {}
         source = batch.get("inputConfig") or {}
         extra: dict[str, Any] = {"route_params": {"model": params["model"]}, "model": params["model"]}
-        if "fileName" in source:
-            found = world(fake).files.get(str(source["fileName"]))
+        file_name = source.get("fileName", source.get("file_name"))  # proto JSON takes both spellings
+        if file_route is not None and file_name is None:
+            return _error(400, "batch.inputConfig: an embeddings job here reads a file (fileName)")
+        if file_name is not None:
+            found = world(fake).files.get(str(file_name))
             if found is None:
-                return _error(400, f"batch.inputConfig.fileName: file {source['fileName']} not found")
-            rows, route = _file_rows(found["data"]), FILE_ROUTE
-            extra["input_file"] = source["fileName"]
+                return _error(400, f"batch.inputConfig.fileName: file {file_name} not found")
+            rows, route = _file_rows(found["data"]), file_route or FILE_ROUTE
+            extra["input_file"] = file_name
         else:
             items = (source.get("requests") or {}).get("requests")
             rows, route = [Row(str((item.get("metadata") or {}).get("key") or i), item.get("request") or {})
@@ -106,7 +111,12 @@ def register(app: Any) -> None:
         return await gemini_list(request, {"version": "v1"})
 
     register_files(app)
+    async def create_embeddings(request: Request, params: dict[str, str]) -> Response:
+        return await create(request, params, EMBED_ROUTE)
+
     app.add("POST", _VERSION + r"/models/(?P<model>[^/:]+):batchGenerateContent", create, "gemini.batches.create")
+    app.add("POST", _VERSION + r"/models/(?P<model>[^/:]+):asyncBatchEmbedContent", create_embeddings,
+            "gemini.batches.create")
     app.add("GET", "/v1/batches", shared_list)
     app.add("GET", _VERSION + r"/batches", gemini_list)
     app.add("GET", _VERSION + r"/batches/(?P<id>[^/:]+)", get, "gemini.batches.get")
@@ -161,6 +171,8 @@ def _parse_rest(body: dict[str, Any], params: dict[str, str]) -> Call:
 
 
 FILE_ROUTE = replace(ROUTE, parse=_parse_rest)
+EMBED_ROUTE = replace(ROUTE, endpoint="gemini.embed_content", parse=embedding_routes.parse_gemini_one,
+                      render=embedding_routes.render_gemini_one)  # an embeddings job's line
 
 
 # --- File API --------------------------------------------------------------------------------

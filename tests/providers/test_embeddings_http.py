@@ -16,6 +16,7 @@ import yaml
 
 from batchor import api
 from batchor.errors import SpecError
+from batchor.providers.embeddings import mock_vector
 from tests.conftest import write_csv
 from tests.engine.batch_helpers import FAST
 from tests.fakes.answers import prompt_key
@@ -55,6 +56,7 @@ def attempts(folder: Path) -> list[tuple]:
                          "FROM attempts ORDER BY request_key, attempt")
 
 
+@pytest.mark.slow  # 2,100 rows: ~5 s on a loaded machine (group_size below covers the default tier)
 def test_openai_sends_many_texts_per_call_within_its_limit(fake, workdir):
     spec = embed_job(workdir, texts(2100))
     outcome = apply(workdir, spec)
@@ -167,18 +169,24 @@ def test_openai_batch_api_on_v1_embeddings(fake, workdir):
     assert sum(r[5] for r in recorded) == pytest.approx(tokens * PRICE["text-embedding-3-small"] / 2 / 1e6)
 
 
-def test_output_columns_are_float_lists_and_json_text_in_csv(fake, workdir):
-    rows = texts(3)
-    for output in ("out/r.parquet", "out/r.duckdb", "out/r.csv", "out/r.jsonl"):
-        apply(workdir, embed_job(workdir, rows, output=output))
-    assert str(pq.read_schema(workdir / "out" / "r.parquet").field("vec").type) == "list<element: float>"
-    db = duckdb.connect(str(workdir / "out" / "r.duckdb"), read_only=True)
-    assert db.execute("SELECT typeof(vec) FROM results LIMIT 1").fetchall() == [("FLOAT[8]",)]
-    db.close()
-    csv_vec = (workdir / "out" / "r.csv").read_text().splitlines()[1]
-    assert json.loads(csv_vec[csv_vec.index('"[') + 1: csv_vec.index(']"') + 1]).__len__() == 8
-    line = json.loads((workdir / "out" / "r.jsonl").read_text().splitlines()[0])
-    assert len(line["vec"]) == 8 and math.isclose(sum(v * v for v in line["vec"]), 1.0, rel_tol=1e-5)
+@pytest.mark.parametrize("fmt", ["parquet", "duckdb", "csv", "jsonl"])
+def test_output_columns_are_float_lists_and_json_text_in_csv(fake, workdir, fmt):
+    out = workdir / "out" / f"r.{fmt}"
+    apply(workdir, embed_job(workdir, texts(3), output=f"out/r.{fmt}"))
+    if fmt == "parquet":
+        assert str(pq.read_schema(out).field("vec").type) == "list<element: float>"
+        vector = pq.read_table(out).column("vec")[0].as_py()
+    elif fmt == "duckdb":
+        db = duckdb.connect(str(out), read_only=True)
+        assert db.execute("SELECT typeof(vec) FROM results LIMIT 1").fetchall() == [("FLOAT[8]",)]
+        vector = db.execute("SELECT vec FROM results LIMIT 1").fetchall()[0][0]
+        db.close()
+    elif fmt == "csv":
+        line = out.read_text().splitlines()[1]
+        vector = json.loads(line[line.index('"[') + 1: line.index(']"') + 1])
+    else:
+        vector = json.loads(out.read_text().splitlines()[0])["vec"]
+    assert len(vector) == 8 and math.isclose(sum(v * v for v in vector), 1.0, rel_tol=1e-5)
 
 
 def test_a_sql_step_finds_near_duplicates_with_array_functions(fake, workdir):
@@ -193,12 +201,12 @@ def test_a_sql_step_finds_near_duplicates_with_array_functions(fake, workdir):
 
 
 def test_mock_gives_deterministic_vectors_of_the_requested_size(fake, workdir):
-    spec = embed_job(workdir, texts(3), step={"dimensions": 5})
-    apply(workdir, spec, mock=True)
-    first = pq.read_table(workdir / "out" / "results.mock.parquet").column("vec").to_pylist()
-    apply(workdir, spec, mock=True, no_cache=True)
-    assert pq.read_table(workdir / "out" / "results.mock.parquet").column("vec").to_pylist() == first
-    assert [len(v) for v in first] == [5, 5, 5] and fake.stats()["requests"] == 0
+    rows = texts(3)
+    apply(workdir, embed_job(workdir, rows, step={"dimensions": 5}), mock=True)
+    vectors = pq.read_table(workdir / "out" / "results.mock.parquet").column("vec").to_pylist()
+    expected = [mock_vector(r["text"], 5) for r in rows]  # a function of the text alone
+    assert [[round(v, 6) for v in vec] for vec in vectors] == [[round(v, 6) for v in vec] for vec in expected]
+    assert fake.stats()["requests"] == 0
 
 
 def test_the_plan_prices_input_tokens_only(workdir):
@@ -222,20 +230,33 @@ def test_the_plan_refuses_a_wrong_model_or_size(workdir, model, dimensions, mess
 
 def test_an_embedding_step_after_an_llm_step_embeds_its_answers(fake, workdir):
     summary = {"prompt": "Summarise: {{ row.text }}", "model": {"params": {"max_tokens": 30}}}
-    spec = embed_job(workdir, texts(40), steps={"summary": summary}, step={"embed": "{{ summary }}"})
+    spec = embed_job(workdir, texts(16), steps={"summary": summary}, step={"embed": "{{ summary }}"})
     outcome = apply(workdir, spec)
-    assert outcome.status == "succeeded" and outcome.succeeded == 80
+    assert outcome.status == "succeeded" and outcome.succeeded == 32
     stats = fake.stats()
-    assert stats["by_endpoint"]["openai.chat_completions"] == 40 and sum(stats["embed_calls"]) == 40
-    assert len(stats["embed_calls"]) < 40  # grouped, also while the summaries arrive row by row
+    assert stats["by_endpoint"]["openai.chat_completions"] == 16 and sum(stats["embed_calls"]) == 16
+    assert len(stats["embed_calls"]) < 16  # grouped, also while the summaries arrive row by row
     table = pq.read_table(workdir / "out" / "results.parquet").to_pylist()
     assert all(len(r["vec"]) == 8 for r in table)
 
 
-def test_gemini_embeddings_run_realtime_only_for_now(workdir):
-    spec = embed_job(workdir, texts(2), provider="gemini", model="gemini-embedding-001", step={"mode": "batch"})
-    with pytest.raises(SpecError, match="Gemini embeddings run realtime only"):
+def test_gemini_embeddings_job_from_a_file(fake, workdir):
+    spec = embed_job(workdir, texts(12), provider="gemini", model="gemini-embedding-001", limits=FAST)
+    outcome = apply(workdir, spec)
+    assert outcome.status == "succeeded" and outcome.succeeded == 12
+    stats = fake.stats()
+    assert stats["batches_created"] == 1 and stats["by_endpoint"] == {} and stats["batch_rows"] == 12
+    assert stats["files"] == []  # the input and results files were deleted once stored
+    recorded = attempts(workdir)
+    plan_tokens = api.plan(spec, state=str(workdir / "x.duckdb"), save=False).header.steps[0].counts.input_tokens
+    assert all(r[6] for r in recorded)  # no usage in the results: the plan's count, at the batch price
+    assert sum(r[5] for r in recorded) == pytest.approx(plan_tokens * PRICE["gemini-embedding-001"] / 2 / 1e6)
+    assert all(len(v) == 8 for v in pq.read_table(workdir / "out" / "results.parquet").column("vec").to_pylist())
+
+
+def test_gemini_embedding_jobs_are_refused_on_vertex_ai(workdir):
+    block = {"options": {"vertexai": True, "project": "p", "location": "us-central1"}}
+    spec = embed_job(workdir, texts(2), provider="gemini", model="gemini-embedding-001", step={"mode": "batch"},
+                     block=block)
+    with pytest.raises(SpecError, match="Developer API only"):
         api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
-    spec = embed_job(workdir, texts(2), provider="gemini", model="gemini-embedding-001", step={"mode": "auto"})
-    step = api.plan(spec, state=str(workdir / "state.duckdb"), save=False).header.steps[0]
-    assert step.mode == "realtime" and "Gemini embeddings run realtime" in (step.mode_note or "")
