@@ -125,7 +125,8 @@ def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemp
         for name, tally in tallies.items():
             if by_name[name].provider == "sql":
                 continue
-            tally.projected_tokens_per_row = projected_tokens(by_name[name], templates[name], sample, by_name)
+            tally.projected_tokens_per_row, tally.projected_tokens_max = projected_tokens(
+                by_name[name], templates[name], tally, sample, by_name)
     return tallies
 
 
@@ -158,15 +159,17 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
         return known
     if step.provider == "sql":  # computed locally: projected rows cost nothing
         return known.model_copy(update={"projected": tally.projected})
-    per_row = tally.projected_tokens_per_row
-    upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * per_row, estimated=True)
+    upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * tally.projected_tokens_max,
+                    estimated=True)
+    mean = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * tally.projected_tokens_per_row,
+                   estimated=True)
     selectivity = 1.0 if tally.when_decided else tally.selectivity  # decided now: projected rows all run
     share = selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
     return known.model_copy(update={
-        "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + upper.input_tokens,
-        "output_tokens_expected": known.output_tokens_expected + int(upper.output_tokens_expected * share),
+        "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + mean.input_tokens,
+        "output_tokens_expected": known.output_tokens_expected + int(mean.output_tokens_expected * share),
         "output_tokens_upper": known.output_tokens_upper + upper.output_tokens_upper,
-        "cost_expected": known.cost_expected + upper.cost_expected * share,
+        "cost_expected": known.cost_expected + mean.cost_expected * share,
         "cost_upper": known.cost_upper + upper.cost_upper, "estimated": True, "projected": tally.projected,
         "when_decided": tally.when_decided})
 

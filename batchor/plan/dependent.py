@@ -45,7 +45,10 @@ class DependentTally:
     evaluated: int = 0  # rows where `when` could be evaluated
     failed_earlier: int = 0  # rows whose request failed for good earlier: not sent again
     when_decided: bool = False  # `when:` reads only the row: projected rows already passed it
-    projected_tokens_per_row: int = 200
+    projected_tokens_per_row: int = 200  # mean over sample renders: the expected cost
+    projected_tokens_max: int = 200  # the longest sample render: the upper bound
+    projected_rows: list[dict[str, Any]] = field(default_factory=list)  # input rows of projected rows (a sample)
+    known_upstream: list[dict[str, Any]] = field(default_factory=list)  # upstream answers seen now (a sample)
     run_keys: set[str] = field(default_factory=set)
     unanswered: list[pa.Table] = field(default_factory=list)  # (row_key, request_key) rendered, no answer
     projected_keys: list[pa.Array] = field(default_factory=list)  # row keys of projected rows
@@ -79,6 +82,7 @@ class _Skipped:
 SKIPPED = _Skipped()
 FAILED = object()  # a request that failed earlier with a deterministic error: not sent again
 PROJECTED = object()  # a row whose request cannot be rendered yet
+SAMPLES = 32  # rows (and known upstream answers) a projection's input tokens are rendered from
 
 
 def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates],
@@ -207,6 +211,8 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
             keys.append(None if pending is SKIPPED else PROJECTED)
             continue
         tally.evaluated += 1
+        if len(tally.known_upstream) < SAMPLES:
+            tally.known_upstream.append(values)
         request = requests.render(row.key, {"row": row_values[row.index], **values})
         if request is None:
             tally.skipped += 1
@@ -235,6 +241,8 @@ def _not_renderable(row: Row, values: list[Any], when: tuple[StepTemplates, bool
         tally.skipped += row.weight
         return SKIPPED
     tally.project(row)
+    if len(tally.projected_rows) < SAMPLES:
+        tally.projected_rows.append(row_values)
     return PROJECTED
 
 
@@ -277,16 +285,30 @@ def _count(tally: DependentTally, keys: list[str | None], answers: list[Any], to
             tally.input_tokens += n
 
 
-def projected_tokens(step: StepPlan, tpl: StepTemplates, sample_row: dict[str, Any],
-                     by_name: dict[str, StepPlan]) -> int:
-    """Input tokens of one request rendered with sample upstream answers (for projections)."""
-    context: dict[str, Any] = {"row": {k: v for k, v in sample_row.items() if k != ROW_KEY}}
+def projected_tokens(step: StepPlan, tpl: StepTemplates, tally: DependentTally, fallback_row: dict[str, Any],
+                     by_name: dict[str, StepPlan]) -> tuple[int, int]:
+    """(mean, max) input tokens of a projected request: the step rendered for up to SAMPLES of its
+    projected rows, each with upstream answers stored for other rows where there are some (else
+    sample answers from the upstream schema or expected length)."""
+    rows = tally.projected_rows or [fallback_row]
+    counts = []
+    for i, row in enumerate(rows):
+        upstream = tally.known_upstream[i % len(tally.known_upstream)] if tally.known_upstream else None
+        counts.append(_render_tokens(step, tpl, row, upstream, by_name))
+    return round(sum(counts) / len(counts)), max(counts)
+
+
+def _render_tokens(step: StepPlan, tpl: StepTemplates, row: dict[str, Any], upstream: dict[str, Any] | None,
+                   by_name: dict[str, StepPlan]) -> int:
+    context: dict[str, Any] = {"row": {k: v for k, v in row.items() if k != ROW_KEY}}
     for dep in step.depends_on:
-        upstream = by_name[dep]
-        if upstream.schema is not None:
-            context[dep] = sample_value(upstream.schema, "projection")
+        schema = by_name[dep].schema
+        if upstream is not None and upstream.get(dep) is not None:
+            context[dep] = upstream[dep]
+        elif schema is not None:
+            context[dep] = sample_value(schema, "projection")
         else:
-            context[dep] = "x " * upstream.expected_output_tokens
+            context[dep] = "x " * by_name[dep].expected_output_tokens
     try:
         messages = tpl.render_messages(context)
         attached = StepRequests(step, tpl).attachment_tokens(context)

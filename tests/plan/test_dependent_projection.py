@@ -39,3 +39,14 @@ def test_a_when_on_an_earlier_answer_stays_projected(workdir):
     plan = batchor.plan(_spec(workdir, "'urgent' in triage"), save=False)
     reply = plan.header.steps[1]
     assert (reply.counts.projected, reply.counts.skipped, reply.counts.when_decided) == (ROWS, 0, False)
+
+
+def test_projected_input_is_rendered_from_many_rows_not_the_first(workdir):
+    _spec(workdir, "true")
+    texts = ["short"] + [("a long ticket about a broken order " * (1 + i % 9)).strip() for i in range(1, ROWS)]
+    write_csv(workdir / "data.csv", [{"id": f"t{i}", "text": text} for i, text in enumerate(texts)])
+    reply = batchor.plan(workdir / "spec.yaml", save=False).header.steps[1]
+    per_row = reply.counts.input_tokens / reply.counts.projected
+    first = batchor.plan(workdir / "spec.yaml", save=False, limit=1).header.steps[1]
+    assert per_row > first.counts.input_tokens + 20  # the first (short) row is not all rows
+    assert reply.counts.cost_upper > reply.counts.cost_expected
