@@ -5,7 +5,8 @@ output tokens and attempts per request from the answers of the step's length key
 enough of them; `when:` selectivity from the rows the pilot let it evaluate). What is left is how
 sure that figure is. A sum over R requests estimated from n answers of spread s is uncertain by the
 mean's error (R^2 s^2 / n) and the requests' own spread (R s^2); a `when:` step below another step
-adds the binomial error of its selectivity on the rows not known yet. Input counted with another
+adds the binomial error of its selectivity on the rows not known yet. The mean's error is taken
+at Student's t for n - 1 degrees of freedom (a few answers: wider). Input counted with another
 tokenizer than the provider's is scaled by the measured reported/counted ratio: its error is that
 ratio's mean error (C^2 s_r^2 / n) plus the requests' own spread (C^2 s_r^2 / R), C the input
 cost at the counted tokens. Normal approximation: the
@@ -88,13 +89,24 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
         price = ModelPrice.from_dict(step.price)
         rate_out = price.cost(0, 1_000_000, batch=step.mode == "batch") / 1e6
         sd = measured.stdev * measured.attempts_per_request  # billed output per request, re-asks included
-        out_var = (requests ** 2 / measured.answers + requests) * (sd * rate_out) ** 2
+        # the mean is measured on few answers: its error at Student's t, as a share of Z90's
+        small = (t90(measured.answers - 1) / Z90) ** 2
+        out_var = (small * requests ** 2 / measured.answers + requests) * (sd * rate_out) ** 2
         per_request = counts.cost_expected / requests
         in_var = _input_variance(step, price, requests, inputs)
         half = Z90 * math.sqrt(out_var + in_var + _selectivity_variance(step, evaluated, ran) * per_request ** 2)
     expected = counts.cost_expected
     return StepInterval(step.name, requests, expected, max(0.0, expected - half), expected + half, measured,
                         step.output_source, evaluated, ran)
+
+
+def t90(freedom: int) -> float:
+    """Student's t two-sided 90 % quantile (Cornish-Fisher expansion; within 2 % from 3 degrees of
+    freedom, 0.5 % from 5), Z90 for many: a mean measured on few answers is less sure than it looks."""
+    if freedom < 1:
+        return Z90
+    z, v = Z90, float(freedom)
+    return z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v * v)
 
 
 def _input_variance(step: StepPlan, price: ModelPrice, requests: float, inputs: InputCalibration | None) -> float:
