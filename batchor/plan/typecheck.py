@@ -136,6 +136,11 @@ def _check(ref: Reference, by_name: dict[str, StepPlan], columns: list[str]) -> 
     step = by_name[ref.root]
     if not ref.path or (step.provider == "sql" and step.schema is None):  # a SQL step whose query failed
         return None
+    if step.kind == "embed":  # a list of floats: indexes and list methods only
+        first = ref.path[0]
+        return None if isinstance(first, int) or hasattr(list, str(first)) else (
+            f"`{ref.text(0)}`: step '{step.name}' is an embedding step; its answer is a list of floats",
+            f"write {{{{ {step.name} }}}} for the list, or {{{{ {step.name}[0] }}}} for one value")
     if step.schema is None:
         return _check_text(ref, step)
     return _check_schema(ref, step)

@@ -260,3 +260,12 @@ def test_gemini_embedding_jobs_are_refused_on_vertex_ai(workdir):
                      block=block)
     with pytest.raises(SpecError, match="Developer API only"):
         api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
+
+
+def test_a_later_prompt_sees_the_vector_as_a_list_of_floats(fake, workdir):
+    after = {"prompt": "size {{ vec | length }}, first is a number: {{ vec[0] is number }}"}
+    spec = embed_job(workdir, texts(3), steps={"after": after})
+    assert apply(workdir, spec).status == "succeeded"
+    stats = fake.stats()  # the three rows ask the same: one request
+    assert stats["by_endpoint"]["openai.chat_completions"] == 1
+    assert stats["by_prompt"][prompt_key("size 8, first is a number: True")] == 1
