@@ -70,6 +70,8 @@ def answers_sql(plan: CompiledPlan) -> str:
 
 def typed_answer(step: StepPlan, output: str) -> str:
     """SQL turning a stored answer (JSON text, or text) into a value of the step's type."""
+    if step.kind == "embed":  # a vector, as later SQL steps see it
+        return f"CAST({output} AS {'FLOAT[' + str(step.dimensions) + ']' if step.dimensions else 'FLOAT[]'})"
     if step.schema is None:
         return output
     structure = duck_structure(step.schema)

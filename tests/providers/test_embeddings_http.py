@@ -269,3 +269,15 @@ def test_a_later_prompt_sees_the_vector_as_a_list_of_floats(fake, workdir):
     stats = fake.stats()  # the three rows ask the same: one request
     assert stats["by_endpoint"]["openai.chat_completions"] == 1
     assert stats["by_prompt"][prompt_key("size 8, first is a number: True")] == 1
+
+
+def test_quality_checks_read_the_vector_as_floats(workdir):
+    spec = embed_job(workdir, texts(4))
+    document = yaml.safe_load(spec.read_text())
+    document["checks"] = [{"sql": "array_length(vec) = 8"},
+                          {"aggregate": "avg(array_inner_product(vec, vec))", "min": 0.999, "max": 1.001},
+                          {"sql": "array_length(vec) = 9", "name": "wrong size"}]
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = apply(workdir, spec, mock=True)
+    assert {c.name: c.passed for c in result.checks.checks} == {
+        "array_length(vec) = 8": True, "avg(array_inner_product(vec, vec))": True, "wrong size": False}
