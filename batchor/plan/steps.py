@@ -54,7 +54,8 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
                 plans.append(sql_step_plan(name, step.sql, step.depends_on, names, step.fan_out, step.max_fanout))
                 continue
             if isinstance(step, EmbedStep):
-                templates[name] = compile_step(env, name, None, step.embed, step.when, names - {name})
+                templates[name] = compile_step(env, name, None, step.embed, step.when, names - {name},
+                                               prompt_key="embed")
                 plans.append(_embed_plan(loaded, name, step, templates[name], overrides))
                 continue
             compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name},

@@ -122,7 +122,8 @@ def check_references(loaded: LoadedSpec, steps: list[StepPlan], templates: dict[
                 problem = _check(ref, by_name, columns)
                 if problem is None:
                     continue
-                where = f"{loaded.where_in_text(('steps', name, part), ref.lineno)}: steps.{name}.{part}"
+                key = compiled.key_of(part)
+                where = f"{loaded.where_in_text(('steps', name, key), ref.lineno)}: steps.{name}.{key}"
                 if (where, problem[0]) not in reported:
                     reported.add((where, problem[0]))
                     found.found.append(TemplateUndefinedError(f"{where}: {problem[0]}", hint=problem[1]))

@@ -60,6 +60,11 @@ class StepTemplates:
     dynamic_row_access: bool = False  # row[expr]: columns only checked while rendering
     asts: dict[str, nodes.Template] = field(default_factory=dict)  # part (system/prompt/when) -> parsed
     attachments: list[Any] = field(default_factory=list)  # compiled `attachments:` expressions
+    prompt_key: str = "prompt"  # the spec key the prompt template came from (`embed` for an embedding step)
+
+    def key_of(self, part: str) -> str:
+        """The spec key of a template part, for messages and line numbers."""
+        return self.prompt_key if part == "prompt" else part
 
     def render_messages(self, context: dict[str, Any]) -> list[dict[str, str]]:
         messages = []
@@ -93,17 +98,18 @@ class StepTemplates:
 
 def compile_step(
     env: ImmutableSandboxedEnvironment, step: str, system: str | None, prompt: str, when: str | None,
-    known_steps: set[str], attachments: Sequence[str] = (),
+    known_steps: set[str], attachments: Sequence[str] = (), prompt_key: str = "prompt",
 ) -> StepTemplates:
     """Parse a step's templates and find which columns and steps they reference."""
-    compiled = StepTemplates(step=step, system=None, prompt=None, when=None)  # type: ignore[arg-type]
+    compiled = StepTemplates(step=step, system=None, prompt=None, when=None,  # type: ignore[arg-type]
+                             prompt_key=prompt_key)
     parts = {"system": system, "prompt": prompt, "when": ("{{ " + when + " }}") if when else None}
     parts.update({f"attachments[{i}]": "{{ " + source + " }}" for i, source in enumerate(attachments)})
     found = Problems()
     for part, source in parts.items():
         if source is None:
             continue
-        where = f"steps.{step}.{part}"
+        where = f"steps.{step}.{compiled.key_of(part)}"
         with found.check():
             try:
                 ast = env.parse(source)

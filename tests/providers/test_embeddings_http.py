@@ -281,3 +281,9 @@ def test_quality_checks_read_the_vector_as_floats(workdir):
     result = apply(workdir, spec, mock=True)
     assert {c.name: c.passed for c in result.checks.checks} == {
         "array_length(vec) = 8": True, "avg(array_inner_product(vec, vec))": True, "wrong size": False}
+
+
+def test_a_template_mistake_names_the_embed_key_and_its_line(workdir):
+    spec = embed_job(workdir, texts(2), step={"embed": "{{ row.txt }}"})
+    with pytest.raises(SpecError, match=r"spec.yaml:\d+: steps.vec.embed: `row.txt`.*did you mean 'text'"):
+        api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
