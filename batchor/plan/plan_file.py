@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from batchor import arrow_pool  # noqa: F401 - imported for its effect: a pool that gives memory back
 from batchor.errors import PlanFileError
 from batchor.file_modes import private_dir
 from batchor.fingerprint import canonical_json, sha256_hex
@@ -117,7 +118,7 @@ class CompiledPlan:
     def job_id(self) -> str:
         return job_id_for(self.header)
 
-    def iter_batches(self, columns: list[str] | None = None, batch_size: int = 65536) -> Iterator[pa.RecordBatch]:
+    def iter_batches(self, columns: list[str] | None = None, batch_size: int = 16384) -> Iterator[pa.RecordBatch]:
         if self._data_path is not None:
             yield from pq.ParquetFile(self._data_path).iter_batches(batch_size=batch_size, columns=columns)
             return
