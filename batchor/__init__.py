@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `impor
         TemplateUndefinedError,
     )
     from batchor.operations import cancel, export, export_attempts, migrate_state, prices, prune, runs, status
-    from batchor.quality import CheckReport, DiffReport, check, diff
+
+    # `batchor.quality.diff` is both a function and a submodule; mypy may have bound the module first
+    from batchor.quality import CheckReport, DiffReport, check, diff  # type: ignore[no-redef]
     from batchor.result import Result
     from batchor.version import __version__
 

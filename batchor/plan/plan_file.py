@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from batchor import arrow_pool  # noqa: F401 - imported for its effect: a pool that gives memory back
+import batchor.arrow_pool  # noqa: F401 - imported for its effect: a pool that gives memory back
 from batchor.errors import PlanFileError
 from batchor.file_modes import private_dir
 from batchor.fingerprint import canonical_json, sha256_hex
