@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from batchor.plan.model import PlanHeader, StepPlan
+from batchor.plan.model import PlanHeader, StepPlan, output_per_request
 from batchor.plan.prices import ModelPrice
 from batchor.state.answer_stats import InputCalibration, KeyStats, OutputStats
 
@@ -79,7 +79,8 @@ def _measured(step: StepPlan, stats: KeyStats | None) -> OutputStats:
 def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration | None = None) -> StepInterval:
     counts = step.counts
     measured = _measured(step, stats)
-    requests = counts.output_tokens_expected / step.expected_output_tokens if step.expected_output_tokens else 0.0
+    tokens_each = output_per_request(step)
+    requests = counts.output_tokens_expected / tokens_each if tokens_each else 0.0
     evaluated = max(0, counts.rows - counts.projected) if step.when and step.depends_on else 0
     if counts.when_decided:  # a `when:` on the row alone was evaluated on every row
         evaluated = counts.rows

@@ -32,6 +32,7 @@ from batchor.plan.model import (
     PlanTotals,
     StepCounts,
     StepPlan,
+    output_per_request,
 )
 from batchor.plan.plan_file import CompiledPlan, file_sha256, job_id_for, plan_id_for
 from batchor.plan.prices import ModelPrice
@@ -176,7 +177,7 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
 
 def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, skipped: int, to_run: int,
             input_tokens: int, *, estimated: bool) -> StepCounts:
-    out_expected = to_run * step.expected_output_tokens
+    out_expected = round(to_run * output_per_request(step))  # unrounded mean: short answers lose no share
     out_upper = to_run * step.max_tokens
     expected_in = round(input_tokens * step.input_factor)  # calibrated for the provider's tokenizer, re-asks
     upper_in = int(input_tokens * step.token_upper_factor)

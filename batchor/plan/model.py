@@ -23,6 +23,11 @@ def req_column(step: str, part: str) -> str:
 PROJECTED = " (projected)"  # marks a `changed_by` cause counted before its requests exist (plan/changes.py)
 
 
+def output_per_request(step: "StepPlan") -> float:
+    """Expected output tokens per request: the measured mean unrounded, else the estimate."""
+    return step.expected_output_mean if step.expected_output_mean is not None else float(step.expected_output_tokens)
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -81,6 +86,7 @@ class StepPlan(_Frozen):
     max_tokens: int
     context_window: int | None = None
     expected_output_tokens: int  # per request, re-asked attempts included (see plan/estimate.py)
+    expected_output_mean: float | None = None  # the same, unrounded, when measured (history or pilot answers)
     output_source: str = "heuristic"  # where expected_output_tokens comes from: heuristic | history: N answers | ...
     length_key: str = ""  # what decides an answer's length (model, schema or text, templates): history's key
     input_factor: float = 1.0  # expected billed input tokens per counted token (calibration, re-asks)
