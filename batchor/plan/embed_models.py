@@ -59,6 +59,9 @@ def group_limits(provider: str, adapter: str, group_size: int | None) -> GroupLi
     return GroupLimits(min(limits.inputs, group_size or limits.inputs), limits.tokens)
 
 
+NO_EMBEDDINGS = frozenset({"anthropic"})  # Anthropic points to a third party (Voyage AI) for embeddings
+
+
 def embed_model(provider: str, name: str) -> EmbedModel | None:
     return MODELS.get((provider, name.removeprefix("models/") if provider == "gemini" else name))
 
@@ -67,6 +70,10 @@ def check_embed_model(provider: str, name: str, dimensions: int | None, *, custo
                       where: str) -> int | None:
     """The vector size the step will produce (None: unknown until the answers come), or a
     `SpecError` naming the fix: not an embedding model, or `dimensions` the model cannot give."""
+    if provider in NO_EMBEDDINGS:
+        raise SpecError(f"{where}: {provider} has no embeddings API, so an `embed:` step cannot use it",
+                        hint="give the step its own model block with provider openai (text-embedding-3-small), "
+                             "gemini (gemini-embedding-001) or an OpenAI-compatible server (vllm, ollama)")
     known = embed_model(provider, name)
     if known is None:
         if provider in FREE_FORM or provider == "openai-compatible" or custom or priced:

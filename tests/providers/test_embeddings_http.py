@@ -228,6 +228,14 @@ def test_the_plan_refuses_a_wrong_model_or_size(workdir, model, dimensions, mess
         api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
 
 
+@pytest.mark.parametrize("block", [{}, {"custom": True}])
+def test_anthropic_has_no_embeddings_and_the_plan_says_where_to_go(workdir, block):
+    spec = embed_job(workdir, texts(2), provider="anthropic", model="claude-haiku-4-5", block=block)
+    with pytest.raises(SpecError, match="anthropic has no embeddings API") as caught:
+        api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
+    assert "text-embedding-3-small" in (caught.value.hint or "")
+
+
 def test_an_embedding_step_after_an_llm_step_embeds_its_answers(fake, workdir):
     summary = {"prompt": "Summarise: {{ row.text }}", "model": {"params": {"max_tokens": 30}}}
     spec = embed_job(workdir, texts(16), steps={"summary": summary}, step={"embed": "{{ summary }}"})
