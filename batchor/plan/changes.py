@@ -51,20 +51,20 @@ def rendered_changes(now: pa.Table, step: StepPlan, state: StateStore, name: str
     return _tally_causes(step, plans, by_job)
 
 
-def projected_changes(row_keys: list[str], step: StepPlan, state: StateStore, name: str,
+def projected_changes(row_keys: pa.ChunkedArray, step: StepPlan, state: StateStore, name: str,
                       job_id: str) -> dict[str, int]:
     """Rows of a step whose upstream answers are not known yet (so their requests cannot be
     rendered) that an earlier job of this spec answered: they are asked again, for certain when
     the step itself changed (cause: what differs), else if an upstream answer turns out different
     (cause: `upstream`). Counted per row, marked projected. A row ending in `#*` stands for the
     elements of a fan-out not known yet: the earlier element rows under it are counted."""
-    if not row_keys:
+    if not len(row_keys):
         return {}
     before, plans = _earlier_requests(state, step, name, job_id)
     if before is None:
         return {}
     with memory_db() as db:
-        db.register("projected", pa.table({"row_key": pa.array(row_keys, pa.string())}))
+        db.register("projected", pa.table({"row_key": row_keys}))
         db.register("before", before)
         by_job = db.sql(_PROJECTED_BY_JOB).fetchall()
     causes = _tally_causes(step, plans, by_job, unchanged="upstream")

@@ -58,8 +58,8 @@ class DependentTally:
         empty = pa.table({"row_key": pa.array([], pa.string()), "request_key": pa.array([], pa.string())})
         return pa.concat_tables([empty, *self.unanswered])
 
-    def projected_row_keys(self) -> list[str]:
-        return [k for chunk in self.projected_keys for k in chunk.to_pylist()]
+    def projected_row_keys(self) -> pa.ChunkedArray:
+        return pa.chunked_array(self.projected_keys, pa.string())
 
     @property
     def selectivity(self) -> float:
