@@ -76,7 +76,7 @@ def test_markdown_for_a_pull_request(workdir, fake):
     assert "invalid_request: 1 row(s)" in text and "<script>" not in text.split("| step |")[0]
 
 
-def test_report_command_writes_html_and_prints_markdown_and_json(workdir, fake):
+def test_report_command_writes_html_and_prints_markdown_and_json(workdir, fake, batchor_cli):
     status = _run(workdir, fake)
     done = run_cli(workdir, "report", "-o", "out/report.html")
     assert done.returncode == 0 and "wrote out/report.html" in done.stderr, done.stderr
@@ -87,7 +87,7 @@ def test_report_command_writes_html_and_prints_markdown_and_json(workdir, fake):
     assert data["run"]["run_id"] == status["run_id"]
     bad = CliRunner().invoke(app, ["report", "--format", "pdf"])
     assert bad.exit_code == 2 and "--format" in bad.output
-    missing = run_cli(workdir, "report", "nope")
+    missing = batchor_cli(workdir, "report", "nope")
     assert missing.returncode == 1 and "run_not_found" in missing.stderr
 
 
