@@ -26,6 +26,7 @@ print(open_state(sys.argv[1]).schema_version())
 """
 
 
+@pytest.mark.slow  # four processes racing to set up PostgreSQL (as the multi-worker PostgreSQL tests)
 def test_concurrent_first_time_setup(pg_url, tmp_path):
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", OPEN, pg_url, str(go)], env=cli_env(),
