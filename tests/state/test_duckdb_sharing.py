@@ -72,8 +72,9 @@ def test_the_host_instance_stays_open_across_small_units_even_when_they_are_slow
     assert hosts[0] is not None and all(host is hosts[0] for host in hosts)
 
 
-def test_the_host_instance_closes_after_a_unit_that_used_much_cpu(tmp_path):
-    """A heavy query leaves memory with the DuckDB instance until it closes."""
+def test_the_host_instance_closes_after_a_unit_that_used_much_cpu(tmp_path, monkeypatch):
+    """A heavy query leaves memory with the DuckDB instance until it closes. (The bound is lowered
+    so that a modest query passes it on any machine.)"""
     from batchor.state import duckdb_store
 
     store = DuckDBStore(tmp_path / "state.duckdb")
@@ -81,6 +82,7 @@ def test_the_host_instance_closes_after_a_unit_that_used_much_cpu(tmp_path):
     with store.connection() as db:
         db.execute("SELECT count(*) FROM results").fetchall()
     assert duckdb_store._HOST.db is not None
+    monkeypatch.setattr(duckdb_store._Host, "SMALL_UNIT_CPU_S", 0.005)
     with store.connection() as db:
-        db.execute("SELECT sum(hash(range)) FROM range(200000000)").fetchall()
+        db.execute("SELECT sum(hash(range)) FROM range(20000000)").fetchall()
     assert duckdb_store._HOST.db is None
