@@ -76,6 +76,7 @@ def main() -> None:
     }
     for name, value in figures.items():
         print(f"{name:45} {value:6.2f}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "startup.json").write_text(json.dumps({"rows": rows, **figures}, indent=2))
 
 

@@ -31,8 +31,8 @@ from tests.pg_server import create_database, server
 
 def run_workers(n: int, *, folder: Path, plan: Path, url: str, fake: Any, rows: int) -> dict[str, Any]:
     fake.reset()
-    env = {**os.environ, "OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": fake.openai_base_url,
-           "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OPENAI_API_KEY": "sk-bench", "PYTHONPATH": str(ROOT)}  # the spec names the fake
+    env.pop("OPENAI_BASE_URL", None)
     command = [sys.executable, "-m", "batchor.cli.main", "apply", str(plan), "--state", url, "--json"]
     started = time.perf_counter()
     procs = [subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL,
@@ -52,8 +52,8 @@ def run_workers(n: int, *, folder: Path, plan: Path, url: str, fake: Any, rows: 
 
 def _steady(samples: list[tuple[float, int]], rows: int) -> float | None:
     try:
-        (t1, a1), (t2, a2) = (next(s for s in samples if s[1] >= rows * f) for f in (0.25, 0.75))
-    except StopIteration:
+        (t1, a1), (t2, a2) = [next(s for s in samples if s[1] >= rows * f) for f in (0.25, 0.75)]
+    except StopIteration:  # the workers stopped before answering 75 % of the rows
         return None
     return round((a2 - a1) / (t2 - t1), 1) if t2 > t1 else None
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     with server() as pg, fake_server(latency_ms=args.latency_ms, rpm=args.rpm) as fake:
         for n in args.workers:
             folder = fresh_dir(f"workers-{n}")
-            spec = write_spec(folder, data, concurrency=args.concurrency, rpm=args.rpm)
+            spec = write_spec(folder, data, base_url=fake.openai_base_url, concurrency=args.concurrency, rpm=args.rpm)
             url = create_database(pg)
             plan = folder / "job.plan"
             api.plan(spec, state=url, save=plan)
