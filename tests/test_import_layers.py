@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "batchor"
 
 LAYERS: dict[str, int] = {
     # 0 foundation: no knowledge of any stage
-    "errors": 0, "version": 0, "fingerprint": 0, "file_modes": 0, "duck": 0, "schema": 0, "humanize": 0, "lazy": 0,
+    "errors": 0, "version": 0, "fingerprint": 0, "file_modes": 0, "duck": 0, "arrow_pool": 0, "schema": 0,
+    "humanize": 0, "lazy": 0,
     # 1 what the stages stand on: the spec model, the state, the provider seam, frame adapters
     "spec": 1, "state": 1, "providers": 1, "frames": 1,
     # 2 compile a spec into a plan

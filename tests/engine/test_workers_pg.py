@@ -128,7 +128,9 @@ def test_workers_share_the_rate_limit(fake, workdir, pg_url):
     (t1, a1), (t2, a2) = (next(s for s in samples if s[1] >= rows * f) for f in (0.25, 0.75))
     rate = (a2 - a1) / (t2 - t1)
     limit = rpm / 60
-    assert rate <= limit * 1.05, f"{rate:.1f}/s above the shared limit {limit:.0f}/s"
+    # The window's ends are found by sampling every 0.1 s (later on a busy machine) over ~3 s, so the
+    # figure carries a few per cent of noise; the fake's own 429s above (it enforces the limit) are the hard check.
+    assert rate <= limit * 1.10, f"{rate:.1f}/s above the shared limit {limit:.0f}/s"
     assert rate >= limit * 0.7, f"{rate:.1f}/s: the workers left the limit {limit:.0f}/s unused"
     assert len(_query(pg_url, "SELECT 1 FROM workers")) == 3
 
