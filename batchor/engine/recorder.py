@@ -67,12 +67,37 @@ def judge(plan: StepPlan, completion: Completion) -> str:
                                    "`limits.on_truncation: reask`")
     if plan.schema is None:
         return completion.text
+    accepted = _accepted_answers(plan.schema)
+    stored = accepted.get(completion.text)
+    if stored is not None:
+        return stored
     value, errors = parse_structured(completion.text, plan.schema)
     if errors:
         error = InvalidOutputError("answer does not match the output schema: " + "; ".join(errors[:3]))
         error.rejected, error.violations = completion.text, tuple(errors)
         raise error
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    stored = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if len(completion.text) <= _MEMO_TEXT_CHARS and len(accepted) < _MEMO_ANSWERS:
+        accepted[completion.text] = stored
+    return stored
+
+
+_MEMO_TEXT_CHARS = 512  # answers remembered once accepted: short ones (labels, scores, small records)
+_MEMO_ANSWERS = 4096  # per schema; a few MB at most
+_ACCEPTED: dict[int, tuple[dict[str, Any], dict[str, str]]] = {}
+
+
+def _accepted_answers(schema: dict[str, Any]) -> dict[str, str]:
+    """Answer text -> stored output of the answers `schema` already accepted. Validation is a pure
+    function of the text, and a classifying step returns the same few answers thousands of times:
+    each is parsed and validated once (jsonschema costs about as much as the rest of a row).
+    Keyed by the schema object, kept alive with its entry, like `schema.core.schema_key`."""
+    entry = _ACCEPTED.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        if len(_ACCEPTED) >= 64:
+            _ACCEPTED.clear()
+        entry = _ACCEPTED[id(schema)] = (schema, {})
+    return entry[1]
 
 
 @dataclass(frozen=True, slots=True)
