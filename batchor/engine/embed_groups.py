@@ -10,7 +10,8 @@ its cost split over its texts by their token counts (the call's usage shared in 
 the plan's counts), so every text's attempt carries its share and the shares add up to the
 call. A text whose vector is missing or the wrong size is retried in a smaller group; a call
 refused as a whole (400: one text too long, say) is split in halves until the bad text fails
-alone, so one bad row never costs the others their answer.
+alone, so one bad row never costs the others their answer; a refusal that every half and a short
+text alone get too is the request's fault, and every text fails with it after four calls.
 """
 
 from __future__ import annotations
@@ -118,28 +119,71 @@ class GroupSender:
                                       f"{self.plan.model} embeds (not sent)")
         return None
 
-    async def _send(self, items: list[WorkItem], attempt: int) -> None:
-        """Attempts of `items` together until each is answered or failed, or the run stops."""
+    async def _send(self, items: list[WorkItem], attempt: int, split: bool = True) -> ProviderError | None:
+        """Attempts of `items` together until each is answered or failed, or the run stops.
+        With `split` off, a refusal of the whole call is returned with its items left unrecorded
+        (the caller decides whether the texts or the request are to blame)."""
         while items:
             if not await self.ex._reserve(self.hold, group_upper_cost(self.runtime, items)):
-                return  # budget reached: the rows stay pending
+                return None  # budget reached: the rows stay pending
             error, items = await self._attempt(items, attempt)
             if error is None or not items:
-                return
+                return None
+            if _splittable(error) and not split:
+                return error
             if _splittable(error) and len(items) > 1:  # refused as a whole: find the text it refuses
-                half = len(items) // 2
-                await self._send(items[:half], attempt + 1)
-                await self._send(items[half:], attempt + 1)
-                return
+                await self._split(items, attempt + 1, error)
+                return None
             if not error.transient or attempt >= self.ex.max_attempts or self.ex.stop.stopped:
                 for item in items:
                     self.ex.recorder.fail(item, attempt, error)
-                return
+                return None
             self.ex.progress.retries += len(items)
             await self.seat.wait(self.ex.sleep, _backoff(self.ex, attempt, error))
             if self.ex.stop.stopped:
-                return
+                return None
             attempt += 1
+        return None
+
+    async def _split(self, items: list[WorkItem], attempt: int, refusal: ProviderError) -> None:
+        """Halves until the refused text fails alone. When both halves get the parent's refusal,
+        up to three texts spread over the group are tried alone: if each gets it too, the request
+        is to blame, not a text (a bad parameter, say), and every text fails with it after at most
+        six calls rather than one call per split."""
+        half = len(items) // 2
+        parts = [items[:half], items[half:]]
+        refusals = [await self._send(part, attempt, split=False) for part in parts]
+        if all(_same_refusal(r, refusal) for r in refusals):
+            probed, request_refused = await self._probe(items, attempt + 1, refusal)
+            if request_refused:
+                for item in items:
+                    self.ex.recorder.fail(item, attempt + 1, refusal)
+                return
+            parts = [[item for item in part if all(item is not p for p in probed)] for part in parts]
+        for part, part_refusal in zip(parts, refusals):
+            if part_refusal is None or not part:
+                continue
+            if len(part) == 1:
+                self.ex.recorder.fail(part[0], attempt, part_refusal)
+            else:
+                await self._split(part, attempt + 1, part_refusal)
+
+    async def _probe(self, items: list[WorkItem], attempt: int,
+                     refusal: ProviderError) -> tuple[list[WorkItem], bool]:
+        """Texts sent alone until one is not refused like the group: (the texts sent, whether all
+        were). A text refused alone is failed, unless all were (the request's fault, failed above)."""
+        picks = [items[0], items[len(items) // 2], items[-1]]
+        probes = [item for i, item in enumerate(picks) if all(item is not p for p in picks[:i])]
+        refused: list[tuple[WorkItem, ProviderError]] = []
+        for n, probe in enumerate(probes, 1):
+            alone = await self._send([probe], attempt, split=False)
+            if alone is not None:
+                refused.append((probe, alone))
+            if not _same_refusal(alone, refusal):
+                for item, error in refused:
+                    self.ex.recorder.fail(item, attempt, error)
+                return probes[:n], False
+        return probes, True
 
     async def _attempt(self, items: list[WorkItem], attempt: int) -> tuple[ProviderError | None, list[WorkItem]]:
         """One call (429s waited out inside it): (error, the items it leaves without a vector)."""
@@ -228,6 +272,11 @@ def token_shares(counted: list[int], billed: int | None) -> list[int]:
 def _splittable(error: ProviderError) -> bool:
     """A call refused for what it carries (a 400-class error): one of its texts may be the cause."""
     return not error.transient and isinstance(error, InvalidRequestError) and error.status in (400, 413, 422)
+
+
+def _same_refusal(error: ProviderError | None, refusal: ProviderError) -> bool:
+    return error is not None and (type(error), error.status, str(error)) == (type(refusal), refusal.status,
+                                                                             str(refusal))
 
 
 def _backoff(ex: RealtimeExecutor, attempt: int, error: ProviderError) -> float:

@@ -76,7 +76,9 @@ def build_output_sql(plan: CompiledPlan, fmt: str | None = None) -> str:
 def _answer_columns(step: StepPlan, alias: str, fmt: str | None = None) -> list[str]:
     ok = f"{alias}.status = 'succeeded'"
     if step.kind == "embed" and fmt not in _TEXT_FORMATS:  # a float list (JSON text in CSV, an array in JSONL)
-        kind = "JSON" if fmt == "jsonl" else vector_type(step)
+        # Parquet stores either array as a list; DuckDB 2.0 writes a fixed-size one with NULLs
+        # (rows whose text failed) that pyarrow cannot read back, so Parquet gets the plain list.
+        kind = {"jsonl": "JSON", "parquet": "FLOAT[]"}.get(fmt or "", vector_type(step))
         return [f"CASE WHEN {ok} THEN CAST({alias}.output AS {kind}) END AS {_q(step.name)}"]
     if step.schema is None:
         return [f"CASE WHEN {ok} THEN {alias}.output END AS {_q(step.name)}"]

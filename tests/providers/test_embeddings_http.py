@@ -127,6 +127,26 @@ def test_a_text_the_api_refuses_fails_alone(fake, workdir):
     assert len(fake.stats()["embed_calls"]) <= 2 * math.ceil(math.log2(16))
 
 
+def test_a_refusal_of_the_request_itself_fails_every_text_after_six_calls(fake, workdir):
+    fake.configure(fail_matching={"review": 400})  # every text: the request, not one text, is refused
+    outcome = apply(workdir, embed_job(workdir, texts(16)))
+    assert outcome.status == "failed" and outcome.failed == 16
+    assert query(workdir, "SELECT DISTINCT error_code FROM results") == [("invalid_request",)]
+    assert fake.stats()["endpoint_calls"]["openai.embeddings"] == 6  # the call, two halves, three texts (not 31)
+
+
+def test_two_refused_texts_in_different_halves_still_fail_alone(fake, workdir):
+    rows = texts(16)
+    for i in (0, 12):  # the first is also the first text tried alone
+        rows[i]["text"] = f"POISON text {i} the provider refuses"
+    fake.configure(fail_matching={"POISON": 400})
+    outcome = apply(workdir, embed_job(workdir, rows))
+    assert (outcome.succeeded, outcome.failed) == (14, 2)
+    table = pq.read_table(workdir / "out/results.parquet").to_pylist()
+    assert sorted(r["id"] for r in table if r["vec"] is None) == ["r0", "r12"]
+    assert sum(fake.stats()["embed_calls"]) == 14  # each good text answered once
+
+
 def test_empty_and_too_long_texts_fail_before_any_call(fake, workdir):
     rows = texts(3) + [{"id": "empty", "text": ""}, {"id": "long", "text": "word " * 9000}]
     spec = embed_job(workdir, rows)
