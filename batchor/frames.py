@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchor.duck import memory_db
+from batchor.duck import SMALL_BYTES, attached, scratch_db
 from batchor.errors import InputError
 from batchor.file_modes import private_dir
 
@@ -63,16 +63,13 @@ def materialize(data: Any, folder: Path) -> Path:
 def read_output(path: str | Path) -> pa.Table:
     """Any output file batchor writes, back as an Arrow table."""
     path = Path(path)
-    db = memory_db()
-    try:
+    with scratch_db(path.is_file() and path.stat().st_size <= SMALL_BYTES) as db:
         if path.suffix == ".duckdb":
-            db.execute(f"ATTACH '{path}' AS out (READ_ONLY)")
-            return db.sql("SELECT * FROM out.results").to_arrow_table()
+            with attached(db, str(path), read_only=True) as out:
+                return db.sql(f"SELECT * FROM {out}.results").to_arrow_table()
         reader = {".parquet": "read_parquet", ".pq": "read_parquet", ".jsonl": "read_json_auto",
                   ".json": "read_json_auto", ".ndjson": "read_json_auto"}.get(path.suffix, "read_csv_auto")
         return db.sql(f"SELECT * FROM {reader}('{path}')").to_arrow_table()
-    finally:
-        db.close()
 
 
 def as_kind(table: pa.Table, kind: str, original: Any = None, new_columns: list[str] | None = None) -> Any:

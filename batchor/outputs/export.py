@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchor.duck import memory_db
+from batchor.duck import SMALL_ROWS, attached, scratch_db
 from batchor.errors import OutputError
 from batchor.plan.fanout_rows import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
@@ -116,13 +116,10 @@ ROW_STATUSES = ("succeeded", "failed", "pending", "skipped")
 def row_counts(plan: CompiledPlan, store: StateStore) -> dict[str, int]:
     """How many output rows are succeeded, failed, pending and skipped right now, judged exactly
     as the output's `_status` column: a run's status is derived from these."""
-    db = memory_db()
-    try:
+    with scratch_db(is_small(plan)) as db:
         db.register("rows", _output_rows(plan, store, with_input=False))
         aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(plan.header.steps))]
         found = db.execute(f"SELECT {_status_sql(aliases)} AS s, count(*) FROM rows GROUP BY 1").fetchall()
-    finally:
-        db.close()
     return {**dict.fromkeys(ROW_STATUSES, 0), **{status: int(n) for status, n in found}}
 
 
@@ -139,8 +136,7 @@ def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None
     target = Path(path or plan.header.output.path)
     fmt = fmt or (format_for(target) if path else None) or plan.header.output.format
     _check_target(target)
-    db = memory_db()
-    try:
+    with scratch_db(is_small(plan)) as db:
         register_rows(db, plan, store)
         query = build_output_sql(plan, fmt)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -155,9 +151,13 @@ def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    finally:
-        db.close()
     return target
+
+
+def is_small(plan: CompiledPlan) -> bool:
+    """Whether the job's rows are few enough for the shared in-memory DuckDB (see `batchor.duck`);
+    a fan-out's element rows are not counted in the plan, so it never is."""
+    return plan.rows <= SMALL_ROWS and not any(s.fan_out for s in plan.header.steps)
 
 
 def register_rows(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any) -> None:
@@ -179,9 +179,8 @@ def row_status_sql(plan: CompiledPlan) -> str:
 def _copy(db: duckdb.DuckDBPyConnection, query: str, tmp: str, fmt: str) -> None:
     if fmt == "duckdb":
         os.unlink(tmp)
-        db.execute(f"ATTACH '{tmp}' AS out")
-        db.execute(f"CREATE TABLE out.results AS {query}")
-        db.execute("DETACH out")
+        with attached(db, tmp) as out:
+            db.execute(f"CREATE TABLE {out}.results AS {query}")
         return
     db.execute(f"COPY ({query}) TO '{tmp}' {_COPY_OPTIONS[fmt]}")
 

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import duckdb
 import pyarrow as pa
 
-from batchor.duck import memory_db
+from batchor.duck import SMALL_BYTES, memory_db, shared_cursor
 from batchor.errors import (
     DuplicateKeyError,
     InputEmptyError,
@@ -103,12 +103,18 @@ class InputReader:
 
     def __init__(self, source: InputSource) -> None:
         self.source = source
-        self.db = memory_db()
-        self.db.execute("SET preserve_insertion_order = true")
+        # A small input is read through a cursor of the shared instance (see `batchor.duck`):
+        # its views are TEMP, so they are the cursor's own. A big one gets its own instances.
+        self.small = source.format != "xlsx" and _total_bytes(source.files) <= SMALL_BYTES
+        self.db = shared_cursor() if self.small else memory_db()
         self._setup: list[str] = []  # statements that define the views, replayed by `_scratch`
         self._table: pa.Table | None = None  # xlsx rows, registered as `input`
-        self._register_input()
-        self.columns = self._describe()
+        try:
+            self._register_input()
+            self.columns = self._describe()
+        except BaseException:
+            self.db.close()
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -124,20 +130,23 @@ class InputReader:
         else:
             files = "[" + ", ".join(_sql_str(str(p)) for p in src.files) + "]"
             base = f"SELECT * FROM {self._reader_sql(files)}"
-            self._setup.append(f"CREATE VIEW input AS {base}")
+            self._setup.append(f"CREATE TEMP VIEW input AS {base}")
             self._run(self._setup[-1])
         query = src.sql or "SELECT * FROM input"
         limit = f" LIMIT {int(src.limit)}" if src.limit else ""
-        self._setup.append(f"CREATE VIEW source AS {_sampled(query, src)}{limit}")
+        self._setup.append(f"CREATE TEMP VIEW source AS {_sampled(query, src)}{limit}")
         self._run(self._setup[-1])
 
     @contextmanager
     def _scratch(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A second in-memory DuckDB with the same views, closed after use: memory a big
-        aggregate takes (the key checks) goes back to the OS instead of staying cached."""
+        aggregate takes (the key checks) goes back to the OS instead of staying cached. A small
+        input's aggregate is small: its own cursor serves."""
+        if self.small:
+            yield self.db
+            return
         db = memory_db()
         try:
-            db.execute("SET preserve_insertion_order = true")  # a sampled `source` picks the same rows
             if self._table is not None:
                 db.register("input", self._table)
             for sql in self._setup:
@@ -159,13 +168,14 @@ class InputReader:
             return auto
         first = _sql_str(str(self.source.files[0]))
         options = auto.split(f"{files}, ", 1)[1].removesuffix(")")
-        sniffer = memory_db()  # closed at once: what sniffing allocates is freed
+        sniffer = self.db if self.small else memory_db()  # an own one is closed at once: sniffing's memory is freed
         try:
             (prompt,) = sniffer.execute(f"SELECT Prompt FROM sniff_csv({first}, {options})").fetchall()[0]
         except (duckdb.Error, IndexError, ValueError):
             return auto  # the auto-detecting reader reports the problem as before
         finally:
-            sniffer.close()
+            if sniffer is not self.db:
+                sniffer.close()
         head = f"FROM read_csv({first}, "
         if not (isinstance(prompt, str) and prompt.startswith(head) and prompt.endswith(");")):
             return auto
@@ -256,6 +266,14 @@ def _disambiguate(batch: pa.RecordBatch, dups: set[str], seen: dict[str, int]) -
             if seen[key] > 1:
                 keys[i] = f"{key}~{seen[key]}"
     return batch.set_column(0, ROW_KEY, pa.array(keys, pa.string()))
+
+
+def _total_bytes(files: tuple[Path, ...]) -> int:
+    """The input files' size (an unreadable one counts as big: its error comes later, as before)."""
+    try:
+        return sum(path.stat().st_size for path in files)
+    except OSError:
+        return SMALL_BYTES + 1
 
 
 def _check_readable(path: Path) -> None:
