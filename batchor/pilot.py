@@ -8,21 +8,38 @@ again, and tagged `pilot`, so the next plan's estimate rests on them (`pilot: 50
 plan/estimate.py). It obeys the budget like any apply (the lower of `max_cost` and the spec's
 `limits.max_cost_usd`) and writes `out.pilot.csv`, never the spec's output. The full plan is
 then compiled against the same state and given its 90 % interval (plan/calibrate.py).
+A step that a `when:` lets run on only some rows is topped up with more rows of the same sample
+until it has N answers too, within a bound announced before the pilot starts (pilot_topup.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from batchor import api
 from batchor.engine.events import Event
 from batchor.engine.run import RunOutcome
+from batchor.errors import CostLimitError
+from batchor.pilot_topup import ROUNDS, TopUpBound, answers_per_step, bound_rows, filtered_steps, next_rows
 from batchor.plan.calibrate import Calibration, calibrate, calibration_dict
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.summary import reask_upper
 from batchor.state import open_state, state_location
 from batchor.state.answer_stats import input_calibration, output_stats
+
+
+@dataclass(frozen=True)
+class TopUp:
+    """One top-up round: the larger sample it ran and why."""
+
+    rows: int  # rows of the larger sample (the pilot's included, cached)
+    answers_before: dict[str, int]  # the starved steps' answers before the round
+    outcome: RunOutcome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "answers_before": self.answers_before, "run_id": self.outcome.run_id,
+                "status": self.outcome.status, "cost_usd": self.outcome.cost_usd}
 
 
 @dataclass
@@ -36,11 +53,28 @@ class PilotResult:
     plan: CompiledPlan  # the full plan, compiled after the pilot (its answers cached)
     calibration: Calibration
     rehearsal: bool  # --mock: the numbers rehearse the flow, they say nothing of the model
+    top_ups: list[TopUp] = field(default_factory=list)  # the rounds that drew more rows for starved steps
+    bound: TopUpBound | None = None  # the most the top-up could draw, announced before the pilot
+
+    @property
+    def cost_usd(self) -> float:
+        """What the pilot spent, its top-up included."""
+        return self.outcome.cost_usd + sum(t.outcome.cost_usd for t in self.top_ups)
+
+    @property
+    def last_outcome(self) -> RunOutcome:
+        """The last run of the pilot (its top-up's when there was one): whether it finished."""
+        return self.top_ups[-1].outcome if self.top_ups else self.outcome
+
+    @property
+    def duration_s(self) -> float:
+        return self.outcome.duration_s + sum(t.outcome.duration_s for t in self.top_ups)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pilot": {**pilot_dict(self.pilot), "run_id": self.outcome.run_id, "status": self.outcome.status,
-                          "cost_usd": self.outcome.cost_usd, "output": self.outcome.output_path,
-                          "rehearsal": self.rehearsal},
+        return {"pilot": {**pilot_dict(self.pilot, self.bound), "run_id": self.outcome.run_id,
+                          "status": self.last_outcome.status, "cost_usd": self.cost_usd,
+                          "output": self.last_outcome.output_path, "rehearsal": self.rehearsal,
+                          "top_ups": [t.to_dict() for t in self.top_ups]},
                 "plan_id": self.plan.plan_id, "plan_file": str(self.plan.saved_path) if self.plan.saved_path else None,
                 "calibration": calibration_dict(self.calibration)}
 
@@ -52,29 +86,73 @@ def pilot_plan(spec: api.SpecLike, rows: int, *, seed: int | None = None, state:
                     save=False)
 
 
-def pilot_dict(sampled: CompiledPlan) -> dict[str, Any]:
-    """What a pilot is about to do and may cost at most, before it starts."""
+def pilot_dict(sampled: CompiledPlan, bound: TopUpBound | None = None) -> dict[str, Any]:
+    """What a pilot is about to do and may cost at most, before it starts (`top_up`: what drawing
+    more rows for steps a `when:` starves may add, at most; its bound covers the pilot too)."""
     h = sampled.header
     steps = [s.name for s in h.steps if s.provider != "sql"]
     return {"rows": h.input.sample, "seed": h.input.seed, "steps": steps, "requests": h.totals.to_run,
             "most_calls": h.totals.to_run, "cost_upper_usd": h.totals.cost_upper,
-            "cost_upper_all_attempts_usd": reask_upper(h), "output": h.output.path, "mocked": h.mocked}
+            "cost_upper_all_attempts_usd": reask_upper(h), "output": h.output.path, "mocked": h.mocked,
+            "top_up": bound.to_dict() if bound is not None else None}
 
 
 def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: str | None = None,
               model: str | None = None, mock: bool = False, mode: str | None = None, max_cost: float | None = None,
               on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
-              announce: Callable[[CompiledPlan], None] | None = None) -> PilotResult:
-    """Run a pilot of `rows` rows, then plan the full job from its answers. `announce` sees the
-    pilot's plan (and its upper bound) before anything is sent."""
-    sampled = pilot_plan(spec, rows, seed=seed, state=state, model=model, mock=mock, mode=mode)
+              announce: Callable[[CompiledPlan, TopUpBound | None], None] | None = None) -> PilotResult:
+    """Run a pilot of `rows` rows (topped up for steps a `when:` starved), then plan the full job
+    from its answers. `announce` sees the pilot's plan and the top-up's bound before anything is sent."""
+    options: dict[str, Any] = {"seed": seed, "state": state, "model": model, "mock": mock, "mode": mode}
+    sampled = pilot_plan(spec, rows, **options)
+    bound = top_up_bound(spec, sampled, options)
     if announce is not None:
-        announce(sampled)
+        announce(sampled, bound)
     outcome = api.apply_compiled(sampled, max_cost=max_cost, state=state, on_event=on_event,
                                  handle_signals=handle_signals, run_kind="pilot")
+    top_ups: list[TopUp] = []
+    if bound is not None and outcome.status == "succeeded":
+        top_ups = _top_up(spec, (rows, outcome), bound, options, (max_cost, on_event, handle_signals))
     full = api.plan(spec, state=state, model=model, mock=mock, mode=mode)
     return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibrated(full, state),
-                       rehearsal=sampled.header.mocked)
+                       rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound)
+
+
+def top_up_bound(spec: api.SpecLike, sampled: CompiledPlan, options: dict[str, Any]) -> TopUpBound | None:
+    """The largest sample a top-up may draw, planned now so its cost is announced with the pilot's."""
+    steps = filtered_steps(sampled)
+    rows = sampled.header.input.sample or 0
+    if not steps or sampled.header.totals.rows < rows:  # the sample already holds every input row
+        return None
+    plan = pilot_plan(spec, bound_rows(rows), **options)
+    return TopUpBound(steps, plan.header.totals.rows, plan)
+
+
+def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome], bound: TopUpBound, options: dict[str, Any],
+            run: tuple[float | None, Callable[[Event], None] | None, bool]) -> list[TopUp]:
+    """Draw the seeded sample larger until every starved step has N answers (or the bound is reached);
+    a round that the budget cannot cover is not started."""
+    (rows, first), (max_cost, on_event, handle_signals) = pilot, run
+    store = open_state(state_location(options["state"], bound.plan.header.state_location))
+    done: list[TopUp] = []
+    drawn, spent = rows, first.cost_usd
+    for _ in range(ROUNDS):
+        answers = answers_per_step(store, [first.run_id, *(t.outcome.run_id for t in done)], bound.steps)
+        wanted = next_rows(rows, drawn, answers, bound.rows)
+        if wanted <= drawn:
+            break
+        larger = pilot_plan(spec, wanted, **options)
+        try:
+            outcome = api.apply_compiled(larger, max_cost=None if max_cost is None else max(0.0, max_cost - spent),
+                                         state=options["state"], on_event=on_event, handle_signals=handle_signals,
+                                         run_kind="pilot")
+        except CostLimitError:
+            break  # nothing was sent: the plan calibrates on the answers it has
+        done.append(TopUp(wanted, answers, outcome))
+        drawn, spent = wanted, spent + outcome.cost_usd
+        if outcome.status != "succeeded":
+            break
+    return done
 
 
 def calibrated(full: CompiledPlan, state: str | None = None) -> Calibration:

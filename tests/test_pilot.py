@@ -25,14 +25,21 @@ from tests.conftest import make_spec, write_csv
 ROWS = 60
 
 
-def chain_spec(folder, rows: int = ROWS) -> str:
-    """Two LLM steps, the second only on rows whose first answer is known and whose id is even."""
+TONE = {"type": "object", "additionalProperties": False, "required": ["tone"],
+        "properties": {"tone": {"enum": ["calm", "angry", "sad"]}}}
+
+
+def chain_spec(folder, rows: int = ROWS, when: str = "row.id[-1] in '02468'") -> str:
+    """Two LLM steps, the second only on rows whose first answer is known and where `when` holds
+    (by default: the id is even)."""
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(rows)])
+    first: dict = {"prompt": "First {{ row.text }}"}
+    if "first." in when:
+        first["output"] = {"schema": TONE}
     spec = {
         "name": "chain", "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
-        "steps": {"first": {"prompt": "First {{ row.text }}"},
-                  "second": {"prompt": "Second {{ first }}", "when": "row.id[-1] in '02468'"}},
+        "steps": {"first": first, "second": {"prompt": "Second {{ row.text }}: {{ first }}", "when": when}},
         "output": {"path": "out/chain.csv"}, "limits": {"concurrency": 4},
     }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -46,8 +53,9 @@ def sampled_keys(plan) -> set[str]:
 def test_a_pilot_answers_its_sample_once_and_the_full_run_pays_only_the_rest(fake, workdir):
     spec = make_spec(workdir, rows=ROWS)
     seen = []
-    result = run_pilot(spec, 12, handle_signals=False, announce=seen.append)
-    assert seen and seen[0].header.totals.to_run == 12 and seen[0].header.totals.cost_upper > 0
+    result = run_pilot(spec, 12, handle_signals=False, announce=lambda sampled, bound: seen.append((sampled, bound)))
+    assert seen and seen[0][0].header.totals.to_run == 12 and seen[0][0].header.totals.cost_upper > 0
+    assert seen[0][1] is None and not result.top_ups  # no `when:`: every step answers the 12 rows
     assert result.outcome.status == "succeeded" and fake.stats()["answered"] == 12  # N x 1 step calls
     assert result.outcome.output_path == str(workdir / "out" / "results.pilot.csv")
     assert not (workdir / "out" / "results.csv").exists()
@@ -110,16 +118,48 @@ def test_the_interval_holds_the_input_calibrations_spread(fake, workdir):
     assert with_input.high - with_input.expected > without.high - without.expected
 
 
-def test_a_when_step_is_measured_within_n_x_steps_requests(fake, workdir):
-    chain = chain_spec(workdir)
-    piloted = run_pilot(chain, 20, handle_signals=False)
+@pytest.mark.parametrize("when", ["row.id[-1] in '02468'", "first.tone == 'angry'"], ids=["row", "answer"])
+def test_a_when_step_is_topped_up_to_n_answers_and_the_full_run_pays_only_the_rest(fake, workdir, when):
+    """The `when:` lets `second` run on a share of the pilot's rows: the same seeded sample is drawn
+    larger until it has N answers (or every row is drawn), within the bound announced first."""
+    chain, n = chain_spec(workdir, when=when), 15
+    seen = []
+    piloted = run_pilot(chain, n, handle_signals=False, announce=lambda sampled, bound: seen.append(bound))
+    bound = seen[0]
+    assert bound is not None and bound.steps == ("second",) and bound.rows == ROWS  # 4 x 15 = the 60 rows
+    drawn = piloted.top_ups[-1].rows
+    assert piloted.top_ups and n < drawn <= ROWS and piloted.top_ups[0].answers_before["second"] < n
     second = next(s for s in piloted.calibration.steps if s.step == "second")
-    # its `when:` reads only the row: decided on every row at plan time (the even ids)
-    assert (second.evaluated, second.ran) == (ROWS, ROWS // 2) and second.selectivity == 0.5
-    piloted_second = second.measured.answers
-    assert 0 < piloted_second < 20
-    assert fake.stats()["answered"] == 20 + piloted_second <= 20 * 2  # at most N x steps requests
+    assert second.measured.answers >= n or drawn == ROWS
+    assert piloted.cost_usd <= bound.plan.header.totals.cost_upper  # the announced bound held
+    # every drawn row's `first` once, `second` where it ran: nothing asked twice
+    assert fake.stats()["answered"] == drawn + second.measured.answers
+    assert piloted.plan.header.totals.cached == drawn + second.measured.answers
     assert "when: runs on" in "\n".join(calibration_lines(piloted.calibration))
+    batchor.apply(chain, handle_signals=False)
+    everything = fake.stats()["answered"]
+    assert everything == ROWS + piloted.plan.header.steps[1].counts.cached + _second_rest(workdir)
+
+
+def _second_rest(workdir) -> int:
+    """`second`'s answers that the full run paid for (after the pilot's)."""
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    run = store.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")[0][0]
+    return int(store.execute("SELECT count(*) FROM attempts WHERE run_id = ? AND step = 'second'", [run])[0][0])
+
+
+def test_a_row_only_when_is_decided_for_every_row(fake, workdir):
+    piloted = run_pilot(chain_spec(workdir), 20, handle_signals=False)
+    second = next(s for s in piloted.calibration.steps if s.step == "second")
+    assert (second.evaluated, second.ran) == (ROWS, ROWS // 2) and second.selectivity == 0.5
+
+
+def test_a_top_up_the_budget_cannot_cover_is_not_started(fake, workdir):
+    chain = chain_spec(workdir)
+    budget = pilot_plan(chain, 15).header.totals.cost_upper  # the pilot fits, a round more does not
+    piloted = run_pilot(chain, 15, max_cost=budget, handle_signals=False)
+    assert piloted.outcome.status == "succeeded" and not piloted.top_ups
+    assert fake.stats()["answered"] <= 15 * 2  # the pilot's 15 rows through two steps, no row more
 
 
 def test_plan_pilot_prints_the_cost_before_and_the_calibrated_plan_after(fake, workdir):
@@ -130,7 +170,15 @@ def test_plan_pilot_prints_the_cost_before_and_the_calibrated_plan_after(fake, w
     assert out.index("Pilot: 10 rows (seed 0)") < out.index("pilot succeeded") < out.index("Calibrated plan")
     assert "at most 10 requests" in out and "results.pilot.csv" in out
     assert "90% interval" in out and "pilot: 10 answers" in out
-    assert fake.stats()["answered"] == 10
+    assert fake.stats()["answered"] == 10 and "top-up" not in out
+
+
+def test_plan_pilot_announces_the_top_up_bound_and_prints_its_rounds(fake, workdir):
+    result = CliRunner().invoke(app, ["plan", chain_spec(workdir), "--pilot", "10", "--yes"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.index("top-up      step(s) second run only where `when:` holds") < out.index("pilot top-up to")
+    assert "up to 40 rows in all" in out and out.index("pilot top-up to") < out.index("Calibrated plan")
 
 
 def test_plan_pilot_needs_approval(fake, workdir):

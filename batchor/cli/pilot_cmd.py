@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from batchor import pilot as pilots
     from batchor.cli import render
     from batchor.pilot import PilotResult
+    from batchor.pilot_topup import TopUpBound
     from batchor.plan import calibrate
     from batchor.plan.plan_file import CompiledPlan
 else:  # the engine loads only when a pilot runs
@@ -30,13 +31,19 @@ PilotSeedOpt = typer.Option(None, "--pilot-seed", help="Seed of the pilot's samp
 STOPPED = ("interrupted", "budget", "paused", "in_flight")  # the pilot did not finish: nothing to calibrate
 
 
-def announce_text(sampled: CompiledPlan) -> str:
+def announce_text(sampled: CompiledPlan, bound: TopUpBound | None = None) -> str:
     """What the pilot will do and cost at most, printed before anything is sent."""
-    p, money = pilots.pilot_dict(sampled), render.money
+    p, money = pilots.pilot_dict(sampled, bound), render.money
     lines = [f"Pilot: {p['rows']:,} rows (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
              f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests, {money(p['cost_upper_usd'])} at most "
              f"(one attempt each; {money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
              f"  output      {p['output']} (the spec's output is left as it is)"]
+    if (top := p["top_up"]) is not None:
+        lines.append(f"  top-up      step(s) {', '.join(top['steps'])} run only where `when:` holds: if one gets fewer "
+                     f"than {p['rows']:,} answers, more rows of the same sample (up to {top['rows_most']:,} rows in "
+                     f"all): pilot and top-up at most {top['most_calls']:,} requests, "
+                     f"{money(top['cost_upper_usd'])} at most ({money(top['cost_upper_all_attempts_usd'])} with "
+                     "every attempt)")
     if p["mocked"]:
         lines.append("  REHEARSAL   --mock: the pilot's numbers rehearse the flow, not the model's cost")
     return "\n".join(lines)
@@ -50,9 +57,9 @@ def pilot(spec: Path, rows: int, seed: int | None, *, state: str | None, model: 
     if api.is_plan_file(spec):
         raise UsageError("--pilot needs a spec, not a saved plan", hint="run `batchor apply SPEC --pilot N`")
 
-    def announce(sampled: CompiledPlan) -> None:
+    def announce(sampled: CompiledPlan, bound: TopUpBound | None) -> None:
         if not as_json:
-            typer.echo(announce_text(sampled), err=True)
+            typer.echo(announce_text(sampled, bound), err=True)
         if sampled.header.totals.to_run:
             approve()
 
@@ -67,13 +74,17 @@ def pilot(spec: Path, rows: int, seed: int | None, *, state: str | None, model: 
 
 
 def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
-    outcome = result.outcome
+    outcome = result.last_outcome
     if as_json:
         data: dict[str, Any] = {"event": "pilot", **result.to_dict(), "plan": render.plan_dict(result.plan)}
         sys.stdout.write(json.dumps(data, default=str) + "\n")
         sys.stdout.flush()
     else:
-        typer.echo("pilot " + render.run_summary(outcome, result.pilot), err=True)
+        typer.echo("pilot " + render.run_summary(result.outcome, result.pilot), err=True)
+        for top in result.top_ups:
+            before = ", ".join(f"{step} {n:,}" for step, n in top.answers_before.items())
+            typer.echo(f"pilot top-up to {top.rows:,} rows (answers before: {before}): {top.outcome.status}, "
+                       f"{render.money(top.outcome.cost_usd)}", err=True)
     if outcome.status in STOPPED:
         typer.echo(f"pilot stopped: {outcome.stop_reason}; nothing calibrated", err=True)
         raise typer.Exit(exit_code_for_status(outcome.status))
@@ -84,4 +95,4 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
 
 def remaining_budget(max_cost: float | None, result: PilotResult) -> float | None:
     """`--max-cost` covers the pilot and the run after it together."""
-    return None if max_cost is None else max(0.0, max_cost - result.outcome.cost_usd)
+    return None if max_cost is None else max(0.0, max_cost - result.cost_usd)
