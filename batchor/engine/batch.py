@@ -3,10 +3,9 @@
 Per step: re-attach to the live batches of its request family (reconciling unresolved creates
 with the provider), cut the other pending keys into chunks within the provider's limits, record
 each chunk as an intent *before* creating it, then poll every live batch (one call each per
-round, at intervals that grow with the youngest live batch's age: about 1 s after a submit, half
-its age later, up to `batch_poll_max_s`; batches of an earlier apply are polled at once) and
-collect finished ones: answers
-are stored, rows without an answer are queued again. With `wait=False` the executor returns once
+round, at the pace of engine/batch_poll.py: soon after a submit, then following each batch's age
+and reported progress; batches of an earlier apply are polled at once) and collect finished
+ones: answers are stored, rows without an answer are queued again. With `wait=False` the executor returns once
 all it may submit is submitted; a later apply collects. A realtime step gets a lane too when rows
 of it sit in live batches (`batch_handover`): that lane only collects, it never submits.
 """
@@ -24,6 +23,7 @@ from typing import Any
 
 from batchor.engine.batch_calls import RetryingCalls
 from batchor.engine.batch_collect import KEEP_FILES_OPTION, Collecting
+from batchor.engine.batch_poll import PollPace
 from batchor.engine.batch_rows import RowJudge
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
@@ -81,10 +81,6 @@ def batch_provider_for(provider: str, connection: dict[str, Any], timeout_s: flo
     return create_batch_provider(config)
 
 
-FIRST_POLL_S = 1.0  # the first poll after a submit, at most (a small batch may be done by then)
-AGE_SHARE = 0.5  # later polls: every half of the youngest live batch's age
-
-
 @dataclass
 class BatchOptions:
     wait: bool = True
@@ -111,8 +107,7 @@ class BatchExecutor:
         self.ledger = BatchLedger(store)
         self.limits, self.budget, self.sink, self.progress = limits, budget, sink, progress
         self.emit, self.stop, self.options = emit, stop, options
-        self.poll_s = limits.batch_poll_s
-        self.poll_max_s = limits.batch_poll_max_s
+        self.pace = PollPace(limits.batch_poll_s, limits.batch_poll_max_s)
         self.enqueued_tokens = limits.batch_enqueued_tokens
         self.lanes: list[_Lane] = []
 
@@ -146,13 +141,9 @@ class BatchExecutor:
         return all(b.run_id != self.run_id for lane in self.lanes for b in lane.active)
 
     def _next_poll_in(self) -> float:
-        """Seconds until the next poll, from the age of the youngest live batch: about a second
-        after a submit, then half its age (a batch running for an hour is not done in a second),
-        never more than `batch_poll_max_s`, never less than `batch_poll_s` or 1 s, whichever is less."""
-        now = self.options.clock()
-        ages = [max(0.0, now - (b.created_s or now)) for lane in self.lanes for b in lane.active]
-        floor = min(self.poll_s, FIRST_POLL_S)
-        return min(self.poll_max_s, max(floor, min(ages, default=0.0) * AGE_SHARE))
+        """Seconds until the next round: the soonest any live batch wants its poll (batch_poll.py)."""
+        return self.pace.wait(self.options.clock(), [(b.created_s, lane.expected_ends.get(b.batch_id))
+                                                     for lane in self.lanes for b in lane.active])
 
     def _open(self, work: StepWork) -> _Lane:
         runtime = self.steps[work.step.name]
@@ -211,6 +202,7 @@ class _Lane(Collecting):
         self.judge: RowJudge | None = None
         self.troubles: dict[str, int] = {}  # batch id -> calls about it that failed in a row
         self.parked: set[str] = set()  # batches left live at the provider: not polled again this run
+        self.expected_ends: dict[str, float] = {}  # batch id -> clock time its reported progress points to
         self.keep_files = bool((connection.get("options") or {}).get(KEEP_FILES_OPTION))
 
     def open(self, work: StepWork) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from batchor.engine.batch_poll import expected_end
 from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.events import Event
 from batchor.engine.realtime import StepRuntime, WorkItem
@@ -47,6 +48,7 @@ class Collecting:
     judge: RowJudge | None
     troubles: dict[str, int]
     parked: set[str]
+    expected_ends: dict[str, float]
     keep_files: bool
     queue: Any
 
@@ -83,14 +85,24 @@ class Collecting:
             self.troubles.pop(batch.batch_id, None)
             crash_point("during_poll")
             if not remote.ended:
-                if remote.status != batch.remote_status:
-                    self.ex.ledger.mark_polled(batch.batch_id, remote.status)
-                    batch.remote_status = remote.status
-                self.ex.emit(Event("batch_polled", {"step": batch.step, "batch_id": batch.batch_id,
-                                                    "remote_status": remote.status, "requests": batch.requests}))
+                self._running(batch, remote)
                 continue
             changed |= await self._collect(batch, remote)
         return changed
+
+    def _running(self, batch: BatchRecord, remote: RemoteBatch) -> None:
+        """A poll found the batch still running: note its status and where its progress points."""
+        if remote.status != batch.remote_status:
+            self.ex.ledger.mark_polled(batch.batch_id, remote.status)
+            batch.remote_status = remote.status
+        end = expected_end(self.ex.options.clock(), batch.created_s, remote.done, remote.requests or batch.requests)
+        if end is None:
+            self.expected_ends.pop(batch.batch_id, None)
+        else:
+            self.expected_ends[batch.batch_id] = end
+        self.ex.emit(Event("batch_polled", {"step": batch.step, "batch_id": batch.batch_id,
+                                            "remote_status": remote.status, "requests": batch.requests,
+                                            "done": remote.done}))
 
     async def _collect(self, batch: BatchRecord, remote: RemoteBatch, read: bool = True) -> bool:
         """Store a finished batch's answers; queue its rows without an answer again."""
@@ -115,6 +127,7 @@ class Collecting:
         self.ex.budget.settle(reserved, reserved if gone else cost)
         self.live.pop(batch.batch_id, None)
         self.keys_of.pop(batch.batch_id, None)
+        self.expected_ends.pop(batch.batch_id, None)
         if read and not self.keep_files:
             await self._delete_files(batch, remote)
         self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)

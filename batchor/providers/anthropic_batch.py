@@ -76,7 +76,8 @@ def remote_from(batch: Any) -> RemoteBatch:
     if batch.processing_status == "ended":
         state = CANCELLED if batch.cancel_initiated_at else EXPIRED if counts.expired else COMPLETED
     return RemoteBatch(remote_id=batch.id, status=batch.processing_status, state=state,
-                       created_at=batch.created_at.timestamp() if batch.created_at else None, requests=total)
+                       created_at=batch.created_at.timestamp() if batch.created_at else None, requests=total,
+                       done=total - (counts.processing or 0))
 
 
 class AnthropicBatchProvider:

@@ -60,6 +60,7 @@ class RemoteBatch:
     tag: str | None = None
     created_at: float | None = None
     requests: int | None = None
+    done: int | None = None  # rows finished so far, when the provider reports it (paces the polls)
     error: ProviderError | None = None  # batch-level failure (e.g. quota), if any
     handle: Any = None  # what the adapter needs to read results (file ids, result URL)
     files: tuple[str, ...] = ()  # provider files (input, output) to delete once results are stored

@@ -92,7 +92,9 @@ def remote_from(batch: Any) -> RemoteBatch:
     counts = batch.request_counts
     return RemoteBatch(remote_id=batch.id, status=batch.status, state=_STATES.get(batch.status, RUNNING),
                        tag=metadata.get(TAG), created_at=float(batch.created_at or 0),
-                       requests=counts.total if counts else None, error=_batch_error(batch),
+                       requests=counts.total if counts else None,
+                       done=(counts.completed or 0) + (counts.failed or 0) if counts else None,
+                       error=_batch_error(batch),
                        handle=(batch.output_file_id, batch.error_file_id),
                        files=tuple(f for f in (batch.input_file_id, batch.output_file_id, batch.error_file_id) if f))
 

@@ -4,12 +4,14 @@ splitting at the limits, per-row error handling, expiry, quota pause, polling ba
 from __future__ import annotations
 
 import pytest
+import yaml
 
 import batchor
 from batchor import api
 from batchor.engine.run import ApplyOptions, apply_plan
 from batchor.state import open_state
 from tests.engine.batch_helpers import (
+    FAST,
     batch_spec,
     batches,
     key_of,
@@ -17,6 +19,7 @@ from tests.engine.batch_helpers import (
     submitted,
     switch_after_first_collect,
 )
+from tests.providers.helpers import provider_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -138,18 +141,59 @@ class FakeTime:
         self.now += seconds
 
 
+def polled(fake, workdir, rows: int = 3, **limits) -> tuple[list[float], list]:
+    """Apply a batch spec on the fake clock: the waits between polling rounds, and the events."""
+    spec = batch_spec(workdir, rows=rows, **{"batch_poll_s": 5, "batch_poll_max_s": 60, **limits})
+    time, events = FakeTime(), []
+    outcome = apply_plan(api.plan(str(spec), save=False), open_state(str(workdir / ".batchor" / "state.duckdb")),
+                         ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False,
+                                      emit=events.append))
+    assert outcome.status == "succeeded" and outcome.progress["succeeded"] == rows
+    return time.delays, events
+
+
 def test_polling_follows_the_batch_age_and_takes_no_real_time(fake, workdir):
-    """First poll about 1 s after the submit, then half the batch's age, up to batch_poll_max_s."""
-    fake.configure(batch_polls=14)
-    spec = batch_spec(workdir, rows=3, batch_poll_s=5, batch_poll_max_s=60)
-    plan = api.plan(str(spec), save=False)
-    time = FakeTime()
-    outcome = apply_plan(plan, open_state(str(workdir / ".batchor" / "state.duckdb")),
-                         ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False))
-    assert outcome.status == "succeeded"
-    assert time.delays[:6] == [1.0, 1.0, 1.0, 1.5, 2.25, 3.375]
-    assert time.delays[-1] == 60 and max(time.delays) == 60
+    """First poll 0.5 s after the submit, then a quarter of the batch's age, up to batch_poll_max_s."""
+    fake.configure(batch_polls=30)
+    delays, _ = polled(fake, workdir)
+    assert delays[:8] == [0.5, 0.5, 0.5, 0.5, 0.5, 0.625, 0.781, 0.977]
+    assert delays[-1] == 60 and max(delays) == 60
     assert fake.stats()["by_endpoint"] == {}  # no realtime calls
+
+
+def test_a_batch_done_at_its_first_poll_is_collected_in_that_round(fake, workdir):
+    fake.configure(batch_polls=1)
+    delays, events = polled(fake, workdir)
+    assert delays == [0.5]
+    assert [e.type for e in events if e.type.startswith("batch_") and e.type != "batch_step"] == \
+        ["batch_submitted", "batch_waiting", "batch_collected"]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_reported_progress_brings_the_next_poll_forward(fake, workdir, provider):
+    """A batch whose request counts say it is nearly done is polled before its age says so
+    (never sooner than a sixteenth of its age); while the counts are far from done, polls follow the age."""
+    model = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5"}[provider]
+
+    def run(folder, progress: bool) -> list[float]:
+        folder.mkdir()
+        fake.configure(batch_polls=40, batch_progress=progress)
+        spec = provider_spec(folder, provider, model, rows=40)
+        data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+        data["limits"].update(FAST, batch_poll_s=5, batch_poll_max_s=86400)  # no cap: the age rule alone
+        spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        time = FakeTime()
+        outcome = apply_plan(api.plan(str(spec), save=False), open_state(str(folder / "state.duckdb")),
+                             ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False))
+        assert (outcome.status, outcome.progress["succeeded"]) == ("succeeded", 40)
+        return time.delays
+
+    by_age, by_progress = run(workdir / "age", False), run(workdir / "progress", True)
+    assert len(by_age) == len(by_progress) == 40  # the fake ends each at its 40th status read
+    assert by_progress[:33] == by_age[:33]  # up to 80 % done (32 of 40 rows): the age rule is as soon
+    assert all(p < a for p, a in zip(by_progress[33:], by_age[33:]))
+    ages = [sum(by_progress[:i]) for i in range(len(by_progress))]
+    assert all(wait >= max(0.5, age / 16) - 1e-3 for wait, age in zip(by_progress, ages))
 
 
 def test_an_apply_collecting_earlier_batches_polls_at_once(fake, workdir):

@@ -93,6 +93,8 @@ def read(fake: Fake, job: Job) -> Job:
     elif not job.ended and job.reads >= int(cfg["batch_polls"]) and \
             time.time() - job.created_at >= float(cfg["batch_seconds"]):
         finish(fake, PROVIDERS[job.provider], job)
+    elif not job.ended and cfg["batch_progress"]:  # rows finish as the job runs: its counts move
+        run_rows(fake, PROVIDERS[job.provider], job, min(1.0, job.reads / max(1, int(cfg["batch_polls"]))))
     return job
 
 

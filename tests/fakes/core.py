@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "batch_seconds": 0.0,  # ... and this many seconds after its creation
     "batch_end": "completed",  # completed | expired | failed (batch-level, see batch_fail_code)
     "batch_done_fraction": 1.0,  # share of rows answered before an expiry or a cancel
+    "batch_progress": False,  # true: each status read before the end answers 1/batch_polls of the rows
     "batch_fail_code": "invalid_request",  # the error code of a failed batch
     "batch_create_delay_s": 0.0,  # answer a create this late (it is created at once)
     "batch_create_status": None,  # refuse creates with this status, without creating
