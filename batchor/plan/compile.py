@@ -166,6 +166,7 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
                    estimated=True)
     selectivity = 1.0 if tally.when_decided else tally.selectivity  # decided now: projected rows all run
     share = selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
+    share *= tally.distinct_share  # rows that will render the same request send it once
     return known.model_copy(update={
         "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + mean.input_tokens,
         "output_tokens_expected": known.output_tokens_expected + int(mean.output_tokens_expected * share),

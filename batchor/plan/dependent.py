@@ -45,6 +45,9 @@ class DependentTally:
     evaluated: int = 0  # rows where `when` could be evaluated
     failed_earlier: int = 0  # rows whose request failed for good earlier: not sent again
     when_decided: bool = False  # `when:` reads only the row: projected rows already passed it
+    projected_ids: set[Any] = field(default_factory=set)  # what decides each projected request (hashed)
+    identified: int = 0  # projected rows whose request identity is known
+    checked: int = 0  # of those, rows whose identity went into projected_ids
     projected_tokens_per_row: int = 200  # mean over sample renders: the expected cost
     projected_tokens_max: int = 200  # the longest sample render: the upper bound
     projected_rows: list[dict[str, Any]] = field(default_factory=list)  # input rows of projected rows (a sample)
@@ -66,6 +69,24 @@ class DependentTally:
         """Share of evaluated rows that ran (1.0 when nothing could be evaluated)."""
         return 1.0 if not self.evaluated else (self.evaluated - self.skipped) / self.evaluated
 
+    @property
+    def distinct_share(self) -> float:
+        """Share of projected rows expected to be requests of their own: rows that will render the
+        same request (same columns read, same upstream requests) are sent once. Identities are kept
+        for the first IDENTITIES rows; later rows are assumed to repeat at their rate."""
+        if not self.projected or not self.checked:
+            return 1.0
+        distinct = self.identified * len(self.projected_ids) / self.checked
+        return (self.projected - self.identified + distinct) / self.projected
+
+    def identify(self, identity: Any) -> None:
+        if identity is None:  # not known (below a fan-out, after a SQL step): its own request
+            return
+        self.identified += 1
+        if self.checked < IDENTITIES:
+            self.checked += 1
+            self.projected_ids.add(identity)
+
     def project(self, row: Row) -> None:
         self.projected += row.weight
         self.projected_expected += row.expected
@@ -83,6 +104,7 @@ SKIPPED = _Skipped()
 FAILED = object()  # a request that failed earlier with a deterministic error: not sent again
 PROJECTED = object()  # a row whose request cannot be rendered yet
 SAMPLES = 32  # rows (and known upstream answers) a projection's input tokens are rendered from
+IDENTITIES = 1_000_000  # projected request identities kept to count duplicates (a set of ints)
 
 
 def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates],
@@ -99,16 +121,20 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
     for batch in pq.ParquetFile(data_path).iter_batches(batch_size=20000):
         table = pa.Table.from_batches([batch])
         keys = table.column(ROW_KEY).to_pylist()
-        answers = {s.name: dict(zip(keys, _downstream(_cached_answers(
-            state, s, table.column(req_column(s.name, "key")).to_pylist(), refresh, retry_failed)))) for s in roots}
+        request_keys = {s.name: table.column(req_column(s.name, "key")).to_pylist() for s in roots}
+        answers = {name: dict(zip(keys, _downstream(_cached_answers(state, by_name[name], found, refresh,
+                                                                     retry_failed))))
+                   for name, found in request_keys.items()}
+        identities: dict[str, dict[str, Any]] = {name: dict(zip(keys, found)) for name, found in request_keys.items()}
         inputs = table.select([c for c in table.column_names if not c.startswith("__req.")])
         row_values = [{k: v for k, v in r.items() if k != ROW_KEY} for r in inputs.to_pylist()]
         frames: dict[str | None, list[Row]] = {None: input_rows(keys)}
         for step in dependents:
             rows, tally = frames[step.grain], tallies[step.name]
             if step.provider != "sql":
-                answers[step.name] = _plan_rows(step, templates[step.name], rows, row_values, answers, by_name,
-                                                state, (refresh, retry_failed), tally)
+                answers[step.name] = _plan_rows(step, templates[step.name], rows, row_values,
+                                                (answers, identities), by_name, state, (refresh, retry_failed),
+                                                tally)
                 continue
             answers[step.name] = _plan_sql(step, inputs, rows, answers, by_name, base_dir, tally)
             if step.fan_out:
@@ -196,19 +222,25 @@ def _row_state(upstream_values: list[Any]) -> str:
 
 
 def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: list[dict],
-               answers: dict[str, dict[str, Any]], by_name: dict[str, StepPlan], state: StateStore | None,
-               cache: tuple[frozenset[str], bool], tally: DependentTally) -> dict[str, Any]:
-    """Render the rows whose upstream answers are known; count them against the cache."""
+               known: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]], by_name: dict[str, StepPlan],
+               state: StateStore | None, cache: tuple[frozenset[str], bool], tally: DependentTally) -> dict[str, Any]:
+    """Render the rows whose upstream answers are known; count them against the cache. `known`:
+    per step, each row's answer and what identifies its request (identities gains this step's)."""
+    answers, identities = known
     requests = StepRequests(step, tpl)
     keys: list[Any] = []
     rendered: list[RenderedRequest] = []
     row_only = tpl.when_reads_only_the_row()
+    ident = identities.setdefault(step.name, {})
     for row in rows:
         tally.rows += row.weight
         values = upstream(step, row, answers, by_name)
         pending = _not_renderable(row, list(values.values()), (tpl, row_only), row_values[row.index], tally)
         if pending is not None:
             keys.append(None if pending is SKIPPED else PROJECTED)
+            if pending is PROJECTED:
+                ident[row.key] = _request_identity(step, tpl, row, row_values[row.index], identities)
+                tally.identify(ident[row.key])
             continue
         tally.evaluated += 1
         if len(tally.known_upstream) < SAMPLES:
@@ -219,6 +251,7 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
             keys.append(None)
             continue
         keys.append(request.key)
+        ident[row.key] = request.key
         rendered.append(request)
     real = [k if isinstance(k, str) else None for k in keys]
     cached = _cached_answers(state, step, real, *cache)
@@ -226,6 +259,26 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
     _count(tally, real, cached, requests.tokens(rendered))
     _remember_unanswered(tally, rows, keys, cached)
     return {row.key: answer for row, answer in zip(rows, _downstream(cached))}
+
+
+def _request_identity(step: StepPlan, tpl: StepTemplates, row: Row, values: dict[str, Any],
+                      identities: dict[str, dict[str, Any]]) -> Any:
+    """What decides the request a projected row will send: the upstream requests it reads and the
+    columns its templates read (rows alike in both send one request). None where not known."""
+    if step.grain is not None or row.weight != 1:  # below a fan-out: each element row on its own
+        return None
+    parts = []
+    for dep in step.depends_on:
+        found = identities.get(dep, {}).get(row.key)
+        if found is None:  # a SQL step's rows: not tracked
+            return None
+        parts.append(found)
+    read = sorted(values) if tpl.dynamic_row_access else sorted(tpl.row_columns)
+    columns = [(c, values.get(c)) for c in read]
+    try:
+        return hash((step.name, tuple(parts), tuple(columns)))
+    except TypeError:  # a list or mapping value
+        return hash((step.name, tuple(parts), repr(columns)))
 
 
 def _not_renderable(row: Row, values: list[Any], when: tuple[StepTemplates, bool], row_values: dict[str, Any],

@@ -4,6 +4,7 @@ sampled selectivity); one that reads an earlier answer stays projected."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 import batchor
@@ -50,3 +51,26 @@ def test_projected_input_is_rendered_from_many_rows_not_the_first(workdir):
     first = batchor.plan(workdir / "spec.yaml", save=False, limit=1).header.steps[1]
     assert per_row > first.counts.input_tokens + 20  # the first (short) row is not all rows
     assert reply.counts.cost_upper > reply.counts.cost_expected
+
+
+def test_rows_that_will_send_the_same_request_are_projected_once(workdir):
+    """Duplicate texts send one `triage` request, so one `reply` request (it reads the same columns
+    and the same upstream answer): the expected cost counts requests, the upper bound every row."""
+    path = _spec(workdir, "true")
+    distinct = batchor.plan(path, save=False).header.steps[1].counts
+    write_csv(workdir / "data.csv", [{"id": f"t{i}", "text": f"ticket {i % 10 + 10}"} for i in range(ROWS)])
+    repeated = batchor.plan(path, save=False).header.steps[1].counts
+    assert repeated.projected == distinct.projected == ROWS and repeated.cost_upper == distinct.cost_upper
+    assert repeated.cost_expected == pytest.approx(distinct.cost_expected / 3)  # 10 distinct texts of 30 rows
+    assert batchor.plan(path, save=False).header.steps[0].counts.to_run == 10
+
+
+def test_rows_alike_in_the_columns_read_but_not_in_the_id_the_prompt_reads_stay_apart(workdir):
+    path = _spec(workdir, "true")
+    write_csv(workdir / "data.csv", [{"id": f"t{i}", "text": f"ticket {i % 10 + 10}"} for i in range(ROWS)])
+    spec = yaml.safe_load((workdir / "spec.yaml").read_text())
+    spec["steps"]["reply"]["prompt"] = "Reply to {{ row.id }}: {{ row.text }} ({{ triage }})"
+    (workdir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    reply = batchor.plan(path, save=False).header.steps[1]
+    per_request = batchor.plan(path, save=False, limit=1).header.steps[1].counts.cost_expected
+    assert reply.counts.cost_expected > 20 * per_request  # 30 requests, not 10
