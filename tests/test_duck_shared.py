@@ -123,11 +123,15 @@ def test_a_failing_input_query_leaves_nothing_in_the_shared_instance(tmp_path):
 
 
 def test_a_small_apply_with_a_duckdb_output_leaves_the_shared_instance_clean(workdir):
+    (workdir / "teams.csv").write_text("text,team\np,red\nq,blue\n", encoding="utf-8")
+    route = {"sql": "SELECT _row_key, t.team FROM rows JOIN 'teams.csv' t USING (text)"}  # relative to the spec
     spec = {"name": "shared", "input": {"path": str(_csv(workdir, "in.csv", ["p", "q"])), "key": "id"},
-            "model": {"provider": "mock", "name": "m"}, "steps": {"echo": {"prompt": "Say {{ row.text }}"}},
-            "output": {"path": "out.duckdb"}}
+            "model": {"provider": "mock", "name": "m"}, "output": {"path": "out.duckdb"},
+            "steps": {"route": route, "echo": {"prompt": "Say {{ row.text }} to {{ route.team }}"}},
+            "checks": [{"name": "said", "sql": "length(echo) > 0"}]}
     result = batchor.apply(spec)
-    assert result.succeeded == 2
+    assert result.succeeded == 2 and result.checks.passed
+    assert sorted(result.data["route.team"].to_pylist()) == ["blue", "red"]
     assert read_output(result.output_path).num_rows == 2
     assert _shared_objects() == [] and _databases() == DEFAULT_DATABASES
     with shared_db() as db:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchor.duck import memory_db
+from batchor.duck import SMALL_ROWS, scratch_db
 from batchor.plan.model import PROJECTED, PlanHeader, StepPlan, req_column
 from batchor.plan.plan_file import HEADER_MEMBER
 from batchor.spec.inputs import ROW_KEY
@@ -44,7 +44,7 @@ def rendered_changes(now: pa.Table, step: StepPlan, state: StateStore, name: str
     before, plans = _earlier_requests(state, step, name, job_id)
     if before is None:
         return {}
-    with memory_db() as db:
+    with scratch_db(now.num_rows + before.num_rows <= SMALL_ROWS) as db:
         db.register("now", now)
         db.register("before", before)
         by_job = db.sql(_CHANGED_BY_JOB).fetchall()
@@ -63,7 +63,7 @@ def projected_changes(row_keys: pa.ChunkedArray, step: StepPlan, state: StateSto
     before, plans = _earlier_requests(state, step, name, job_id)
     if before is None:
         return {}
-    with memory_db() as db:
+    with scratch_db(len(row_keys) + before.num_rows <= SMALL_ROWS) as db:
         db.register("projected", pa.table({"row_key": row_keys}))
         db.register("before", before)
         by_job = db.sql(_PROJECTED_BY_JOB).fetchall()

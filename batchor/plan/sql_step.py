@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from batchor.duck import memory_db
+from batchor.duck import SMALL_ROWS, memory_db, shared_cursor
 from batchor.errors import SpecError
 from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
 from batchor.plan.model import StepPlan
@@ -119,9 +119,11 @@ def result_key(step: StepPlan, row_key: str, output: str) -> str:
 
 
 def _run(step: StepPlan, table: pa.Table, base_dir: str, prefix: str) -> pa.Table:
-    db = memory_db()
+    # `threads` is the whole instance's setting: a fan-out's query runs in an instance of its own.
+    small = table.num_rows <= SMALL_ROWS and not step.fan_out
+    db = shared_cursor() if small else memory_db()
     try:
-        db.execute(f"SET file_search_path = '{base_dir.replace(chr(39), chr(39) * 2)}'")
+        db.execute(f"SET file_search_path = '{base_dir.replace(chr(39), chr(39) * 2)}'")  # this connection's
         if step.fan_out:  # one thread keeps the row order, so element numbers never shuffle
             db.execute("SET threads = 1")
         db.register("rows", table)

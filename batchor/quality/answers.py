@@ -15,17 +15,18 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from batchor.duck import memory_db
-from batchor.outputs.export import register_rows, result_column, row_status_sql
+from batchor.duck import memory_db, shared_cursor
+from batchor.outputs.export import is_small, register_rows, result_column, row_status_sql
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 
 _SCALARS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN", "string": "VARCHAR"}
 
 
-def connect() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB for one report."""
-    return memory_db()
+def connect(*plans: CompiledPlan) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB for one report on the answers of `plans`, closed by the caller: a cursor
+    of the shared instance when they are small (see `batchor.duck`), else an instance of its own."""
+    return shared_cursor() if all(is_small(plan) for plan in plans) else memory_db()
 
 
 def q(name: str) -> str:
@@ -43,7 +44,7 @@ def load_answers(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any, 
     With `store=None` the table is empty but fully typed: enough to bind check expressions."""
     register_rows(db, plan, store if store is not None else _NoAnswers())
     try:
-        db.execute(f"CREATE TABLE {q(table)} AS {answers_sql(plan)}" + (" LIMIT 0" if store is None else ""))
+        db.execute(f"CREATE TEMP TABLE {q(table)} AS {answers_sql(plan)}" + (" LIMIT 0" if store is None else ""))
     finally:
         db.unregister("rows")
 

@@ -99,7 +99,7 @@ def preflight(plan: CompiledPlan, spec: JobSpec) -> None:
 
 def evaluate(plan: CompiledPlan, store: Any, spec: JobSpec, label: str, run_id: str | None) -> CheckReport:
     """Run every check and metric of `spec` over the stored answers of `plan`'s job (no calls)."""
-    db = connect()
+    db = connect(plan)
     try:
         load_answers(db, plan, store)
         metrics = golden_metrics(db, plan, spec)

@@ -101,7 +101,7 @@ class DiffReport:
 
 def diff_sources(a: Source, b: Source, examples: int = EXAMPLES) -> DiffReport:
     """Compare the stored answers of two sources step by step (see module doc)."""
-    db = connect()
+    db = connect(a.plan, b.plan)
     try:
         load_answers(db, a.plan, a.store, "a")
         load_answers(db, b.plan, b.store, "b")
