@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import make_spec
 
 HEAVY = ("openai", "anthropic", "google.genai", "aiohttp", "httpx", "duckdb", "pyarrow", "numpy", "pandas",
          "jsonschema", "jinja2", "batchor.engine.run", "batchor.state.duckdb_store", "batchor.quality.checks")
@@ -47,3 +48,28 @@ def test_batchor_plan_is_the_function_after_its_package_loads():
     import batchor.plan.compile  # would rebind `batchor.plan` to the package
 
     assert callable(batchor.plan) and batchor.plan.__module__ == "batchor"
+
+
+def applied_modules(folder, spec) -> set[str]:
+    """The modules a real `batchor apply SPEC` process had loaded when it finished (it must succeed)."""
+    code = (f"from batchor.cli.main import run\ntry:\n    run(['apply', {str(spec)!r}, '--yes', '--json'])\n"
+            "except SystemExit as e:\n    assert not e.code, e.code")
+    probe = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=folder)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+SDKS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google.genai", "mock": None}
+MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-3-5-haiku-latest", "gemini": "gemini-2.0-flash",
+          "mock": "gpt-4.1-mini"}
+
+
+@pytest.mark.parametrize("provider", ["openai", *(pytest.param(p, marks=pytest.mark.slow)
+                                                  for p in ("anthropic", "gemini", "mock"))])
+def test_apply_loads_only_the_sdk_its_spec_uses(fake, workdir, provider):
+    """Start-up of `apply` pays for the SDK of the spec's provider only (the OpenAI SDK alone costs
+    about 0.7 s of CPU)."""
+    modules = applied_modules(workdir, make_spec(workdir, rows=3, provider=provider, model=MODELS[provider]))
+    assert "batchor.engine.run" in modules and (SDKS[provider] is None or SDKS[provider] in modules)
+    assert not [sdk for sdk in SDKS.values() if sdk not in (None, SDKS[provider]) and sdk in modules]
