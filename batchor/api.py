@@ -23,8 +23,6 @@ from batchor.plan.steps import Overrides
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
 from batchor.quality import check_plan, checks_after_run
-from batchor.report.live import LiveView
-from batchor.report.live import wanted as live_wanted
 from batchor.result import Result
 from batchor.spec.load import LoadedSpec, load_spec
 from batchor.state import apply_lock, find_state, is_postgres, open_state, state_location
@@ -136,7 +134,7 @@ def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: 
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     compiled = load_or_plan(spec_or_plan, data=data, state=state, model=model, mock=mock, mode=mode,
                             refresh=refresh, limit=limit, sample=sample, retry_failed=retry_failed)
-    view = LiveView(compiled, max_cost) if progress and live_wanted() else None
+    view = _live_view(compiled, max_cost) if progress else None
     try:
         outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
                                  on_event=_both(view, on_event), handle_signals=handle_signals, limits=limits,
@@ -150,6 +148,14 @@ def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: 
     result = to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
     result.checks = checks_after_run(compiled, outcome.run_id, outcome.status, state)  # quality gates, no calls
     return result
+
+
+def _live_view(compiled: CompiledPlan, max_cost: float | None) -> Any:
+    """The live table on a terminal or in a notebook, else None. Imported here: rich and the
+    report package cost start-up time the CLI (which renders events its own way) never uses."""
+    from batchor.report.live import LiveView, wanted
+
+    return LiveView(compiled, max_cost) if wanted() else None
 
 
 def _both(view: Callable[[Event], None] | None,

@@ -69,7 +69,8 @@ MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-3-5-haiku-latest", "gem
                                                   for p in ("anthropic", "gemini", "mock"))])
 def test_apply_loads_only_the_sdk_its_spec_uses(fake, workdir, provider):
     """Start-up of `apply` pays for the SDK of the spec's provider only (the OpenAI SDK alone costs
-    about 0.7 s of CPU)."""
+    about 0.7 s of CPU), and `--json` for no live view (rich and the report package)."""
     modules = applied_modules(workdir, make_spec(workdir, rows=3, provider=provider, model=MODELS[provider]))
     assert "batchor.engine.run" in modules and (SDKS[provider] is None or SDKS[provider] in modules)
     assert not [sdk for sdk in SDKS.values() if sdk not in (None, SDKS[provider]) and sdk in modules]
+    assert not {"rich.console", "batchor.report.live"} & modules  # --json prints NDJSON: no live view
