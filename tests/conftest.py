@@ -3,9 +3,13 @@ its own state, and small spec/data writers."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
+import re
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +34,18 @@ def fake_server_session():
 def fake(fake_server_session, monkeypatch):
     """The fake provider, counters zeroed and config restored; SDKs pointed at it."""
     fake_server_session.reset(config=True)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-key-123456")
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_server_session.openai_base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-secret-123456")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_server_session.anthropic_base_url)
-    monkeypatch.setenv("GEMINI_API_KEY", "gemini-test-secret-123456")
-    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake_server_session.gemini_base_url)
+    point_sdks_at(fake_server_session, monkeypatch)
     return fake_server_session
+
+
+def point_sdks_at(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """API keys and base URLs that send each SDK to `server`."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-key-123456")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-secret-123456")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url)
+    monkeypatch.setenv("GEMINI_API_KEY", "gemini-test-secret-123456")
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.gemini_base_url)
 
 
 @pytest.fixture
@@ -45,6 +54,21 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("BATCHOR_STATE", raising=False)
     return tmp_path
+
+
+@contextlib.contextmanager
+def shared_run_folder(server: FakeServer, folder: Path) -> Iterator[FakeServer]:
+    """For a module-scoped fixture that runs a job once for tests that only read what it left:
+    inside, the working folder is `folder` and the SDKs go to `server` (config reset around)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.delenv("BATCHOR_STATE", raising=False)
+        point_sdks_at(server, patch)
+        server.reset(config=True)
+        try:
+            yield server
+        finally:
+            server.reset(config=True)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -98,3 +122,28 @@ def small_spec(workdir):
 
 def pytest_configure(config):
     os.environ.setdefault("BATCHOR_TEST", "1")
+    if not os.environ.get("BATCHOR_TESTS_ONE_CA"):  # set: an xdist worker of a run that made it
+        config._ssl_env = {name: os.environ.pop(name, None) for name in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+        os.environ["SSL_CERT_FILE"] = os.environ["BATCHOR_TESTS_ONE_CA"] = str(_one_ca_file())
+
+
+def pytest_unconfigure(config):
+    if (saved := getattr(config, "_ssl_env", None)) is not None:
+        Path(os.environ.pop("BATCHOR_TESTS_ONE_CA")).unlink(missing_ok=True)
+        os.environ.pop("SSL_CERT_FILE", None)
+        os.environ.update({name: value for name, value in saved.items() if value is not None})
+
+
+def _one_ca_file() -> Path:
+    """A trust store of one CA for the SDKs' TLS contexts. The tests only speak plain HTTP to the
+    local fake, but every SDK client still loads a whole CA bundle (~30-45 ms CPU, 2-3 times per
+    apply, and again in each `batchor` process); the SDKs honour SSL_CERT_FILE, so a file of one
+    certificate makes that nearly free without changing what the tests drive."""
+    import certifi
+
+    bundle = Path(certifi.where()).read_text(encoding="ascii")
+    first = re.search(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n", bundle, re.S)
+    assert first, f"no certificate in {certifi.where()}"
+    path = Path(tempfile.gettempdir()) / f"batchor-tests-one-ca-{os.getpid()}.pem"
+    path.write_text(first.group(0), encoding="ascii")
+    return path

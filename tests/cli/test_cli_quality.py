@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import yaml
-from cli_helpers import ROOT, ndjson, run_cli
+from cli_helpers import ROOT, ndjson
 
 import batchor
 
@@ -93,8 +93,8 @@ def test_bad_check_is_a_coded_error_before_any_call(workdir, batchor_cli):
     assert batchor_cli(workdir, "runs", "--json").stdout.strip() == "[]"
 
 
-def test_check_without_runs_names_the_fix(workdir):
-    result = run_cli(workdir, "check")
+def test_check_without_runs_names_the_fix(workdir, batchor_cli):
+    result = batchor_cli(workdir, "check")
     assert result.returncode == 1
     assert "error [run_not_found]" in result.stderr
 

@@ -135,6 +135,7 @@ def test_plan_on_a_real_terminal_is_coloured(workdir, batchor_cli):
     assert "\x1b[" not in piped.stdout and "to run" in piped.stdout
 
 
+@pytest.mark.slow  # a real process; test_show_a_spec_and_its_saved_plan_alike runs `show` in process
 def test_show_in_a_real_process(workdir):
     make_spec(workdir, rows=2)
     plan = api.plan(str(workdir / "spec.yaml"), save=str(workdir / "p.plan"))

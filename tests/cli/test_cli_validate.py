@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 
-from cli_helpers import run_cli
 from conftest import make_spec
 
 
@@ -21,14 +20,14 @@ def _bad_spec(workdir):
     return bad
 
 
-def test_every_problem_of_every_file_is_reported(workdir):
+def test_every_problem_of_every_file_is_reported(workdir, batchor_cli):
     good = make_spec(workdir, rows=2)
     bad = _bad_spec(workdir)
     broken = workdir / "broken.yaml"
     broken.write_text("name: [\n", encoding="utf-8")
     other = workdir / "other.yaml"
     shutil.copy(good, other)
-    result = run_cli(workdir, "validate", bad, broken, good, other)
+    result = batchor_cli(workdir, "validate", bad, broken, good, other)
     assert result.returncode == 1, result.stderr
     assert f"FAIL {bad}: 3 problem(s)" in result.stderr
     assert f"{bad}:3: colour: unknown key" in result.stderr

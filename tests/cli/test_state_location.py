@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli, run_inprocess
+from cli_helpers import run_inprocess
 from conftest import make_spec
 
 from batchor.state import find_state
@@ -110,11 +110,11 @@ def test_a_saved_plan_whose_state_is_gone_is_refused_naming_it(project, cli):
     assert code == 5 and "counted 4 cached answer(s)" in err and "does not exist" in err
 
 
-def test_plan_prints_its_state_in_a_real_process(project):
-    result = run_cli(project.parent / "elsewhere", "plan", Path("..") / "project" / "jobs" / "reviews" / "spec.yaml",
-                     "--mock")
-    assert result.returncode == 0, result.stderr
-    assert f"state       {project / '.batchor' / 'state.duckdb'} (the git repository root {project})" in result.stdout
+def test_plan_from_another_folder_prints_the_state_at_the_git_root(project, cli):
+    code, out, err = cli(project.parent / "elsewhere", "plan",
+                         Path("..") / "project" / "jobs" / "reviews" / "spec.yaml", "--mock")
+    assert code == 0, err
+    assert f"state       {project / '.batchor' / 'state.duckdb'} (the git repository root {project})" in out
 
 
 def test_init_marks_the_new_job_folder_as_a_project(project, cli):

@@ -29,8 +29,13 @@ from tests.providers.helpers import provider_spec
 
 RATING = {"type": "object", "properties": {"rating_guess": {"type": "integer", "minimum": 1, "maximum": 5}},
           "required": ["rating_guess"], "additionalProperties": False}
-CASES = [("openai", "gpt-4.1-mini", None), ("openai", "gpt-4.1-mini", "responses"),
-         ("anthropic", "claude-haiku-4-5", None), ("gemini", "gemini-2.5-flash", None)]
+OPENAI, RESPONSES = ("openai", "gpt-4.1-mini", None), ("openai", "gpt-4.1-mini", "responses")
+ANTHROPIC, GEMINI = ("anthropic", "claude-haiku-4-5", None), ("gemini", "gemini-2.5-flash", None)
+# Each API's re-ask messages are built by one adapter for realtime and batch: the default tier asks
+# every API once and each mode twice; `slow` runs the rest of the matrix.
+CASES = [(*OPENAI, "realtime"), (*RESPONSES, "batch"), (*ANTHROPIC, "batch"), (*GEMINI, "realtime"),
+         *(pytest.param(*case, mode, marks=pytest.mark.slow) for case, mode in [
+             (OPENAI, "batch"), (RESPONSES, "realtime"), (ANTHROPIC, "realtime"), (GEMINI, "batch")])]
 
 
 def reask_spec(folder: Path, provider: str, model: str, api_kind: str | None, mode: str, **limits: Any) -> Path:
@@ -86,8 +91,7 @@ def test_the_feedback_is_capped_in_bytes():
     assert "and 15 more" in text or text.count("\n") >= 2
 
 
-@pytest.mark.parametrize("mode", ["realtime", "batch"])
-@pytest.mark.parametrize(("provider", "model", "api_kind"), CASES)
+@pytest.mark.parametrize(("provider", "model", "api_kind", "mode"), CASES)
 def test_a_rejected_answer_is_asked_again_with_feedback(fake, workdir, provider, model, api_kind, mode):
     fake.configure(malformed_until_feedback=True)
     spec = reask_spec(workdir, provider, model, api_kind, mode)

@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 from batchor.cli.main import app
 from batchor.report import gather, render_html, render_markdown
 from batchor.report.data import EXAMPLES, SAMPLES
-from tests.cli.cli_helpers import run_cli
-from tests.conftest import make_spec, write_csv
+from tests.conftest import make_spec, shared_run_folder, write_csv
 
 NASTY = "<script>window.pwned=1</script><img src=x onerror=alert(1)> & 'quotes'"
 
@@ -33,8 +32,25 @@ def _run(workdir: Path, fake, rows: int = 12, failing: str = "review number 3") 
     return json.loads(CliRunner().invoke(app, ["status", "--json"]).stdout)
 
 
-def test_report_data_is_the_runs_figures(workdir, fake):
-    status = _run(workdir, fake)
+@pytest.fixture(scope="module")
+def reported_folder(fake_server_session, tmp_path_factory):
+    """One run (12 rows, one failing) for the tests that only report on it."""
+    folder = tmp_path_factory.mktemp("reported")
+    with shared_run_folder(fake_server_session, folder) as fake:
+        return folder, _run(folder, fake)
+
+
+@pytest.fixture
+def reported(reported_folder, monkeypatch):
+    """The shared run's `status --json`, with its folder as the working folder."""
+    folder, status = reported_folder
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("BATCHOR_STATE", raising=False)
+    return status
+
+
+def test_report_data_is_the_runs_figures(reported):
+    status = reported
     report = gather(None, None)
     (step,) = report["steps"]
     assert (step["step"], step["rows"], step["succeeded"], step["failed"]) == ("classify", 12, 11, 1)
@@ -48,8 +64,8 @@ def test_report_data_is_the_runs_figures(workdir, fake):
     assert report["plan"]["totals"]["rows"] == 12 and "classify" in report["plan"]["spec_text"]
 
 
-def test_html_is_self_contained_and_escapes_untrusted_text(workdir, fake):
-    status = _run(workdir, fake)
+def test_html_is_self_contained_and_escapes_untrusted_text(reported):
+    status = reported
     page = render_html(gather(None, None))
     assert status["run_id"] in page and "invalid_request" in page
     assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in page
@@ -67,8 +83,8 @@ def test_sizes_stay_bounded_however_many_rows_fail(workdir, fake):
     assert len(render_html(report)) < 60_000
 
 
-def test_markdown_for_a_pull_request(workdir, fake):
-    status = _run(workdir, fake)
+def test_markdown_for_a_pull_request(reported):
+    status = reported
     text = render_markdown(gather(None, None))
     assert f"`{status['run_id']}`" in text
     assert "partial: 11 of 12 rows answered, 1 failed" in text
@@ -76,9 +92,9 @@ def test_markdown_for_a_pull_request(workdir, fake):
     assert "invalid_request: 1 row(s)" in text and "<script>" not in text.split("| step |")[0]
 
 
-def test_report_command_writes_html_and_prints_markdown_and_json(workdir, fake, batchor_cli):
-    status = _run(workdir, fake)
-    done = run_cli(workdir, "report", "-o", "out/report.html")
+def test_report_command_writes_html_and_prints_markdown_and_json(reported, batchor_cli):
+    status, workdir = reported, Path.cwd()
+    done = batchor_cli(workdir, "report", "-o", "out/report.html")
     assert done.returncode == 0 and "wrote out/report.html" in done.stderr, done.stderr
     assert status["run_id"] in (workdir / "out" / "report.html").read_text(encoding="utf-8")
     markdown = CliRunner().invoke(app, ["report", status["run_id"], "--format", "markdown"])
