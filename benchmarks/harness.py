@@ -156,9 +156,11 @@ def write_spec(
 
 
 def fresh_dir(name: str) -> Path:
+    """An empty folder with a state of its own: without its `.batchor/`, batchor would use the
+    repository root's (the project folder), shared by every run and growing with each."""
     folder = WORK / name
     shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    (folder / ".batchor").mkdir(parents=True)
     return folder
 
 

@@ -142,7 +142,7 @@ class BatchExecutor:
 
     def _next_poll_in(self) -> float:
         """Seconds until the next round: the soonest any live batch wants its poll (batch_poll.py)."""
-        return self.pace.wait(self.options.clock(), [(b.created_s, lane.expected_ends.get(b.batch_id))
+        return self.pace.wait(self.options.clock(), [(lane.started(b), lane.expected_ends.get(b.batch_id))
                                                      for lane in self.lanes for b in lane.active])
 
     def _open(self, work: StepWork) -> _Lane:
@@ -203,6 +203,7 @@ class _Lane(Collecting):
         self.troubles: dict[str, int] = {}  # batch id -> calls about it that failed in a row
         self.parked: set[str] = set()  # batches left live at the provider: not polled again this run
         self.expected_ends: dict[str, float] = {}  # batch id -> clock time its reported progress points to
+        self.submitted_s: dict[str, float] = {}  # batch id -> clock time its create returned (this run)
         self.keep_files = bool((connection.get("options") or {}).get(KEEP_FILES_OPTION))
 
     def open(self, work: StepWork) -> None:
@@ -349,6 +350,7 @@ class _Lane(Collecting):
         return True
 
     def _submitted(self, batch: BatchRecord, remote: RemoteBatch, event: str = "batch_submitted") -> None:
+        self.submitted_s[batch.batch_id] = self.ex.options.clock()
         self.ex.ledger.mark_submitted(batch.batch_id, remote.remote_id, remote.status)
         batch.state, batch.remote_id, batch.remote_status = "submitted", remote.remote_id, remote.status
         self.ex.emit(Event(event, {"step": batch.step, "batch_id": batch.batch_id, "remote_id": remote.remote_id,

@@ -49,6 +49,7 @@ class Collecting:
     troubles: dict[str, int]
     parked: set[str]
     expected_ends: dict[str, float]
+    submitted_s: dict[str, float]
     keep_files: bool
     queue: Any
 
@@ -56,6 +57,11 @@ class Collecting:
     def active(self) -> list[BatchRecord]:
         """Live batches this run still waits for."""
         return [b for b in self.live.values() if b.batch_id not in self.parked]
+
+    def started(self, batch: BatchRecord) -> float:
+        """When the batch began running at the provider, as near as known: its create's return in
+        this run (a large upload before it is not the batch's age), else its intent."""
+        return self.submitted_s.get(batch.batch_id, batch.created_s)
 
     def _trouble(self, batch: BatchRecord, exc: ProviderError) -> None:
         """A call about a live batch failed (after its retries): try again next round, up to a
@@ -95,7 +101,7 @@ class Collecting:
         if remote.status != batch.remote_status:
             self.ex.ledger.mark_polled(batch.batch_id, remote.status)
             batch.remote_status = remote.status
-        end = expected_end(self.ex.options.clock(), batch.created_s, remote.done, remote.requests or batch.requests)
+        end = expected_end(self.ex.options.clock(), self.started(batch), remote.done, remote.requests or batch.requests)
         if end is None:
             self.expected_ends.pop(batch.batch_id, None)
         else:
@@ -128,6 +134,7 @@ class Collecting:
         self.live.pop(batch.batch_id, None)
         self.keys_of.pop(batch.batch_id, None)
         self.expected_ends.pop(batch.batch_id, None)
+        self.submitted_s.pop(batch.batch_id, None)
         if read and not self.keep_files:
             await self._delete_files(batch, remote)
         self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)

@@ -3,6 +3,8 @@ splitting at the limits, per-row error handling, expiry, quota pause, polling ba
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import yaml
 
@@ -167,6 +169,24 @@ def test_a_batch_done_at_its_first_poll_is_collected_in_that_round(fake, workdir
     assert delays == [0.5]
     assert [e.type for e in events if e.type.startswith("batch_") and e.type != "batch_step"] == \
         ["batch_submitted", "batch_waiting", "batch_collected"]
+
+
+class SlowUploadTime(FakeTime):
+    """Real time passes during calls (a slow create), the engine's sleeps only on paper."""
+
+    def clock(self) -> float:
+        return self.now + time.time()
+
+
+def test_the_first_poll_counts_from_the_create_not_from_a_slow_upload_before_it(fake, workdir):
+    fake.configure(batch_polls=1, batch_create_delay_s=2.2)  # a quarter of 2.2 s is more than 0.5 s
+    spec = batch_spec(workdir, rows=3, batch_poll_s=5, batch_poll_max_s=60)
+    clock = SlowUploadTime()
+    clock.now = 0.0
+    outcome = apply_plan(api.plan(str(spec), save=False), open_state(str(workdir / ".batchor" / "state.duckdb")),
+                         ApplyOptions(sleep=clock.sleep, clock=clock.clock, handle_signals=False))
+    assert outcome.status == "succeeded"
+    assert clock.delays == [0.5]
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
