@@ -114,7 +114,8 @@ class BatchExecutor:
     async def run(self, works: list[StepWork]) -> int:
         """Returns the number of batches still live (in flight) when it stops."""
         try:
-            self.lanes = [self._open(work) for work in works]
+            with self.store.session():  # the lanes' ledger reads: one attach of the state, not five a step
+                self.lanes = [self._open(work) for work in works]
             first = True
             while True:
                 await asyncio.gather(*(lane.submit_ready() for lane in self.lanes))  # steps side by side

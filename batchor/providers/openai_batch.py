@@ -54,10 +54,50 @@ _MISSING_CODES = ("batch_expired", "batch_cancelled")
 def encode_line(request: LLMRequest, *, api: str = "chat", strict: bool = True) -> bytes:
     """One JSONL line of the input file: custom_id = request key, body = the realtime body (an
     embedding step's: its one text, see providers/embeddings.py)."""
+    if api == "chat" and not request.attachments:
+        return _LINES.line(request, strict)
     body = (openai_body(embed_request(request), single=True) if api == EMBEDDINGS
             else to_body(request, api=api, strict=strict))
     line = {"custom_id": request.key, "method": "POST", "url": _ENDPOINTS[api], "body": body}
-    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    return (_dumps(line) + "\n").encode("utf-8")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _LineTemplates:
+    """A step's chat lines differ only in their key and messages: the rest (model, params, the
+    schema, often most of a line) is serialised once per step, and each line splices its key and
+    messages into it. JSON of an object is the concatenation of its members' JSON, so the bytes
+    are those of `json.dumps` of the whole line (tests/providers/test_openai_batch.py)."""
+
+    _KEY, _MESSAGES = "\x00batchor-key\x00", "\x00batchor-messages\x00"
+
+    def __init__(self) -> None:
+        self._parts: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, str, str]]] = {}
+
+    def line(self, request: LLMRequest, strict: bool) -> bytes:
+        ident = (request.model, id(request.params), id(request.schema), request.schema_name, strict)
+        found = self._parts.get(ident)
+        if found is None or found[0] is not request.params or found[1] is not request.schema:
+            found = self._parts[ident] = (request.params, request.schema, self._split(request, strict))
+            if len(self._parts) > 64:  # plans come and go in a long-lived process
+                self._parts = {ident: found}
+        head, middle, tail = found[2]
+        return (head + _dumps(request.key) + middle + _dumps(list(request.messages)) + tail).encode("utf-8")
+
+    def _split(self, request: LLMRequest, strict: bool) -> tuple[str, str, str]:
+        marked = LLMRequest(self._KEY, request.model, (), request.params, request.schema, request.schema_name)
+        body = to_body(marked, api="chat", strict=strict)
+        body["messages"] = self._MESSAGES
+        text = _dumps({"custom_id": self._KEY, "method": "POST", "url": _ENDPOINTS["chat"], "body": body}) + "\n"
+        head, rest = text.split(_dumps(self._KEY), 1)
+        middle, tail = rest.split(_dumps(self._MESSAGES), 1)
+        return head, middle, tail
+
+
+_LINES = _LineTemplates()
 
 
 def parse_line(line: dict[str, Any], *, api: str = "chat") -> RowResult:

@@ -13,6 +13,8 @@ from batchor.errors import (
     RateLimitedError,
     TransientProviderError,
 )
+from batchor.providers.base import LLMRequest
+from batchor.providers.openai import to_body
 from batchor.providers.openai_batch import encode_line, parse_line
 from tests.fakes import prompt_key
 from tests.providers.batch_cases import SCHEMA, collect, requests, round_trip, run, tag, until_ended
@@ -32,6 +34,21 @@ def test_lines_carry_the_realtime_body_and_the_request_key():
 
 def _line(status: int, body: dict) -> dict:
     return {"id": "r1", "custom_id": "k", "response": {"status_code": status, "body": body}, "error": None}
+
+
+def test_chat_lines_spliced_into_the_step_template_are_the_bytes_of_the_whole_line():
+    params, other = {"temperature": 0, "max_tokens": 50, "stop": ["\n", "é"]}, {"max_tokens": 7}
+    messages = ({"role": "system", "content": 'Say "ok" \\ or ünïcode 🙂'}, {"role": "user", "content": "a\nb\u2028"})
+    cases = [LLMRequest('k"1\\é', "gpt-4.1-mini", messages, params, SCHEMA, "classify"),
+             LLMRequest("k2", "gpt-4.1-mini", messages[1:], params, SCHEMA, "classify"),
+             LLMRequest("k3", "gpt-4.1-mini", messages, other, None),
+             LLMRequest("k4", "gpt-4.1", messages, params, {**SCHEMA}, "other name")]
+    for strict in (True, False):
+        for request in cases * 2:  # the second time from the cached template
+            whole = {"custom_id": request.key, "method": "POST", "url": "/v1/chat/completions",
+                     "body": to_body(request, api="chat", strict=strict)}
+            expected = (json.dumps(whole, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            assert encode_line(request, api="chat", strict=strict) == expected
 
 
 def test_output_and_error_lines_are_classified_like_realtime():
