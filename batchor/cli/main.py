@@ -15,7 +15,7 @@ try:  # newer Typer vendors Click; its exceptions are not the `click` package's
 except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
-from batchor.cli import basics, pilot_cmd
+from batchor.cli import basics, pandas_probe, pilot_cmd
 from batchor.cli import quality as quality_cli
 from batchor.cli.colour import coloured
 from batchor.cli.draft_cmd import draft as draft_command
@@ -346,6 +346,7 @@ def spec_schema(write: bool = typer.Option(False, "--write", help="Write schemas
 def run(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and turns errors into documented exit codes."""
     _load_dotenv()
+    pandas_probe.install()
     try:
         result = app(args=argv, standalone_mode=False)
         code = result if isinstance(result, int) else EXIT_OK

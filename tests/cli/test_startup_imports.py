@@ -74,3 +74,12 @@ def test_apply_loads_only_the_sdk_its_spec_uses(fake, workdir, provider):
     assert "batchor.engine.run" in modules and (SDKS[provider] is None or SDKS[provider] in modules)
     assert not [sdk for sdk in SDKS.values() if sdk not in (None, SDKS[provider]) and sdk in modules]
     assert not {"rich.console", "batchor.report.live"} & modules  # --json prints NDJSON: no live view
+    assert "pandas" not in modules  # pyarrow's check for pandas objects is answered without it
+
+
+def test_the_cli_keeps_pandas_out_yet_pyarrow_converts_to_pandas_when_asked():
+    code = ("from batchor.cli import pandas_probe\npandas_probe.install()\nimport pyarrow as pa\n"
+            "t = pa.table({'a': [1, 2]})\nprint('pandas' in sys.modules)\n"
+            "print(t.to_pandas()['a'].tolist(), pa.array(t.to_pandas()['a']).to_pylist())")
+    out = subprocess.run([sys.executable, "-c", f"import sys\n{code}"], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["False", "[1, 2] [1, 2]"]
