@@ -17,6 +17,7 @@ from batchor.cli.main import app
 from batchor.errors import CostLimitError, UsageError
 from batchor.pilot import pilot_plan, run_pilot
 from batchor.plan.calibrate import calibrate, calibration_lines
+from batchor.plan.model import output_per_request
 from batchor.spec.inputs import ROW_KEY
 from batchor.state import open_state
 from batchor.state.answer_stats import input_calibration, output_stats
@@ -135,7 +136,8 @@ def test_a_when_step_is_topped_up_to_n_answers_and_the_full_run_pays_only_the_re
     # every drawn row's `first` once, `second` where it ran: nothing asked twice
     assert fake.stats()["answered"] == drawn + second.measured.answers
     assert piloted.plan.header.totals.cached == drawn + second.measured.answers
-    assert "when: runs on" in "\n".join(calibration_lines(piloted.calibration))
+    if drawn < ROWS:  # rows left to project: the share they are expected to run at
+        assert "when: runs on" in "\n".join(calibration_lines(piloted.calibration))
     batchor.apply(chain, handle_signals=False)
     everything = fake.stats()["answered"]
     assert everything == ROWS + piloted.plan.header.steps[1].counts.cached + _second_rest(workdir)
@@ -220,3 +222,21 @@ def test_the_mean_of_few_answers_is_taken_at_students_t():
 
     assert t90(5) == pytest.approx(2.015, rel=0.005) and t90(13) == pytest.approx(1.771, rel=0.005)
     assert t90(49) == pytest.approx(1.677, rel=0.005) and t90(0) == Z90
+
+
+def test_a_when_share_is_learned_from_an_earlier_job_on_other_rows(fake, workdir):
+    """A `when:` on an earlier answer: a new input has no answers to measure its share on, so the
+    plan takes the share the same condition had on the same steps in earlier jobs, and says so."""
+    chain = chain_spec(workdir, when="first.tone == 'angry'")
+    assert batchor.apply(chain, handle_signals=False).status == "succeeded"
+    ran = fake.stats()["answered"] - ROWS  # `second` once per row its `when:` let run (texts differ)
+    assert 0 < ran < ROWS
+    write_csv(workdir / "data.csv", [{"id": f"n{i}", "text": f"another ticket {i}"} for i in range(40)])
+    second = batchor.plan(chain, save=False).header.steps[1]
+    assert (second.counts.projected, second.counts.when_evaluated, second.counts.when_ran) == (40, ROWS, ran)
+    assert second.counts.when_source == f"history: {ran:,} of {ROWS:,} rows"
+    assert second.counts.output_tokens_expected == int(40 * output_per_request(second) * ran / ROWS)
+    assert second.counts.output_tokens_upper == 40 * second.max_tokens  # the bound: every row
+    unlearned = batchor.plan(chain, save=False, state=str(workdir / "other.duckdb")).header.steps[1]
+    assert unlearned.counts.when_source == "not measured yet: every projected row counted"
+    assert unlearned.counts.output_tokens_expected == int(40 * output_per_request(unlearned))

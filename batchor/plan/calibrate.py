@@ -2,7 +2,8 @@
 
 After a pilot the plan's expected cost per step already rests on measured answers (plan/estimate.py:
 output tokens and attempts per request from the answers of the step's length key, once there are
-enough of them; `when:` selectivity from the rows the pilot let it evaluate). What is left is how
+enough of them; `when:` selectivity from the rows the pilot let it evaluate, or earlier jobs'
+rows of the same condition when those are more). What is left is how
 sure that figure is. A sum over R requests estimated from n answers of spread s is uncertain by the
 mean's error (R^2 s^2 / n) and the requests' own spread (R s^2); a `when:` step below another step
 adds the binomial error of its selectivity on the rows not known yet. The mean's error is taken
@@ -38,6 +39,7 @@ class StepInterval:
     source: str  # the estimate's source (plan/estimate.py): heuristic | history: N answers | pilot: N answers
     evaluated: int  # rows whose `when:` could be evaluated (dependent steps)
     ran: int  # of those, rows the step runs on
+    when_source: str | None = None  # where that share comes from (plan/compile.py when_measure)
 
     @property
     def reask_rate(self) -> float:
@@ -81,10 +83,9 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
     measured = _measured(step, stats)
     tokens_each = output_per_request(step)
     requests = counts.output_tokens_expected / tokens_each if tokens_each else 0.0
-    evaluated = max(0, counts.rows - counts.projected) if step.when and step.depends_on else 0
+    evaluated, ran = counts.when_evaluated, counts.when_ran  # the rows its share was measured on
     if counts.when_decided:  # a `when:` on the row alone was evaluated on every row
-        evaluated = counts.rows
-    ran = max(0, evaluated - counts.skipped)
+        evaluated, ran = counts.rows, max(0, counts.rows - counts.skipped)
     half = 0.0
     if step.price is not None and measured.answers >= 2 and requests > 0:
         price = ModelPrice.from_dict(step.price)
@@ -98,7 +99,7 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
         half = Z90 * math.sqrt(out_var + in_var + _selectivity_variance(step, evaluated, ran) * per_request ** 2)
     expected = counts.cost_expected
     return StepInterval(step.name, requests, expected, max(0.0, expected - half), expected + half, measured,
-                        step.output_source, evaluated, ran)
+                        step.output_source, evaluated, ran, counts.when_source)
 
 
 def t90(freedom: int) -> float:
@@ -147,7 +148,8 @@ def _measured_text(s: StepInterval) -> str:
     else:
         parts = [f"{s.source}, ~{m.mean:,.0f} output tokens each (sd {m.stdev:,.0f})", f"re-asks {s.reask_rate:.0%}"]
     if s.selectivity is not None:
-        parts.append(f"when: runs on {s.ran:,} of {s.evaluated:,} rows evaluated ({s.selectivity:.0%})")
+        parts.append(f"when: runs on {s.ran:,} of {s.evaluated:,} rows evaluated ({s.selectivity:.0%}; "
+                     f"{s.when_source})")
     return ", ".join(parts)
 
 
@@ -158,4 +160,5 @@ def calibration_dict(calibration: Calibration) -> dict[str, object]:
             "steps": [{"step": s.step, "requests": s.requests, "expected_usd": s.expected,
                        "interval_90": [s.low, s.high], "source": s.source, "answers": s.measured.answers,
                        "mean_output_tokens": s.measured.mean, "stdev_output_tokens": s.measured.stdev,
-                       "reask_rate": s.reask_rate, "selectivity": s.selectivity} for s in calibration.steps]}
+                       "reask_rate": s.reask_rate, "selectivity": s.selectivity, "when_source": s.when_source}
+                      for s in calibration.steps]}

@@ -164,7 +164,9 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
                     estimated=True)
     mean = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * tally.projected_tokens_per_row,
                    estimated=True)
-    selectivity = 1.0 if tally.when_decided else tally.selectivity  # decided now: projected rows all run
+    when = when_measure(step, tally)
+    selectivity = when["when_ran"] / when["when_evaluated"] if when.get("when_evaluated") else 1.0
+    selectivity *= tally.upstream_share  # rows whose upstream answer never comes (an upstream `when:`)
     share = selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
     share *= tally.distinct_share  # rows that will render the same request send it once
     return known.model_copy(update={
@@ -173,7 +175,23 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
         "output_tokens_upper": known.output_tokens_upper + upper.output_tokens_upper,
         "cost_expected": known.cost_expected + mean.cost_expected * share,
         "cost_upper": known.cost_upper + upper.cost_upper, "estimated": True, "projected": tally.projected,
-        "when_decided": tally.when_decided})
+        "when_decided": tally.when_decided, **when})
+
+
+def when_measure(step: StepPlan, tally: DependentTally) -> dict[str, Any]:
+    """The share of projected rows expected to run and where it comes from: decided on the row now
+    (all run), the rows of this input whose upstream answers exist, or earlier jobs' rows of the
+    same `when:` on the same steps when those are more (a new input has none of its own)."""
+    if tally.when_decided or not step.when:
+        return {"when_source": "decided on the row" if tally.when_decided else None}
+    ran, evaluated = tally.evaluated - tally.skipped_by_when, tally.evaluated
+    if len(step.when_history) == 2 and step.when_history[1] > evaluated:
+        (ran, evaluated), source = step.when_history, "history"
+    else:
+        source = "this input"
+    if not evaluated:
+        return {"when_source": "not measured yet: every projected row counted"}
+    return {"when_source": f"{source}: {ran:,} of {evaluated:,} rows", "when_evaluated": evaluated, "when_ran": ran}
 
 
 def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, skipped: int, to_run: int,

@@ -43,6 +43,8 @@ class DependentTally:
     unbounded: bool = False  # some projected rows lie below a fan-out without a bound
     elements: int = 0  # fan-out steps: element rows of the rows evaluated now
     evaluated: int = 0  # rows where `when` could be evaluated
+    skipped_by_when: int = 0  # of those, rows its `when:` left out
+    skipped_upstream: int = 0  # rows left out because an upstream answer never comes
     failed_earlier: int = 0  # rows whose request failed for good earlier: not sent again
     when_decided: bool = False  # `when:` reads only the row: projected rows already passed it
     projected_ids: set[Any] = field(default_factory=set)  # what decides each projected request (hashed)
@@ -65,9 +67,10 @@ class DependentTally:
         return pa.chunked_array(self.projected_keys, pa.string())
 
     @property
-    def selectivity(self) -> float:
-        """Share of evaluated rows that ran (1.0 when nothing could be evaluated)."""
-        return 1.0 if not self.evaluated else (self.evaluated - self.skipped) / self.evaluated
+    def upstream_share(self) -> float:
+        """Share of the rows whose upstream steps are settled that got every answer they read."""
+        settled = self.evaluated + self.skipped_upstream
+        return self.evaluated / settled if settled else 1.0
 
     @property
     def distinct_share(self) -> float:
@@ -248,6 +251,7 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
         request = requests.render(row.key, {"row": row_values[row.index], **values})
         if request is None:
             tally.skipped += 1
+            tally.skipped_by_when += 1
             keys.append(None)
             continue
         keys.append(request.key)
@@ -287,6 +291,7 @@ def _not_renderable(row: Row, values: list[Any], when: tuple[StepTemplates, bool
     PROJECTED (upstream answers not known yet) for a row that cannot be rendered now; else None."""
     if any(v is SKIPPED for v in values):
         tally.skipped += row.weight
+        tally.skipped_upstream += row.weight
         return SKIPPED
     if not any(v is None for v in values):
         return None

@@ -24,6 +24,7 @@ from batchor.state.answer_stats import (
     StepEstimate,
     input_calibration,
     output_stats,
+    when_share,
 )
 
 MIN_ANSWERS = 10
@@ -58,8 +59,26 @@ def with_estimates(steps: list[StepPlan], state: Any) -> list[StepPlan]:
             key = keys[step.name]
             step = _learned_output(step.model_copy(update={"length_key": key}), history.get(key))
             step = _calibrated_input(step, calibration.get(model_id(step)))
+            step = _learned_when(step, keys, state)
         out.append(step)
     return out
+
+
+def when_key(step: StepPlan, length_keys: dict[str, str]) -> str | None:
+    """What decides how often a `when:` holds: its text and what decides the answers it reads."""
+    if not step.when or not step.depends_on:
+        return None
+    upstream = {dep: length_keys.get(dep, dep) for dep in sorted(step.depends_on)}
+    return sha256_hex(canonical_json({"when": step.when, "upstream": upstream}))[:16]
+
+
+def _learned_when(step: StepPlan, length_keys: dict[str, str], state: Any) -> StepPlan:
+    """A `when:` step with the share of rows its condition let run in earlier jobs (any input)."""
+    key = when_key(step, length_keys)
+    if key is None:
+        return step
+    history = list(when_share(state, key, sorted(step.depends_on))) if state is not None else []
+    return step.model_copy(update={"when_key": key, "when_history": history})
 
 
 def _learned_output(step: StepPlan, stats: KeyStats | None) -> StepPlan:
@@ -98,5 +117,5 @@ def step_estimates(header: PlanHeader) -> list[StepEstimate]:
     return [StepEstimate(step=s.name, length_key=s.length_key, model=model_id(s), requests=s.counts.to_run,
                          input_tokens=s.counts.input_tokens, output_tokens=s.counts.output_tokens_expected,
                          expected_usd=s.counts.cost_expected, upper_usd=s.counts.cost_upper,
-                         output_source=s.output_source, input_source=s.input_source)
+                         output_source=s.output_source, input_source=s.input_source, when_key=s.when_key)
             for s in header.steps if s.provider != "sql"]

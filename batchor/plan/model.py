@@ -51,6 +51,9 @@ class StepCounts(_Frozen):
     changed_by: dict[str, int] = Field(default_factory=dict)  # changed, by cause: template, model, params, ...
     failed_earlier: int = 0  # rows whose request failed for good earlier (deterministic error): not run
     when_decided: bool = False  # `when:` reads only the row: projected rows were filtered by it at plan time
+    when_source: str | None = None  # where the share of projected rows expected to run comes from
+    when_evaluated: int = 0  # rows that share was measured on (this input's, or earlier jobs')
+    when_ran: int = 0  # of those, rows the `when:` let run
     attachment_problems: int = 0  # requests whose attachments cannot be sent: they fail without a call
     attachment_examples: list[str] = Field(default_factory=list)  # the first few problems (row and file)
 
@@ -89,6 +92,8 @@ class StepPlan(_Frozen):
     expected_output_mean: float | None = None  # the same, unrounded, when measured (history or pilot answers)
     output_source: str = "heuristic"  # where expected_output_tokens comes from: heuristic | history: N answers | ...
     length_key: str = ""  # what decides an answer's length (model, schema or text, templates): history's key
+    when_key: str | None = None  # a `when:` on earlier answers: its text and those steps' length keys
+    when_history: list[int] = Field(default_factory=list)  # [rows run, rows evaluated] of earlier jobs' runs
     input_factor: float = 1.0  # expected billed input tokens per counted token (calibration, re-asks)
     input_source: str = ""  # exact | calibrated: N answers | estimate (see plan/estimate.py)
     key_prefix: str  # canonical provider/model/params/schema part of the request key

@@ -125,8 +125,9 @@ def _estimate_sources(step: Any) -> dict[str, Any]:
 
 def _estimate_line(step: Any) -> str:
     """'~42 output tokens per request (history: 1,204 answers); input tokens exact'."""
+    when = f"; when: {step.counts.when_source}" if step.counts.when_source else ""
     return (f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}); "
-            f"input tokens {step.input_source or 'estimate'}")
+            f"input tokens {step.input_source or 'estimate'}{when}")
 
 
 def reask_upper(header: Any) -> float:

@@ -12,6 +12,7 @@ Public API (the pilot helper and `plan` use it):
 - `tag_run_kind(store, run_id, kind)`: mark a run's answers as e.g. `pilot` answers;
 - `output_stats(store, length_keys)`: per key, per run kind, the answers' length statistics;
 - `input_calibration(store, models)`: per `provider:model`, reported vs counted input tokens;
+- `when_share(store, when_key, upstream)`: rows a `when:` let run, of those it was evaluated on;
 - `run_step_report(store, run_id)`: per step, the plan's estimate next to what the run spent.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 
 RUN_KINDS = ("apply", "pilot")
 _ESTIMATE_COLUMNS = ("step", "length_key", "model", "requests", "input_tokens", "output_tokens", "expected_usd",
-                     "upper_usd", "output_source", "input_source")
+                     "upper_usd", "output_source", "input_source", "when_key")
 # An answer that counts: billed, accepted or not, with usage reported by the provider.
 _BILLED = "coalesce(a.output_tokens, 0) > 0 AND NOT coalesce(a.estimated, false)"
 
@@ -42,6 +43,7 @@ class StepEstimate:
     upper_usd: float
     output_source: str  # heuristic | history: N answers | pilot: N answers
     input_source: str  # exact | calibrated: N answers | estimate
+    when_key: str | None = None  # a `when:` step: its condition and the steps it reads (plan/estimate.py)
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,25 @@ def _billed_by_step(store: Any, group: str, column: str, values: list[str], aggr
         f"SELECT {group}, {aggregates} FROM run_steps s JOIN attempts a ON a.run_id = s.run_id AND a.step = s.step "
         f"WHERE {column} IN ({marks}) AND {where} AND {_BILLED} GROUP BY {group}", list(values))
     return rows
+
+
+def when_share(store: Any, when_key: str, upstream: list[str]) -> tuple[int, int]:
+    """(rows run, rows evaluated) of earlier jobs' steps with this `when_key`: rows whose upstream
+    answers all exist, where the step sent a request (the condition held) or none (it did not).
+    A row drawn by several jobs (a pilot, its top-up, the full run) counts once."""
+    if not upstream:
+        return 0, 0
+    joins = " ".join(f"JOIN job_requests u{i} ON u{i}.job_id = j.job_id AND u{i}.row_key = j.row_key "
+                     f"AND u{i}.step = ? JOIN results r{i} ON r{i}.request_key = u{i}.request_key "
+                     f"AND r{i}.status = 'succeeded'" for i in range(len(upstream)))
+    keys = ", ".join(f"u{i}.request_key" for i in range(len(upstream)))
+    rows = store.execute(
+        "SELECT count(*) FILTER (WHERE ran), count(*) FROM (SELECT DISTINCT j.row_key, "
+        f"{keys}, j.request_key IS NOT NULL AS ran FROM (SELECT DISTINCT r.job_id, s.step FROM run_steps s "
+        "JOIN runs r ON r.run_id = s.run_id WHERE s.when_key = ?) k "
+        f"JOIN job_requests j ON j.job_id = k.job_id AND j.step = k.step {joins}) t", [when_key, *upstream])
+    ran, evaluated = rows[0] if rows else (0, 0)
+    return int(ran or 0), int(evaluated or 0)
 
 
 def run_step_report(store: Any, run_id: str) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ Append new migrations; never edit a released one. The version is stored in `batc
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -70,4 +70,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ]),
     # Re-ask with feedback survives a crash: a rejected attempt keeps the answer and the violations.
     (6, ["ALTER TABLE attempts ADD COLUMN feedback VARCHAR"]),
+    # A `when:` share learned from history: what identifies a step's condition and its inputs.
+    (7, ["ALTER TABLE run_steps ADD COLUMN when_key VARCHAR"]),
 ]

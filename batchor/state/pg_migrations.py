@@ -96,6 +96,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS feedback TEXT",
         "CREATE INDEX IF NOT EXISTS attempts_feedback ON attempts (step) WHERE feedback IS NOT NULL",
     ]),
+    (8, "a `when:` share learned from history: what identifies a step's condition and its inputs", [
+        "ALTER TABLE run_steps ADD COLUMN IF NOT EXISTS when_key TEXT",
+        "CREATE INDEX IF NOT EXISTS run_steps_when ON run_steps (when_key) WHERE when_key IS NOT NULL",
+    ]),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -3,6 +3,7 @@ and per step of a run (its stored estimate next to its spend)."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from batchor.state.answer_stats import (
     record_run_steps,
     run_step_report,
     tag_run_kind,
+    when_share,
 )
 from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA
 
@@ -87,3 +89,26 @@ def test_a_runs_estimate_next_to_its_spend(store):
     assert a["actual_usd"] == pytest.approx(0.3) and a["ratio"] == pytest.approx(1.2)
     assert (b["actual_usd"], b["ratio"]) == (0.0, None)  # nothing expected: no ratio
     assert run_step_report(store, "r-unknown") == []
+
+
+def test_a_when_share_counts_rows_whose_upstream_answered_once_across_jobs(store):
+    """Rows a step's `when:` let run (a request) or not (none), of the rows whose upstream answer
+    exists; a row drawn by two jobs (a pilot and the run after it) counts once."""
+    for run, job in (("r1", "j1"), ("r2", "j2"), ("r3", "j3")):
+        store.execute("INSERT INTO runs (run_id, job_id) VALUES (?, ?)", [run, job])
+    record_run_steps(store, "r1", [dataclasses.replace(estimate("second", "k2"), when_key="w")])
+    record_run_steps(store, "r2", [dataclasses.replace(estimate("second", "k2"), when_key="w")])
+    record_run_steps(store, "r3", [dataclasses.replace(estimate("second", "k2"), when_key="other")])
+    rows = {"j1": [("a", "ka", "sa"), ("b", "kb", None), ("c", "kc", None), ("d", "kd", None)],
+            "j2": [("a", "ka", "sa"), ("b", "kb", None)], "j3": [("e", "ke", "se")]}
+    for job, found in rows.items():
+        for row, first, second in found:
+            store.execute("INSERT INTO job_requests (job_id, step, row_key, request_key) VALUES (?, 'first', ?, ?)",
+                          [job, row, first])
+            store.execute("INSERT INTO job_requests (job_id, step, row_key, request_key) VALUES (?, 'second', ?, ?)",
+                          [job, row, second])
+    for key, status in (("ka", "succeeded"), ("kb", "succeeded"), ("kc", "succeeded"), ("kd", "failed"),
+                        ("ke", "succeeded")):
+        store.execute("INSERT INTO results (request_key, step, status) VALUES (?, 'first', ?)", [key, status])
+    assert when_share(store, "w", ["first"]) == (1, 3)  # d's upstream failed: skipped, not by `when:`
+    assert when_share(store, "other", ["first"]) == (1, 1) and when_share(store, "none", ["first"]) == (0, 0)
