@@ -97,7 +97,7 @@ def test_anthropic_cost_comes_from_reported_usage(fake, workdir):
 
 
 def test_reviews_spec_with_anthropic_model_override_plans_and_applies(fake, workdir):
-    plan = api.plan(REVIEWS, state=str(workdir / "state.duckdb"), model="anthropic:claude-haiku-4-5")
+    plan = api.plan(REVIEWS, state=str(workdir / "state.duckdb"), model="anthropic:claude-haiku-4-5", limit=40)
     step = plan.header.steps[0]
     assert (step.provider, step.model, step.api_key_env) == ("anthropic", "claude-haiku-4-5", "ANTHROPIC_API_KEY")
     rating = step.sent_schema["properties"]["rating_guess"]  # adapted for Anthropic
@@ -114,7 +114,7 @@ def test_reviews_spec_gives_the_same_columns_with_each_provider(fake, workdir):
     for model in ("openai:gpt-4.1-mini", "anthropic:claude-haiku-4-5", "gemini:gemini-2.5-flash"):
         out = workdir / f"{model.split(':')[0]}.csv"
         outcome = api.apply(REVIEWS, model=model, state=str(workdir / "state.duckdb"), output=out,
-                            handle_signals=False, limits={"rpm": None}, limit=100)
+                            handle_signals=False, limits={"rpm": None}, limit=40)
         assert outcome.status == "succeeded", (model, outcome.stop_reason)
         with out.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
