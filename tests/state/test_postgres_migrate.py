@@ -10,7 +10,6 @@ import pytest
 from batchor import api, operations
 from batchor.errors import StateError
 from batchor.state import open_state
-from tests.cli.cli_helpers import run_cli
 from tests.conftest import make_spec
 
 pytestmark = pytest.mark.postgres
@@ -18,8 +17,8 @@ pytestmark = pytest.mark.postgres
 TABLES = ("runs", "results", "job_requests", "attempts")
 
 
-def _cli_json(folder, *args):
-    done = run_cli(folder, *args, "--json", timeout=120)
+def _cli_json(batchor_cli, folder, *args):
+    done = batchor_cli(folder, *args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -28,12 +27,12 @@ def _rows(store, table: str) -> list[tuple]:
     return sorted(store.execute(f"SELECT * FROM {table}"), key=repr)
 
 
-def test_migrate_duckdb_to_postgres_and_back(workdir, pg_url):
+def test_migrate_duckdb_to_postgres_and_back(workdir, pg_url, batchor_cli):
     spec = make_spec(workdir, rows=30)
     api.apply(spec, mock=True, handle_signals=False)
     duck = workdir / ".batchor" / "state.duckdb"
 
-    report = _cli_json(workdir, "state", "migrate", "--from", duck, "--to", pg_url)  # the command, once
+    report = _cli_json(batchor_cli, workdir, "state", "migrate", "--from", duck, "--to", pg_url)  # the command, once
     assert {t: report["tables"][t]["added"] for t in TABLES} == {"runs": 1, "results": 30, "job_requests": 30,
                                                                  "attempts": 30}
     again = operations.migrate_state(pg_url, str(duck))
