@@ -112,6 +112,8 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
             "upper": round(full.header.totals.cost_upper, 6), "actual": round(actual, 6),
             "ratio": round(actual / calibration.expected, 4) if calibration.expected else None,
             "in_interval": calibration.low <= actual <= calibration.high,
+            # the whole job (the pilot's spend is known once it ran): (pilot + rest) / (pilot + expected rest)
+            "job_ratio": round((piloted.cost_usd + actual) / (piloted.cost_usd + calibration.expected), 4),
             "pilot_cost": round(piloted.cost_usd, 6), "pilot_calls": pilot_calls,
             "pilot_call_bound": pilot_rows * steps, "top_up_rows": [t.rows for t in piloted.top_ups],
             "answers": {s.step: s.measured.answers for s in calibration.steps},
