@@ -130,7 +130,10 @@ def test_workers_share_the_rate_limit(fake, workdir, pg_url):
     limit = rpm / 60
     # The window's ends are found by sampling every 0.1 s (later on a busy machine) over ~3 s, so the
     # figure carries a few per cent of noise; the fake's own 429s above (it enforces the limit) are the hard check.
-    assert rate <= limit * 1.10, f"{rate:.1f}/s above the shared limit {limit:.0f}/s"
+    # The shared bucket holds one second of the rate (SharedRateLimiter's burst_s): workers slowed by a busy
+    # machine let it fill and may spend it inside the window, so any window may pass the rate by that much.
+    burst = limit * 1.0 / (t2 - t1)
+    assert rate <= limit * 1.10 + burst, f"{rate:.1f}/s above the shared limit {limit:.0f}/s and its burst"
     assert rate >= limit * 0.7, f"{rate:.1f}/s: the workers left the limit {limit:.0f}/s unused"
     assert len(_query(pg_url, "SELECT 1 FROM workers")) == 3
 
