@@ -20,7 +20,7 @@ from batchor.engine.sink import ResultSink
 from batchor.errors import InvalidOutputError, ProviderError, TruncatedOutputError
 from batchor.plan.model import StepPlan
 from batchor.providers.base import Completion, LLMRequest, is_truncated
-from batchor.schema.core import parse_structured
+from batchor.schema.core import parse_structured, schema_key
 from batchor.schema.feedback import reask_messages
 
 if TYPE_CHECKING:
@@ -84,20 +84,20 @@ def judge(plan: StepPlan, completion: Completion) -> str:
 
 _MEMO_TEXT_CHARS = 512  # answers remembered once accepted: short ones (labels, scores, small records)
 _MEMO_ANSWERS = 4096  # per schema; a few MB at most
-_ACCEPTED: dict[int, tuple[dict[str, Any], dict[str, str]]] = {}
+_ACCEPTED: dict[str, dict[str, str]] = {}  # schema_key -> answer text -> stored output
 
 
 def _accepted_answers(schema: dict[str, Any]) -> dict[str, str]:
     """Answer text -> stored output of the answers `schema` already accepted. Validation is a pure
     function of the text, and a classifying step returns the same few answers thousands of times:
-    each is parsed and validated once (jsonschema costs about as much as the rest of a row).
-    Keyed by the schema object, kept alive with its entry, like `schema.core.schema_key`."""
-    entry = _ACCEPTED.get(id(schema))
-    if entry is None or entry[0] is not schema:
+    each is parsed and validated once (jsonschema costs about as much as the rest of a row)."""
+    key = schema_key(schema)  # cached per schema object
+    accepted = _ACCEPTED.get(key)
+    if accepted is None:
         if len(_ACCEPTED) >= 64:
             _ACCEPTED.clear()
-        entry = _ACCEPTED[id(schema)] = (schema, {})
-    return entry[1]
+        accepted = _ACCEPTED[key] = {}
+    return accepted
 
 
 @dataclass(frozen=True, slots=True)
