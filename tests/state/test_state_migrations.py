@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
+import pytest
 
 from batchor.state import DuckDBStore
 from batchor.state.base import RESULT_SCHEMA
@@ -62,3 +63,29 @@ def test_a_key_twice_in_one_write_is_stored_once_first_wins(tmp_path):
     assert store.execute("SELECT step, row_key, request_key FROM job_requests ORDER BY 1, 2") == [
         ("other", "2", "w"), ("s", "1", "x"), ("s", "2", "z2")]
     store.close()
+
+
+def test_a_migration_that_fails_leaves_the_state_at_its_old_version_untouched(tmp_path):
+    """The missing migrations run in one transaction: a failure in a later one (here 6, whose
+    column this damaged file already has) also undoes the earlier ones (3-5)."""
+    path = tmp_path / "v2.duckdb"
+    _version_2_state(path)
+    db = duckdb.connect(str(path))
+    db.execute("ALTER TABLE attempts ADD COLUMN feedback VARCHAR")
+    db.close()
+    with pytest.raises(duckdb.CatalogException, match="feedback"):
+        DuckDBStore(path)
+    db = duckdb.connect(str(path), read_only=True)
+    assert db.execute("SELECT value FROM batchor_meta WHERE key = 'schema_version'").fetchall() == [("2",)]
+    assert "step" not in {c[0] for c in db.execute("DESCRIBE attempts").fetchall()}  # migration 5's column
+    assert db.execute("SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' "
+                      "AND table_name = 'results'").fetchall() == [(1,)]  # migration 3 undone too
+    db.close()
+    assert not _attached_anywhere(path)
+
+
+def _attached_anywhere(path) -> bool:
+    from batchor.state.duckdb_store import _HOST
+
+    return _HOST.db is not None and any(
+        row[0] == str(path) for row in _HOST.db.execute("SELECT path FROM duckdb_databases()").fetchall())
