@@ -46,11 +46,11 @@ def read_sample(path: Path, rows: int) -> DataSample:
     source = resolve_input(str(path), Path.cwd(), None, None, None, [])
     reader = InputReader(source)
     try:
-        described = reader.db.execute("DESCRIBE source").fetchall()
+        described = reader.query("DESCRIBE source").fetchall()
         columns = [Column(str(name), _type_name(str(kind)), _is_key(reader, str(name))) for name, kind, *_ in described]
         sample: list[dict[str, Any]] = []
         if rows > 0:
-            result = reader.db.execute(f"SELECT * FROM source LIMIT {int(rows)}")
+            result = reader.query(f"SELECT * FROM source LIMIT {int(rows)}")
             names = [d[0] for d in result.description]
             sample = [{n: _cut(v) for n, v in zip(names, values, strict=True)} for values in result.fetchall()]
         total = reader.count()
@@ -71,7 +71,7 @@ def _is_key(reader: InputReader, name: str) -> bool:
     if not _looks_like_id(name):
         return False
     column = '"' + name.replace('"', '""') + '"'
-    total, distinct, empty = reader.db.execute(
+    total, distinct, empty = reader.query(
         f"SELECT count(*), count(DISTINCT {column}), count(*) FILTER ({column} IS NULL) FROM source").fetchall()[0]
     return bool(total) and total == distinct and not empty
 

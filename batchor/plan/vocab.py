@@ -87,8 +87,12 @@ def load_encoding(name: str) -> Any:
     if ranks is None:
         ranks = load_tiktoken_bpe(vocabulary_file(definition), expected_hash=definition.sha256)
         vocab_ranks.write(_ranks_file(definition), ranks)
-    return tiktoken.Encoding(definition.name, pat_str=definition.pat_str, mergeable_ranks=ranks,
-                             special_tokens=definition.special_tokens)
+    encoding = tiktoken.Encoding(definition.name, pat_str=definition.pat_str, mergeable_ranks=ranks,
+                                 special_tokens=definition.special_tokens)
+    # The Encoding keeps the Python ranks only to pickle itself (batchor never does): its Rust
+    # core holds its own copy. Letting them go frees ~24 MB (o200k) for the life of the process.
+    encoding._mergeable_ranks = {}
+    return encoding
 
 
 def vocabulary_file(definition: EncodingDefinition) -> str:

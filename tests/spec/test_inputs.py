@@ -219,3 +219,25 @@ def test_bad_sql_names_the_input_table(workdir):
     with pytest.raises(BatchorError, match=r"input\.sql") as info:
         read_rows(spec_for(workdir, "in.csv", sql="SELECT nope FROM input"))
     assert "`input`" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize("suffix, sep", [("csv", ","), ("tsv", "\t")])
+@pytest.mark.parametrize("where", ["first", "late"])
+def test_a_big_file_with_a_cell_of_several_megabytes_is_read_whole(workdir, suffix, sep, where):
+    # Over 8 MB, so the file takes the big-input path whose reader starts with 2 MB lines
+    # (small buffers) and widens when it meets a longer one: in the sniffed head or past it.
+    long_text = "word " * 700_000  # 3.5 MB in one cell
+    lines = [f"{i}{sep}row number {i} with some padding text to make the file big" for i in range(160_000)]
+    at = 1 if where == "first" else 150_000
+    lines.insert(at, f"long{sep}{long_text}")
+    (workdir / f"big.{suffix}").write_text(f"id{sep}text\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    assert (workdir / f"big.{suffix}").stat().st_size > 8 << 20
+    reader = InputReader(input_source(load_spec(spec_for(workdir, f"big.{suffix}", key="id"))))
+    try:
+        assert reader.count() == 160_001
+        rows = [row for batch in reader.batches() for row in batch.to_pylist()]
+    finally:
+        reader.close()
+    assert len(rows) == 160_001
+    assert rows[at]["id"] == "long" and rows[at]["text"] == long_text
+    assert rows[-1]["text"] == "row number 159999 with some padding text to make the file big"
