@@ -30,6 +30,8 @@ def changes_by_cause(data_path: Path, step: StepPlan, state: StateStore, name: s
     """How many of `step`'s requests to run replace an earlier, different request for their row, by
     cause: what differs between this step and the one of the latest earlier plan that sent the row
     (template, model, params, schema), or `row values` when the step is the same."""
+    if not _sent_before(state, step, name, job_id):  # a first plan reads no keys (1M rows: ~140 MB)
+        return {}
     now = pq.read_table(data_path, columns=[ROW_KEY, req_column(step.name, "key")])
     now = now.rename_columns(["row_key", "request_key"]).filter(pc.is_valid(now.column(1)))
     return rendered_changes(now, step, state, name, job_id)
@@ -38,6 +40,8 @@ def changes_by_cause(data_path: Path, step: StepPlan, state: StateStore, name: s
 def rendered_changes(now: pa.Table, step: StepPlan, state: StateStore, name: str, job_id: str) -> dict[str, int]:
     """`changes_by_cause` for the rendered requests in `now` (row_key, request_key): the ones
     without a stored answer whose row got another request from an earlier job of this spec."""
+    if not _sent_before(state, step, name, job_id):
+        return {}
     now = now.filter(pc.invert(cached_mask(state, now.column("request_key"))))
     if not now.num_rows:
         return {}
@@ -71,12 +75,20 @@ def projected_changes(row_keys: pa.ChunkedArray, step: StepPlan, state: StateSto
     return {f"{cause}{PROJECTED}": n for cause, n in causes.items()}
 
 
+_EARLIER = ("FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
+            "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)")
+
+
+def _sent_before(state: StateStore, step: StepPlan, name: str, job_id: str) -> bool:
+    """Whether an earlier job of the spec sent this step any request (else nothing changed)."""
+    return bool(state.execute(f"SELECT 1 {_EARLIER} LIMIT 1", [step.name, job_id, name]))
+
+
 def _earlier_requests(state: StateStore, step: StepPlan, name: str,
                       job_id: str) -> tuple[pa.Table | None, dict[str, tuple[int, str | None]]]:
     """(row_key, request_key, job_id, recency) of the step's requests in earlier jobs of the spec."""
-    previous = state.execute(
-        "SELECT DISTINCT j.row_key, j.request_key, j.job_id FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
-        "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)", [step.name, job_id, name])
+    previous = state.execute(f"SELECT DISTINCT j.row_key, j.request_key, j.job_id {_EARLIER}",
+                             [step.name, job_id, name])
     if not previous:
         return None, {}
     plans = _latest_plans(state, name)

@@ -53,24 +53,31 @@ class RowTally:
         self._tokens.append(tokens)
 
     def finish(self, step: StepPlan, store: StateStore | None, retry_failed: bool = False) -> None:
-        """Count cached rows (one cache query for the whole step), rows that failed for good
-        earlier (unless `retry_failed`), and unique requests to run."""
+        """Count cached rows, rows that failed for good earlier (unless `retry_failed`), and
+        unique requests to run. Keys are hashes: a big step is split by their first character,
+        so each cache query, filter and deduplication holds a sixteenth of them."""
         keys = pa.chunked_array(self._keys, pa.string())
         tokens = pa.chunked_array(self._tokens, pa.int32())
         self._keys, self._tokens = [], []
-        if store is not None:
-            hit = cached_mask(store, keys)
-            self.cached = pc.sum(hit).as_py() or 0
-            keys, tokens = keys.filter(pc.invert(hit)), tokens.filter(pc.invert(hit))
-        if store is not None and not retry_failed:
-            settled = settled_failure_mask(store, keys)
-            self.failed_earlier = pc.sum(settled).as_py() or 0
-            keys, tokens = keys.filter(pc.invert(settled)), tokens.filter(pc.invert(settled))
-        # Keys are hashes: split by first character so each deduplication holds a sixteenth of them.
+        if len(keys) <= _BATCH_ROWS:
+            self._finish_part(keys, tokens, step, store, retry_failed)
+            return
         first = pc.utf8_slice_codeunits(keys, 0, 1)
         for prefix in pc.unique(first).to_pylist():
             part = pc.equal(first, prefix)
-            self._count_unique(pa.table({"k": keys.filter(part), "t": tokens.filter(part)}), step)
+            self._finish_part(keys.filter(part), tokens.filter(part), step, store, retry_failed)
+
+    def _finish_part(self, keys: pa.ChunkedArray, tokens: pa.ChunkedArray, step: StepPlan,
+                     store: StateStore | None, retry_failed: bool) -> None:
+        if store is not None:
+            hit = cached_mask(store, keys)
+            self.cached += pc.sum(hit).as_py() or 0
+            keys, tokens = keys.filter(pc.invert(hit)), tokens.filter(pc.invert(hit))
+        if store is not None and not retry_failed:
+            settled = settled_failure_mask(store, keys)
+            self.failed_earlier += pc.sum(settled).as_py() or 0
+            keys, tokens = keys.filter(pc.invert(settled)), tokens.filter(pc.invert(settled))
+        self._count_unique(pa.table({"k": keys, "t": tokens}), step)
 
     def _count_unique(self, table: pa.Table, step: StepPlan) -> None:
         tokens = pc.cast(
