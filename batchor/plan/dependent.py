@@ -23,7 +23,6 @@ from batchor.plan.fanout_rows import Row, children, element_key, input_rows, ord
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.request import RenderedRequest, StepRequests
 from batchor.plan.sql_step import evaluate
-from batchor.plan.tokens import get_counter
 from batchor.schema.sample_values import sample_value
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import StepTemplates
@@ -367,12 +366,13 @@ def _render_tokens(step: StepPlan, tpl: StepTemplates, row: dict[str, Any], upst
             context[dep] = sample_value(schema, "projection")
         else:
             context[dep] = "x " * by_name[dep].expected_output_tokens
+    requests = StepRequests(step, tpl)
     try:
         messages = tpl.render_messages(context)
-        attached = StepRequests(step, tpl).attachment_tokens(context)
+        attached = requests.attachment_tokens(context)
     except Exception:  # noqa: BLE001 - a projection only; the real render reports errors
         return 200
-    return get_counter(step.provider, step.model).count_messages(messages) + attached
+    return requests.counter.count_messages(messages) + requests.fixed_tokens + attached
 
 
 def first_row(data_path: Path) -> dict[str, Any]:

@@ -127,7 +127,8 @@ class _StepRenderer:
             text = contents[-1][1]
             return _Rendered(keys, bodies, counter.count_batch(text) if not isinstance(text, str)
                              else [counter.count(text)] * batch.num_rows)
-        return _Rendered(keys, bodies, counter.count_chat_columns(contents, batch.num_rows))
+        counts, fixed = counter.count_chat_columns(contents, batch.num_rows), self.requests.fixed_tokens
+        return _Rendered(keys, bodies, [n + fixed for n in counts] if fixed else counts)
 
     def _render_rows(self, row_keys: list[str], rows: list[dict]) -> _Rendered:
         rendered = [self.requests.render(k, {"row": row}) for k, row in zip(row_keys, rows)]

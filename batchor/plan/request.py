@@ -25,7 +25,7 @@ from batchor.plan.attachments import ATTACHMENTS, AttachmentContext, describe_ro
 from batchor.plan.image_tokens import attachment_tokens
 from batchor.plan.model import StepPlan
 from batchor.plan.pdf_text import is_text, text_block
-from batchor.plan.tokens import get_counter
+from batchor.plan.tokens import get_counter, schema_tokens
 from batchor.providers.base import LLMRequest
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error
 
@@ -46,6 +46,7 @@ class StepRequests:
     def __init__(self, step: StepPlan, templates: StepTemplates) -> None:
         self.step, self.templates = step, templates
         self.counter = get_counter(step.provider, step.model)
+        self.fixed_tokens = _fixed_tokens(step, self.counter)  # billed on every request besides its messages
         self.media = (AttachmentContext(Path(step.attachments_folder or "."), step.media_rules or step.provider,
                                         pdf_text=step.pdf_text) if step.attachments else None)
         self.problems = 0  # requests whose attachments cannot be sent (they fail without a call)
@@ -82,7 +83,8 @@ class StepRequests:
             texts = iter(self.counter.count_batch([embed_text(r.messages) for r in present]))
             return [next(texts) if r is not None else None for r in requests]
         counts = iter(self.counter.count_messages_batch([r.messages for r in present]))
-        return [next(counts) + sum(self._ref_tokens(a) for a in _refs(r.messages)) if r is not None else None
+        fixed = self.fixed_tokens
+        return [next(counts) + fixed + sum(self._ref_tokens(a) for a in _refs(r.messages)) if r is not None else None
                 for r in requests]
 
     def _ref_tokens(self, ref: dict[str, Any]) -> int:
@@ -101,6 +103,14 @@ class StepRequests:
     def keys(self, bodies: Sequence[str]) -> list[str]:
         """Keys of many canonical bodies at once (the fast path): the hash `render` computes."""
         return request_keys(self.step.key_prefix, bodies)
+
+
+def _fixed_tokens(step: StepPlan, counter: Any) -> int:
+    """The structured-output schema OpenAI bills as input with each request (exact counts only:
+    another provider's reported count calibrates its estimate, schema included)."""
+    if step.provider != "openai" or not step.token_count_exact or step.kind == "embed":
+        return 0
+    return schema_tokens(counter, step.sent_schema)
 
 
 def request_keys(prefix: str, bodies: Sequence[str]) -> list[str]:

@@ -187,7 +187,12 @@ def build_answer(call: Call, malformed: bool = False, words: Any = None,
     )
     if truncated:
         text, output_tokens = text[: 4 * int(call.max_output or 0)], int(call.max_output or 0)
-    return Answer(text, value, input_tokens(call.input_text, call.provider, config), output_tokens, truncated)
+    return Answer(text, value, call_input_tokens(call, config), output_tokens, truncated)
+
+
+def call_input_tokens(call: Call, config: dict[str, Any]) -> int:
+    """The input tokens the provider reports for `call` (lengths.py input_tokens)."""
+    return input_tokens(call.input_text, call.provider, config, call.body, call.schema)
 
 
 def _free_text(call: Call, words: Any) -> Callable[[str], str] | None:
@@ -408,7 +413,7 @@ class Fake:
             except ValueError:
                 value = {"malformed": text}
         counter = str(self.config.get("token_counter") or "chars/4")
-        tokens_in = input_tokens(call.input_text, call.provider, self.config)
+        tokens_in = call_input_tokens(call, self.config)
         return Answer(text, value, tokens_in, count_tokens(text, counter))
 
     def record_media(self, call: Call) -> None:

