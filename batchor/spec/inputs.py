@@ -267,7 +267,7 @@ class InputReader:
         except duckdb.Error as exc:
             raise _input_error(exc, self.source) from None
         total = 0
-        for batch in reader:
+        for batch in _rebatched(reader, batch_size):
             total += batch.num_rows
             if dup_hashes and not self.source.key_columns:
                 batch = _disambiguate(batch, dup_hashes, seen)
@@ -276,6 +276,26 @@ class InputReader:
             raise InputEmptyError(f"input: no rows in {', '.join(p.name for p in self.source.files)}"
                                   + (" after input.sql/limit" if self.source.sql else ""),
                                   hint="check the file has a header and data rows")
+
+
+def _rebatched(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """The rows of `batches` in batches of exactly `size` (the last one shorter). DuckDB's follow
+    its read buffers; the plan data's row groups (so its bytes and hash) follow only the rows."""
+    held: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        held.append(batch)
+        rows += batch.num_rows
+        while rows >= size:
+            table = pa.Table.from_batches(held)
+            yield _single(table.slice(0, size))
+            held, rows = table.slice(size).to_batches(), rows - size
+    if rows:
+        yield _single(pa.Table.from_batches(held))
+
+
+def _single(table: pa.Table) -> pa.RecordBatch:
+    return table.combine_chunks().to_batches()[0]
 
 
 class _LongLine(Exception):

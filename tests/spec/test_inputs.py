@@ -235,9 +235,26 @@ def test_a_big_file_with_a_cell_of_several_megabytes_is_read_whole(workdir, suff
     reader = InputReader(input_source(load_spec(spec_for(workdir, f"big.{suffix}", key="id"))))
     try:
         assert reader.count() == 160_001
-        rows = [row for batch in reader.batches() for row in batch.to_pylist()]
+        batches = list(reader.batches(50_000))
+        rows = [row for batch in batches for row in batch.to_pylist()]
     finally:
         reader.close()
     assert len(rows) == 160_001
     assert rows[at]["id"] == "long" and rows[at]["text"] == long_text
     assert rows[-1]["text"] == "row number 159999 with some padding text to make the file big"
+    assert [b.num_rows for b in batches] == [50_000, 50_000, 50_000, 10_001]
+
+
+def test_a_big_file_comes_in_batches_of_the_size_asked(workdir):
+    """The batches (the plan data's row groups, so its bytes) follow the rows, not the reader's
+    8 MB buffers (which cut a batch wherever a buffer ends)."""
+    lines = [f"{i},row number {i} " + "x" * 130 for i in range(100_000)]
+    (workdir / "big.csv").write_text("id,text\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    assert (workdir / "big.csv").stat().st_size > 8 << 20
+    reader = InputReader(input_source(load_spec(spec_for(workdir, "big.csv", key="id"))))
+    try:
+        batches = list(reader.batches(30_000))
+    finally:
+        reader.close()
+    assert [b.num_rows for b in batches] == [30_000, 30_000, 30_000, 10_000]
+    assert [k for b in batches for k in b.column(ROW_KEY).to_pylist()] == [str(i) for i in range(100_000)]
