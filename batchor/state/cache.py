@@ -6,19 +6,21 @@ Planning and apply ask this for every row of a job; stores that can answer with 
 
 from __future__ import annotations
 
+from typing import Callable
+
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.errors import ProviderError
 from batchor.state.base import StateStore
 
+_PART_KEYS = 1 << 17  # keys per store query: a bigger set is asked in parts, by first character
+
 
 def cached_mask(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """Per key: True when `store` holds a succeeded answer for it (False for null keys)."""
-    if len(keys) == 0:
-        return pa.array([], pa.bool_())
-    present = keys.drop_null() if keys.null_count else keys
-    return pc.is_in(keys, value_set=_cached(store, present), skip_nulls=True)
+    return _mask_in_parts(keys, lambda present: _cached(store, present))
 
 
 def _cached(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -32,12 +34,30 @@ def _cached(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
 def settled_failure_mask(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """Per key: True when `store` holds a failure that sending the same request again would
     repeat (a deterministic error, see `ProviderError.deterministic`); False for null keys."""
+    def failed(present: pa.Array | pa.ChunkedArray) -> pa.Array:
+        combined = present.combine_chunks() if isinstance(present, pa.ChunkedArray) else present
+        return store.failed_key_array(combined, deterministic_codes())
+    return _mask_in_parts(keys, failed)
+
+
+def _mask_in_parts(keys: pa.Array | pa.ChunkedArray,
+                   found: Callable[[pa.Array | pa.ChunkedArray], pa.Array]) -> pa.Array | pa.ChunkedArray:
+    """Per key: whether it is among `found(keys without nulls)`. Request keys are hashes, so a
+    big set is asked in parts by first character: each store query (a DuckDB join holds its
+    keys) and each lookup set holds a sixteenth of them, and the mask keeps the keys' order."""
     if len(keys) == 0:
         return pa.array([], pa.bool_())
-    present = keys.drop_null() if keys.null_count else keys
-    combined = present.combine_chunks() if isinstance(present, pa.ChunkedArray) else present
-    found = store.failed_key_array(combined, deterministic_codes())
-    return pc.is_in(keys, value_set=found, skip_nulls=True)
+    if len(keys) <= _PART_KEYS:
+        present = keys.drop_null() if keys.null_count else keys
+        return pc.is_in(keys, value_set=found(present), skip_nulls=True)
+    first = pc.utf8_slice_codeunits(keys, 0, 1)
+    mask = np.zeros(len(keys), dtype=bool)
+    for prefix in pc.unique(first).drop_null().to_pylist():
+        where = pc.indices_nonzero(pc.fill_null(pc.equal(first, prefix), False))
+        part = keys.take(where)
+        hit = pc.is_in(part, value_set=found(part), skip_nulls=True)
+        mask[where.to_numpy()] = hit.to_numpy(zero_copy_only=False)
+    return pa.array(mask)
 
 
 def deterministic_codes() -> tuple[str, ...]:

@@ -6,26 +6,17 @@ from __future__ import annotations
 import hashlib
 
 import pyarrow as pa
+from stored_results import stored_results
 
 from batchor.plan.model import StepPlan
 from batchor.plan.render import _BATCH_ROWS, RowTally
 from batchor.state import DuckDBStore
-from batchor.state.base import RESULT_SCHEMA
 
 ROWS = _BATCH_ROWS + 17_000  # over one batch: counted in parts
 
 
 def _key(i: int) -> str:
     return hashlib.sha256(str(i).encode()).hexdigest()
-
-
-def _stored(items: list[tuple[str, str, str | None]]) -> pa.Table:
-    n = len(items)
-    return pa.table({
-        "request_key": [k for k, _, _ in items], "step": ["s"] * n, "status": [s for _, s, _ in items],
-        "output": ["{}"] * n, "error_code": [c for _, _, c in items], "error": [None] * n,
-        "attempts": [1] * n, "input_tokens": [1] * n, "output_tokens": [1] * n, "cost_usd": [0.0] * n,
-        "run_id": ["r1"] * n}, schema=RESULT_SCHEMA)
 
 
 def _step() -> StepPlan:
@@ -41,7 +32,7 @@ def test_a_big_step_is_counted_exactly_as_row_by_row(tmp_path):
     settled = {_key(i) for i in range(3, distinct, 11)} - cached
     retried = {_key(i) for i in range(5, distinct, 13)} - cached - settled  # a failure worth sending again
     store = DuckDBStore(tmp_path / "state.duckdb")
-    store.record_results(_stored([(k, "succeeded", None) for k in cached]
+    store.record_results(stored_results([(k, "succeeded", None) for k in cached]
                                  + [(k, "failed", "invalid_request") for k in settled]
                                  + [(k, "failed", "rate_limited") for k in retried]), None)
     tally = RowTally()
