@@ -7,6 +7,7 @@ rate and, for `when:` steps, the measured selectivity. Real openai SDK against t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -240,3 +241,28 @@ def test_a_when_share_is_learned_from_an_earlier_job_on_other_rows(fake, workdir
     unlearned = batchor.plan(chain, save=False, state=str(workdir / "other.duckdb")).header.steps[1]
     assert unlearned.counts.when_source == "not measured yet: every projected row counted"
     assert unlearned.counts.output_tokens_expected == int(40 * output_per_request(unlearned))
+
+
+def test_a_step_below_a_when_step_expects_only_the_rows_its_upstream_will_answer(fake, workdir):
+    """On a new input no upstream answer is known yet: a step reading a `when:` step's answer
+    expects the rows that step will answer (its `when:` share from history, times the share of its
+    billed requests answered in the end), not every row."""
+    chain = chain_spec(workdir, when="first.tone == 'angry'")
+    data = yaml.safe_load(Path(chain).read_text())
+    data["steps"]["second"]["output"] = {"schema": TONE}
+    data["steps"]["third"] = {"prompt": "Third: {{ second.tone }}"}
+    Path(chain).write_text(yaml.safe_dump(data, sort_keys=False))
+    fake.configure(fail_matching={"Second ticket 1": "malformed"})  # tickets 1, 10..19: never valid
+    assert batchor.apply(chain, handle_signals=False).status != "running"
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    sent, answered = store.execute("SELECT count(DISTINCT request_key), count(DISTINCT request_key) FILTER "
+                                   "(WHERE outcome = 'ok') FROM attempts WHERE step = 'second'")[0]
+    store.close()
+    assert 0 < answered < sent < ROWS
+    write_csv(workdir / "data.csv", [{"id": f"n{i}", "text": f"another ticket {i}"} for i in range(40)])
+    steps = {s.name: s for s in batchor.plan(chain, save=False).header.steps}
+    second, third = steps["second"], steps["third"]
+    assert second.answer_share == pytest.approx(answered / sent)
+    assert third.counts.projected == 40 and third.counts.output_tokens_upper == 40 * third.max_tokens
+    expected = 40 * output_per_request(third) * (sent / ROWS) * (answered / sent)
+    assert third.counts.output_tokens_expected == pytest.approx(expected, abs=1)

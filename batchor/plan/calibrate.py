@@ -6,9 +6,10 @@ enough of them; `when:` selectivity from the rows the pilot let it evaluate, or 
 rows of the same condition when those are more). What is left is how
 sure that figure is. A sum over R requests estimated from n answers of spread s is uncertain by the
 mean's error (R^2 s^2 / n) and the requests' own spread (R s^2); a `when:` step below another step
-adds the binomial error of its selectivity on the rows not known yet. The mean's error is taken
-at Student's t for n - 1 degrees of freedom (a few answers: wider). Input counted with another
-tokenizer than the provider's is scaled by the measured reported/counted ratio: its error is that
+adds the binomial error of its selectivity on the rows not known yet, and the binomial spread of
+how many of this run's projected rows it runs on (at the share expected, its upstream's included).
+The mean's error is taken at Student's t for n - 1 degrees of freedom (a few answers: wider).
+Input counted with another tokenizer than the provider's is scaled by the measured reported/counted ratio: its error is that
 ratio's mean error (C^2 s_r^2 / n) plus the requests' own spread (C^2 s_r^2 / R), C the input
 cost at the counted tokens. Normal approximation: the
 interval is expected +- 1.645 standard deviations (90 %), never below zero.
@@ -96,7 +97,8 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
         out_var = (small * requests ** 2 / measured.answers + requests) * (sd * rate_out) ** 2
         per_request = counts.cost_expected / requests
         in_var = _input_variance(step, price, requests, inputs)
-        half = Z90 * math.sqrt(out_var + in_var + _selectivity_variance(step, evaluated, ran) * per_request ** 2)
+        run_var = _selectivity_variance(step, evaluated, ran) + _run_count_variance(step, requests)
+        half = Z90 * math.sqrt(out_var + in_var + run_var * per_request ** 2)
     expected = counts.cost_expected
     return StepInterval(step.name, requests, expected, max(0.0, expected - half), expected + half, measured,
                         step.output_source, evaluated, ran, counts.when_source)
@@ -126,6 +128,17 @@ def _selectivity_variance(step: StepPlan, evaluated: int, ran: int) -> float:
         return 0.0  # a `when:` that reads only the row was decided for every row: no selectivity error
     p = ran / evaluated
     return step.counts.projected ** 2 * p * (1 - p) / evaluated
+
+
+def _run_count_variance(step: StepPlan, requests: float) -> float:
+    """Variance of how many projected rows this run's rows will send, at the expected share
+    (binomial): even a share known exactly leaves the count of a finite run to chance."""
+    counts = step.counts
+    if not counts.projected or counts.when_decided:
+        return 0.0
+    known = counts.to_run - counts.projected  # rendered now: they run
+    p = min(1.0, max(0.0, (requests - known) / counts.projected))
+    return counts.projected * p * (1 - p)
 
 
 def calibration_lines(calibration: Calibration, rehearsal: bool = False) -> list[str]:

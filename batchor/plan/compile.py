@@ -24,6 +24,7 @@ from batchor.plan.dependent import (
     projected_tokens,
 )
 from batchor.plan.estimate import with_estimates
+from batchor.plan.fanout_rows import order_steps
 from batchor.plan.mode import settle_mode
 from batchor.plan.model import (
     InputInfo,
@@ -78,7 +79,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     finally:
         reader.close()
     rows = pq.read_metadata(tmp).num_rows  # input rows (also when the first step is SQL)
-    counted = [_with_counts(s, tallies.get(s.name), rows, spec.limits.batch_threshold) for s in steps]
+    counted = _counted(steps, tallies, rows, spec.limits.batch_threshold)
     header = _header(loaded, counted, columns, fingerprint, source, rows, overrides, state_location)
     header = header.model_copy(update={"retry_failed": retry_failed, "state_source": state_source})
     header = header.model_copy(update={"refresh": sorted(refresh)})  # apply replays them (plan/store.py)
@@ -131,11 +132,23 @@ def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemp
     return tallies
 
 
-def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: int, batch_threshold: int) -> StepPlan:
+def _counted(steps: list[StepPlan], tallies: dict[str, Any], rows: int, batch_threshold: int) -> list[StepPlan]:
+    """Each step with its counts, upstream steps first: a step below a `when:` step learns from
+    them the share of its projected rows that will get the answers it reads (`answered`)."""
+    answered: dict[str, float] = {}
+    counted: dict[str, StepPlan] = {}
+    for step in order_steps(steps):
+        counted[step.name] = _with_counts(step, tallies.get(step.name), rows, batch_threshold, answered)
+        answered[step.name] = answered.get(step.name, 1.0) * step.answer_share  # failed requests answer nothing
+    return [counted[s.name] for s in steps]
+
+
+def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: int, batch_threshold: int,
+                 answered: dict[str, float]) -> StepPlan:
     step = settle_mode(step, tally.to_run if tally is not None else rows, batch_threshold)
     price = ModelPrice.from_dict(step.price) if step.price else None
     if isinstance(tally, DependentTally):
-        counts = _dependent_counts(price, step, tally)
+        counts = _dependent_counts(price, step, tally, answered)
     elif tally is None:
         raise AssertionError(f"step {step.name} was planned without counting its rows")
     else:
@@ -151,8 +164,10 @@ def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: 
     return step.model_copy(update={"counts": counts})
 
 
-def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: DependentTally) -> StepCounts:
-    """Known requests priced exactly; projected rows at the upper bound, expected x selectivity."""
+def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: DependentTally,
+                      answered: dict[str, float]) -> StepCounts:
+    """Known requests priced exactly; projected rows at the upper bound, expected x selectivity.
+    `answered`: per step counted so far, the share of its projected rows it answers (this step's is added)."""
     known = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run, tally.input_tokens,
                     estimated=not step.token_count_exact)
     known = known.model_copy(update={"elements": tally.elements, "unbounded": tally.unbounded})
@@ -166,7 +181,8 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
                    estimated=True)
     when = when_measure(step, tally)
     selectivity = when["when_ran"] / when["when_evaluated"] if when.get("when_evaluated") else 1.0
-    selectivity *= tally.upstream_share  # rows whose upstream answer never comes (an upstream `when:`)
+    selectivity *= upstream_share(step, tally, answered)  # rows whose upstream answer never comes
+    answered[step.name] = selectivity
     share = selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
     share *= tally.distinct_share  # rows that will render the same request send it once
     return known.model_copy(update={
@@ -176,6 +192,16 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
         "cost_expected": known.cost_expected + mean.cost_expected * share,
         "cost_upper": known.cost_upper + upper.cost_upper, "estimated": True, "projected": tally.projected,
         "when_decided": tally.when_decided, **when})
+
+
+def upstream_share(step: StepPlan, tally: DependentTally, answered: dict[str, float]) -> float:
+    """Share of projected rows that will get every answer the step reads: measured on this input's
+    rows whose upstream steps are settled; with none (a new input), the share the upstream steps
+    are expected to answer (the least of them: a step reading two usually reads a chain, where the
+    later one answers only rows the earlier one did)."""
+    if tally.evaluated + tally.skipped_upstream:
+        return tally.upstream_share
+    return min((answered.get(name, 1.0) for name in step.depends_on), default=1.0)
 
 
 def when_measure(step: StepPlan, tally: DependentTally) -> dict[str, Any]:

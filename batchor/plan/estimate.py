@@ -88,7 +88,8 @@ def _learned_output(step: StepPlan, stats: KeyStats | None) -> StepPlan:
     # Re-asked attempts are billed too: their output is in tokens_per_request, their input in input_factor.
     return step.model_copy(update={"expected_output_tokens": max(1, round(total.tokens_per_request)),
                                    "expected_output_mean": total.tokens_per_request,
-                                   "output_source": _source(stats), "input_factor": total.attempts_per_request})
+                                   "output_source": _source(stats), "input_factor": total.attempts_per_request,
+                                   "answer_share": min(1.0, total.answers / total.requests)})
 
 
 def _source(stats: KeyStats | None) -> str:
