@@ -9,9 +9,9 @@ mean's error (R^2 s^2 / n) and the requests' own spread (R s^2); a `when:` step 
 adds the binomial error of its selectivity on the rows not known yet, and the binomial spread of
 how many of this run's projected rows it runs on (at the share expected, its upstream's included).
 The mean's error is taken at Student's t for n - 1 degrees of freedom (a few answers: wider).
-Input counted with another tokenizer than the provider's is scaled by the measured reported/counted ratio: its error is that
-ratio's mean error (C^2 s_r^2 / n) plus the requests' own spread (C^2 s_r^2 / R), C the input
-cost at the counted tokens. Normal approximation: the
+Input counted with another tokenizer than the provider's is scaled by the measured
+reported/counted ratio: its error is that ratio's mean error (C^2 s_r^2 / n) plus the requests'
+own spread (C^2 s_r^2 / R), C the input cost at the counted tokens. Normal approximation: the
 interval is expected +- 1.645 standard deviations (90 %), never below zero.
 """
 
