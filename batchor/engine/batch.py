@@ -58,6 +58,7 @@ from batchor.state.base import StateStore
 from batchor.state.batches import BatchLedger, BatchRecord
 
 Sleep = Callable[[float], Awaitable[None]]
+ReadyClient = Callable[[str], BatchProvider | None]
 
 
 def step_fingerprint(key_prefix: str) -> str:
@@ -102,8 +103,9 @@ class BatchExecutor:
 
     def __init__(self, steps: dict[str, StepRuntime], *, store: StateStore, run_id: str, job_id: str,
                  limits: RunLimits, budget: Budget, sink: ResultSink, progress: Progress, emit: EventSink,
-                 stop: StopSignal, options: BatchOptions) -> None:
+                 stop: StopSignal, options: BatchOptions, ready: ReadyClient = lambda step: None) -> None:
         self.steps, self.store, self.run_id, self.job_id = steps, store, run_id, job_id
+        self.ready = ready  # a batch client built ahead for a step (engine/clients.py), else None
         self.ledger = BatchLedger(store)
         self.limits, self.budget, self.sink, self.progress = limits, budget, sink, progress
         self.emit, self.stop, self.options = emit, stop, options
@@ -152,7 +154,7 @@ class BatchExecutor:
             runtime = replace(runtime, plan=runtime.plan.model_copy(update={"mode": "batch"}))
         connection = connection_of(runtime)
         timeout = self.limits.request_timeout_s
-        provider = batch_provider_for(runtime.plan.provider, connection, timeout)
+        provider = self.ready(work.step.name) or batch_provider_for(runtime.plan.provider, connection, timeout)
         provider.calls = RetryingCalls(self._sleep, self.emit)
         provider.limits = capped(provider.limits, self.limits.batch_max_requests, self.limits.batch_max_bytes)
         lane = _Lane(self, runtime, provider, connection)

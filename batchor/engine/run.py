@@ -22,6 +22,7 @@ from typing import Any, Iterator
 from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
 from batchor.engine.budget import CLI_SOURCE, Budget, effective_max_cost
+from batchor.engine.clients import StepClients, build_clients
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.interrupts import Interrupts, grace_seconds, off_running_loop
 from batchor.engine.limits import RunLimits
@@ -46,9 +47,6 @@ from batchor.plan.compile import check_input_unchanged
 from batchor.plan.estimate import step_estimates
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
-from batchor.plan.prices import ModelPrice
-from batchor.providers import create_provider
-from batchor.providers.base import ProviderConfig
 from batchor.state.answer_stats import record_run_steps, run_step_report
 from batchor.state.base import RunRecord, RunStatus, StateStore
 from batchor.state.postgres_store import PostgresStore
@@ -160,6 +158,7 @@ class _Runner:
         self.progress, self.limits = progress, limits
         self.stop = StopSignal()
         self.interrupts = Interrupts(self.stop, enabled=options.handle_signals, grace_s=grace_seconds())
+        self.clients = StepClients()
         self.runtimes: dict[str, StepRuntime] = {}
         self.sinks: list[ResultSink] = []  # flushed once more whatever ends the run
         self.in_flight = 0  # provider batches left running (apply --no-wait)
@@ -288,17 +287,8 @@ class _Runner:
 
     def _create_providers(self) -> None:
         """Build clients for steps with work; a missing key fails here, before any call."""
-        for step in self.plan.header.steps:
-            if step.provider == "sql":
-                continue
-            if step.counts.to_run == 0 and not step.counts.estimated and not self.options.refresh:
-                continue
-            config = ProviderConfig(provider=step.provider, base_url=step.base_url, api_key_env=step.api_key_env,
-                                    timeout_s=self.limits.request_timeout_s,
-                                    options={**step.provider_options, "api": step.api or "chat",
-                                             "strict": step.strict})
-            price = ModelPrice.from_dict(step.price) if step.price else None
-            self.runtimes[step.name] = StepRuntime(step, create_provider(config), price)
+        self.clients = build_clients(self.plan, self.limits, self.options.refresh)
+        self.runtimes = self.clients.runtimes
 
     async def _execute_wave(self, works: list[StepWork]) -> None:
         """Realtime steps and batch steps of one wave side by side, under one signal handler."""
@@ -344,13 +334,13 @@ class _Runner:
         executor = BatchExecutor(self.runtimes, store=self.store, run_id=self.run_record.run_id,
                                  job_id=self.plan.job_id, limits=self.limits, budget=self.budget, sink=sink,
                                  progress=self.progress, emit=self.options.emit, stop=self.stop,
+                                 ready=self.clients.take_batch,
                                  options=BatchOptions(wait=self.options.wait, sleep=self.options.sleep,
                                                       clock=self.options.clock or time.time))
         self.in_flight += await executor.run(works)
 
     async def _close_providers(self) -> None:
-        for runtime in self.runtimes.values():
-            await runtime.provider.aclose()
+        await self.clients.aclose()
 
 
 async def _flush_while_waiting(sink: ResultSink) -> None:

@@ -1,0 +1,95 @@
+"""The provider clients of one apply, built before any call so that a missing key fails first.
+
+A realtime step gets its SDK client now. A batch-mode step sends and collects through its batch
+client: that one is built now too (the key check, the same as the batch lane would make) and
+handed to the step's first batch lane. Its realtime client is built only if something asks for
+it (`DeferredProvider`): for OpenAI that client is a second SDK client on the aiohttp transport
+(its import and a TLS trust store, a tenth of a small batch job's start-up) that a batch step
+never sends through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchor.engine.limits import RunLimits
+from batchor.engine.types import StepRuntime
+from batchor.plan.model import StepPlan
+from batchor.plan.plan_file import CompiledPlan
+from batchor.plan.prices import ModelPrice
+from batchor.providers import create_provider, provider_info
+from batchor.providers.base import Completion, LLMRequest, Provider, ProviderConfig
+from batchor.providers.batch import BatchProvider, create_batch_provider
+
+
+class DeferredProvider:
+    """A step's realtime client, built by its first use (a call, or any attribute read)."""
+
+    def __init__(self, config: ProviderConfig) -> None:
+        self._config = config
+        self._built: Provider | None = None
+        self.name = provider_info(config.provider).adapter  # the adapter's name, as its class says
+
+    @property
+    def built(self) -> bool:
+        return self._built is not None
+
+    def _provider(self) -> Provider:
+        if self._built is None:
+            self._built = create_provider(self._config)
+        return self._built
+
+    def __getattr__(self, attribute: str) -> Any:  # embed() and whatever else an adapter offers
+        return getattr(self._provider(), attribute)
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        return await self._provider().complete(request)
+
+    async def aclose(self) -> None:
+        if self._built is not None:
+            await self._built.aclose()
+
+
+def provider_config(step: StepPlan, timeout_s: float) -> ProviderConfig:
+    """How to build a step's clients (realtime and batch): never a key, only where to read it."""
+    return ProviderConfig(provider=step.provider, base_url=step.base_url, api_key_env=step.api_key_env,
+                          timeout_s=timeout_s, options={**step.provider_options, "api": step.api or "chat",
+                                                        "strict": step.strict})
+
+
+@dataclass
+class StepClients:
+    """Every step's runtime, and the batch clients built ahead (each taken once by a lane)."""
+
+    runtimes: dict[str, StepRuntime] = field(default_factory=dict)
+    batch: dict[str, BatchProvider] = field(default_factory=dict)
+
+    def take_batch(self, step: str) -> BatchProvider | None:
+        return self.batch.pop(step, None)
+
+    async def aclose(self) -> None:
+        for runtime in self.runtimes.values():
+            await runtime.provider.aclose()
+        for provider in self.batch.values():  # steps that had nothing to send after all
+            await provider.aclose()
+        self.batch.clear()
+
+
+def build_clients(plan: CompiledPlan, limits: RunLimits, refresh: frozenset[str]) -> StepClients:
+    """Clients for the steps with work (a missing key or a bad provider setting fails here)."""
+    clients = StepClients()
+    for step in plan.header.steps:
+        if step.provider == "sql":
+            continue
+        if step.counts.to_run == 0 and not step.counts.estimated and not refresh:
+            continue
+        config = provider_config(step, limits.request_timeout_s)
+        price = ModelPrice.from_dict(step.price) if step.price else None
+        if step.mode == "batch":
+            clients.batch[step.name] = create_batch_provider(config)
+            provider: Provider = DeferredProvider(config)
+        else:
+            provider = create_provider(config)
+        clients.runtimes[step.name] = StepRuntime(step, provider, price)
+    return clients
