@@ -190,23 +190,25 @@ def _aligned_rows(plan: CompiledPlan, results: list[pa.Table], columns: list[str
     column holding that row's result (all fields null when the row has none: the LEFT JOIN this
     replaces, looked up by row key)."""
     row_keys = pa.chunked_array([b.column(0) for b in plan.iter_batches([ROW_KEY])], pa.string())
-    aligned = [_align(result, row_keys) for result in results]
+    tables = [result.select(list(_RESULT_FIELDS)) for result in results]
+    # Where each row's result is, per step: the results are taken batch by batch, so no second
+    # copy of every answer is made (1M rows: ~110 MB per step).
+    positions = [_positions(table, row_keys) for table in tables]
+    del row_keys
     names = [_RESULT.format(i) for i in range(len(results))]
+    structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, tables)]
     batches = plan.iter_batches([ROW_KEY] + columns)
     first = next(batches, None)
     if first is None:
         fields = [pa.field(ROW_KEY, pa.string())] + [pa.field(c, pa.string()) for c in columns]
-        structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, aligned)]
         return pa.RecordBatchReader.from_batches(pa.schema(fields + structs), [])
-    structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, aligned)]
     schema = pa.schema(list(first.schema) + structs)
 
     def attached():
         offset = 0
         for batch in _chain(first, batches):
             n = batch.num_rows
-            extra = [pa.StructArray.from_arrays([c.combine_chunks() for c in t.slice(offset, n).columns],
-                                                fields=list(t.schema)) for t in aligned]
+            extra = [_struct(t.take(at.slice(offset, n))) for t, at in zip(tables, positions)]
             yield pa.RecordBatch.from_arrays(batch.columns + extra, schema=schema)
             offset += n
 
@@ -242,8 +244,7 @@ def _element_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.Table:
             aligned = aligned.set_column(aligned.schema.get_field_index("output"), "output", elements[step.name])
         # An element row that does not exist at this step's grain was left out: mapped, not pending.
         aligned = aligned.set_column(0, "row_key", pc.if_else(pc.is_null(at), "", aligned.column("row_key")))
-        table = table.append_column(_RESULT.format(i), pa.StructArray.from_arrays(
-            [c.combine_chunks() for c in aligned.columns], fields=list(aligned.schema)))
+        table = table.append_column(_RESULT.format(i), _struct(aligned))
     return table
 
 
@@ -267,7 +268,16 @@ def _align(result: pa.Table, row_keys: pa.ChunkedArray) -> pa.Table:
     """`result` (row_key, request_key, status, output, error_code, error) reordered to match
     `row_keys`, with null rows where a row has no result."""
     table = result.select(list(_RESULT_FIELDS))
-    return table.take(pc.index_in(row_keys, value_set=table.column("row_key").combine_chunks()))
+    return table.take(_positions(table, row_keys))
+
+
+def _positions(table: pa.Table, row_keys: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Per row key: the index of its row in `table` (null when it has none)."""
+    return pc.index_in(row_keys, value_set=table.column("row_key").combine_chunks())
+
+
+def _struct(table: pa.Table) -> pa.StructArray:
+    return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=list(table.schema))
 
 
 def _chain(first: pa.RecordBatch, rest: Any) -> Any:
