@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import RESULTS, fake_server, fresh_dir, reviews_csv, write_spec
+from harness import RESULTS, compiled, fake_server, fresh_dir, reviews_csv, write_spec
 
 LATENCY_S = 0.05
 
@@ -40,6 +40,7 @@ def wall(command: list[str], repeats: int) -> float:
 def first_answer_s(rows: int, extra: list[str]) -> tuple[float, float]:
     """Seconds from starting `batchor apply SPEC` to its first answer, less the fake's latency, and
     the CPU seconds the process used until then (a fairer figure on a busy machine)."""
+    compiled()
     folder = fresh_dir(f"startup-{rows}")
     with fake_server(latency_ms=LATENCY_S * 1000) as fake:
         spec = write_spec(folder, reviews_csv(rows), base_url=fake.openai_base_url, concurrency=64)
@@ -69,6 +70,7 @@ def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 8000
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     script = str(Path(sys.executable).with_name("batchor"))
+    compiled()
     figures = {
         "python -c pass (s)": wall([sys.executable, "-c", "pass"], repeats),
         "batchor --help (s)": wall([script, "--help"], repeats),
