@@ -13,6 +13,7 @@ upper bound at `ESTIMATE_SAFETY_FACTOR` (raised if a provider ever reported more
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from batchor.fingerprint import canonical_json, sha256_hex
@@ -21,6 +22,7 @@ from batchor.plan.tokens import FALLBACK_ENCODING, get_counter
 from batchor.state.answer_stats import (
     InputCalibration,
     KeyStats,
+    OutputStats,
     StepEstimate,
     input_calibration,
     output_stats,
@@ -89,7 +91,17 @@ def _learned_output(step: StepPlan, stats: KeyStats | None) -> StepPlan:
     return step.model_copy(update={"expected_output_tokens": max(1, round(total.tokens_per_request)),
                                    "expected_output_mean": total.tokens_per_request,
                                    "output_source": _source(stats), "input_factor": total.attempts_per_request,
-                                   "answer_share": min(1.0, total.answers / total.requests)})
+                                   "answer_share": min(1.0, total.answers / total.requests),
+                                   "output_error": mean_error(total)})
+
+
+def mean_error(stats: OutputStats) -> float | None:
+    """How far the measured mean output may be off (90 %, relative): Student's t over the answers."""
+    from batchor.plan.calibrate import t90
+
+    if stats.answers < 2 or stats.mean <= 0:
+        return None
+    return t90(stats.answers - 1) * stats.stdev / stats.mean / math.sqrt(stats.answers)
 
 
 def _source(stats: KeyStats | None) -> str:

@@ -96,6 +96,7 @@ class StepPlan(_Frozen):
     when_history: list[int] = Field(default_factory=list)  # [rows run, rows evaluated] of earlier jobs' runs
     input_factor: float = 1.0  # expected billed input tokens per counted token (calibration, re-asks)
     answer_share: float = 1.0  # requests answered in the end (history): later steps read only those
+    output_error: float | None = None  # measured mean output: its 90 % error, relative (Student's t)
     input_source: str = ""  # exact | calibrated: N answers | estimate (see plan/estimate.py)
     key_prefix: str  # canonical provider/model/params/schema part of the request key
     attachments: list[str] = Field(default_factory=list)  # `attachments:` expressions (plan/attachments.py)

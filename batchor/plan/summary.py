@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from batchor.plan.budget import budget_origin, effective_max_cost
@@ -120,14 +121,36 @@ def _step_cost(step: Any) -> str:
 def _estimate_sources(step: Any) -> dict[str, Any]:
     """Where a step's expected tokens come from (see plan/estimate.py)."""
     return {"expected_output_tokens_per_request": step.expected_output_tokens, "output_source": step.output_source,
-            "input_source": step.input_source, "input_factor": step.input_factor, "length_key": step.length_key}
+            "input_source": step.input_source, "input_factor": step.input_factor, "length_key": step.length_key,
+            "output_error_90": step.output_error, "answer_share": step.answer_share}
+
+
+FEW = 0.10
+"""A measured figure whose 90 % error is above this is flagged `few answers` (`few rows`)."""
 
 
 def _estimate_line(step: Any) -> str:
-    """'~42 output tokens per request (history: 1,204 answers); input tokens exact'."""
-    when = f"; when: {step.counts.when_source}" if step.counts.when_source else ""
-    return (f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}); "
-            f"input tokens {step.input_source or 'estimate'}{when}")
+    """'~42 output tokens per request (history: 1,204 answers, +-2 %); input tokens exact', with
+    `few answers` where the measured mean may be more than FEW off (a pilot measures more)."""
+    c = step.counts
+    when = f"; when: {c.when_source}{_share_error(c.when_ran, c.when_evaluated)}" if c.when_source else ""
+    return (f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}"
+            f"{_error_text(step.output_error, 'answers')}); input tokens {step.input_source or 'estimate'}{when}")
+
+
+def _error_text(error: float | None, unit: str) -> str:
+    if error is None:
+        return ""
+    few = f": few {unit}, a pilot (--pilot N) measures more" if error > FEW else ""
+    return f", +-{error:.0%}{few}"
+
+
+def _share_error(ran: int, evaluated: int) -> str:
+    """The 90 % binomial error of a `when:` share measured on `evaluated` rows, relative."""
+    if not evaluated or not ran:
+        return ""
+    p = ran / evaluated
+    return _error_text(1.645 * math.sqrt(p * (1 - p) / evaluated) / p, "rows")
 
 
 def reask_upper(header: Any) -> float:

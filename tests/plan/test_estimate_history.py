@@ -11,6 +11,7 @@ from conftest import make_spec, write_csv
 
 from batchor import api
 from batchor.plan.estimate import MIN_ANSWERS, length_key
+from batchor.plan.summary import plan_text
 from batchor.state import open_state
 from batchor.state.answer_stats import output_stats, run_step_report, tag_run_kind
 
@@ -120,3 +121,24 @@ def test_a_run_stores_its_estimate_and_reports_it_next_to_its_spend(workdir, fak
     assert row["actual_usd"] == pytest.approx(result.cost_usd)
     assert row["ratio"] == pytest.approx(result.cost_usd / step.counts.cost_expected)
     assert stats[step.length_key].by_kind["apply"].answers == 12
+
+
+def test_a_mean_learned_from_few_answers_says_how_far_it_may_be_off(workdir, fake):
+    """The plan gives the measured mean's 90 % error (Student's t) and flags few answers; more
+    answers of the same step narrow it."""
+    fake.configure(text_words=[15, 0.3])  # replies of log-normal length: a real spread
+    spec = make_spec(workdir, rows=12, schema=None)
+    api.apply(spec, handle_signals=False)
+    new_rows(workdir, 0)
+    plan = api.plan(spec, save=False)
+    step = plan.header.steps[0]
+    assert step.output_error is not None and step.output_error > 0.10
+    assert f"(history: 12 answers, +-{step.output_error:.0%}: few answers, a pilot (--pilot N) measures more)" \
+        in plan_text(plan)
+    new_rows(workdir, 100, rows=80)
+    api.apply(spec, handle_signals=False)
+    new_rows(workdir, 200)
+    plan = api.plan(spec, save=False)
+    step = plan.header.steps[0]
+    assert step.output_error is not None and step.output_error < 0.10
+    assert f"(history: 92 answers, +-{step.output_error:.0%});" in plan_text(plan)
