@@ -97,7 +97,7 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
         out_var = (small * requests ** 2 / measured.answers + requests) * (sd * rate_out) ** 2
         per_request = counts.cost_expected / requests
         in_var = _input_variance(step, price, requests, inputs)
-        run_var = _selectivity_variance(step, evaluated, ran) + _run_count_variance(step, requests)
+        run_var = _selectivity_variance(step, evaluated, requests) + _run_count_variance(step, requests)
         half = Z90 * math.sqrt(out_var + in_var + run_var * per_request ** 2)
     expected = counts.cost_expected
     return StepInterval(step.name, requests, expected, max(0.0, expected - half), expected + half, measured,
@@ -122,23 +122,30 @@ def _input_variance(step: StepPlan, price: ModelPrice, requests: float, inputs: 
     return (cost * inputs.spread) ** 2 * (1 / inputs.answers + 1 / max(requests, 1.0))
 
 
-def _selectivity_variance(step: StepPlan, evaluated: int, ran: int) -> float:
-    """Variance of how many of the rows not known yet a `when:` step runs on (binomial)."""
+def _selectivity_variance(step: StepPlan, evaluated: int, requests: float) -> float:
+    """Variance of how many of the rows not known yet the step runs on, from the error of its share
+    (its `when:`'s and its upstream's) measured on `evaluated` rows: binomial, Agresti-Coull, as a
+    share of few rows near 0 or 1 is less sure than p(1-p)/n says (17 of 17 is not certainty)."""
     if not evaluated or not step.counts.projected or step.counts.when_decided:
         return 0.0  # a `when:` that reads only the row was decided for every row: no selectivity error
-    p = ran / evaluated
-    return step.counts.projected ** 2 * p * (1 - p) / evaluated
+    n = evaluated + Z90 ** 2
+    p = (_run_share(step, requests) * evaluated + Z90 ** 2 / 2) / n
+    return step.counts.projected ** 2 * p * (1 - p) / n
 
 
 def _run_count_variance(step: StepPlan, requests: float) -> float:
     """Variance of how many projected rows this run's rows will send, at the expected share
     (binomial): even a share known exactly leaves the count of a finite run to chance."""
-    counts = step.counts
-    if not counts.projected or counts.when_decided:
+    if not step.counts.projected or step.counts.when_decided:
         return 0.0
-    known = counts.to_run - counts.projected  # rendered now: they run
-    p = min(1.0, max(0.0, (requests - known) / counts.projected))
-    return counts.projected * p * (1 - p)
+    p = _run_share(step, requests)
+    return step.counts.projected * p * (1 - p)
+
+
+def _run_share(step: StepPlan, requests: float) -> float:
+    """The share of projected rows expected to send a request (rows rendered now all do)."""
+    known = step.counts.to_run - step.counts.projected
+    return min(1.0, max(0.0, (requests - known) / step.counts.projected))
 
 
 def calibration_lines(calibration: Calibration, rehearsal: bool = False) -> list[str]:
