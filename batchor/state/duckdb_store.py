@@ -27,6 +27,7 @@ from batchor.errors import StateCorruptError, StateError, StateLockedError, Stat
 from batchor.file_modes import private_dir
 from batchor.state.base import ATTEMPT_SCHEMA, RunRecord
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
+from batchor.state.new_state import made_from_template
 from batchor.state.open_check import checked_before, remember_checked
 
 _RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded",
@@ -110,6 +111,8 @@ class DuckDBStore:
         self._held: duckdb.DuckDBPyConnection | None = None
         self._alias, self._attached_at, self._attached_cpu = "", 0.0, 0.0
         private_dir(path.parent)
+        if not path.exists() and made_from_template(path):
+            remember_checked(path)  # a copy of a new state this process made and checked
         if not checked_before(path):
             with self.connection() as db:
                 self._migrate(db)
