@@ -11,6 +11,7 @@ best effort, unless `model.options.keep_provider_files` is set.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -162,13 +163,20 @@ class Collecting:
             return [], replace(remote, error=gone)
 
     async def _delete_files(self, batch: BatchRecord, remote: RemoteBatch) -> None:
-        """Best effort (each call retried): a file left behind never fails the run, it is reported."""
-        for name in remote.files:
-            try:
-                await self.provider.delete_file(name)
-            except (ProviderError, NoApiKeyError) as exc:
+        """Best effort (each call retried), all at once (a round trip each, not one after another):
+        a file left behind never fails the run, it is reported."""
+        errors = await asyncio.gather(*(self._delete_file(name) for name in remote.files))
+        for name, error in zip(remote.files, errors):
+            if error is not None:
                 self.ex.emit(Event("batch_file_kept", {"step": batch.step, "batch_id": batch.batch_id,
-                                                       "file": name, "error": exc.message}))
+                                                       "file": name, "error": error}))
+
+    async def _delete_file(self, name: str) -> str | None:
+        try:
+            await self.provider.delete_file(name)
+        except (ProviderError, NoApiKeyError) as exc:
+            return exc.message
+        return None
 
     def _settle(self, keys: list[str], rows: list[RowResult], remote: RemoteBatch) -> tuple[dict[str, str], float]:
         assert self.judge is not None

@@ -9,6 +9,7 @@ reconciles through `find` (the local batch id is in the batch's metadata). Every
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -205,15 +206,22 @@ class OpenAIBatchProvider:
         return remote_from(await self._call("openai.batches.retrieve", lambda: self.client.batches.retrieve(remote_id)))
 
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
-        for file_id in remote.handle or ():
-            if not file_id:
-                continue
-            data = await self._call("openai.files.content", functools.partial(self._content, file_id))
+        for data in await self._downloads([file_id for file_id in remote.handle or () if file_id]):
             for raw in data.splitlines():
                 if raw.strip():
                     row = parse_line(json.loads(raw), api=self.api)
                     row.raw = raw
                     yield row
+
+    async def _downloads(self, file_ids: list[str]) -> list[bytes]:
+        """The output and error files side by side (one round trip, not two); a failure is raised
+        after both ended, the first in file order, as one download after the other would."""
+        found = await asyncio.gather(*(self._call("openai.files.content", functools.partial(self._content, file_id))
+                                       for file_id in file_ids), return_exceptions=True)
+        for item in found:
+            if isinstance(item, BaseException):
+                raise item
+        return [item for item in found if isinstance(item, bytes)]
 
     async def _content(self, file_id: str) -> bytes:
         content: bytes = (await self.client.files.content(file_id)).content

@@ -172,10 +172,13 @@ def test_provider_files_are_kept_when_the_spec_says_so(fake, workdir, no_waiting
 
 def test_a_delete_that_keeps_failing_is_reported_and_never_fails_the_run(fake, workdir, no_waiting):
     fake.reset(config=True, batches=True)
-    fake.configure(fault_plan={"openai.files.delete": ["500"] * 6 + ["404"]})
+    # The two deletes run side by side: whichever call comes first gets the 404 (not tried again),
+    # the other the six 500s (every try).
+    fake.configure(fault_plan={"openai.files.delete": ["404"] + ["500"] * 6})
     spec = spec_for(workdir, "openai", rows=ROWS)
     outcome = apply(workdir, spec)
     assert outcome["status"] == "succeeded" and outcome["exit"] == 0
     kept = [e for e in outcome["events"] if e.get("event") == "batch_file_kept"]
     assert len(kept) == 2 and all("openai.files.delete" in e["error"] for e in kept)
-    assert len(fake.stats()["files"]) == 2  # input (six 500s) and output (a 404) are still there
+    assert len(fake.stats()["files"]) == 2  # input and output (a 404, six 500s) are still there
+    assert fake.stats()["endpoint_calls"]["openai.files.delete"] == 7

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "text_words": None,  # [median, sigma]: text answers of log-normal word counts (realistic lengths)
     "malformed_until_feedback": False,  # malformed unless the request re-asks with feedback (see Call.turns)
     "timeout_hold_s": 30.0,  # a "timeout" holds the request this long, then drops it
+    "slow_hold_s": 0.3,  # a "slow" call (fault_plan) is answered normally after this long
     "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
     "retry_after_style": "provider",  # provider | gateway (LiteLLM: llm_provider-retry-after[-ms]) | none
     "quota_exhausted": False,  # true; Anthropic also "credit_balance" or "spend_limit"
@@ -247,6 +248,8 @@ class Stats:
         self.batch_rows: Counter[str] = Counter()  # custom_id -> times submitted in a created batch
         self.batches_created = 0
         self.endpoint_calls: Counter[str] = Counter()  # named endpoint (faults.py) -> calls
+        self.endpoint_in_flight: Counter[str] = Counter()  # ... -> calls being answered now
+        self.endpoint_max_in_flight: Counter[str] = Counter()  # ... -> most calls answered at once
         self.reasks: list[dict[str, str]] = []  # {prompt, rejected, feedback} of each re-ask answered
         self.media: list[dict[str, Any]] = []  # attachments of accepted calls, with their prompt
         self.bodies: list[Any] = []  # the first request bodies received, as sent (`show --prompts` is checked on them)
@@ -275,6 +278,7 @@ class Stats:
             "batch_rows_duplicated": sorted(k for k, n in self.batch_rows.items() if n > 1),
             "batch_rows_by_id": dict(self.batch_rows),
             "endpoint_calls": dict(self.endpoint_calls),
+            "endpoint_max_in_flight": dict(self.endpoint_max_in_flight),
             "reasks": list(self.reasks),
             "media": list(self.media),
             "scripted_served": self.scripted_served,

@@ -6,12 +6,13 @@ order; after the list, calls are answered normally::
 
     {"openai.batches.retrieve": ["429", "503", "ok"], "anthropic.batches.create": ["timeout"]}
 
-Actions: ``"ok"``; an HTTP status (``"429"`` carries the config's ``retry_after_s`` as the
-provider does: a header, or Gemini's RetryInfo); ``"timeout"`` (the call is carried out, then
-its answer is held ``timeout_hold_s`` and the connection dropped: the client cannot know whether
-it happened); ``"disconnect"`` (the connection is dropped before anything is done); ``"quota"``
-or ``"quota:<variant>"`` (the provider's own quota error, see each ``quota_error``). Changing
-the plan restarts every endpoint's list; ``stats["endpoint_calls"]`` counts calls per name.
+Actions: ``"ok"``; an HTTP status (``"429"`` carries the config's ``retry_after_s`` as the provider
+does: a header, or Gemini's RetryInfo); ``"timeout"`` (the call is carried out, then its answer is
+held ``timeout_hold_s`` and the connection dropped: the client cannot know whether it happened);
+``"slow"`` (answered normally, ``slow_hold_s`` late); ``"disconnect"`` (the connection is dropped
+before anything is done); ``"quota"`` or ``"quota:<variant>"`` (the provider's own quota error, see
+each ``quota_error``). Changing the plan restarts every endpoint's list; ``stats["endpoint_calls"]``
+counts calls per name, and ``stats["endpoint_max_in_flight"]`` the most of them answered at once.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ ENDPOINTS = (
     "gemini.batches.delete", "gemini.files.upload", "gemini.files.get", "gemini.files.download",
     "gemini.files.delete", "openai.embeddings", "gemini.batch_embed_contents",
 )  # fmt: skip
-KINDS = ("ok", "timeout", "disconnect", "quota")
+KINDS = ("ok", "slow", "timeout", "disconnect", "quota")
 Handler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 
 
@@ -61,22 +62,37 @@ def with_faults(fake: Any, endpoint: str, handler: Handler) -> Handler:
     provider_name = endpoint.partition(".")[0]
 
     async def faulty(request: Request, params: dict[str, str]) -> Response | None:
-        fake.stats.endpoint_calls[endpoint] += 1
-        action = next_action(fake, endpoint)
-        if action == "ok":
-            return await handler(request, params)
-        fake.stats.faults[f"{endpoint}:{action}"] += 1
-        if action == "disconnect":
-            return None
-        if action == "timeout":
-            await handler(request, params)
-            await asyncio.sleep(float(fake.config["timeout_hold_s"]))
-            return None
-        from .batch_core import PROVIDERS
-
-        return _error(fake, PROVIDERS[provider_name], action, endpoint)
+        stats = fake.stats
+        stats.endpoint_calls[endpoint] += 1
+        stats.endpoint_in_flight[endpoint] += 1
+        stats.endpoint_max_in_flight[endpoint] = max(stats.endpoint_max_in_flight[endpoint],
+                                                     stats.endpoint_in_flight[endpoint])
+        try:
+            return await _act(fake, endpoint, provider_name, handler, request, params)
+        finally:
+            stats.endpoint_in_flight[endpoint] -= 1
 
     return faulty
+
+
+async def _act(fake: Any, endpoint: str, provider_name: str, handler: Handler, request: Request,
+               params: dict[str, str]) -> Response | None:
+    """The next action of `endpoint`'s plan, carried out."""
+    action = next_action(fake, endpoint)
+    if action in ("ok", "slow"):
+        if action == "slow":
+            await asyncio.sleep(float(fake.config["slow_hold_s"]))
+        return await handler(request, params)
+    fake.stats.faults[f"{endpoint}:{action}"] += 1
+    if action == "disconnect":
+        return None
+    if action == "timeout":
+        await handler(request, params)
+        await asyncio.sleep(float(fake.config["timeout_hold_s"]))
+        return None
+    from .batch_core import PROVIDERS
+
+    return _error(fake, PROVIDERS[provider_name], action, endpoint)
 
 
 def next_action(fake: Any, endpoint: str) -> str:
