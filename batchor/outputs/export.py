@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +118,7 @@ ROW_STATUSES = ("succeeded", "failed", "pending", "skipped")
 def row_counts(plan: CompiledPlan, store: StateStore) -> dict[str, int]:
     """How many output rows are succeeded, failed, pending and skipped right now, judged exactly
     as the output's `_status` column: a run's status is derived from these."""
-    with scratch_db(is_small(plan)) as db:
+    with _export_db(plan) as db:
         db.register("rows", _output_rows(plan, store, with_input=False))
         aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(plan.header.steps))]
         found = db.execute(f"SELECT {_status_sql(aliases)} AS s, count(*) FROM rows GROUP BY 1").fetchall()
@@ -125,10 +127,13 @@ def row_counts(plan: CompiledPlan, store: StateStore) -> dict[str, int]:
 
 def _output_rows(plan: CompiledPlan, store: StateStore, with_input: bool = True) -> Any:
     """The plan's rows with each step's stored result attached (see `_aligned_rows`)."""
-    results = [store.job_results(plan.job_id, s.name) for s in plan.header.steps]
     if any(s.fan_out for s in plan.header.steps):
-        return _element_rows(plan, results)
-    return _aligned_rows(plan, results, list(plan.header.input.columns) if with_input else [])
+        return _element_rows(plan, [store.job_results(plan.job_id, s.name) for s in plan.header.steps])
+    # One contiguous copy per step (its store table freed at once): taking rows from a chunked
+    # table would join its chunks again on every batch.
+    tables = [store.job_results(plan.job_id, s.name).select(list(_RESULT_FIELDS)).combine_chunks()
+              for s in plan.header.steps]
+    return _aligned_rows(plan, tables, list(plan.header.input.columns) if with_input else [])
 
 
 def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None, fmt: str | None = None) -> Path:
@@ -136,7 +141,7 @@ def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None
     target = Path(path or plan.header.output.path)
     fmt = fmt or (format_for(target) if path else None) or plan.header.output.format
     _check_target(target)
-    with scratch_db(is_small(plan)) as db:
+    with _export_db(plan) as db:
         register_rows(db, plan, store)
         query = build_output_sql(plan, fmt)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -152,6 +157,17 @@ def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return target
+
+
+@contextmanager
+def _export_db(plan: CompiledPlan) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The DuckDB that reads the job's rows stream: for a big job an instance of its own, on one
+    thread. With two, DuckDB buffered batches read ahead while writing in order: a 1M-row
+    Parquet export grew the process by 430 MB instead of 270 (the same bytes, the same CPU)."""
+    with scratch_db(is_small(plan)) as db:
+        if not is_small(plan):
+            db.execute("SET threads = 1")
+        yield db
 
 
 def is_small(plan: CompiledPlan) -> bool:
@@ -185,17 +201,16 @@ def _copy(db: duckdb.DuckDBPyConnection, query: str, tmp: str, fmt: str) -> None
     db.execute(f"COPY ({query}) TO '{tmp}' {_COPY_OPTIONS[fmt]}")
 
 
-def _aligned_rows(plan: CompiledPlan, results: list[pa.Table], columns: list[str]) -> pa.RecordBatchReader:
+def _aligned_rows(plan: CompiledPlan, tables: list[pa.Table], columns: list[str]) -> pa.RecordBatchReader:
     """The plan's rows in order (the row key and `columns` of the input), plus per step a struct
-    column holding that row's result (all fields null when the row has none: the LEFT JOIN this
-    replaces, looked up by row key)."""
+    column holding that row's result (`tables`: `_RESULT_FIELDS`; all fields null when the row
+    has none: the LEFT JOIN this replaces, looked up by row key)."""
     row_keys = pa.chunked_array([b.column(0) for b in plan.iter_batches([ROW_KEY])], pa.string())
-    tables = [result.select(list(_RESULT_FIELDS)) for result in results]
     # Where each row's result is, per step: the results are taken batch by batch, so no second
     # copy of every answer is made (1M rows: ~110 MB per step).
     positions = [_positions(table, row_keys) for table in tables]
     del row_keys
-    names = [_RESULT.format(i) for i in range(len(results))]
+    names = [_RESULT.format(i) for i in range(len(tables))]
     structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, tables)]
     batches = plan.iter_batches([ROW_KEY] + columns)
     first = next(batches, None)
