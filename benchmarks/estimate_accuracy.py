@@ -102,6 +102,7 @@ def more_rows(spec: Path, rows: int, tag: str, work: Path) -> Path:
     """`rows` input rows like the spec's own: its rows in turn, each `text` marked with a number of
     its own (`tag`), under a key of its own, so that every row is a request the fake answers anew."""
     import csv
+    import hashlib
 
     from batchor.spec.load import load_spec
 
@@ -116,7 +117,10 @@ def more_rows(spec: Path, rows: int, tag: str, work: Path) -> Path:
         writer.writeheader()
         for i in range(rows):
             row = dict(original[i % len(original)])
-            row[key], row["text"] = f"{tag}-{i}", f"{row['text']} (#{tag}-{i})"
+            # a hashed number: the fake draws lengths from a CRC of the prompt, and CRC is linear, so
+            # markers that differ in one character would pair each row's length with its twin's
+            mark = hashlib.sha256(f"{tag}-{i}".encode()).hexdigest()[:10]
+            row[key], row["text"] = f"{tag}-{i}", f"{row['text']} (#{mark})"
             writer.writerow(row)
     return target
 
