@@ -36,7 +36,7 @@ from batchor.engine.outcome import (
 )
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
 from batchor.engine.realtime import RealtimeExecutor
-from batchor.engine.sink import ResultSink
+from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink
 from batchor.engine.sql_run import run_sql_step
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
@@ -321,7 +321,8 @@ class _Runner:
             executor.limiter = self.shared.limiter(executor.limiter, self.runtimes)
         ticker = asyncio.create_task(_flush_while_waiting(sink))
         try:
-            await executor.run(items)
+            with self.store.kept_attached(KEEP_ATTACHED_S):  # flushes skip most attach/checkpoint cycles
+                await executor.run(items)
         finally:
             ticker.cancel()
         if feed:

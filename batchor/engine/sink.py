@@ -15,6 +15,11 @@ import pyarrow as pa
 from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA, StateStore
 from batchor.state.raw import pack
 
+# How long a DuckDB state stays attached across an apply's flushes (StateStore.kept_attached): each
+# flush still commits, but attaching the file and checkpointing it at every detach cost most of a
+# small flush. Another process (`status`, `plan`) then waits at most about this long for the file.
+KEEP_ATTACHED_S = 2.0
+
 
 class ResultSink:
     def __init__(self, store: StateStore, run_id: str, *, flush_rows: int = 2000, flush_interval_s: float = 0.25,

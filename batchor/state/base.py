@@ -94,6 +94,11 @@ class StateStore(Protocol):
         """A context manager that keeps one connection for a series of calls."""
         ...
 
+    def kept_attached(self, seconds: float) -> Any:
+        """A context manager within which a series of units spread over time (an apply's flushes)
+        may share one connection for up to `seconds` at a time, each unit still committing."""
+        ...
+
     def cached_keys(self, keys: pa.Array) -> set[str]:
         """Which of these request keys already have a succeeded answer."""
         ...

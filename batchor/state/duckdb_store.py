@@ -1,20 +1,15 @@
 """DuckDB state: the embedded default.
 
-DuckDB admits one process per database file, so connections are short: each named transition
-attaches the file, commits and detaches it, which lets `batchor status` or `plan` read between an
-apply's flushes. The file is attached to an in-memory DuckDB (`_Host`) kept open while units come
-often: opening a DuckDB instance costs ~10 ms (it builds the function catalog), attaching ~1 ms.
-Exclusive apply is a separate advisory lock file (see `lock.py`).
+DuckDB admits one process per database file, so the file is attached only for each unit of work
+(or a series of them), which lets `batchor status` or `plan` read between an apply's flushes: see
+`duckdb_file.py`. Exclusive apply is a separate advisory lock file (see `lock.py`).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import threading
-import time
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -22,10 +17,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchor.duck import memory_db
-from batchor.errors import StateCorruptError, StateError, StateLockedError, StateVersionError
+from batchor.errors import StateVersionError
 from batchor.file_modes import private_dir
 from batchor.state.base import ATTEMPT_SCHEMA, RunRecord
+from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state, is_corruption
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from batchor.state.new_state import made_from_template
 from batchor.state.open_check import checked_before, remember_checked
@@ -37,70 +32,6 @@ _RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requ
 
 _ATTEMPT_COLUMNS = ", ".join(ATTEMPT_SCHEMA.names)
 
-_PROCESS_LOCK = threading.RLock()  # one unit of work at a time per process: they share the host
-
-
-class _Host:
-    """The process's in-memory DuckDB that state files are attached to (see the module doc).
-
-    It stays open while small units of work follow each other closely (an apply's flushes, several
-    a second) and is closed otherwise: a DuckDB instance gives the memory its queries used back to
-    the system only when it closes (hundreds of MB after a million-row join). A unit is small by the
-    CPU the process used meanwhile, not its wall time: on a busy machine a flush can take 0.3 s of wall time, and
-    reopening the instance for every flush (~10 ms of CPU, 80 ms under load) then slows the run."""
-
-    SMALL_UNIT_CPU_S = 0.5
-    CLOSE_AFTER_GAP_S = 1.0
-
-    def __init__(self) -> None:
-        self.db: duckdb.DuckDBPyConnection | None = None
-        self.attached = 0  # state files attached right now
-        self.last_end = 0.0
-        self.aliases = itertools.count()
-
-    def attach(self, path: Path) -> str:
-        """Attach `path` under a new alias (DuckDB errors propagate: the store names them)."""
-        if self.db is None:
-            self.db = memory_db()
-        alias, quoted = f"state_{next(self.aliases)}", str(path).replace("'", "''")
-        self.db.execute(f"ATTACH '{quoted}' AS {alias}")
-        self.attached += 1
-        return alias
-
-    def cursor(self, alias: str) -> duckdb.DuckDBPyConnection:
-        assert self.db is not None
-        db = self.db.cursor()
-        db.execute(f"USE {alias}")
-        return db
-
-    def detach(self, alias: str, since: float, cpu_since: float) -> None:
-        """Detach (DuckDB checkpoints the file then); close the host unless small units come often.
-        `since` and `cpu_since` are the unit's start in monotonic and in process CPU time (all threads:
-        DuckDB runs a big query on its own; the event loop's share during a flush stays well below the bound)."""
-        assert self.db is not None
-        try:
-            self.db.execute(f"DETACH {alias}")
-        except duckdb.Error:
-            self.attached -= 1
-            self._close_if_idle()  # closing the host lets the file go all the same
-            raise
-        self.attached -= 1
-        now = time.monotonic()
-        small = time.process_time() - cpu_since < self.SMALL_UNIT_CPU_S
-        busy = small and since - self.last_end < self.CLOSE_AFTER_GAP_S
-        self.last_end = now
-        if not busy:
-            self._close_if_idle()
-
-    def _close_if_idle(self) -> None:
-        if self.attached == 0 and self.db is not None:
-            self.db.close()
-            self.db = None
-
-
-_HOST = _Host()
-
-
 class DuckDBStore:
     """State in one DuckDB file, created owner-only."""
 
@@ -108,8 +39,7 @@ class DuckDBStore:
         self.path = path
         self.location = str(path)
         self.connect_timeout_s = connect_timeout_s
-        self._held: duckdb.DuckDBPyConnection | None = None
-        self._alias, self._attached_at, self._attached_cpu = "", 0.0, 0.0
+        self._file = AttachedFile(path, connect_timeout_s)
         private_dir(path.parent)
         if not path.exists() and made_from_template(path):
             remember_checked(path)  # a copy of a new state this process made and checked
@@ -126,12 +56,8 @@ class DuckDBStore:
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection for one unit of work (the held one inside a session), the state file
         attached only meanwhile. One at a time per process: they share the host instance."""
-        with _PROCESS_LOCK, self._corruption_reported():
-            if self._held is not None:
-                yield self._held
-                return
-            with self.session():
-                yield self._held  # type: ignore[misc]
+        with _PROCESS_LOCK, self._corruption_reported(), self._file.unit() as db:
+            yield db
 
     @contextmanager
     def _corruption_reported(self) -> Iterator[None]:
@@ -140,53 +66,19 @@ class DuckDBStore:
         try:
             yield
         except duckdb.Error as exc:
-            if not _is_corruption(str(exc)):
+            if not is_corruption(str(exc)):
                 raise
             raise corrupt_state(self.path, str(exc)) from None
 
     @contextmanager
     def session(self) -> Iterator[None]:
         """Keep the file attached across several operations (e.g. the end of a run)."""
-        with _PROCESS_LOCK:
-            if self._held is not None:
-                yield
-                return
-            self._held = self._connect()
-            try:
-                yield
-            finally:
-                self._release()
+        with self._file.unit():
+            yield
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        """A cursor of the host with the state file attached and selected, waiting while
-        another process holds the file."""
-        deadline = time.monotonic() + self.connect_timeout_s
-        delay = 0.005
-        while True:
-            try:
-                self._alias = _HOST.attach(self.path)
-                break
-            except duckdb.IOException as exc:
-                text = str(exc)
-                if "lock" not in text.lower():
-                    raise _open_error(self.path, text) from None
-                if time.monotonic() > deadline:
-                    raise StateLockedError(
-                        f"state {self.path} is held by another process", hint="wait for it to finish"
-                    ) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.1)
-            except duckdb.Error as exc:
-                raise _open_error(self.path, str(exc)) from None
-        self._attached_at, self._attached_cpu = time.monotonic(), time.process_time()
-        return _HOST.cursor(self._alias)
-
-    def _release(self) -> None:
-        """Detach the file, so other processes can open it."""
-        db, self._held = self._held, None
-        if db is not None:
-            db.close()  # rolls back a transaction an error left open
-            _HOST.detach(self._alias, self._attached_at, self._attached_cpu)
+    def kept_attached(self, seconds: float) -> AbstractContextManager[None]:
+        """See AttachedFile.kept: an apply's flushes skip most attach/checkpoint cycles."""
+        return self._file.kept(seconds)
 
     def _migrate(self, db: duckdb.DuckDBPyConnection) -> None:
         """Bring the file to SCHEMA_VERSION: the missing migrations in one transaction, so a file
@@ -215,7 +107,7 @@ class DuckDBStore:
         if Path(str(self.path) + ".wal").exists():
             return  # blocks still in the WAL are not in the file yet
         row = _first(db.execute("SELECT block_size, used_blocks FROM pragma_database_size() "
-                                "WHERE database_name = ?", [self._alias]).fetchall())
+                                "WHERE database_name = ?", [self._file.alias]).fetchall())
         if row is None:
             return
         expected, actual = _HEADER_BYTES + int(row[0]) * int(row[1]), self.path.stat().st_size
@@ -354,8 +246,7 @@ class DuckDBStore:
         return [batch_summary(b) for b in BatchLedger(self).job_batches(job_id)]
 
     def close(self) -> None:
-        with _PROCESS_LOCK:
-            self._release()
+        self._file.release()
 
     def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple[Any, ...]]:
         """Read-only queries for operator commands."""
@@ -379,31 +270,6 @@ def _first_per_key(table: pa.Table, key: str) -> pa.Table:
 
 
 _HEADER_BYTES = 3 * 4096  # DuckDB's file header and its two database headers, before the blocks
-_CORRUPTION_TEXT = ("not a valid duckdb", "corrupt", "checksum", "could not read enough bytes", "magic")
-
-
-def _is_corruption(text: str) -> bool:
-    lowered = text.lower()
-    return any(t in lowered for t in _CORRUPTION_TEXT)
-
-
-def corrupt_state(path: Path, detail: str) -> StateCorruptError:
-    return StateCorruptError(
-        f"state {path} is damaged and cannot be read: {detail.splitlines()[0][:200]}",
-        hint=f"restore {path} from a backup, or move it aside and point --state at a new file (answers "
-             "stored only in it will be asked again); `batchor state check` scans a state for damage")
-
-
-def _open_error(path: Path, text: str) -> StateError:
-    lowered = text.lower()
-    if _is_corruption(text):
-        return corrupt_state(path, text)
-    if "version" in lowered:
-        return StateVersionError(f"state {path} was written by a newer DuckDB/batchor: {text[:200]}",
-                                 hint="upgrade batchor")
-    return StateError(f"cannot open state {path}: {text[:200]}")
-
-
 def _owner_only(path: Path) -> None:
     for candidate in (path, Path(str(path) + ".wal")):
         if candidate.exists():

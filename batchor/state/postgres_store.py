@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -118,6 +118,10 @@ class PostgresStore:
             finally:
                 if conn.info.transaction_status != 0:  # left inside a transaction by an error
                     conn.rollback()
+
+    def kept_attached(self, seconds: float) -> AbstractContextManager[None]:
+        """Connections come from a pool here: nothing to keep."""
+        return nullcontext()
 
     @contextmanager
     def session(self) -> Iterator[None]:

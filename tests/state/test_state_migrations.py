@@ -85,7 +85,7 @@ def test_a_migration_that_fails_leaves_the_state_at_its_old_version_untouched(tm
 
 
 def _attached_anywhere(path) -> bool:
-    from batchor.state.duckdb_store import _HOST
+    from batchor.state.duckdb_file import _HOST
 
     return _HOST.db is not None and any(
         row[0] == str(path) for row in _HOST.db.execute("SELECT path FROM duckdb_databases()").fetchall())
