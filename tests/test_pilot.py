@@ -266,3 +266,29 @@ def test_a_step_below_a_when_step_expects_only_the_rows_its_upstream_will_answer
     assert third.counts.projected == 40 and third.counts.output_tokens_upper == 40 * third.max_tokens
     expected = 40 * output_per_request(third) * (sent / ROWS) * (answered / sent)
     assert third.counts.output_tokens_expected == pytest.approx(expected, abs=1)
+
+
+NOTE = {"type": "object", "additionalProperties": False, "required": ["note"],
+        "properties": {"note": {"type": "string"}}}
+
+
+def test_a_new_inputs_projection_reads_earlier_runs_answers(fake, workdir):
+    """A new input has no upstream answers to render its projected requests with: the plan takes
+    accepted answers of the upstream step from earlier runs, not the schema's sample value."""
+    fake.configure(string_words=[40, 0.2])  # the upstream's notes: ~40 words, far from a sample value
+    chain = chain_spec(workdir, rows=30, when="first.note != ''")
+    data = yaml.safe_load(Path(chain).read_text())
+    data["steps"]["first"]["output"] = {"schema": NOTE}
+    data["steps"]["second"]["prompt"] = "Second {{ row.text }}: {{ first.note }}"
+    data["model"]["params"]["max_tokens"] = 300
+    Path(chain).write_text(yaml.safe_dump(data, sort_keys=False))
+    assert batchor.apply(chain, handle_signals=False).status == "succeeded"
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    (sent,) = store.execute("SELECT avg(counted_input_tokens) FROM attempts WHERE step = 'second'")[0]
+    store.close()
+    write_csv(workdir / "data.csv", [{"id": f"n{i}", "text": f"new ticket {i}"} for i in range(20)])
+    second = batchor.plan(chain, save=False).header.steps[1]
+    assert second.counts.projected == 20
+    assert second.counts.input_tokens / 20 == pytest.approx(sent, rel=0.1)
+    fresh = batchor.plan(chain, save=False, state=str(workdir / "other.duckdb")).header.steps[1]
+    assert fresh.counts.input_tokens / 20 < 0.7 * sent  # the schema's sample value: a short string

@@ -21,6 +21,7 @@ from batchor.plan.changes import changes_by_cause, projected_changes, rendered_c
 from batchor.plan.dependent import (
     DependentTally,
     dependent_tallies,
+    earlier_answers,
     first_row,
     projected_tokens,
 )
@@ -140,6 +141,8 @@ def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemp
         for name, tally in tallies.items():
             if by_name[name].provider == "sql":
                 continue
+            if not tally.known_upstream and state is not None:  # a new input: earlier runs' answers
+                tally.known_upstream = earlier_answers(state, by_name[name], by_name)
             tally.projected_tokens_per_row, tally.projected_tokens_max = projected_tokens(
                 by_name[name], templates[name], tally, sample, by_name)
     return tallies

@@ -26,6 +26,7 @@ from batchor.plan.sql_step import evaluate
 from batchor.schema.sample_values import sample_value
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import StepTemplates
+from batchor.state.answer_stats import stored_answers
 from batchor.state.base import StateStore
 from batchor.state.cache import deterministic_codes
 
@@ -353,6 +354,27 @@ def projected_tokens(step: StepPlan, tpl: StepTemplates, tally: DependentTally, 
         upstream = tally.known_upstream[i % len(tally.known_upstream)] if tally.known_upstream else None
         counts.append(_render_tokens(step, tpl, row, upstream, by_name))
     return round(sum(counts) / len(counts)), max(counts)
+
+
+def earlier_answers(state: StateStore, step: StepPlan, by_name: dict[str, StepPlan]) -> list[dict[str, Any]]:
+    """Upstream answers for a projection when this input has none yet: accepted answers of the
+    upstream steps' length keys from earlier runs (one per upstream step in each sample)."""
+    found: dict[str, list[Any]] = {}
+    for dep in step.depends_on:
+        upstream_step = by_name[dep]
+        if upstream_step.provider == "sql" or upstream_step.fan_out or step.grain or not upstream_step.length_key:
+            continue  # a fan-out's rows and SQL results are not one answer per row: sample values stay
+        texts = stored_answers(state, upstream_step.length_key, SAMPLES)
+        try:
+            answers = [json.loads(t) for t in texts] if upstream_step.json_answers else texts
+        except ValueError:
+            continue
+        if answers:
+            found[dep] = answers
+    if not found:
+        return []
+    return [{dep: answers[i % len(answers)] for dep, answers in found.items()}
+            for i in range(max(len(a) for a in found.values()))]
 
 
 def _render_tokens(step: StepPlan, tpl: StepTemplates, row: dict[str, Any], upstream: dict[str, Any] | None,

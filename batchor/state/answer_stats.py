@@ -13,6 +13,7 @@ Public API (the pilot helper and `plan` use it):
 - `output_stats(store, length_keys)`: per key, per run kind, the answers' length statistics;
 - `input_calibration(store, models)`: per `provider:model`, reported vs counted input tokens;
 - `when_share(store, when_key, upstream)`: rows a `when:` let run, of those it was evaluated on;
+- `stored_answers(store, length_key)`: a few accepted answers of a length key (projections' samples);
 - `run_step_report(store, run_id)`: per step, the plan's estimate next to what the run spent.
 """
 
@@ -202,6 +203,15 @@ def when_share(store: Any, when_key: str, upstream: list[str]) -> tuple[int, int
         f"ON q.job_id = k.job_id AND q.step = k.step LIMIT {WHEN_ROWS}) j {joins}) t", [when_key, *upstream])
     ran, evaluated = rows[0] if rows else (0, 0)
     return int(ran or 0), int(evaluated or 0)
+
+
+def stored_answers(store: Any, length_key: str, limit: int = 32) -> list[str]:
+    """Up to `limit` accepted answers (their stored output) of earlier runs' steps with this length key."""
+    rows = store.execute("SELECT r.output FROM (SELECT DISTINCT a.request_key FROM run_steps s JOIN attempts a "
+                         "ON a.run_id = s.run_id AND a.step = s.step WHERE s.length_key = ? AND a.outcome = 'ok' "
+                         f"LIMIT {int(limit)}) k JOIN results r ON r.request_key = k.request_key "
+                         "WHERE r.status = 'succeeded'", [length_key])
+    return [str(output) for (output,) in rows if output is not None]
 
 
 def run_step_report(store: Any, run_id: str) -> list[dict[str, Any]]:
