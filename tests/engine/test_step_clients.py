@@ -80,3 +80,11 @@ def test_a_missing_key_fails_a_batch_job_before_any_call(fake, workdir, monkeypa
     with pytest.raises(NoApiKeyError, match="OPENAI_API_KEY"):
         api.apply(str(spec), progress=False)
     assert fake.stats()["batches_created"] == 0 and not fake.stats().get("by_endpoint")
+
+
+def test_realtime_steps_configured_alike_share_one_client(fake, workdir, sdk_clients):
+    steps = {"classify": {"prompt": "Review: {{ row.text }}"}, "summarize": {"prompt": "Summarize: {{ row.text }}"},
+             "terse": {"prompt": "Three words: {{ row.text }}", "model": {"api": "responses"}}}
+    result = api.apply(str(make_spec(workdir, rows=3, schema=None, steps=steps)), progress=False)
+    assert (result.status, result.succeeded) == ("succeeded", 9)
+    assert len(sdk_clients) == 2  # classify and summarize share one; terse (the Responses API) has its own
