@@ -6,14 +6,14 @@ from __future__ import annotations
 from conftest import make_spec
 
 from batchor import api
-from batchor.state import duckdb_store
+from batchor.state import duckdb_file
 
 
 def _attaches_during(action) -> int:
     """How many times the process attached a state file while `action` ran (aliases are numbered)."""
-    before = next(duckdb_store._HOST.aliases)
+    before = next(duckdb_file._HOST.aliases)
     action()
-    return next(duckdb_store._HOST.aliases) - before - 1
+    return next(duckdb_file._HOST.aliases) - before - 1
 
 
 def test_a_small_plan_attaches_the_state_once_for_all_its_reads(workdir):
@@ -28,4 +28,4 @@ def test_a_small_plan_attaches_the_state_once_for_all_its_reads(workdir):
 
     assert _attaches_during(replan) == 2  # opening the state (its schema check), then the plan's reads
     assert plan is not None and plan.header.totals.changed == 5  # the reads happened: the prompt changed
-    assert duckdb_store._HOST.attached == 0  # detached: another process may open the file
+    assert duckdb_file._HOST.attached == 0  # detached: another process may open the file
