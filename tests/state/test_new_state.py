@@ -8,7 +8,7 @@ import stat
 
 import duckdb
 
-from batchor.state import DuckDBStore, duckdb_store, new_state
+from batchor.state import DuckDBStore, duckdb_file, new_state
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
 SCHEMA_QUERY = ("SELECT table_name, column_name, data_type, column_index FROM duckdb_columns() "
@@ -31,9 +31,9 @@ def _migrated_in_place(path) -> tuple[list, list]:
 def test_new_states_are_whole_empty_and_independent_copies(tmp_path):
     DuckDBStore(tmp_path / "first.duckdb").close()  # a process's first may be migrated in place
     DuckDBStore(tmp_path / "second.duckdb").close()  # from here on the template exists
-    first_alias = next(duckdb_store._HOST.aliases)
+    first_alias = next(duckdb_file._HOST.aliases)
     one = DuckDBStore(tmp_path / "one.duckdb")
-    assert next(duckdb_store._HOST.aliases) == first_alias + 1  # made without attaching it
+    assert next(duckdb_file._HOST.aliases) == first_alias + 1  # made without attaching it
     one.execute("INSERT INTO runs (run_id) VALUES ('r1')")
     two = DuckDBStore(tmp_path / "two.duckdb")
     assert one.execute("SELECT run_id FROM runs") == [("r1",)] and two.execute("SELECT count(*) FROM runs") == [(0,)]

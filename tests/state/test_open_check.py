@@ -10,14 +10,14 @@ import duckdb
 import pytest
 
 from batchor.errors import StateCorruptError
-from batchor.state import DuckDBStore, duckdb_store
+from batchor.state import DuckDBStore, duckdb_file
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 def _attaches(action) -> int:
-    before = next(duckdb_store._HOST.aliases)
+    before = next(duckdb_file._HOST.aliases)
     action()
-    return next(duckdb_store._HOST.aliases) - before - 1
+    return next(duckdb_file._HOST.aliases) - before - 1
 
 
 def test_a_checked_unchanged_file_opens_without_attaching_and_a_written_one_is_checked(tmp_path):
