@@ -88,7 +88,6 @@ class _Host:
 _HOST = _Host()
 
 
-
 class AttachedFile:
     """One state file's attachment to the host: made for a unit of work (nested units share it),
     kept a while between units inside `kept()`, and detached so other processes can open it."""
