@@ -208,8 +208,9 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
                    refresh: frozenset[str] | set[str] = frozenset(), output: str | Path | None = None,
                    on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
                    limits: dict[str, Any] | None = None, wait: bool = True, retry_failed: bool = False,
-                   run_kind: str = "apply") -> RunOutcome:
-    """Execute a compiled plan; `run_kind` "pilot" marks its answers as a pilot's (plan/estimate.py)."""
+                   run_kind: str = "apply", max_calls: int | None = None) -> RunOutcome:
+    """Execute a compiled plan; `run_kind` "pilot" marks its answers as a pilot's (plan/estimate.py);
+    `max_calls` holds it to that many attempts, re-asks included (a pilot's allowance)."""
     check_arguments(max_cost=max_cost)
     check_budget(compiled, max_cost)
     check_endpoints(compiled.header.steps)
@@ -223,7 +224,8 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
         replay = frozenset(refresh) | frozenset(compiled.header.refresh)  # a saved --refresh/--no-cache plan
         options = ApplyOptions(max_cost=max_cost, refresh=replay, emit=logged(on_event),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,
-                               limits=limits or {}, wait=wait, retry_failed=retry_failed, run_kind=run_kind)
+                               limits=limits or {}, wait=wait, retry_failed=retry_failed, run_kind=run_kind,
+                               max_calls=max_calls)
         try:
             return apply_plan(compiled, store, options)
         except StalePlanError as exc:

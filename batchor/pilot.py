@@ -8,8 +8,10 @@ again, and tagged `pilot`, so the next plan's estimate rests on them (`pilot: 50
 plan/estimate.py). It obeys the budget like any apply (the lower of `max_cost` and the spec's
 `limits.max_cost_usd`) and writes `out.pilot.csv`, never the spec's output. The full plan is
 then compiled against the same state and given its 90 % interval (plan/calibrate.py).
-A step that a `when:` lets run on only some rows is topped up with more rows of the same sample
-until it has N answers too, within a bound announced before the pilot starts (pilot_topup.py).
+A pilot makes at most N x steps billed calls, re-asks included: the engine holds its runs to what
+is left of that allowance. A step that a `when:` lets run on only some rows is topped up with more
+rows of the same sample with the calls left, until it has N answers or they are spent
+(pilot_topup.py); the largest sample's cost is announced before the pilot starts.
 """
 
 from __future__ import annotations
@@ -18,10 +20,22 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from batchor import api
+from batchor.engine.budget import CALL_LIMIT
 from batchor.engine.events import Event
 from batchor.engine.run import RunOutcome
 from batchor.errors import CostLimitError
-from batchor.pilot_topup import ROUNDS, TopUpBound, answers_per_step, bound_rows, filtered_steps, next_rows
+from batchor.pilot_topup import (
+    ROUNDS,
+    Drawn,
+    TopUpBound,
+    answers_per_step,
+    bound_rows,
+    call_allowance,
+    calls_made,
+    filtered_steps,
+    llm_steps,
+    next_rows,
+)
 from batchor.plan.calibrate import Calibration, calibrate, calibration_dict
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.summary import reask_upper
@@ -55,6 +69,8 @@ class PilotResult:
     rehearsal: bool  # --mock: the numbers rehearse the flow, they say nothing of the model
     top_ups: list[TopUp] = field(default_factory=list)  # the rounds that drew more rows for starved steps
     bound: TopUpBound | None = None  # the most the top-up could draw, announced before the pilot
+    calls: int = 0  # billed calls the pilot made (re-asks included), counted in the state
+    allowance: int = 0  # the most it could make: N x steps
 
     @property
     def cost_usd(self) -> float:
@@ -74,7 +90,8 @@ class PilotResult:
         return {"pilot": {**pilot_dict(self.pilot, self.bound), "run_id": self.outcome.run_id,
                           "status": self.last_outcome.status, "cost_usd": self.cost_usd,
                           "output": self.last_outcome.output_path, "rehearsal": self.rehearsal,
-                          "top_ups": [t.to_dict() for t in self.top_ups]},
+                          "top_ups": [t.to_dict() for t in self.top_ups], "calls": self.calls,
+                          "calls_allowed": self.allowance},
                 "plan_id": self.plan.plan_id, "plan_file": str(self.plan.saved_path) if self.plan.saved_path else None,
                 "calibration": calibration_dict(self.calibration)}
 
@@ -90,9 +107,8 @@ def pilot_dict(sampled: CompiledPlan, bound: TopUpBound | None = None) -> dict[s
     """What a pilot is about to do and may cost at most, before it starts (`top_up`: what drawing
     more rows for steps a `when:` starves may add, at most; its bound covers the pilot too)."""
     h = sampled.header
-    steps = [s.name for s in h.steps if s.provider != "sql"]
-    return {"rows": h.input.sample, "seed": h.input.seed, "steps": steps, "requests": h.totals.to_run,
-            "most_calls": h.totals.to_run, "cost_upper_usd": h.totals.cost_upper,
+    return {"rows": h.input.sample, "seed": h.input.seed, "steps": llm_steps(sampled), "requests": h.totals.to_run,
+            "most_calls": call_allowance(sampled), "cost_upper_usd": h.totals.cost_upper,
             "cost_upper_all_attempts_usd": reask_upper(h), "output": h.output.path, "mocked": h.mocked,
             "top_up": bound.to_dict() if bound is not None else None}
 
@@ -108,14 +124,24 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
     bound = top_up_bound(spec, sampled, options)
     if announce is not None:
         announce(sampled, bound)
+    allowance = call_allowance(sampled)
     outcome = api.apply_compiled(sampled, max_cost=max_cost, state=state, on_event=on_event,
-                                 handle_signals=handle_signals, run_kind="pilot")
+                                 handle_signals=handle_signals, run_kind="pilot", max_calls=allowance)
     top_ups: list[TopUp] = []
-    if bound is not None and outcome.status == "succeeded":
-        top_ups = _top_up(spec, (rows, outcome), bound, options, (max_cost, on_event, handle_signals))
+    if bound is not None and finished(outcome):
+        top_ups = _top_up(spec, (rows, outcome, allowance), bound, options, (max_cost, on_event, handle_signals))
     full = api.plan(spec, state=state, model=model, mock=mock, mode=mode)
+    store = open_state(state_location(state, full.header.state_location))
+    calls = calls_made(store, [outcome.run_id, *(t.outcome.run_id for t in top_ups)])
     return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibrated(full, state),
-                       rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound)
+                       rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound, calls=calls,
+                       allowance=allowance)
+
+
+def finished(outcome: RunOutcome) -> bool:
+    """The pilot's run ended by itself or by its call allowance (not by the budget, Ctrl+C, quota)."""
+    return outcome.status in ("succeeded", "partial") or (
+        outcome.status == "budget" and CALL_LIMIT in (outcome.stop_reason or ""))
 
 
 def top_up_bound(spec: api.SpecLike, sampled: CompiledPlan, options: dict[str, Any]) -> TopUpBound | None:
@@ -128,30 +154,31 @@ def top_up_bound(spec: api.SpecLike, sampled: CompiledPlan, options: dict[str, A
     return TopUpBound(steps, plan.header.totals.rows, plan)
 
 
-def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome], bound: TopUpBound, options: dict[str, Any],
+def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome, int], bound: TopUpBound, options: dict[str, Any],
             run: tuple[float | None, Callable[[Event], None] | None, bool]) -> list[TopUp]:
-    """Draw the seeded sample larger until every starved step has N answers (or the bound is reached);
-    a round that the budget cannot cover is not started."""
-    (rows, first), (max_cost, on_event, handle_signals) = pilot, run
+    """Draw the seeded sample larger, with the calls the pilot has left, until every starved step
+    has N answers (or the calls, or the bound, run out); a round the budget cannot cover is not started."""
+    (rows, first, allowance), (max_cost, on_event, handle_signals) = pilot, run
     store = open_state(state_location(options["state"], bound.plan.header.state_location))
     done: list[TopUp] = []
     drawn, spent = rows, first.cost_usd
     for _ in range(ROUNDS):
-        answers = answers_per_step(store, [first.run_id, *(t.outcome.run_id for t in done)], bound.steps)
-        wanted = next_rows(rows, drawn, answers, bound.rows)
+        runs = [first.run_id, *(t.outcome.run_id for t in done)]
+        now = Drawn(drawn, calls_made(store, runs), answers_per_step(store, runs, bound.steps))
+        wanted = next_rows(rows, now, allowance, bound.rows)
         if wanted <= drawn:
             break
         larger = pilot_plan(spec, wanted, **options)
         try:
             outcome = api.apply_compiled(larger, max_cost=None if max_cost is None else max(0.0, max_cost - spent),
                                          state=options["state"], on_event=on_event, handle_signals=handle_signals,
-                                         run_kind="pilot")
+                                         run_kind="pilot", max_calls=allowance - now.calls)
         except CostLimitError:
             break  # nothing was sent: the plan calibrates on the answers it has
-        done.append(TopUp(wanted, answers, outcome))
+        done.append(TopUp(wanted, now.answers, outcome))
         drawn, spent = wanted, spent + outcome.cost_usd
-        if outcome.status != "succeeded":
-            break
+        if not finished(outcome) or outcome.status == "budget":
+            break  # stopped, or the allowance is spent
     return done
 
 

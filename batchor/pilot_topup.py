@@ -1,12 +1,15 @@
-"""A pilot's top-up: more rows for the steps a `when:` (or a skipped upstream answer) starved.
+"""A pilot's call allowance and its top-up: more rows for the steps a `when:` starved, within it.
 
-A pilot of N rows answers every row of a step without `when:`, but a step that runs on a third of
-the rows gets only ~N/3 answers, and its output length, measured on so few, is the largest error
-of the plan that follows. So after the pilot, each LLM step with fewer than N answers gets more
-rows: the same seeded sample drawn larger (its first N rows are the pilot's, cached, not paid
-again), sized from the share of rows the step ran on, up to `TOP_UP_ROWS` x N more rows. The
-largest such sample is planned before the pilot starts, so its upper bound is announced (and
-approved, and held against the budget) with the pilot's own.
+A pilot of N rows through S LLM steps may make at most N x S calls, every billed attempt counted
+(re-asks and retries of billed answers included); the engine holds each of its runs to what is
+left of that allowance (engine/budget.py `cap_calls`), so no case passes it. A step without
+`when:` answers the N rows; a step that runs on a third of them gets ~N/3 answers and leaves
+calls unspent. Those calls buy more rows of the same seeded sample (its first N rows are the
+pilot's, cached, not paid again), as many as the calls left pay for at the calls per row measured
+so far, until the starved step has N answers, the allowance is spent, or `TOP_UP_ROWS` x N more
+rows are drawn. The step's estimate then rests on the answers it got; few answers widen its
+interval (plan/calibrate.py, Student's t). The largest sample is planned before the pilot starts,
+so its upper bound is announced (and approved, and held against the budget) with the pilot's own.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from batchor.plan.summary import reask_upper
 TOP_UP_ROWS = 3
 """A top-up draws at most this many times the pilot's N rows more (upstream steps run on them)."""
 ROUNDS = 3
-"""Top-up rounds at most: each sizes the sample from the share measured so far."""
+"""Top-up rounds at most: each sizes the sample from the calls per row and the share measured so far."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,18 @@ class TopUpBound:
 
     def to_dict(self) -> dict[str, Any]:
         totals = self.plan.header.totals
-        return {"steps": list(self.steps), "rows_most": self.rows, "most_calls": totals.to_run,
-                "cost_upper_usd": totals.cost_upper, "cost_upper_all_attempts_usd": reask_upper(self.plan.header)}
+        return {"steps": list(self.steps), "rows_most": self.rows, "cost_upper_usd": totals.cost_upper,
+                "cost_upper_all_attempts_usd": reask_upper(self.plan.header)}
+
+
+def llm_steps(sampled: CompiledPlan) -> list[str]:
+    """The steps that call a model (SQL steps make no call)."""
+    return [s.name for s in sampled.header.steps if s.provider != "sql"]
+
+
+def call_allowance(sampled: CompiledPlan) -> int:
+    """N x steps: the most calls a pilot of N rows may make, every billed attempt counted."""
+    return (sampled.header.input.sample or sampled.header.totals.rows) * len(llm_steps(sampled))
 
 
 def filtered_steps(sampled: CompiledPlan) -> tuple[str, ...]:
@@ -53,6 +66,16 @@ def bound_rows(pilot_rows: int) -> int:
     return pilot_rows * (1 + TOP_UP_ROWS)
 
 
+def calls_made(store: Any, run_ids: list[str]) -> int:
+    """Billed calls of the pilot's runs: every attempt that carries a cost (re-asks included)."""
+    if not run_ids:
+        return 0
+    marks = ", ".join("?" * len(run_ids))
+    found = store.execute(f"SELECT count(*) FROM attempts WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL",
+                          list(run_ids))
+    return int(found[0][0])
+
+
 def answers_per_step(store: Any, run_ids: list[str], steps: tuple[str, ...]) -> dict[str, int]:
     """Accepted answers of `steps` in the pilot's runs (distinct requests answered)."""
     if not run_ids or not steps:
@@ -64,13 +87,25 @@ def answers_per_step(store: Any, run_ids: list[str], steps: tuple[str, ...]) -> 
     return {step: found.get(step, 0) for step in steps}
 
 
-def next_rows(pilot_rows: int, drawn: int, answers: dict[str, int], available: int) -> int:
-    """Rows of the next sample: enough for every starved step to reach N answers at the share it
-    ran on so far (the most rows the bound allows when it ran on none); `drawn` when none is short."""
+@dataclass(frozen=True)
+class Drawn:
+    """Where the pilot stands before a top-up round."""
+
+    rows: int  # rows of the sample drawn so far
+    calls: int  # billed calls made so far
+    answers: dict[str, int]  # the starved steps' answers so far
+
+
+def next_rows(pilot_rows: int, drawn: Drawn, allowance: int, available: int) -> int:
+    """Rows of the next sample: enough for every starved step to reach N answers at the share it ran
+    on so far, no more than the calls left pay for at the calls per row so far (nor than the bound
+    and the input allow); `drawn.rows` when no step is short or no row more can be paid for."""
     most = min(bound_rows(pilot_rows), available)
-    short = [n for n in answers.values() if n < pilot_rows]
-    if not short or drawn >= most:
-        return drawn
+    short = [n for n in drawn.answers.values() if n < pilot_rows]
+    if not short or drawn.rows >= most or drawn.calls >= allowance:
+        return drawn.rows
+    per_row = drawn.calls / drawn.rows if drawn.rows else 1.0
+    affordable = drawn.rows + (math.floor((allowance - drawn.calls) / per_row) if per_row > 0 else most)
     least = min(short)
-    wanted = most if least == 0 else math.ceil(drawn * pilot_rows / least)
-    return max(drawn, min(most, wanted))
+    wanted = most if least == 0 else math.ceil(drawn.rows * pilot_rows / least)
+    return max(drawn.rows, min(most, wanted, affordable))

@@ -35,13 +35,14 @@ def announce_text(sampled: CompiledPlan, bound: TopUpBound | None = None) -> str
     """What the pilot will do and cost at most, printed before anything is sent."""
     p, money = pilots.pilot_dict(sampled, bound), render.money
     lines = [f"Pilot: {p['rows']:,} rows (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
-             f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests, {money(p['cost_upper_usd'])} at most "
-             f"(one attempt each; {money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
+             f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests ({p['rows']:,} x {len(p['steps'])}, "
+             f"re-asks included), {money(p['cost_upper_usd'])} at most (one attempt each; "
+             f"{money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
              f"  output      {p['output']} (the spec's output is left as it is)"]
     if (top := p["top_up"]) is not None:
         lines.append(f"  top-up      step(s) {', '.join(top['steps'])} run only where `when:` holds: if one gets fewer "
-                     f"than {p['rows']:,} answers, more rows of the same sample (up to {top['rows_most']:,} rows in "
-                     f"all): pilot and top-up at most {top['most_calls']:,} requests, "
+                     f"than {p['rows']:,} answers, the calls left buy more rows of the same sample (up to "
+                     f"{top['rows_most']:,} rows in all, still at most {p['most_calls']:,} requests): "
                      f"{money(top['cost_upper_usd'])} at most ({money(top['cost_upper_all_attempts_usd'])} with "
                      "every attempt)")
     if p["mocked"]:
@@ -85,7 +86,10 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
             before = ", ".join(f"{step} {n:,}" for step, n in top.answers_before.items())
             typer.echo(f"pilot top-up to {top.rows:,} rows (answers before: {before}): {top.outcome.status}, "
                        f"{render.money(top.outcome.cost_usd)}", err=True)
-    if outcome.status in STOPPED:
+        typer.echo(f"pilot calls: {result.calls:,} of {result.allowance:,} allowed ({result.rows:,} rows x "
+                   f"{len(pilots.llm_steps(result.pilot))} LLM step(s); every billed attempt, re-asks included)",
+                   err=True)
+    if outcome.status in STOPPED and not pilots.finished(outcome):
         typer.echo(f"pilot stopped: {outcome.stop_reason}; nothing calibrated", err=True)
         raise typer.Exit(exit_code_for_status(outcome.status))
     if not as_json:

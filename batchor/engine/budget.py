@@ -1,12 +1,16 @@
 """Spend control during a run: actual cost plus the upper bound of what is in flight never
 passes the budget. Every attempt (re-asks included) is only sent after its worst-case cost is
-reserved, and settles on what the provider billed for it."""
+reserved, and settles on what the provider billed for it. A run may also be held to a number of
+calls (a pilot's allowance): each reservation is one call, so no attempt is sent past it."""
 
 from __future__ import annotations
 
 from batchor.plan.budget import CLI_SOURCE, SPEC_SOURCE, effective_max_cost
 
-__all__ = ["CLI_SOURCE", "SPEC_SOURCE", "Budget", "Hold", "effective_max_cost"]
+__all__ = ["CALL_LIMIT", "CLI_SOURCE", "SPEC_SOURCE", "Budget", "Hold", "effective_max_cost"]
+
+CALL_LIMIT = "call allowance"
+"""How `Budget.reached` names a stop by the run's call allowance (not by its money)."""
 
 
 class Budget:
@@ -16,8 +20,28 @@ class Budget:
         self.spent = already_spent
         self.reserved = 0.0
         self.exhausted = False
+        self.max_calls: int | None = None  # the most attempts the run may send (None: no such limit)
+        self.calls = 0  # attempts reserved so far
+
+    def cap_calls(self, max_calls: int | None) -> None:
+        """Hold the run to `max_calls` attempts, re-asks and retries included (a pilot's allowance)."""
+        self.max_calls = max_calls
+
+    @property
+    def calls_reached(self) -> bool:
+        return self.max_calls is not None and self.calls >= self.max_calls
 
     def try_reserve(self, upper_cost: float) -> bool:
+        """Reserve one attempt: its worst-case cost, and one call of the allowance."""
+        if self.calls_reached:
+            self.exhausted = True
+            return False
+        if not self.reserve_money(upper_cost):
+            return False
+        self.calls += 1
+        return True
+
+    def reserve_money(self, upper_cost: float) -> bool:
         if self.limit is None:
             return True
         if self.spent + self.reserved + upper_cost > self.limit + 1e-12:
@@ -33,7 +57,9 @@ class Budget:
         self.spent += actual
 
     def reached(self) -> str:
-        """Why the run stopped sending, naming the budget's source."""
+        """Why the run stopped sending, naming the budget's source (or the call allowance)."""
+        if self.calls_reached:
+            return f"{CALL_LIMIT} of {self.max_calls:,} calls reached"
         return f"{self.source} {self.limit:g} reached"
 
 

@@ -67,6 +67,7 @@ class ApplyOptions:
     sleep: Any = None  # injected async sleep for batch polling (tests); None: real time
     clock: Any = None  # injected epoch clock for batch ages (tests, with `sleep`); None: time.time
     run_kind: str = "apply"  # what the run's answers are in the estimate's history: apply | pilot
+    max_calls: int | None = None  # the most attempts this run may send, re-asks included (a pilot's allowance)
 
 
 @dataclass
@@ -132,6 +133,8 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
                          if isinstance(store, PostgresStore) else None)
         if runner.shared is None:
             store.start_run(run)
+        else:
+            runner.shared.budget.cap_calls(options.max_calls)
         record_run_steps(store, run.run_id, step_estimates(header), options.run_kind)
         options.emit(Event("run_started", {"run_id": run.run_id, "plan_id": header.plan_id, "name": header.name}))
         started = time.monotonic()
@@ -174,7 +177,9 @@ class _Runner:
 
     @functools.cached_property
     def _budget(self) -> Budget:
-        return Budget(self.options.max_cost, source=self.options.max_cost_source)
+        budget = Budget(self.options.max_cost, source=self.options.max_cost_source)
+        budget.cap_calls(self.options.max_calls)
+        return budget
 
     def _emit(self, event: Event) -> None:
         """Pass events on; every few seconds also store the run's progress so `status` sees it."""

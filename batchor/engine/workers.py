@@ -229,7 +229,7 @@ class SharedBudget(Budget):
         self.book, self.run_id = book, run_id
         self.drawn = 0.0
 
-    def try_reserve(self, upper_cost: float) -> bool:
+    def reserve_money(self, upper_cost: float) -> bool:
         short = self.spent + self.reserved + upper_cost - self.drawn
         if short > 1e-12:
             want = max(short, float(self.limit or 0) / self.SLICES)

@@ -25,6 +25,7 @@ from batchor.plan.prices import ModelPrice
 from batchor.state.answer_stats import InputCalibration, KeyStats, OutputStats
 
 Z90 = 1.645  # two-sided 90 % of a normal distribution
+T90_FEW = (Z90, 6.314, 2.920, 2.353, 2.132)  # Student's t, two-sided 90 %, 1-4 degrees of freedom (tables)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +106,12 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
 
 
 def t90(freedom: int) -> float:
-    """Student's t two-sided 90 % quantile (Cornish-Fisher expansion; within 2 % from 3 degrees of
-    freedom, 0.5 % from 5), Z90 for many: a mean measured on few answers is less sure than it looks."""
+    """Student's t two-sided 90 % quantile (the table below 5 degrees of freedom, then Cornish-Fisher:
+    within 0.5 % from 5), Z90 for many: a mean measured on few answers is less sure than it looks."""
     if freedom < 1:
         return Z90
+    if freedom < len(T90_FEW):
+        return T90_FEW[freedom]
     z, v = Z90, float(freedom)
     return z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v * v)
 

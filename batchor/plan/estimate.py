@@ -31,6 +31,10 @@ from batchor.state.answer_stats import (
 
 MIN_ANSWERS = 10
 """Fewer accepted answers than this for a length key: the schema heuristic decides."""
+MIN_PILOT_ANSWERS = 3
+"""... unless some are a pilot's: a pilot's allowance may leave a rare step few answers, and the
+user asked for them; their mean decides, and its interval (Student's t on few answers) says how
+little that is."""
 UPPER_MARGIN = 1.05
 """Calibrated upper bounds: the highest ratio a provider ever reported, plus this margin."""
 
@@ -85,7 +89,7 @@ def _learned_when(step: StepPlan, length_keys: dict[str, str], state: Any) -> St
 
 def _learned_output(step: StepPlan, stats: KeyStats | None) -> StepPlan:
     total = stats.total if stats else None
-    if total is None or total.answers < MIN_ANSWERS:
+    if total is None or stats is None or total.answers < least_answers(stats):
         return step
     # Re-asked attempts are billed too: their output is in tokens_per_request, their input in input_factor.
     return step.model_copy(update={"expected_output_tokens": max(1, round(total.tokens_per_request)),
@@ -93,6 +97,12 @@ def _learned_output(step: StepPlan, stats: KeyStats | None) -> StepPlan:
                                    "output_source": _source(stats), "input_factor": total.attempts_per_request,
                                    "answer_share": min(1.0, total.answers / total.requests),
                                    "output_error": mean_error(total)})
+
+
+def least_answers(stats: KeyStats) -> int:
+    """Answers a learned mean needs: fewer when a pilot measured some (MIN_PILOT_ANSWERS)."""
+    pilot = stats.by_kind.get("pilot")
+    return MIN_PILOT_ANSWERS if pilot is not None and pilot.answers else MIN_ANSWERS
 
 
 def mean_error(stats: OutputStats) -> float | None:
