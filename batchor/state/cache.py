@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,13 +50,18 @@ def _mask_in_parts(keys: pa.Array | pa.ChunkedArray,
         present = keys.drop_null() if keys.null_count else keys
         return pc.is_in(keys, value_set=found(present), skip_nulls=True)
     first = pc.utf8_slice_codeunits(keys, 0, 1)
-    mask = np.zeros(len(keys), dtype=bool)
+    positions = [_one_array(pc.indices_nonzero(pc.is_null(keys)))]
+    hits = [pa.repeat(False, len(positions[0]))]
     for prefix in pc.unique(first).drop_null().to_pylist():
         where = pc.indices_nonzero(pc.fill_null(pc.equal(first, prefix), False))
         part = keys.take(where)
-        hit = pc.is_in(part, value_set=found(part), skip_nulls=True)
-        mask[where.to_numpy()] = hit.to_numpy(zero_copy_only=False)
-    return pa.array(mask)
+        positions.append(_one_array(where))
+        hits.append(_one_array(pc.is_in(part, value_set=found(part), skip_nulls=True)))
+    in_key_order = pc.sort_indices(pa.concat_arrays(positions))
+    return pa.concat_arrays(hits).take(in_key_order)
+
+def _one_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def deterministic_codes() -> tuple[str, ...]:
