@@ -9,10 +9,11 @@ summary): only errors, warnings and the data asked for remain.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -86,3 +87,8 @@ def common_options(
         raise typer.BadParameter("-v and -q contradict each other; give one", param_hint="--quiet")
     settings.quiet = quiet
     configure_logging(log_level(verbose, quiet, os.environ.get(LOG_ENV)))
+
+
+def print_json(data: Any) -> None:
+    """What a command answers with `--json`: one indented JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

@@ -16,26 +16,30 @@ try:  # newer Typer vendors Click; its exceptions are not the `click` package's
 except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
-from batchor.cli import basics, pandas_probe, pilot_cmd
+from batchor.cli import basics, housekeeping, pandas_probe, pilot_cmd
 from batchor.cli import quality as quality_cli
+from batchor.cli.basics import print_json
 from batchor.cli.colour import coloured
 from batchor.cli.draft_cmd import draft as draft_command
 from batchor.cli.options import (
     ApplyMaxCostOpt,
     FormatOpt,
+    JsonOpt,
     LimitOpt,
+    MockOpt,
     Mode,
+    ModelOpt,
     ModeOpt,
     PlanFormat,
     PlanMaxCostOpt,
     SampleOpt,
+    StateOpt,
     choice_value,
 )
 from batchor.cli.report_cmd import report as report_command
 from batchor.cli.results import results as results_command
 from batchor.cli.resume import continue_command
 from batchor.cli.show import show as show_command
-from batchor.cli.state_check import state_check
 from batchor.errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -59,11 +63,6 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_mar
                   help="Run LLM prompts over every row of a dataset, declaratively.")
 app.callback()(basics.common_options)  # --version, -v/--verbose, -q/--quiet, logging; completion: typer's
 
-StateOpt = typer.Option(None, "--state", help="State file or postgresql:// URL (default .batchor/state.duckdb)")
-JsonOpt = typer.Option(False, "--json", help="Machine-readable output (NDJSON events for apply)")
-MockOpt = typer.Option(False, "--mock", help="Swap the provider for the offline mock (free, deterministic)")
-ModelOpt = typer.Option(None, "--model", help="Override the model: provider:name, e.g. openai:gpt-4.1-mini")
-
 
 def _cancelled() -> type[BaseException]:
     """asyncio's CancelledError, imported only when an exception is being matched (asyncio is slow
@@ -71,10 +70,6 @@ def _cancelled() -> type[BaseException]:
     import asyncio
 
     return asyncio.CancelledError
-
-
-def _out(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
 @app.command()
@@ -114,7 +109,7 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
                         retry_failed=retry_failed)
     fmt = PlanFormat.json if as_json else fmt
     if fmt == PlanFormat.json:
-        _out(render.plan_dict(compiled))
+        print_json(render.plan_dict(compiled))
     elif fmt == PlanFormat.markdown:
         typer.echo(render.plan_markdown(compiled))
     else:
@@ -203,7 +198,7 @@ def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 
     data = operations.status(run, state=state)
     if as_json:
-        _out(data)
+        print_json(data)
         return
     tables.show(tables.status_view(data))
 
@@ -216,7 +211,7 @@ def cancel(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 
     data = operations.cancel(run, state=state)
     if as_json:
-        _out(data)
+        print_json(data)
         return
     tables.show(tables.batches_table(data["batches"])) if data["batches"] else typer.echo("no batches in flight")
 
@@ -229,7 +224,7 @@ def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
 
     rows = operations.runs(state=state, limit=limit)
     if as_json:
-        _out(rows)
+        print_json(rows)
         return
     tables.show(tables.runs_table(rows)) if rows else typer.echo("no runs yet")
 
@@ -245,7 +240,7 @@ def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 
     data = (operations.export_attempts(output, run, state=state) if attempts
             else operations.export(output, run, state=state))
-    _out(data) if as_json else typer.echo(f"wrote {data['output']}")
+    print_json(data) if as_json else typer.echo(f"wrote {data['output']}")
 
 
 app.command("results")(results_command)
@@ -254,94 +249,10 @@ app.command("show")(show_command)
 app.command("draft")(draft_command)
 
 
-@app.command()
-def prune(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
-          older_than: Optional[float] = typer.Option(None, "--older-than", min=0.0,
-                                                     help="Only attempts older than DAYS (>= 0)"),
-          finished: bool = typer.Option(False, "--finished", help="Only attempts of finished runs"),
-          answers: bool = typer.Option(False, "--answers",
-                                       help="Also delete cached answers (they will be paid again)"),
-          compact: bool = typer.Option(False, "--compact", help="Rewrite the DuckDB file so it shrinks (not while "
-                                       "an apply runs); reports bytes freed")) -> None:
-    """Drop raw request/response payloads to shrink the state; answers stay unless --answers."""
-    from batchor import operations
-
-    data = operations.prune(state=state, older_than_days=older_than, finished=finished, answers=answers,
-                            compact=compact)
-    _out(data) if as_json else typer.echo(", ".join(f"{k}: {v}" for k, v in data.items()))
-
-
-@app.command()
-def prices(query: Optional[str] = typer.Argument(None, help="Model name or part of it"),
-           provider: Optional[str] = typer.Option(None, "--provider"), as_json: bool = JsonOpt) -> None:
-    """Show the price table in use (version, date) and look up models."""
-    from batchor import operations
-
-    data = operations.prices(query, provider=provider)
-    if as_json:
-        _out(data)
-        return
-    tables.show(tables.prices_view(data))
-
-
-@app.command()
-def init(folder: Path = typer.Argument(Path("batchor-job"), help="Folder to create"),
-         name: Optional[str] = typer.Option(None, "--name", help="Job name (default: the folder name)"),
-         force: bool = typer.Option(False, "--force", help="Overwrite existing files"),
-         as_json: bool = JsonOpt) -> None:
-    """Scaffold a spec, a JSON schema and a sample row file in a new folder."""
-    from batchor.scaffold import init_project, state_marker
-
-    created = init_project(folder, name, force)
-    marker, made = state_marker(folder)
-    follow = f"batchor validate {folder}/job.yaml && batchor apply {folder}/job.yaml --mock --yes"
-    if as_json:
-        _out({"created": [str(p) for p in created], "state_folder": str(marker), "next": follow})
-        return
-    for path in created:
-        typer.echo(f"created {path}")
-    typer.echo(f"{'created' if made else 'using'} {marker}/ (the project's state lives there)")
-    typer.echo(f"next: {follow}")
-
-
+housekeeping.register(app)  # prune, prices, init
 quality_cli.register(app)  # check, diff
 
-state_app = typer.Typer(no_args_is_help=True, help="Manage the state itself (schema, moving it between backends).")
-app.add_typer(state_app, name="state")
-
-
-@state_app.command("migrate")
-def state_migrate(target: str = typer.Option(..., "--to", help="State to create, upgrade or fill (file or URL)"),
-                  source: Optional[str] = typer.Option(None, "--from", help="State to copy from (file or URL)"),
-                  as_json: bool = JsonOpt) -> None:
-    """Bring --to up to the current schema; with --from, copy runs, answers, attempts and batches into it."""
-    from batchor import operations
-
-    data = operations.migrate_state(target, source)
-    if as_json:
-        _out(data)
-        return
-    typer.echo(f"{data['to']}: schema version {data['schema_version'] or 'current'}")
-    for table, counts in data.get("tables", {}).items():
-        typer.echo(f"  {table:15} {counts['added']:>10,} added ({counts['read']:,} read)")
-
-
-state_app.command("check")(state_check)
-
-
-@app.command("spec-schema")
-def spec_schema(write: bool = typer.Option(False, "--write", help="Write schemas/batchor-spec.schema.json"),
-                as_json: bool = typer.Option(False, "--json", help="The schema is JSON already; with --write: "
-                                             "what was written, as JSON")) -> None:
-    """Print (or write) the JSON Schema of the spec format."""
-    from batchor.spec.json_schema import SCHEMA_FILE, spec_json_schema_text
-
-    if write:
-        SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
-        SCHEMA_FILE.write_text(spec_json_schema_text(), encoding="utf-8")
-        _out({"wrote": str(SCHEMA_FILE)}) if as_json else typer.echo(f"wrote {SCHEMA_FILE}")
-    else:
-        sys.stdout.write(spec_json_schema_text())
+housekeeping.register_state(app)  # state migrate, state check, spec-schema
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -11,6 +11,11 @@ from enum import Enum, StrEnum
 
 import typer
 
+StateOpt = typer.Option(None, "--state", help="State file or postgresql:// URL (default .batchor/state.duckdb)")
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output (NDJSON events for apply)")
+MockOpt = typer.Option(False, "--mock", help="Swap the provider for the offline mock (free, deterministic)")
+ModelOpt = typer.Option(None, "--model", help="Override the model: provider:name, e.g. openai:gpt-4.1-mini")
+
 
 class Mode(StrEnum):
     """How steps reach the provider."""
