@@ -16,6 +16,7 @@ rows of the same sample with the calls left, until it has N answers or they are 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -133,7 +134,9 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
     full = api.plan(spec, state=state, model=model, mock=mock, mode=mode)
     store = open_state(state_location(state, full.header.state_location))
     calls = calls_made(store, [outcome.run_id, *(t.outcome.run_id for t in top_ups)])
-    return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibrated(full, state),
+    spent = outcome.cost_usd + sum(t.outcome.cost_usd for t in top_ups)
+    calibration = dataclasses.replace(calibrated(full, state), spent=spent)
+    return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibration,
                        rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound, calls=calls,
                        allowance=allowance)
 

@@ -1,17 +1,20 @@
-"""How close the plan is after a pilot: expected cost (and its 90 % interval) vs what the run spent.
+"""How close the plan is after a pilot: the whole job's expected cost (and its 90 % interval) vs what it spent.
 
-    python benchmarks/pilot_accuracy.py [rows] [pilot] [sigma] [seed]   # default 400 rows, pilot 50, sigma 0.6
+    python benchmarks/pilot_accuracy.py [--rows 400] [--pilot 50] [--sigma 0.6] [--seeds 0-11] [--only pipeline]
 
 For each spec (the example reviews spec; long free-text answers; a pipeline with `when:`), against
-the fake provider answering text with log-normal lengths (median 120 words, sigma 0.6) and
-structured answers from their schema: a pilot of N rows (batchor.pilot.run_pilot), then the full
-apply. `seed` is the pilot's sample seed (default: the spec's, 0): the fake's answers depend only on
-the prompt, so another seed draws other pilot rows, another measurement. Prints a JSON line per
-spec: the plan's expected cost after the pilot, its interval, the
-plan's upper bound, what the full run spent (recorded attempts), actual/expected, whether the
-actual lies in the interval, the pilot's calls against N x steps (a `when:` step's top-up adds
-calls: `top_up_rows`), and the pilot's local overhead (its wall time minus its runs' own durations:
-planning the sample and the top-up's bound, re-planning, the interval).
+the fake provider answering text with log-normal lengths (median 120 words, `--sigma`: 0.6 for
+free prose, ~0.35 for answers held to a form) and structured answers from their schema: a pilot
+of N rows (batchor.pilot.run_pilot, seeded sample), then the rest. The whole job is the pilot's
+spend (known) plus the rest: expected = spend + the calibrated plan's expected rest, the interval
+likewise. The fake answers each prompt alike whatever the seed, so the whole job costs the same for
+every seed: the first seed runs the rest for real (`rest_measured`), later seeds reuse its whole
+cost (actual = the whole cost; their rest = it minus their pilot's spend). Prints a JSON line per
+spec and seed: expected, interval, actual, ratio, whether the actual lies in the interval, the
+plan's upper bound (pilot included), the requests the fake received from the pilot against its
+allowance (N x steps), the pilot's CPU seconds (all of it: its runs included), its local overhead
+(its CPU seconds outside its runs: planning the sample and the top-up's bound, re-planning, the
+interval; the first seed's includes the process's one-time imports and tokenizer) and wall time.
 
 The models are Anthropic and Gemini ones: the fake counts input tokens as characters / 4, which
 only a non-OpenAI model's calibrated input count (plan/estimate.py) follows; an OpenAI model's
@@ -20,6 +23,7 @@ exact o200k count would differ from the fake's bill for reasons no pilot could f
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -90,48 +94,92 @@ def pipeline(folder: Path, rows: int) -> Path:
     return path
 
 
-def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServer,
-            seed: int | None = None) -> dict[str, Any]:
+def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServer, seed: int | None = None,
+            whole: float | None = None) -> dict[str, Any]:
+    """One pilot (seeded sample) and the run after it. `whole`: the whole job's cost measured once
+    by a plain run of the same spec (the fake answers each prompt alike whatever the seed, so the
+    whole job costs the same); given, the rest is not run again."""
     folder = Path(tempfile.mkdtemp(prefix="pilot-bench-"))
     os.chdir(folder)
     spec = make(folder, rows)
     fake.reset(config=True)
     fake.configure(text_words=[MEDIAN_WORDS, sigma])
-    started = time.perf_counter()
-    piloted = run_pilot(spec, pilot_rows, seed=seed, handle_signals=False)
+    in_runs = [0.0]
+    run = api.apply_compiled
+
+    def timed_run(*args: Any, **kwargs: Any) -> Any:  # the CPU the pilot's runs take (any apply's work)
+        began = time.process_time()
+        try:
+            return run(*args, **kwargs)
+        finally:
+            in_runs[0] += time.process_time() - began
+
+    cpu, started = time.process_time(), time.perf_counter()
+    api.apply_compiled = timed_run  # type: ignore[assignment]
+    try:
+        piloted = run_pilot(spec, pilot_rows, seed=seed, handle_signals=False)
+    finally:
+        api.apply_compiled = run  # type: ignore[assignment]
     elapsed = time.perf_counter() - started
-    run_s = piloted.duration_s
+    cpu = time.process_time() - cpu
     full, calibration = piloted.plan, piloted.calibration
-    pilot_calls = fake.stats()["answered"]
-    run = api.apply_compiled(full, handle_signals=False)
-    steps = sum(1 for s in full.header.steps if s.provider != "sql")
-    actual = run.cost_usd
+    received = fake.stats()["requests"]
+    rest = api.apply_compiled(full, handle_signals=False).cost_usd if whole is None else whole - piloted.cost_usd
+    job, low, high = calibration.job
+    actual = piloted.cost_usd + rest
     return {"spec": make.__name__, "rows": full.header.totals.rows, "pilot": pilot_rows, "sigma": sigma, "seed": seed,
-            "expected": round(calibration.expected, 6),
-            "interval_90": [round(calibration.low, 6), round(calibration.high, 6)],
-            "upper": round(full.header.totals.cost_upper, 6), "actual": round(actual, 6),
-            "ratio": round(actual / calibration.expected, 4) if calibration.expected else None,
-            "in_interval": calibration.low <= actual <= calibration.high,
-            # the whole job (the pilot's spend is known once it ran): (pilot + rest) / (pilot + expected rest)
-            "job_ratio": round((piloted.cost_usd + actual) / (piloted.cost_usd + calibration.expected), 4),
-            "pilot_cost": round(piloted.cost_usd, 6), "pilot_calls": pilot_calls,
-            "pilot_call_bound": pilot_rows * steps, "top_up_rows": [t.rows for t in piloted.top_ups],
+            "job_expected": round(job, 6), "job_interval_90": [round(low, 6), round(high, 6)],
+            "job_actual": round(actual, 6), "job_ratio": round(actual / job, 4) if job else None,
+            "in_interval": low <= actual <= high, "rest_ratio": round(rest / calibration.expected, 4)
+            if calibration.expected else None, "rest_measured": whole is None,
+            "upper": round(full.header.totals.cost_upper + piloted.cost_usd, 6),
+            "pilot_cost": round(piloted.cost_usd, 6),
+            "pilot_calls": received, "pilot_calls_counted": piloted.calls, "pilot_call_bound": piloted.allowance,
+            "top_up_rows": [t.rows for t in piloted.top_ups],
             "answers": {s.step: s.measured.answers for s in calibration.steps},
-            "pilot_overhead_s": round(elapsed - run_s, 2),
-            "pilot_run_s": round(run_s, 2),
-            "sources": {s.step: s.source for s in calibration.steps}}
+            "pilot_cpu_s": round(cpu, 2), "pilot_overhead_cpu_s": round(cpu - in_runs[0], 2),
+            "pilot_wall_s": round(elapsed, 2),
+            "pilot_run_s": round(piloted.duration_s, 2)}
+
+
+def whole_job(make: Any, rows: int, sigma: float, fake: FakeServer) -> float:
+    """The whole job's cost, run once without a pilot."""
+    folder = Path(tempfile.mkdtemp(prefix="pilot-bench-whole-"))
+    os.chdir(folder)
+    spec = make(folder, rows)
+    fake.reset(config=True)
+    fake.configure(text_words=[MEDIAN_WORDS, sigma])
+    return api.apply(spec, handle_signals=False).cost_usd
+
+
+def seeds(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
 
 
 def main() -> None:
-    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 400
-    pilot_rows = int(sys.argv[2]) if len(sys.argv) > 2 else 50
-    sigma = float(sys.argv[3]) if len(sys.argv) > 3 else 0.6
-    seed = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=400)
+    parser.add_argument("--pilot", type=int, default=50)
+    parser.add_argument("--sigma", type=float, default=0.6, help="log-normal sigma of text answer lengths")
+    parser.add_argument("--seeds", default="0", help="pilot sample seeds, e.g. 0-11")
+    parser.add_argument("--only", action="append", choices=[m.__name__ for m in SPECS])
+    args = parser.parse_args()
     with FakeServer.start({}) as fake:
         os.environ.update(ANTHROPIC_API_KEY="sk-ant-bench-123456", ANTHROPIC_BASE_URL=fake.anthropic_base_url,
                           GEMINI_API_KEY="gemini-bench-123456", GOOGLE_GEMINI_BASE_URL=fake.gemini_base_url)
-        for make in (reviews, long_text, pipeline):
-            print(json.dumps(measure(make, rows, pilot_rows, sigma, fake, seed)), flush=True)
+        for make in SPECS:
+            if args.only and make.__name__ not in args.only:
+                continue
+            whole = None
+            for n, seed in enumerate(seeds(args.seeds)):
+                result = measure(make, args.rows, args.pilot, args.sigma, fake, seed, whole)
+                print(json.dumps(result), flush=True)
+                if n == 0:  # the first seed ran the rest for real: the whole job's cost, for the others
+                    whole = result["job_actual"]
+
+
+SPECS = (reviews, long_text, pipeline)
 
 
 if __name__ == "__main__":

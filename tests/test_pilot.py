@@ -213,6 +213,7 @@ def test_plan_pilot_prints_the_cost_before_and_the_calibrated_plan_after(fake, w
     assert "at most 10 requests" in out and "results.pilot.csv" in out
     assert "90% interval" in out and "pilot: 10 answers" in out
     assert fake.stats()["answered"] == 10 and "top-up" not in out
+    assert "pilot calls: 10 of 10 allowed" in out and "whole job" in out  # the pilot's spend + the rest's
 
 
 def test_plan_pilot_announces_the_top_up_bound_and_prints_its_rounds(fake, workdir):
@@ -239,6 +240,10 @@ def test_plan_pilot_json(fake, workdir):
     assert data["pilot"]["rows"] == 5 and data["pilot"]["seed"] == 0 and data["pilot"]["status"] == "succeeded"
     low, high = data["calibration"]["interval_90"]
     assert low <= data["calibration"]["expected_usd"] <= high and data["plan"]["totals"]["cached"] == 5
+    spent, job = data["calibration"]["spent_usd"], data["calibration"]["job"]
+    assert spent > 0 and spent == pytest.approx(data["pilot"]["cost_usd"]) and data["pilot"]["calls"] == 5
+    assert job["expected_usd"] == pytest.approx(spent + data["calibration"]["expected_usd"])
+    assert job["interval_90"] == pytest.approx([spent + low, spent + high])
 
 
 def test_a_mock_pilot_says_its_numbers_are_rehearsal_numbers(workdir):

@@ -54,11 +54,20 @@ class StepInterval:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
+    """The plan's expected cost for the rows still to run, its interval, and what the job already spent
+    on its cached rows (a pilot's: known exactly, so the whole job is that plus the rest's estimate)."""
+
     steps: tuple[StepInterval, ...]
     expected: float
     low: float
     high: float
     upper: float  # the plan's bound (one attempt per request)
+    spent: float = 0.0  # what the pilot already paid for the rows it answered (part of the job, cached)
+
+    @property
+    def job(self) -> tuple[float, float, float]:
+        """The whole job's expected cost and 90 % interval: the pilot's spend plus the rest's."""
+        return self.spent + self.expected, self.spent + self.low, self.spent + self.high
 
 
 def calibrate(header: PlanHeader, stats: dict[str, KeyStats],
@@ -159,6 +168,10 @@ def calibration_lines(calibration: Calibration, rehearsal: bool = False) -> list
     lines = [f"Calibrated plan{note}:",
              f"  cost        {money(calibration.expected)} expected, 90% interval {money(calibration.low)} .. "
              f"{money(calibration.high)} (at most {money(calibration.upper)}, one attempt per request)"]
+    if calibration.spent:
+        expected, low, high = calibration.job
+        lines.append(f"  whole job   {money(expected)} expected, 90% interval {money(low)} .. {money(high)} "
+                     f"(the pilot's {money(calibration.spent)} spent, its rows cached, plus the rest's)")
     for s in calibration.steps:
         lines.append(f"  step {s.step}: {money(s.expected)} ({money(s.low)} .. {money(s.high)}); {_measured_text(s)}")
     return lines
@@ -178,8 +191,10 @@ def _measured_text(s: StepInterval) -> str:
 
 def calibration_dict(calibration: Calibration) -> dict[str, object]:
     """The calibrated plan as JSON (plan --pilot --json)."""
+    expected, low, high = calibration.job
     return {"expected_usd": calibration.expected, "interval_90": [calibration.low, calibration.high],
-            "upper_usd": calibration.upper,
+            "upper_usd": calibration.upper, "spent_usd": calibration.spent,
+            "job": {"expected_usd": expected, "interval_90": [low, high]},
             "steps": [{"step": s.step, "requests": s.requests, "expected_usd": s.expected,
                        "interval_90": [s.low, s.high], "source": s.source, "answers": s.measured.answers,
                        "mean_output_tokens": s.measured.mean, "stdev_output_tokens": s.measured.stdev,
