@@ -8,7 +8,9 @@ the spec carries the same rpm, which the workers share. Each worker runs `--conc
 at once, so one worker alone is bound by latency (concurrency / latency) and several by the
 shared limit. PostgreSQL: $BATCHOR_TEST_PG_URL, or a throwaway cluster (tests/pg_server.py).
 Figures: wall time from the first worker's start to the last one's exit (start-up included),
-and the steady rate at the provider between 25 % and 75 % of the rows.
+the steady rate at the provider between 25 % and 75 % of the rows, and CPU-seconds: per worker
+process (its own rusage, start-up included), of the PostgreSQL server (all its processes) and of
+the fake, each also per answer. CPU per answer holds up on a loaded machine where rates do not.
 """
 
 from __future__ import annotations
@@ -35,19 +37,70 @@ def run_workers(n: int, *, folder: Path, plan: Path, url: str, fake: Any, rows: 
     env.pop("OPENAI_BASE_URL", None)
     command = [sys.executable, "-m", "batchor.cli.main", "apply", str(plan), "--state", url, "--json"]
     started = time.perf_counter()
+    server_cpu = {"postgres": lambda: pg_cpu_s(url), "fake": lambda: process_cpu_s(fake.process.pid)}
+    before = {name: read() for name, read in server_cpu.items()}
     procs = [subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL,
                               stderr=open(folder / f"worker{i}.err", "w")) for i in range(n)]
     samples: list[tuple[float, int]] = []
-    while any(p.poll() is None for p in procs):
+    ended: dict[int, tuple[int, float]] = {}
+    while len(ended) < n:
         samples.append((time.perf_counter(), fake.stats()["answered"]))
         time.sleep(0.1)
+        ended.update(_reap(procs, ended))
     wall = time.perf_counter() - started
-    codes = [p.wait() for p in procs]
     stats = fake.stats()
     samples.append((time.perf_counter(), stats["answered"]))
+    answered = max(1, stats["answered"])
+    time.sleep(0.5)  # the workers' PostgreSQL backends end just after them
+    cpu = {name: round(read() - before[name], 2) for name, read in server_cpu.items()}
+    worker_cpu = [round(ended[p.pid][1], 2) for p in procs]
     return {"workers": n, "rows": rows, "wall_s": round(wall, 2), "rows_per_s": round(rows / wall, 1),
             "steady_per_s": _steady(samples, rows), "answered": stats["answered"],
-            "sent_429": stats["sent_429"], "exit_codes": codes}
+            "sent_429": stats["sent_429"], "exit_codes": [ended[p.pid][0] for p in procs],
+            "worker_cpu_s": worker_cpu, "worker_cpu_ms_per_answer": round(1000 * sum(worker_cpu) / answered, 3),
+            "postgres_cpu_s": cpu["postgres"],
+            "postgres_cpu_ms_per_answer": round(1000 * cpu["postgres"] / answered, 3),
+            "fake_cpu_s": cpu["fake"]}
+
+
+def _reap(procs: list[subprocess.Popen], ended: dict[int, tuple[int, float]]) -> dict[int, tuple[int, float]]:
+    """Exit codes and CPU-seconds (user + system, from the kernel's rusage) of workers that ended."""
+    done = {}
+    for proc in procs:
+        if proc.pid in ended:
+            continue
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            done[pid] = (proc.returncode, usage.ru_utime + usage.ru_stime)
+    return done
+
+
+def process_cpu_s(pid: int, children: bool = False) -> float:
+    """CPU-seconds a live process used (with its waited-for children's when `children`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    ticks = sum(int(v) for v in fields[11:15 if children else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def pg_cpu_s(url: str) -> float:
+    """CPU-seconds of the whole PostgreSQL server so far: the postmaster with its ended backends,
+    plus every live child process (backends, checkpointer, autovacuum...)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        data = conn.execute("SHOW data_directory").fetchone()[0]
+    postmaster = int((Path(data) / "postmaster.pid").read_text().split()[0])
+    total = process_cpu_s(postmaster, children=True)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rpartition(")")[2].split()
+                if int(stat[1]) == postmaster:
+                    total += process_cpu_s(int(entry.name))
+            except (OSError, ValueError):
+                continue  # ended meanwhile
+    return total
 
 
 def _steady(samples: list[tuple[float, int]], rows: int) -> float | None:
@@ -81,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
             results.append(result)
             print(f"{n} worker(s): {result['wall_s']:6.1f} s wall, {result['rows_per_s']:6.1f} rows/s overall, "
                   f"{result['steady_per_s']} rows/s steady (limit {args.rpm / 60:.0f}/s), "
-                  f"{result['sent_429']} x 429, answered {result['answered']}", flush=True)
+                  f"{result['sent_429']} x 429, answered {result['answered']}; CPU ms per answer: "
+                  f"workers {result['worker_cpu_ms_per_answer']}, PostgreSQL {result['postgres_cpu_ms_per_answer']} "
+                  f"(worker CPU-s {result['worker_cpu_s']}, fake {result['fake_cpu_s']})", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "workers.json"
     out.write_text(json.dumps({"args": vars(args), "results": results}, indent=2) + "\n")
     print(f"results written to {out}")

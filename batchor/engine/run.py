@@ -309,12 +309,12 @@ class _Runner:
         await asyncio.gather(*jobs)
 
     async def _execute(self, items: Iterator[WorkItem]) -> None:
-        # Shared state: each answer is committed before its slot sends again, so a worker that
-        # dies loses at most its in-flight requests (others take over the rest of its claims).
+        # Shared state commits answers in small groups (SharedRun.sink_options): a worker that dies
+        # loses its requests in flight and its last group, which others ask again.
         feed, self._feed = self._feed, None  # a wave's pipeline feeds its first realtime run only
         sink_args = (self.store, self.run_record.run_id)
         sink_options: dict[str, Any] = {"keep_raw": self.plan.header.keep_raw,
-                                        **({"flush_rows": 1} if self.shared is not None else {})}
+                                        **(self.shared.sink_options() if self.shared is not None else {})}
         sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)
         self.sinks.append(sink)
         options: dict[str, Any] = {"limits": self.limits, "budget": self.budget, "sink": sink,

@@ -126,16 +126,19 @@ class LeaseBook:
                              "ON CONFLICT DO NOTHING", [run_id, step, start, keys[start:start + 50_000]])
 
     def claim(self, run_id: str, step: str, limit: int) -> list[tuple[str, int]]:
-        """Claim up to `limit` open items, lowest positions first; returns (key, position) pairs."""
+        """Claim up to `limit` open items, lowest positions first; returns (key, position) pairs.
+
+        The locked rows reach the UPDATE by their tuple ids (a direct fetch each): joined to it by
+        key instead, a freshly filled table without statistics made the planner scan every item per
+        picked key (0.2 s per claim at 4,000 items). A row locked FOR UPDATE keeps its tuple id."""
         with self.store.pg() as conn, conn.transaction():
             rows = conn.execute(
-                "WITH picked AS (SELECT w.request_key FROM work_items w "
+                "UPDATE work_items q SET worker_id = %s, claimed_at = now() "
+                "WHERE q.ctid = ANY(ARRAY(SELECT w.ctid FROM work_items w "
                 f"WHERE w.run_id = %s AND w.step = %s AND NOT w.done AND {_CLAIMABLE} "
-                "ORDER BY w.position LIMIT %s FOR UPDATE SKIP LOCKED) "
-                "UPDATE work_items q SET worker_id = %s, claimed_at = now() FROM picked p "
-                "WHERE q.run_id = %s AND q.step = %s AND q.request_key = p.request_key "
+                "ORDER BY w.position LIMIT %s FOR UPDATE SKIP LOCKED)) "
                 "RETURNING q.request_key, q.position",
-                [run_id, step, limit, self.worker_id, run_id, step]).fetchall()
+                [self.worker_id, run_id, step, limit]).fetchall()
         return sorted(((k, int(p)) for k, p in rows), key=lambda kp: kp[1])
 
     def open_items(self, run_id: str, steps: list[str]) -> tuple[int, int]:

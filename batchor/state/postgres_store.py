@@ -221,7 +221,7 @@ class PostgresStore:
         def work(conn: Any) -> None:
             if results.num_rows:
                 conn.execute(_UPSERT_RESULTS, result_cols)
-                conn.execute(_CLOSE_WORK_ITEMS, [result_cols[0], result_cols[2], result_cols[10]])
+                conn.execute(_CLOSE_WORK_ITEMS, _closing(result_cols[0], result_cols[2], result_cols[10]))
             if attempt_cols is not None:
                 conn.execute(_INSERT_ATTEMPTS, attempt_cols)
 
@@ -364,10 +364,19 @@ _UPSERT_RESULTS = (
     "ON CONFLICT (request_key) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in list(_RESULT_TYPES)[1:] + ["finished_at"]))
 # A succeeded answer closes the key's work items in every run; a failure only in its own run.
+# The keys come as one array, found through the open-items index: joined to a set instead, a
+# table without statistics yet was scanned whole at every flush.
 _CLOSE_WORK_ITEMS = (
-    "UPDATE work_items w SET done = true "
-    "FROM unnest(%s::text[], %s::text[], %s::text[]) AS n(request_key, status, run_id) "
-    "WHERE w.request_key = n.request_key AND NOT w.done AND (n.status = 'succeeded' OR w.run_id = n.run_id)")
+    "UPDATE work_items w SET done = true WHERE w.request_key = ANY(%s::text[]) AND NOT w.done "
+    "AND (w.request_key = ANY(%s::text[]) OR (w.request_key, w.run_id) IN "
+    "(SELECT * FROM unnest(%s::text[], %s::text[])))")
+
+
+def _closing(keys: list[str], statuses: list[str], run_ids: list[str]) -> list[list[str]]:
+    """`_CLOSE_WORK_ITEMS`'s arguments: all keys, the succeeded ones, the failed ones with their runs."""
+    failed = [(k, r) for k, s, r in zip(keys, statuses, run_ids) if s != "succeeded"]
+    return [keys, [k for k, s in zip(keys, statuses) if s == "succeeded"],
+            [k for k, _ in failed], [r for _, r in failed]]
 _INSERT_ATTEMPTS = (
     f"INSERT INTO attempts ({', '.join(_ATTEMPT_TYPES)}, created_at) "
     f"SELECT {', '.join(_ATTEMPT_TYPES)}, LOCALTIMESTAMP FROM {_unnest(_ATTEMPT_TYPES)} ORDER BY ord")
