@@ -280,7 +280,7 @@ class _Lane(Collecting):
     def hand_back(self) -> None:
         """A collect-only lane leaves its rows still without an answer to the realtime executor."""
         if self.collect_only:
-            self.work.pending = dict.fromkeys(self.queue)
+            self.work.pending = self.work.pending.only(self.queue)
 
     def _request(self, item: WorkItem) -> LLMRequest:
         assert self.judge is not None

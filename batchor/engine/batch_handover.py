@@ -67,9 +67,8 @@ def hold_batched_rows(store: StateStore, works: list[StepWork]) -> list[StepWork
         if not keys:
             continue
         part = copy.copy(work)
-        part.pending = dict.fromkeys(keys)
-        for key in keys:
-            del work.pending[key]
+        part.pending = work.pending.only(keys)
+        work.pending = work.pending.without(keys)
         held.append(part)
     return held
 

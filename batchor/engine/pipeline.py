@@ -104,9 +104,11 @@ class Pipeline:
         """Answers of a scanned step: stored ones are known, pending ones are awaited."""
         table = self.store.job_results(self.plan.job_id, work.step.name)
         name = work.step.name
-        for row_key, key, status, output in zip(*(table.column(c).to_pylist()
-                                                   for c in ("row_key", "request_key", "status", "output"))):
-            if key is not None and key in work.pending:  # (--refresh: even when an answer is stored)
+        awaited = work.pending.mask(table.column("request_key")).to_pylist()
+        for row_key, key, status, output, wait in zip(*(table.column(c).to_pylist()
+                                                         for c in ("row_key", "request_key", "status", "output")),
+                                                       awaited):
+            if wait:  # (--refresh: even when an answer is stored)
                 self.rows_of_key[name].setdefault(key, []).append(row_key)
             else:
                 self.values[name][row_key] = self._parse(name, output) if status == "succeeded" else NO_ANSWER

@@ -14,6 +14,7 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from batchor.engine.pending import PendingKeys
 from batchor.engine.rows import JobRows, input_values
 from batchor.engine.types import WorkItem
 from batchor.plan.model import StepPlan, req_column
@@ -31,7 +32,7 @@ class StepWork:
                  retry_failed: bool = False) -> None:
         self.plan, self.step, self.store, self.refresh = plan, step, store, refresh
         self.retry_failed = retry_failed  # False: requests that failed for good earlier stay failed
-        self.pending: dict[str, None] = {}  # insertion-ordered set of keys to send
+        self.pending = PendingKeys()  # keys to send, in plan order
         self.blocked = 0  # rows whose upstream step failed
         self.cached = 0
         self.failed_earlier = 0  # rows whose request failed for good earlier: not sent again
@@ -61,20 +62,38 @@ class StepWork:
             settled = settled_failure_mask(self.store, keys)
             self.failed_earlier += pc.sum(settled).as_py() or 0
             keys = keys.filter(pc.invert(settled))
-        self.pending.update(dict.fromkeys(keys.to_pylist()))
+        self.pending = PendingKeys.first_seen(keys)
 
     def items(self) -> Iterator[WorkItem]:
-        """Pass 2: the messages of pending requests, each key once."""
+        """Pass 2: the messages of pending requests, each key once, in plan order.
+
+        The plan is read in the order `pending` was built in, so each row's key is compared with
+        the next key expected only (no set of every key); a key not met there (a dependent step
+        rendered differently the second time) is looked for once more."""
         if not self.pending:
             return
-        remaining = set(self.pending)
+        expected = iter(self.pending)
+        want = next(expected, None)
+        for _, keys, bodies, tokens in self._requests(with_messages=True):
+            for key, body, n in zip(keys.to_pylist(), bodies, tokens):
+                if key is not None and key == want:
+                    yield self._item(key, body, n)
+                    want = next(expected, None)
+                    if want is None:
+                        return
+        yield from self._missed({key for key in (want, *expected) if key is not None})
+
+    def _missed(self, remaining: set[str]) -> Iterator[WorkItem]:
         for _, keys, bodies, tokens in self._requests(with_messages=True):
             for key, body, n in zip(keys.to_pylist(), bodies, tokens):
                 if key in remaining:
                     remaining.discard(key)
-                    yield WorkItem(key, self.step.name, tuple(json.loads(body)), int(n or 0))
+                    yield self._item(key, body, n)
             if not remaining:
                 return
+
+    def _item(self, key: str, body: str, tokens: int | None) -> WorkItem:
+        return WorkItem(key, self.step.name, tuple(json.loads(body)), int(tokens or 0))
 
     def _requests(self, *, with_messages: bool) -> Iterator[tuple[pa.Array, pa.Array, list, list]]:
         if not self.step.depends_on:

@@ -215,7 +215,7 @@ class SharedRun:
         while got := self.book.claim(self.run.run_id, work.step.name, 10_000):
             keys.update(k for k, _ in got)
         mine = copy.copy(work)
-        mine.pending = {k: None for k in work.pending if k in keys}
+        mine.pending = work.pending.only(keys)
         return mine
 
     # --- shared rate limit ---------------------------------------------------------------------

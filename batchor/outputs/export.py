@@ -46,6 +46,9 @@ def vector_type(step: StepPlan) -> str:
 
 
 _RESULT_FIELDS = ("row_key", "request_key", "status", "output", "error_code", "error")
+_RESULT_TYPE_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in _RESULT_FIELDS])
+_RESULT_TYPE = pa.struct(list(_RESULT_TYPE_SCHEMA))
+PART_ROWS = 262_144  # plan rows whose results are fetched from the state at a time (see _aligned_rows)
 
 
 def output_columns(steps: list[StepPlan]) -> list[str]:
@@ -129,11 +132,7 @@ def _output_rows(plan: CompiledPlan, store: StateStore, with_input: bool = True)
     """The plan's rows with each step's stored result attached (see `_aligned_rows`)."""
     if any(s.fan_out for s in plan.header.steps):
         return _element_rows(plan, [store.job_results(plan.job_id, s.name) for s in plan.header.steps])
-    # One contiguous copy per step (its store table freed at once): taking rows from a chunked
-    # table would join its chunks again on every batch.
-    tables = [store.job_results(plan.job_id, s.name).select(list(_RESULT_FIELDS)).combine_chunks()
-              for s in plan.header.steps]
-    return _aligned_rows(plan, tables, list(plan.header.input.columns) if with_input else [])
+    return _aligned_rows(plan, store, list(plan.header.input.columns) if with_input else [])
 
 
 def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None, fmt: str | None = None) -> Path:
@@ -201,33 +200,66 @@ def _copy(db: duckdb.DuckDBPyConnection, query: str, tmp: str, fmt: str) -> None
     db.execute(f"COPY ({query}) TO '{tmp}' {_COPY_OPTIONS[fmt]}")
 
 
-def _aligned_rows(plan: CompiledPlan, tables: list[pa.Table], columns: list[str]) -> pa.RecordBatchReader:
+def _aligned_rows(plan: CompiledPlan, store: StateStore, columns: list[str]) -> pa.RecordBatchReader:
     """The plan's rows in order (the row key and `columns` of the input), plus per step a struct
-    column holding that row's result (`tables`: `_RESULT_FIELDS`; all fields null when the row
-    has none: the LEFT JOIN this replaces, looked up by row key)."""
-    row_keys = pa.chunked_array([b.column(0) for b in plan.iter_batches([ROW_KEY])], pa.string())
-    # Where each row's result is, per step: the results are taken batch by batch, so no second
-    # copy of every answer is made (1M rows: ~110 MB per step).
-    positions = [_positions(table, row_keys) for table in tables]
-    del row_keys
-    names = [_RESULT.format(i) for i in range(len(tables))]
-    structs = [pa.field(n, pa.struct(list(t.schema))) for n, t in zip(names, tables)]
-    batches = plan.iter_batches([ROW_KEY] + columns)
-    first = next(batches, None)
+    column holding that row's result (`_RESULT_FIELDS`, all null when the row has none: the LEFT
+    JOIN this replaces, looked up by row key).
+
+    Results are fetched from the state for `PART_ROWS` plan rows at a time, so memory holds one
+    part's answers, not the job's (1M rows: ~100 MB of answers plus the join's working memory).
+    The first part is fetched here, in the caller's thread; later ones in DuckDB's scan thread,
+    which waits for the state's process lock: a caller must not hold a `store.session()` over a
+    job of more than one part (run.py holds one over small jobs only)."""
+    names = [_RESULT.format(i) for i in range(len(plan.header.steps))]
+    parts = (_AlignedPart(part, store, plan) for part in _parts(plan.iter_batches([ROW_KEY] + columns), PART_ROWS))
+    first = next(parts, None)
     if first is None:
         fields = [pa.field(ROW_KEY, pa.string())] + [pa.field(c, pa.string()) for c in columns]
-        return pa.RecordBatchReader.from_batches(pa.schema(fields + structs), [])
-    schema = pa.schema(list(first.schema) + structs)
+        return pa.RecordBatchReader.from_batches(pa.schema(fields + [pa.field(n, _RESULT_TYPE) for n in names]), [])
+    schema = pa.schema(list(first.batches[0].schema) + [pa.field(n, _RESULT_TYPE) for n in names])
+    return pa.RecordBatchReader.from_batches(schema, (b for part in _chain(first, parts) for b in part.rows(schema)))
 
-    def attached():
+
+class _AlignedPart:
+    """Consecutive plan batches and each step's stored results for their rows."""
+
+    def __init__(self, batches: list[pa.RecordBatch], store: StateStore, plan: CompiledPlan) -> None:
+        self.batches = batches
+        row_keys = pa.chunked_array([b.column(0) for b in batches], pa.string())
+        self.tables = [_results_of(store, plan.job_id, step.name, row_keys) for step in plan.header.steps]
+        self.positions = [_positions(table, row_keys) for table in self.tables]
+
+    def rows(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         offset = 0
-        for batch in _chain(first, batches):
+        for batch in self.batches:
             n = batch.num_rows
-            extra = [_struct(t.take(at.slice(offset, n))) for t, at in zip(tables, positions)]
+            extra = [_struct(t.take(at.slice(offset, n))) for t, at in zip(self.tables, self.positions)]
             yield pa.RecordBatch.from_arrays(batch.columns + extra, schema=schema)
             offset += n
 
-    return pa.RecordBatchReader.from_batches(schema, attached())
+
+def _parts(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[list[pa.RecordBatch]]:
+    """Consecutive batches regrouped into parts of `rows` rows (the last may be shorter)."""
+    part: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        while batch.num_rows:
+            piece = batch.slice(0, rows - size)
+            part.append(piece)
+            size += piece.num_rows
+            batch = batch.slice(piece.num_rows)
+            if size == rows:
+                yield part
+                part, size = [], 0
+    if part:
+        yield part
+
+
+def _results_of(store: StateStore, job_id: str, step: str, row_keys: pa.ChunkedArray) -> pa.Table:
+    """A step's stored results for these rows, as one contiguous table of `_RESULT_FIELDS`
+    (taking rows from a chunked table would join its chunks again on every batch)."""
+    table = store.job_results_for_rows(job_id, step, row_keys.combine_chunks())
+    return table.select(list(_RESULT_FIELDS)).cast(_RESULT_TYPE_SCHEMA).combine_chunks()
 
 
 def _element_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.Table:

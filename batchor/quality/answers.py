@@ -56,6 +56,9 @@ class _NoAnswers:
         return pa.table({name: pa.array([], pa.string()) for name in
                          ("row_key", "request_key", "status", "output", "error_code", "error")})
 
+    def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
+        return self.job_results(job_id, step)
+
 
 def answers_sql(plan: CompiledPlan) -> str:
     """The SELECT over export's `rows` that builds the answers table."""

@@ -230,6 +230,17 @@ class DuckDBStore:
                 "FROM job_requests j LEFT JOIN results r USING (request_key) "
                 "WHERE j.job_id = ? AND j.step = ?", params=[job_id, step]).to_arrow_table()
 
+    def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
+        with self.connection() as db:
+            db.register("probe_rows", pa.table({"k": row_keys}))
+            table = db.sql(
+                "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
+                "FROM (SELECT row_key, request_key FROM job_requests WHERE job_id = $1 AND step = $2 "
+                "AND row_key IN (SELECT k FROM probe_rows)) j LEFT JOIN results r USING (request_key)",
+                params=[job_id, step]).to_arrow_table()
+            db.unregister("probe_rows")
+        return table
+
     def results_for_keys(self, keys: pa.Array) -> pa.Table:
         probe = pa.table({"k": keys})
         with self.connection() as db:

@@ -281,6 +281,18 @@ class PostgresStore:
                 "WHERE j.job_id = %s AND j.step = %s", [job_id, step]).fetchall()
         return _string_table(("row_key", "request_key", "status", "output", "error_code", "error"), rows)
 
+    def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
+        values = [k for k in row_keys.to_pylist() if k is not None]
+        rows: list[tuple[Any, ...]] = []
+        with self.pg() as conn:
+            for start in range(0, len(values), _CHUNK):
+                rows += conn.execute(
+                    "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
+                    "FROM job_requests j LEFT JOIN results r USING (request_key) "
+                    "WHERE j.job_id = %s AND j.step = %s AND j.row_key = ANY(%s::text[])",
+                    [job_id, step, values[start:start + _CHUNK]]).fetchall()
+        return _string_table(("row_key", "request_key", "status", "output", "error_code", "error"), rows)
+
     def results_for_keys(self, keys: pa.Array) -> pa.Table:
         values = [k for k in keys.to_pylist() if k is not None]
         rows: list[tuple[Any, ...]] = []

@@ -1,11 +1,15 @@
-"""The export attaches each row's results by row key and streams rows in order; it must write
-exactly what a LEFT JOIN of rows and results sorted by row position writes."""
+"""The export attaches each row's results by row key and streams rows in order, fetching results
+part by part; it must write exactly what a LEFT JOIN of rows and results sorted by row position
+writes, whatever the part size."""
 
 from __future__ import annotations
+
+import hashlib
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import SENTIMENT_SCHEMA, make_spec, write_csv
 
 from batchor import api
@@ -52,10 +56,15 @@ def _reference(plan, store, path):
     db.close()
 
 
-def test_export_matches_a_sorted_join(workdir):
+@pytest.mark.parametrize("part_rows", [1, 7, export.PART_ROWS])
+def test_export_matches_a_sorted_join(workdir, monkeypatch, part_rows):
+    monkeypatch.setattr(export, "PART_ROWS", part_rows)
     spec = make_spec(workdir, steps=SPEC_STEPS)
     ids = ["ok", "failed", "pending", "unmapped", "skip"] + [f"r{i}" for i in range(40)]
-    write_csv(workdir / "data.csv", [{"id": i, "text": f"text of {i}"} for i in ids])
+    # rows r30.. repeat the texts (so the request keys) of ok, failed, pending and r0..: repeated
+    # keys in other parts
+    texts = {i: f"text of {ids[(n - 30) % 8] if n >= 30 else i}" for n, i in enumerate(ids)}
+    write_csv(workdir / "data.csv", [{"id": i, "text": texts[i]} for i in ids])
     plan = api.plan(spec, save=False, mock=True)
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
     keys = dict(
@@ -82,8 +91,10 @@ def test_export_matches_a_sorted_join(workdir):
             }
         ),
     )
-    answered = [i for i in mapped if i not in ("pending", "skip")]
+    pending = {keys["pending"], keys["skip"]}
+    answered = [i for i in mapped if keys[i] not in pending]
     status = {i: "failed" if i == "failed" else "succeeded" for i in answered}
+    answered = list({keys[i]: i for i in reversed(answered)}.values())  # each key once
     store.record_results(
         pa.table(
             {
@@ -126,3 +137,16 @@ def test_export_matches_a_sorted_join(workdir):
                     f"SELECT _row_key FROM {reader}('{workdir / f'out.{fmt}'}')"
                 ).fetchall()
             ] == ids
+    statuses = got.column("_status").to_pylist()
+    counts = export.row_counts(plan, store)
+    assert counts == {s: statuses.count(s) for s in export.ROW_STATUSES}
+    assert counts["failed"] == 3 and counts["pending"] == 4  # the repeated keys count too
+    monkeypatch.setattr(export, "PART_ROWS", 10**9)  # the whole job in one part
+    for fmt in ("parquet", "csv", "jsonl"):
+        export.write_output(plan, store, workdir / f"whole.{fmt}", fmt)
+        assert _sha256(workdir / f"out.{fmt}") == _sha256(workdir / f"whole.{fmt}")
+    assert export.row_counts(plan, store) == counts
+
+
+def _sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
