@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from batchor.engine.events import Event, logged
-from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget
+from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget, kept_attached_if_small
 from batchor.errors import StalePlanError, UsageError, disk_full_reported
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
@@ -219,17 +219,18 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
     _check_state_present(compiled, location)
     with disk_full_reported(location), apply_lock(location):
         store = open_state(location)
-        if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead
-            close_dead_runs(store)
         replay = frozenset(refresh) | frozenset(compiled.header.refresh)  # a saved --refresh/--no-cache plan
         options = ApplyOptions(max_cost=max_cost, refresh=replay, emit=logged(on_event),
                                output_path=Path(output) if output else None, handle_signals=handle_signals,
                                limits=limits or {}, wait=wait, retry_failed=retry_failed, run_kind=run_kind,
                                max_calls=max_calls)
-        try:
-            return apply_plan(compiled, store, options)
-        except StalePlanError as exc:
-            raise _naming_states(exc, compiled, location) from None
+        with kept_attached_if_small(compiled, store):
+            if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead
+                close_dead_runs(store)
+            try:
+                return apply_plan(compiled, store, options)
+            except StalePlanError as exc:
+                raise _naming_states(exc, compiled, location) from None
 
 
 def _check_state_present(compiled: CompiledPlan, location: str) -> None:
