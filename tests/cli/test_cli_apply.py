@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import yaml
-from cli_helpers import ndjson, run_cli
+from cli_helpers import ndjson
 from conftest import make_spec, write_csv
 
 from batchor import api
@@ -19,9 +19,9 @@ def read_output(path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_apply_without_tty_needs_approval(workdir, fake):
+def test_apply_without_tty_needs_approval(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=3)
-    result = run_cli(workdir, "apply", spec, "--json")
+    result = batchor_cli(workdir, "apply", spec, "--json")  # stdin on /dev/null: no terminal to ask on
     assert result.returncode == 6, result.stderr
     assert "error [approval_required]" in result.stderr and "--max-cost" in result.stderr
     events = ndjson(result.stdout)  # with --json the error is an event too
@@ -29,9 +29,11 @@ def test_apply_without_tty_needs_approval(workdir, fake):
     assert fake.stats()["requests"] == 0
 
 
-def test_apply_with_yes_runs_and_reports(workdir, fake):
+def test_apply_with_yes_runs_and_reports(workdir, fake, batchor_cli):
+    """In this process; the real `batchor apply` process is driven by test_cli_exit.py (its output and
+    state complete at exit), test_startup_imports.py and test_cli_run_truth.py (signals)."""
     spec = make_spec(workdir, rows=3)
-    result = run_cli(workdir, "apply", spec, "--yes")
+    result = batchor_cli(workdir, "apply", spec, "--yes")
     assert result.returncode == 0, result.stderr
     assert "succeeded: 3 rows: 3 requests; 3 answered, 0 failed; 0 rows cached" in result.stderr
     assert fake.stats()["requests"] == 3
