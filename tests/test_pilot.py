@@ -225,6 +225,15 @@ def test_plan_pilot_announces_the_top_up_bound_and_prints_its_rounds(fake, workd
     assert out.index("pilot top-up to") < out.index("pilot calls: ") < out.index("Calibrated plan")
 
 
+def test_after_a_pilot_of_few_spread_answers_the_plan_advises_a_larger_pilot(fake, workdir):
+    fake.configure(text_words=[5, 0.6])  # text answers of log-normal length: 10 of them leave the mean unsure
+    spec = make_spec(workdir, rows=ROWS, schema=None)
+    result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "10", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "(pilot: 10 answers, +-" in result.output and "few answers, a larger pilot (--pilot N) measures more" \
+        in result.output and "a pilot (--pilot N)" not in result.output
+
+
 def test_plan_pilot_needs_approval(fake, workdir):
     spec = make_spec(workdir, rows=ROWS)
     result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "10"])

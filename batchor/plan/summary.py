@@ -134,14 +134,16 @@ def _estimate_line(step: Any) -> str:
     `few answers` where the measured mean may be more than FEW off (a pilot measures more)."""
     c = step.counts
     when = f"; when: {c.when_source}{_share_error(c.when_ran, c.when_evaluated)}" if c.when_source else ""
-    return (f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}"
-            f"{_error_text(step.output_error, 'answers')}); input tokens {step.input_source or 'estimate'}{when}")
+    error = _error_text(step.output_error, "answers", "pilot:" in step.output_source)
+    return (f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}{error}); "
+            f"input tokens {step.input_source or 'estimate'}{when}")
 
 
-def _error_text(error: float | None, unit: str) -> str:
+def _error_text(error: float | None, unit: str, piloted: bool = False) -> str:
     if error is None:
         return ""
-    few = f": few {unit}, a pilot (--pilot N) measures more" if error > FEW else ""
+    pilot = "a larger pilot" if piloted else "a pilot"  # after one, more of the same is the advice
+    few = f": few {unit}, {pilot} (--pilot N) measures more" if error > FEW else ""
     return f", +-{error:.0%}{few}"
 
 
