@@ -36,31 +36,48 @@ def run_workers(n: int, *, folder: Path, plan: Path, url: str, fake: Any, rows: 
     env = {**os.environ, "OPENAI_API_KEY": "sk-bench", "PYTHONPATH": str(ROOT)}  # the spec names the fake
     env.pop("OPENAI_BASE_URL", None)
     command = [sys.executable, "-m", "batchor.cli.main", "apply", str(plan), "--state", url, "--json"]
+    postmaster = _postmaster(url)
     started = time.perf_counter()
-    server_cpu = {"postgres": lambda: pg_cpu_s(url), "fake": lambda: process_cpu_s(fake.process.pid)}
-    before = {name: read() for name, read in server_cpu.items()}
+    before = {"postgres": pg_cpu_s(postmaster), "fake": process_cpu_s(fake.process.pid)}
     procs = [subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL,
-                              stderr=open(folder / f"worker{i}.err", "w")) for i in range(n)]
-    samples: list[tuple[float, int]] = []
+                              stderr=open(folder / f"worker{i}.err", "w")) for i in range(n)]  # noqa: SIM115
+    samples: list[tuple[float, int, float, float]] = []  # time, answers, workers' CPU-s, PostgreSQL's CPU-s
     ended: dict[int, tuple[int, float]] = {}
     while len(ended) < n:
-        samples.append((time.perf_counter(), fake.stats()["answered"]))
+        workers_cpu = sum(ended[p.pid][1] if p.pid in ended else process_cpu_s(p.pid) for p in procs)
+        samples.append((time.perf_counter(), fake.stats()["answered"], workers_cpu, pg_cpu_s(postmaster)))
         time.sleep(0.1)
         ended.update(_reap(procs, ended))
     wall = time.perf_counter() - started
     stats = fake.stats()
-    samples.append((time.perf_counter(), stats["answered"]))
-    answered = max(1, stats["answered"])
     time.sleep(0.5)  # the workers' PostgreSQL backends end just after them
-    cpu = {name: round(read() - before[name], 2) for name, read in server_cpu.items()}
+    cpu = {"postgres": pg_cpu_s(postmaster) - before["postgres"],
+           "fake": process_cpu_s(fake.process.pid) - before["fake"]}
     worker_cpu = [round(ended[p.pid][1], 2) for p in procs]
+    samples.append((time.perf_counter(), stats["answered"], sum(worker_cpu), before["postgres"] + cpu["postgres"]))
+    answered = max(1, stats["answered"])
+    window = _steady(samples, rows)
     return {"workers": n, "rows": rows, "wall_s": round(wall, 2), "rows_per_s": round(rows / wall, 1),
-            "steady_per_s": _steady(samples, rows), "answered": stats["answered"],
+            "steady_per_s": window.get("per_s"), "answered": stats["answered"],
             "sent_429": stats["sent_429"], "exit_codes": [ended[p.pid][0] for p in procs],
             "worker_cpu_s": worker_cpu, "worker_cpu_ms_per_answer": round(1000 * sum(worker_cpu) / answered, 3),
-            "postgres_cpu_s": cpu["postgres"],
+            "steady_worker_cpu_ms_per_answer": window.get("worker_ms"),
+            "postgres_cpu_s": round(cpu["postgres"], 2),
             "postgres_cpu_ms_per_answer": round(1000 * cpu["postgres"] / answered, 3),
-            "fake_cpu_s": cpu["fake"]}
+            "steady_postgres_cpu_ms_per_answer": window.get("postgres_ms"), "fake_cpu_s": round(cpu["fake"], 2)}
+
+
+def _steady(samples: list[tuple[float, int, float, float]], rows: int) -> dict[str, float]:
+    """Between 25 % and 75 % of the rows: answers per second, and CPU ms per answer of the workers
+    (start-up left out) and of PostgreSQL."""
+    try:
+        (t1, a1, w1, p1), (t2, a2, w2, p2) = [next(s for s in samples if s[1] >= rows * f) for f in (0.25, 0.75)]
+    except StopIteration:  # the workers stopped before answering 75 % of the rows
+        return {}
+    if t2 <= t1 or a2 <= a1:
+        return {}
+    return {"per_s": round((a2 - a1) / (t2 - t1), 1), "worker_ms": round(1000 * (w2 - w1) / (a2 - a1), 3),
+            "postgres_ms": round(1000 * (p2 - p1) / (a2 - a1), 3)}
 
 
 def _reap(procs: list[subprocess.Popen], ended: dict[int, tuple[int, float]]) -> dict[int, tuple[int, float]]:
@@ -83,14 +100,23 @@ def process_cpu_s(pid: int, children: bool = False) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def pg_cpu_s(url: str) -> float:
-    """CPU-seconds of the whole PostgreSQL server so far: the postmaster with its ended backends,
-    plus every live child process (backends, checkpointer, autovacuum...)."""
+def _postmaster(url: str) -> int | None:
+    """The server's process id (None when it runs elsewhere or its files cannot be read)."""
     import psycopg
 
     with psycopg.connect(url) as conn:
         data = conn.execute("SHOW data_directory").fetchone()[0]
-    postmaster = int((Path(data) / "postmaster.pid").read_text().split()[0])
+    try:
+        return int((Path(data) / "postmaster.pid").read_text().split()[0])
+    except OSError:
+        return None
+
+
+def pg_cpu_s(postmaster: int | None) -> float:
+    """CPU-seconds of the whole PostgreSQL server so far: the postmaster with its ended backends,
+    plus every live child process (backends, checkpointer, autovacuum...); NaN when unknown."""
+    if postmaster is None:
+        return float("nan")
     total = process_cpu_s(postmaster, children=True)
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -101,14 +127,6 @@ def pg_cpu_s(url: str) -> float:
             except (OSError, ValueError):
                 continue  # ended meanwhile
     return total
-
-
-def _steady(samples: list[tuple[float, int]], rows: int) -> float | None:
-    try:
-        (t1, a1), (t2, a2) = [next(s for s in samples if s[1] >= rows * f) for f in (0.25, 0.75)]
-    except StopIteration:  # the workers stopped before answering 75 % of the rows
-        return None
-    return round((a2 - a1) / (t2 - t1), 1) if t2 > t1 else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,9 +152,11 @@ def main(argv: list[str] | None = None) -> int:
             results.append(result)
             print(f"{n} worker(s): {result['wall_s']:6.1f} s wall, {result['rows_per_s']:6.1f} rows/s overall, "
                   f"{result['steady_per_s']} rows/s steady (limit {args.rpm / 60:.0f}/s), "
-                  f"{result['sent_429']} x 429, answered {result['answered']}; CPU ms per answer: "
-                  f"workers {result['worker_cpu_ms_per_answer']}, PostgreSQL {result['postgres_cpu_ms_per_answer']} "
-                  f"(worker CPU-s {result['worker_cpu_s']}, fake {result['fake_cpu_s']})", flush=True)
+                  f"{result['sent_429']} x 429, answered {result['answered']}; CPU ms per answer, steady "
+                  f"(whole run): workers {result['steady_worker_cpu_ms_per_answer']} "
+                  f"({result['worker_cpu_ms_per_answer']}), PostgreSQL {result['steady_postgres_cpu_ms_per_answer']} "
+                  f"({result['postgres_cpu_ms_per_answer']}); worker CPU-s {result['worker_cpu_s']}, "
+                  f"fake {result['fake_cpu_s']}", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "workers.json"
     out.write_text(json.dumps({"args": vars(args), "results": results}, indent=2) + "\n")

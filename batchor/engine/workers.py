@@ -29,6 +29,7 @@ import os
 import socket
 import threading
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Iterator
 
 from batchor.engine.batch_handover import refuse_batched_rows
@@ -67,6 +68,7 @@ class SharedRun:
         self.group_rows = min(256, max(8, limits.concurrency))
         self._stopping = threading.Event()
         self._beat: threading.Thread | None = None
+        self._claimer = ThreadPoolExecutor(1, thread_name_prefix="batchor-claims")
         self.budget: Budget = Budget(None)
 
     @classmethod
@@ -101,6 +103,7 @@ class SharedRun:
                 wait = min(1.0, interval / 4)
 
     def _stop_heartbeat(self) -> None:
+        self._claimer.shutdown(wait=False, cancel_futures=True)
         self._stopping.set()
         if self._beat is not None:
             self._beat.join(timeout=self.lease_s)
@@ -189,9 +192,10 @@ class SharedRun:
         behind: set[str] = set()
         last = -1
         stream = work.items()
+        slices = Slices(self.book, self.run.run_id, work.step.name, self.slice, self._claimer)
         while True:
             if not ahead:
-                got = self.book.claim(self.run.run_id, work.step.name, self.slice)
+                got = slices.take()
                 if not got:
                     break
                 for key, position in got:
@@ -200,6 +204,7 @@ class SharedRun:
                     else:
                         behind.add(key)
                 continue
+            slices.prefetch(len(ahead))
             item = next((i for i in stream if i.key in ahead), None)
             if item is None:
                 behind.update(ahead)
@@ -225,6 +230,31 @@ class SharedRun:
         models = sorted({f"{r.plan.provider}:{r.plan.model}" for r in runtimes.values()})
         return SharedRateLimiter(self.book, "+".join(models), self.limits.rpm, self.limits.tpm,
                                  sleep=getattr(local, "sleep", asyncio.sleep))
+
+
+class Slices:
+    """A step's claims, slice after slice. The next slice is claimed in a thread once half of the
+    current one is left: the claims run on the event loop's thread (the executor's producer), and a
+    claim made there would hold every request in flight for a few database round trips."""
+
+    def __init__(self, book: LeaseBook, run_id: str, step: str, size: int, pool: ThreadPoolExecutor) -> None:
+        self.book, self.run_id, self.step, self.size, self.pool = book, run_id, step, size, pool
+        self._next: Future[list[tuple[str, int]]] | None = None
+        self._empty = False
+
+    def take(self) -> list[tuple[str, int]]:
+        """The next slice, (key, position) pairs, lowest positions first; empty when nothing is left."""
+        upcoming, self._next = self._next, None
+        got = upcoming.result() if upcoming is not None else self._claim()
+        self._empty = not got
+        return got
+
+    def prefetch(self, left: int) -> None:
+        if self._next is None and not self._empty and left <= self.size // 2:
+            self._next = self.pool.submit(self._claim)
+
+    def _claim(self) -> list[tuple[str, int]]:
+        return self.book.claim(self.run_id, self.step, self.size)
 
 
 class SharedBudget(Budget):
