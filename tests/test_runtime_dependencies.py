@@ -9,8 +9,10 @@ other test and break the quickstart on a user's machine.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata as metadata
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -59,10 +61,9 @@ def _imports() -> list[tuple[str, str, bool]]:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
-            if id(node) in guarded:
-                continue
-            where = f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'lineno', 0)}"
-            found += [(where, name.split(".")[0], id(node) in top_level) for name in names]
+            if names and id(node) not in guarded:
+                where = f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+                found += [(where, name.split(".")[0], id(node) in top_level) for name in names]
     return found
 
 
@@ -71,8 +72,14 @@ def _catches_import(node: ast.Try) -> bool:
     return any("ImportError" in c or "ModuleNotFoundError" in c for c in caught)
 
 
-def _distributions_of(module: str) -> set[str]:
-    return {_normal(d) for d in metadata.packages_distributions().get(module, [])}
+@functools.cache
+def _distributions_of(module: str) -> frozenset[str]:
+    return frozenset(_normal(d) for d in _module_owners().get(module, []))
+
+
+@functools.cache
+def _module_owners() -> Mapping[str, list[str]]:
+    return metadata.packages_distributions()  # reads every installed distribution's file list: once
 
 
 def test_every_import_is_a_runtime_dependency_or_a_lazy_optional_one():
