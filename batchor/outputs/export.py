@@ -48,7 +48,7 @@ def vector_type(step: StepPlan) -> str:
 _RESULT_FIELDS = ("row_key", "request_key", "status", "output", "error_code", "error")
 _RESULT_TYPE_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in _RESULT_FIELDS])
 _RESULT_TYPE = pa.struct(list(_RESULT_TYPE_SCHEMA))
-PART_ROWS = 262_144  # plan rows whose results are fetched from the state at a time (see _aligned_rows)
+PART_ROWS = 131_072  # plan rows whose results are fetched from the state at a time (see _aligned_rows)
 
 
 def output_columns(steps: list[StepPlan]) -> list[str]:
@@ -230,10 +230,14 @@ class _AlignedPart:
         self.positions = [_positions(table, row_keys) for table in self.tables]
 
     def rows(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-        offset = 0
-        for batch in self.batches:
+        """The part's output batches, once: its data is let go as they are handed out (the next
+        part is fetched while this object is still referenced)."""
+        offset, batches, tables, positions = 0, self.batches, self.tables, self.positions
+        self.batches, self.tables, self.positions = [], [], []
+        while batches:
+            batch = batches.pop(0)
             n = batch.num_rows
-            extra = [_struct(t.take(at.slice(offset, n))) for t, at in zip(self.tables, self.positions)]
+            extra = [_struct(t.take(at.slice(offset, n))) for t, at in zip(tables, positions)]
             yield pa.RecordBatch.from_arrays(batch.columns + extra, schema=schema)
             offset += n
 
