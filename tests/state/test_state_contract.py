@@ -97,6 +97,9 @@ def test_job_requests_map_rows_to_results(store):
         {"row_key": "3", "request_key": "c2", "status": None, "output": None, "error_code": None, "error": None}]
     assert store.job_results("j", "none").num_rows == 0
     assert store.failures_by_reason("j") == {"http_400": 1}
+    part = store.job_results_for_rows("j", "s", pa.array(["3", "x", None, "2"], pa.string()))
+    assert sorted(part.to_pylist(), key=lambda r: r["row_key"]) == rows[1:]  # rows of the part only
+    assert store.job_results_for_rows("j", "none", pa.array(["1"], pa.string())).num_rows == 0
 
     store.add_run_requests("j", "other", pa.table({"row_key": ["1"], "request_key": ["b"]}))
     store.forget_run_requests("j", "s")  # rows 2 and 3 are gone from the step (a shorter fan-out list)
