@@ -7,6 +7,7 @@ JSON the tests and the batch API see.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import json
@@ -118,6 +119,7 @@ def _parse_responses(data: dict[str, Any]) -> Completion:
     return completion
 
 
+@functools.lru_cache(maxsize=256)  # one name per step: cleaned once, not per request
 def _schema_name(name: str) -> str:
     cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)
     return cleaned[:64] or "output"
