@@ -49,6 +49,7 @@ _RESULT_FIELDS = ("row_key", "request_key", "status", "output", "error_code", "e
 _RESULT_TYPE_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in _RESULT_FIELDS])
 _RESULT_TYPE = pa.struct(list(_RESULT_TYPE_SCHEMA))
 PART_ROWS = 131_072  # plan rows whose results are fetched from the state at a time (see _aligned_rows)
+MAX_PARTS = 16  # a bigger job gets bigger parts: each part's query scans all of the state's results
 
 
 def output_columns(steps: list[StepPlan]) -> list[str]:
@@ -205,13 +206,15 @@ def _aligned_rows(plan: CompiledPlan, store: StateStore, columns: list[str]) -> 
     column holding that row's result (`_RESULT_FIELDS`, all null when the row has none: the LEFT
     JOIN this replaces, looked up by row key).
 
-    Results are fetched from the state for `PART_ROWS` plan rows at a time, so memory holds one
-    part's answers, not the job's (1M rows: ~100 MB of answers plus the join's working memory).
+    Results are fetched from the state for `PART_ROWS` plan rows at a time (at most `MAX_PARTS`
+    parts: 10M rows come in parts of 625,000), so memory holds one part's answers, not the job's
+    (1M rows: ~100 MB of answers plus the join's working memory).
     The first part is fetched here, in the caller's thread; later ones in DuckDB's scan thread,
     which waits for the state's process lock: a caller must not hold a `store.session()` over a
     job of more than one part (run.py holds one over small jobs only)."""
     names = [_RESULT.format(i) for i in range(len(plan.header.steps))]
-    parts = (_AlignedPart(part, store, plan) for part in _parts(plan.iter_batches([ROW_KEY] + columns), PART_ROWS))
+    size = max(PART_ROWS, -(-plan.rows // MAX_PARTS))
+    parts = (_AlignedPart(part, store, plan) for part in _parts(plan.iter_batches([ROW_KEY] + columns), size))
     first = next(parts, None)
     if first is None:
         fields = [pa.field(ROW_KEY, pa.string())] + [pa.field(c, pa.string()) for c in columns]

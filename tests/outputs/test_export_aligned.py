@@ -59,6 +59,7 @@ def _reference(plan, store, path):
 @pytest.mark.parametrize("part_rows", [1, 7, export.PART_ROWS])
 def test_export_matches_a_sorted_join(workdir, monkeypatch, part_rows):
     monkeypatch.setattr(export, "PART_ROWS", part_rows)
+    monkeypatch.setattr(export, "MAX_PARTS", 10**9)
     spec = make_spec(workdir, steps=SPEC_STEPS)
     ids = ["ok", "failed", "pending", "unmapped", "skip"] + [f"r{i}" for i in range(40)]
     # rows r30.. repeat the texts (so the request keys) of ok, failed, pending and r0..: repeated
