@@ -12,6 +12,7 @@ import ast
 import functools
 import importlib.metadata as metadata
 import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -25,10 +26,12 @@ def _normal(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def _closure(dist: str, extras: tuple[str, ...]) -> set[str]:
-    """`dist` and every distribution it needs, with `extras` of it, installed or not."""
+def _closure(extras: tuple[str, ...]) -> set[str]:
+    """The distributions pyproject.toml's dependencies (and `extras` of it) need, theirs included."""
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    lines = project["dependencies"] + [line for e in extras for line in project["optional-dependencies"][e]]
     found: set[str] = set()
-    todo = [(dist, extras)]
+    todo = [(req.name, tuple(req.extras)) for req in map(Requirement, lines)]
     while todo:
         name, wanted = todo.pop()
         if _normal(name) in found and not wanted:
@@ -83,8 +86,8 @@ def _module_owners() -> Mapping[str, list[str]]:
 
 
 def test_every_import_is_a_runtime_dependency_or_a_lazy_optional_one():
-    runtime = _closure("batchor", ())
-    optional = set().union(*(_closure("batchor", (extra,)) for extra in OPTIONAL_EXTRAS)) - runtime
+    runtime = _closure(())
+    optional = set().union(*(_closure((extra,)) for extra in OPTIONAL_EXTRAS)) - runtime
     wrong = []
     for where, module, at_module_level in _imports():
         if module in sys.stdlib_module_names or module in ("batchor", "__future__"):
@@ -102,5 +105,5 @@ def test_every_import_is_a_runtime_dependency_or_a_lazy_optional_one():
 
 def test_the_check_sees_a_test_only_package():
     """numpy arrives with pandas (test and dataframes extras) but with no runtime dependency."""
-    assert "numpy" not in _closure("batchor", ())
-    assert "numpy" in set().union(*(_closure("batchor", (e,)) for e in OPTIONAL_EXTRAS))
+    assert "numpy" not in _closure(())
+    assert "numpy" in set().union(*(_closure((e,)) for e in OPTIONAL_EXTRAS))
