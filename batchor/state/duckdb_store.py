@@ -17,6 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from batchor.duck import one_thread
 from batchor.errors import StateVersionError
 from batchor.file_modes import private_dir
 from batchor.state.base import ATTEMPT_SCHEMA, RunRecord
@@ -231,7 +232,7 @@ class DuckDBStore:
                 "WHERE j.job_id = ? AND j.step = ?", params=[job_id, step]).to_arrow_table()
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
-        with self.connection() as db:
+        with self.connection() as db, one_thread(db):
             db.register("probe_rows", pa.table({"k": row_keys}))
             table = db.sql(
                 "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
