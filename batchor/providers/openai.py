@@ -157,7 +157,7 @@ class OpenAIProvider:
         # through the SDK's type transforms and wrap the reply: a third of the client CPU per
         # request (see benchmarks/).
         async with _mapped_errors(self._secret, self._url):
-            response = await self.client.request(self._response_type, self._posts.options(_PATHS[self.api], body))
+            response = await self._post(_PATHS[self.api], body)
             data = json.loads(response.content)  # bytes: no charset sniffing, as `.text` does
         completion = parse_result(data, api=self.api)
         completion.rate_limits = rate_limit_headers(response.headers)
@@ -166,12 +166,17 @@ class OpenAIProvider:
     async def embed(self, request: EmbedRequest) -> Embeddings:
         """One /v1/embeddings call for every text of `request`."""
         async with _mapped_errors(self._secret, self._url):
-            response = await self.client.request(self._response_type, self._posts.options("/embeddings",
-                                                                                          openai_body(request)))
+            response = await self._post("/embeddings", openai_body(request))
             data = json.loads(response.content)
         answer = parse_openai(data, len(request.texts))
         answer.rate_limits = rate_limit_headers(response.headers)
         return answer
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        options = self._posts.options(path, body)
+        if options is None:  # an SDK without the options class `_Posts` copies: its public `post`
+            return await self.client.post(path, body=body, cast_to=self._response_type)
+        return await self.client.request(self._response_type, options)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -192,10 +197,14 @@ class _Posts:
         self._count = itertools.count()
 
     def options(self, path: str, body: dict[str, Any]) -> Any:
+        """The options to send `body` to `path` with, or None when the SDK has no such class
+        (it is the SDK's own, not public API: the caller then sends through `client.post`)."""
         template = self._templates.get(path)
         if template is None:
-            from openai._models import FinalRequestOptions
-
+            try:
+                from openai._models import FinalRequestOptions
+            except ImportError:
+                return None
             template = self._templates[path] = FinalRequestOptions.construct(method="post", url=path, json_data={})
         key = f"{self._prefix}{next(self._count)}"
         return template.model_copy(update={"json_data": body, "idempotency_key": key})

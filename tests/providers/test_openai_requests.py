@@ -56,3 +56,21 @@ def test_options_are_those_post_builds_with_a_key_of_their_own():
     assert first.idempotency_key and second.idempotency_key and first.idempotency_key != second.idempotency_key
     assert posts.options("/responses", body).url == "/responses" and first.url == "/chat/completions"
     assert first.json_data is body  # the template is never changed
+
+
+def test_an_sdk_without_the_options_class_sends_through_its_public_post(fake, monkeypatch):
+    """`_Posts` copies a class the SDK does not export; an SDK that renames it still answers."""
+    import openai._models
+
+    monkeypatch.delattr(openai._models, "FinalRequestOptions")
+    provider = create_provider(ProviderConfig("openai", base_url=fake.openai_base_url, options={"api": "chat"}))
+
+    async def send() -> object:
+        try:
+            return await provider.complete(_request(1))
+        finally:
+            await provider.aclose()
+
+    answer = asyncio.run(send())
+    assert json.loads(answer.text).keys() == {"sentiment", "score"}
+    assert fake.stats()["bodies"][0]["max_completion_tokens"] == 21
