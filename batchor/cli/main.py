@@ -16,6 +16,7 @@ try:  # newer Typer vendors Click; its exceptions are not the `click` package's
 except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
+from batchor import arrow_pool
 from batchor.cli import basics, housekeeping, pandas_probe, pilot_cmd
 from batchor.cli import quality as quality_cli
 from batchor.cli.basics import print_json
@@ -257,7 +258,7 @@ housekeeping.register_state(app)  # state migrate, state check, spec-schema
 
 def run(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and turns errors into documented exit codes."""
-    _arrow_allocator()
+    arrow_pool.prefer_before_import()
     _load_dotenv()
     pandas_probe.install()
     try:
@@ -307,16 +308,6 @@ def _load_dotenv() -> None:
         from dotenv import load_dotenv
 
         load_dotenv(env, override=False)
-
-
-def _arrow_allocator() -> None:
-    """Arrow's jemalloc pool for the command's process (unless ARROW_DEFAULT_MEMORY_POOL says
-    otherwise): it hands freed memory back to the system within a second, where mimalloc (Arrow's
-    default) keeps it for reuse, so a big job's peak grew part after part of its export (1M-row
-    all-cached re-apply: 393 MB with mimalloc, 355 MB with jemalloc). pyarrow reads the variable
-    when it is imported, which commands do after this. Arrow's Linux x86-64 wheels have jemalloc."""
-    if sys.platform == "linux" and os.uname().machine == "x86_64":
-        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 
 
 def main() -> None:

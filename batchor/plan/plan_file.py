@@ -19,11 +19,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-import batchor.arrow_pool  # noqa: F401 - imported for its effect: a pool that gives memory back
+from batchor import arrow_pool
 from batchor.errors import PlanFileError
 from batchor.file_modes import private_dir
 from batchor.fingerprint import canonical_json, sha256_hex
 from batchor.plan.model import PLAN_FORMAT_VERSION, PlanHeader
+
+arrow_pool.use_returning_pool()  # a pool that gives freed memory back
 
 HEADER_MEMBER = "plan.json"
 DATA_MEMBER = "data.parquet"

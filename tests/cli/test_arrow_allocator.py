@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from batchor.cli import main
+from batchor import arrow_pool
 
 linux_x86 = pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
                                reason="Arrow's jemalloc pool ships in its Linux x86-64 wheels")
@@ -17,11 +17,11 @@ linux_x86 = pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != 
 @linux_x86
 def test_the_cli_picks_arrows_jemalloc_pool(monkeypatch):
     monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
-    main._arrow_allocator()
+    arrow_pool.prefer_before_import()
     assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"
 
 
 def test_a_pool_the_user_chose_is_kept(monkeypatch):
     monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
-    main._arrow_allocator()
+    arrow_pool.prefer_before_import()
     assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"
