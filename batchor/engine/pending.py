@@ -25,7 +25,6 @@ class PendingKeys:
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         self._keys: pa.Array = array
-        self._set: frozenset[str] | None = None  # built on the first single-key lookup only
 
     @classmethod
     def first_seen(cls, keys: pa.Array | pa.ChunkedArray) -> PendingKeys:
@@ -43,10 +42,10 @@ class PendingKeys:
             yield from self._keys.slice(start, _SLICE).to_pylist()
 
     def __contains__(self, key: object) -> bool:
-        """One key; a set of every key is built on first use: test many keys with `mask` instead."""
-        if self._set is None:
-            self._set = frozenset(self)
-        return key in self._set
+        """One key, by a scan in Arrow (no per-key Python objects): test many keys with `mask`."""
+        if not isinstance(key, str):
+            return False
+        return pc.index(self._keys, pa.scalar(key, pa.string())).as_py() >= 0
 
     def mask(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
         """Per key of `keys`: whether it is pending (a null key is not)."""
