@@ -36,12 +36,13 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from conftest import make_spec, write_csv  # noqa: E402
 
 from batchor import api  # noqa: E402
 from batchor.pilot import run_pilot  # noqa: E402
+from batchor.state import open_state, state_location  # noqa: E402
 from tests.fakes import FakeServer  # noqa: E402
 
 MEDIAN_WORDS = 120  # text answers: median length in words (log-normal, sigma from the command line)
@@ -94,8 +95,40 @@ def pipeline(folder: Path, rows: int) -> Path:
     return path
 
 
+def per_step(plan: Any) -> dict[str, dict[str, float]]:
+    """Per step, what the state's billed attempts so far cost, and their answers' output tokens
+    (count, mean, input tokens per answer): the decomposition of the estimate's error."""
+    store = open_state(state_location(None, plan.header.state_location))
+    found = store.execute("SELECT step, sum(cost_usd), count(*) FILTER (WHERE outcome = 'ok'), "
+                          "avg(output_tokens) FILTER (WHERE outcome = 'ok'), "
+                          "avg(input_tokens) FILTER (WHERE outcome = 'ok') FROM attempts "
+                          "WHERE cost_usd IS NOT NULL GROUP BY step")
+    return {str(step): {"cost": round(float(cost), 6), "answers": int(n), "mean_out": round(float(out or 0), 1),
+                        "mean_in": round(float(inp or 0), 1)} for step, cost, n, out, inp in found}
+
+
+def decomposition(calibration: Any, pilot: dict[str, dict[str, float]],
+                  whole: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per step: expected (the pilot's spend on it plus the rest's estimate) against actual, and the
+    pilot's mean output tokens against the whole job's (where the step's error comes from)."""
+    out = {}
+    for s in calibration.steps:
+        spent, actual = pilot.get(s.step, {}), whole.get(s.step, {})
+        expected = spent.get("cost", 0.0) + s.expected
+        out[s.step] = {"expected": round(expected, 6), "actual": actual.get("cost"),
+                       "ratio": round(actual["cost"] / expected, 4) if actual and expected else None,
+                       "answers": s.measured.answers, "pilot_mean_out": round(s.measured.mean, 1),
+                       "job_mean_out": actual.get("mean_out"),
+                       "out_ratio": round(actual["mean_out"] / s.measured.mean, 4)
+                       if actual and s.measured.mean else None,
+                       "pilot_mean_in": spent.get("mean_in"), "job_mean_in": actual.get("mean_in"),
+                       "requests_expected": round(s.requests + spent.get("answers", 0), 1),
+                       "requests_actual": actual.get("answers")}
+    return out
+
+
 def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServer, seed: int | None = None,
-            whole: float | None = None) -> dict[str, Any]:
+            whole: dict[str, Any] | None = None) -> dict[str, Any]:
     """One pilot (seeded sample) and the run after it. `whole`: the whole job's cost measured once
     by a plain run of the same spec (the fake answers each prompt alike whatever the seed, so the
     whole job costs the same); given, the rest is not run again."""
@@ -124,7 +157,12 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
     cpu = time.process_time() - cpu
     full, calibration = piloted.plan, piloted.calibration
     received = fake.stats()["requests"]
-    rest = api.apply_compiled(full, handle_signals=False).cost_usd if whole is None else whole - piloted.cost_usd
+    in_pilot = per_step(full)
+    if whole is None:
+        rest = api.apply_compiled(full, handle_signals=False).cost_usd
+        steps = per_step(full)
+    else:
+        rest, steps = whole["job_actual"] - piloted.cost_usd, whole["steps_actual"]
     job, low, high = calibration.job
     actual = piloted.cost_usd + rest
     return {"spec": make.__name__, "rows": full.header.totals.rows, "pilot": pilot_rows, "sigma": sigma, "seed": seed,
@@ -139,17 +177,39 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
             "answers": {s.step: s.measured.answers for s in calibration.steps},
             "pilot_cpu_s": round(cpu, 2), "pilot_overhead_cpu_s": round(cpu - in_runs[0], 2),
             "pilot_wall_s": round(elapsed, 2),
-            "pilot_run_s": round(piloted.duration_s, 2)}
+            "pilot_run_s": round(piloted.duration_s, 2),
+            "steps": decomposition(calibration, in_pilot, steps), "steps_actual": steps}
 
 
-def whole_job(make: Any, rows: int, sigma: float, fake: FakeServer) -> float:
-    """The whole job's cost, run once without a pilot."""
-    folder = Path(tempfile.mkdtemp(prefix="pilot-bench-whole-"))
+def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: int,
+                    whole: dict[str, Any] | None = None) -> dict[str, Any]:
+    """No pilot: an earlier run of the same spec on `rows` other rows (the spec's input rows, each
+    text marked with a number of its own: every row a new request; `seed` draws other numbers),
+    then the plan of the job learning from its answers (`history: N answers`) against the job's
+    cost (run for real once, `whole`: the job's rows are the same for every seed)."""
+    from estimate_accuracy import more_rows
+
+    from batchor.pilot import calibrated
+
+    folder = Path(tempfile.mkdtemp(prefix="pilot-bench-history-"))
     os.chdir(folder)
     spec = make(folder, rows)
     fake.reset(config=True)
     fake.configure(text_words=[MEDIAN_WORDS, sigma])
-    return api.apply(spec, handle_signals=False).cost_usd
+    earlier = api.plan(spec, more_rows(spec, rows, f"h{seed}", folder), limit=rows, save=False)
+    api.apply_compiled(earlier, output=str(folder / "earlier.csv"), handle_signals=False)
+    planned = api.plan(spec, save=False)
+    interval = calibrated(planned)
+    job = planned.header.totals.cost_expected
+    actual = api.apply_compiled(planned, handle_signals=False).cost_usd if whole is None else whole["job_actual"]
+    sources = sorted({s.output_source for s in planned.header.steps if s.provider != "sql"})
+    return {"spec": make.__name__, "mode": "history", "rows": planned.header.totals.rows, "sigma": sigma,
+            "seed": seed, "job_expected": round(job, 6), "job_interval_90": [round(interval.low, 6),
+                                                                             round(interval.high, 6)],
+            "job_actual": round(actual, 6), "job_ratio": round(actual / job, 4) if job else None,
+            "in_interval": interval.low <= actual <= interval.high,
+            "upper": round(planned.header.totals.cost_upper, 6), "sources": sources,
+            "answers": {s.step: s.measured.answers for s in interval.steps}}
 
 
 def seeds(text: str) -> list[int]:
@@ -164,6 +224,8 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=0.6, help="log-normal sigma of text answer lengths")
     parser.add_argument("--seeds", default="0", help="pilot sample seeds, e.g. 0-11")
     parser.add_argument("--only", action="append", choices=[m.__name__ for m in SPECS])
+    parser.add_argument("--history", action="store_true",
+                        help="no pilot: plan from an earlier run of the same spec on other rows")
     args = parser.parse_args()
     with FakeServer.start({}) as fake:
         os.environ.update(ANTHROPIC_API_KEY="sk-ant-bench-123456", ANTHROPIC_BASE_URL=fake.anthropic_base_url,
@@ -173,10 +235,11 @@ def main() -> None:
                 continue
             whole = None
             for n, seed in enumerate(seeds(args.seeds)):
-                result = measure(make, args.rows, args.pilot, args.sigma, fake, seed, whole)
+                result = (measure_history(make, args.rows, args.sigma, fake, seed, whole) if args.history
+                          else measure(make, args.rows, args.pilot, args.sigma, fake, seed, whole))
                 print(json.dumps(result), flush=True)
                 if n == 0:  # the first seed ran the rest for real: the whole job's cost, for the others
-                    whole = result["job_actual"]
+                    whole = result
 
 
 SPECS = (reviews, long_text, pipeline)

@@ -346,3 +346,26 @@ def test_a_new_inputs_projection_reads_earlier_runs_answers(fake, workdir):
     assert second.counts.input_tokens / 20 == pytest.approx(sent, rel=0.1)
     fresh = batchor.plan(chain, save=False, state=str(workdir / "other.duckdb")).header.steps[1]
     assert fresh.counts.input_tokens / 20 < 0.7 * sent  # the schema's sample value: a short string
+
+
+def test_the_interval_of_skewed_answer_lengths_reaches_further_above_than_below(fake, workdir):
+    """Free-text answers of log-normal length (a few long ones): a sample that missed them has a low
+    mean and a low spread at once, so the interval reaches further above the estimate than below,
+    by the skewness of the pilot's answers as the ledger holds them (plan/calibrate.py)."""
+    fake.configure(text_words=[40, 0.6])
+    spec = make_spec(workdir, rows=ROWS, schema=None)
+    loaded = yaml.safe_load(spec.read_text())
+    loaded["model"]["params"]["max_tokens"] = 1000  # no answer cut short
+    spec.write_text(yaml.safe_dump(loaded))
+    result = run_pilot(spec, 25, handle_signals=False)
+    step, total = result.calibration.steps[0], result.calibration
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    tokens = [n for (n,) in store.execute("SELECT output_tokens FROM attempts WHERE outcome = 'ok'")]
+    assert len(tokens) == step.measured.answers == 25
+    mean = sum(tokens) / 25
+    m2, m3 = (sum((t - mean) ** k for t in tokens) / 25 for k in (2, 3))
+    assert step.measured.skewness == pytest.approx(m3 / m2 ** 1.5 * (25 * 24) ** 0.5 / 23) and m3 > 0
+    above, below = step.high - step.expected, step.expected - step.low
+    assert above > 1.1 * below and (above + below) / 2 == pytest.approx(step.half)
+    assert (above - below) / 2 == pytest.approx(step.shift)
+    assert (total.high - total.expected, total.expected - total.low) == pytest.approx((above, below))

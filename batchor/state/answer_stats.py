@@ -28,6 +28,7 @@ _ESTIMATE_COLUMNS = ("step", "length_key", "model", "requests", "input_tokens", 
                      "upper_usd", "output_source", "input_source", "when_key")
 # An answer that counts: billed, accepted or not, with usage reported by the provider.
 _BILLED = "coalesce(a.output_tokens, 0) > 0 AND NOT coalesce(a.estimated, false)"
+_TOKENS = "CAST(a.output_tokens AS DOUBLE PRECISION)"  # squared and cubed: past an integer's range
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class OutputStats:
     attempt_tokens: int = 0  # output tokens of every billed attempt
     max_tokens: int = 0
     requests: int = 0  # distinct requests with a billed attempt (answered in the end or not)
+    answer_tokens_cu: float = 0.0  # sum of the accepted answers' output tokens cubed: their skewness
 
     @property
     def mean(self) -> float:
@@ -69,6 +71,20 @@ class OutputStats:
             return 0.0
         var = (self.answer_tokens_sq - self.answers * self.mean**2) / (self.answers - 1)
         return math.sqrt(max(var, 0.0))
+
+    @property
+    def skewness(self) -> float:
+        """The accepted answers' sample skewness (adjusted Fisher-Pearson G1; 0 below three answers or
+        without spread): answer lengths are right-skewed (a few long answers), which moves the
+        interval of their mean up (plan/calibrate.py)."""
+        n, mean = self.answers, self.mean
+        if n < 3:
+            return 0.0
+        m2 = self.answer_tokens_sq / n - mean * mean
+        if m2 <= 1e-9 * max(mean * mean, 1.0):
+            return 0.0
+        m3 = self.answer_tokens_cu / n - 3 * mean * self.answer_tokens_sq / n + 2 * mean ** 3
+        return m3 / (m2 * math.sqrt(m2)) * math.sqrt(n * (n - 1)) / (n - 2)
 
     @property
     def tokens_per_request(self) -> float:
@@ -83,7 +99,7 @@ class OutputStats:
         return OutputStats(self.answers + other.answers, self.attempts + other.attempts,
                            self.answer_tokens + other.answer_tokens, self.answer_tokens_sq + other.answer_tokens_sq,
                            self.attempt_tokens + other.attempt_tokens, max(self.max_tokens, other.max_tokens),
-                           self.requests + other.requests)
+                           self.requests + other.requests, self.answer_tokens_cu + other.answer_tokens_cu)
 
 
 @dataclass(frozen=True)
@@ -143,12 +159,13 @@ def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
     rows = _billed_by_step(store, "s.length_key, coalesce(s.kind, 'apply')", "s.length_key", length_keys,
                            "count(*) FILTER (WHERE a.outcome = 'ok'), count(*), "
                            "coalesce(sum(a.output_tokens) FILTER (WHERE a.outcome = 'ok'), 0), "
-                           "coalesce(sum(a.output_tokens * a.output_tokens * 1.0) FILTER (WHERE a.outcome = 'ok'), 0), "
+                           f"coalesce(sum({_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
                            "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0), "
-                           "count(DISTINCT a.request_key)")
-    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests in rows:
+                           "count(DISTINCT a.request_key), "
+                           f"coalesce(sum({_TOKENS} * {_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0)")
+    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes in rows:
         found[key][kind] = OutputStats(int(answers), int(attempts), int(tokens), float(squares),
-                                       int(attempt_tokens), int(most), int(requests))
+                                       int(attempt_tokens), int(most), int(requests), float(cubes))
     return {key: KeyStats(kinds) for key, kinds in found.items()}
 
 

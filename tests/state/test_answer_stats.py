@@ -112,3 +112,24 @@ def test_a_when_share_counts_rows_whose_upstream_answered_once_across_jobs(store
         store.execute("INSERT INTO results (request_key, step, status) VALUES (?, 'first', ?)", [key, status])
     assert when_share(store, "w", ["first"]) == (1, 3)  # d's upstream failed: skipped, not by `when:`
     assert when_share(store, "other", ["first"]) == (1, 1) and when_share(store, "none", ["first"]) == (0, 0)
+
+
+def sample_skewness(values: list[float]) -> float:
+    """The adjusted Fisher-Pearson sample skewness, from its definition."""
+    n, mean = len(values), statistics.fmean(values)
+    m2 = sum((v - mean) ** 2 for v in values) / n
+    m3 = sum((v - mean) ** 3 for v in values) / n
+    return m3 / m2 ** 1.5 * (n * (n - 1)) ** 0.5 / (n - 2)
+
+
+def test_the_answers_skewness_is_read_from_the_ledger_without_overflow(store):
+    """Long answers cubed pass a 32-bit integer (PostgreSQL would refuse the sum); rejected
+    attempts are not answers, so not in the skewness."""
+    lengths = [40, 52, 61, 75, 90, 120, 180, 2600]
+    record_run_steps(store, "r1", [estimate("a", "k1")])
+    rows = [(f"x{i}", 1, "ok", 10, n, 10, 0.1) for i, n in enumerate(lengths)]
+    store.record_results(no_results(), attempts("r1", "a", [*rows, ("y", 1, "invalid_output", 10, 9000, 10, 0.1)]))
+    stats = output_stats(store, ["k1"])["k1"].total
+    assert stats.answers == len(lengths) and stats.skewness == pytest.approx(sample_skewness(lengths))
+    assert stats.skewness > 2  # one long answer among short ones
+    assert dataclasses.replace(stats, answers=2).skewness == 0.0  # two answers: no skewness
