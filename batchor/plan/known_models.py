@@ -13,6 +13,7 @@ import difflib
 from functools import lru_cache
 
 from batchor.errors import UnknownModelError
+from batchor.plan.price_cache import remembered
 from batchor.plan.prices import LISTED_PROVIDERS, table_provider_id
 
 FREE_FORM = frozenset({"mock", "vllm", "ollama", "llamacpp"})  # any model name is theirs
@@ -43,6 +44,12 @@ def table_knows(provider: str, model: str) -> bool:
 
 @lru_cache(maxsize=1024)
 def _matched_id(provider: str, model: str) -> str | None:
+    """The table's id for the model, kept on disk for the next plan (plan/price_cache.py)."""
+    found = remembered(f"matched|{provider}|{model}", lambda: _matched_in_table(provider, model))
+    return found if isinstance(found, str) else None
+
+
+def _matched_in_table(provider: str, model: str) -> str | None:
     from genai_prices import data_snapshot
 
     ref = model.removeprefix("models/") if provider == "gemini" else model

@@ -12,6 +12,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
 
+from batchor.plan.price_cache import remembered
+
 __all__ = ["BATCH_DISCOUNT", "LISTED_PROVIDERS", "ModelPrice", "list_prices", "lookup_price", "price_table_info",
            "table_provider_id"]
 
@@ -128,6 +130,13 @@ def _override_price(provider: str, model: str, override: dict[str, Any], day: da
 
 @lru_cache(maxsize=1024)
 def _table_price(provider: str, model: str, day: date) -> ModelPrice | None:
+    """The table's price, kept on disk for the next plan (plan/price_cache.py)."""
+    found = remembered(f"price|{provider}|{model}|{day.isoformat()}",
+                       lambda: _price_from_table(provider, model, day))
+    return ModelPrice.from_dict(found) if found is not None else None
+
+
+def _price_from_table(provider: str, model: str, day: date) -> dict[str, Any] | None:
     from genai_prices import data_snapshot
 
     ref = model.removeprefix("models/") if provider == "gemini" else model
@@ -137,7 +146,8 @@ def _table_price(provider: str, model: str, day: date) -> ModelPrice | None:
         )
     except LookupError:
         return None
-    return _catalog_price(provider, model, info, day)
+    price = _catalog_price(provider, model, info, day)
+    return price.to_dict() if price is not None else None
 
 
 def _catalog_price(provider: str, model: str, info: Any, day: date) -> ModelPrice | None:

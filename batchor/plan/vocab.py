@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from batchor.plan import vocab_ranks
+from batchor.plan.user_cache import cache_folder
 
 __all__ = ["DEFINITIONS", "VocabularyUnavailable", "load_encoding", "vocabulary_file"]
 
@@ -140,9 +141,7 @@ def _ranks_file(definition: EncodingDefinition) -> Path:
 
 
 def _cache_dir() -> Path:
-    configured = os.environ.get("BATCHOR_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME")
-    base = Path(configured) if configured else Path.home() / ".cache"
-    return base / ("vocab" if os.environ.get("BATCHOR_CACHE_DIR") else "batchor/vocab")
+    return cache_folder("vocab")
 
 
 def _write_atomically(target: Path, data: bytes) -> Path:

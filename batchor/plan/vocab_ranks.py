@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import os
-import tempfile
 from pathlib import Path
+
+from batchor.plan.user_cache import write_atomically
 
 __all__ = ["read", "write"]
 
@@ -39,14 +39,4 @@ def read(path: Path) -> dict[bytes, int] | None:
 def write(path: Path, ranks: dict[bytes, int]) -> None:
     """Store `ranks` at `path` atomically; a cache that cannot be written is simply not kept."""
     payload = marshal.dumps(ranks)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+    write_atomically(path, _MAGIC + hashlib.sha256(payload).digest() + payload)
