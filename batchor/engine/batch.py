@@ -118,20 +118,19 @@ class BatchExecutor:
         try:
             with self.store.session():  # the lanes' ledger reads: one attach of the state, not five a step
                 self.lanes = [self._open(work) for work in works]
-            first = True
             while True:
                 await asyncio.gather(*(lane.submit_ready() for lane in self.lanes))  # steps side by side
                 if self._interrupted() or not self.options.wait or not any(lane.active for lane in self.lanes):
                     break
-                delay = 0.0 if first and self._reattached_only() else self._next_poll_in()
-                first = False
+                delay = self._next_poll_in()
                 self.emit(Event("batch_waiting", {"live": sum(len(lane.live) for lane in self.lanes),
                                                   "next_poll_s": round(delay, 3)}))
                 await self._sleep(delay)
                 if self._interrupted():
                     break
+                now = self.options.clock()
                 for lane in self.lanes:
-                    await lane.poll_all()
+                    await lane.poll_due(now)
         finally:
             await self.sink.flush()
             for lane in self.lanes:
@@ -139,14 +138,11 @@ class BatchExecutor:
                 await lane.provider.aclose()
         return sum(len(lane.live) for lane in self.lanes)
 
-    def _reattached_only(self) -> bool:
-        """Every live batch was submitted by an earlier apply: it may be done already, poll now."""
-        return all(b.run_id != self.run_id for lane in self.lanes for b in lane.active)
-
     def _next_poll_in(self) -> float:
-        """Seconds until the next round: the soonest any live batch wants its poll (batch_poll.py)."""
-        return self.pace.wait(self.options.clock(), [(lane.started(b), lane.expected_ends.get(b.batch_id))
-                                                     for lane in self.lanes for b in lane.active])
+        """Seconds until the next round: when the soonest live batch is due (batch_poll.py)."""
+        now = self.options.clock()
+        soonest = min((lane.due_at(b, now) for lane in self.lanes for b in lane.active), default=now)
+        return min(self.pace.poll_max_s, max(0.0, soonest - now))
 
     def _open(self, work: StepWork) -> _Lane:
         runtime = self.steps[work.step.name]
@@ -206,6 +202,8 @@ class _Lane(Collecting):
         self.troubles: dict[str, int] = {}  # batch id -> calls about it that failed in a row
         self.parked: set[str] = set()  # batches left live at the provider: not polled again this run
         self.expected_ends: dict[str, float] = {}  # batch id -> clock time its reported progress points to
+        self.due: dict[str, float] = {}  # batch id -> clock time of its next poll
+        self.typical_s: dict[int, float | None] = {}  # batch size -> how long such batches took here before
         self.submitted_s: dict[str, float] = {}  # batch id -> clock time its create returned (this run)
         self.keep_files = bool((connection.get("options") or {}).get(KEEP_FILES_OPTION))
 
@@ -213,8 +211,10 @@ class _Lane(Collecting):
         self.work, self.collect_only = work, work.step.mode != "batch"
         ledger = self.ex.ledger
         in_flight: set[str] = set()
+        now = self.ex.options.clock()
         for batch in ledger.live_batches(self.fp):
             self.live[batch.batch_id] = batch
+            self.due[batch.batch_id] = now  # submitted by an earlier apply: it may be done already
             self.keys_of[batch.batch_id] = ledger.batch_keys(batch.batch_id)
             in_flight.update(self.keys_of[batch.batch_id])
         self.items = {item.key: item for item in work.items()}
@@ -353,8 +353,12 @@ class _Lane(Collecting):
         return True
 
     def _submitted(self, batch: BatchRecord, remote: RemoteBatch, event: str = "batch_submitted") -> None:
-        self.submitted_s[batch.batch_id] = self.ex.options.clock()
+        now = self.submitted_s[batch.batch_id] = self.ex.options.clock()
         self.ex.ledger.mark_submitted(batch.batch_id, remote.remote_id, remote.status)
+        if batch.run_id == self.ex.run_id:
+            self._schedule(batch, now)
+        else:  # found again after an earlier apply's uncertain create: it may be done already
+            self.due[batch.batch_id] = now
         batch.state, batch.remote_id, batch.remote_status = "submitted", remote.remote_id, remote.status
         self.ex.emit(Event(event, {"step": batch.step, "batch_id": batch.batch_id, "remote_id": remote.remote_id,
                                    "requests": batch.requests, "chunk": batch.chunk}))

@@ -15,7 +15,7 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from batchor.engine.batch_poll import expected_end
+from batchor.engine.batch_poll import DUE_SLACK_S, expected_end, typical_seconds
 from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.events import Event
 from batchor.engine.realtime import StepRuntime, WorkItem
@@ -50,6 +50,8 @@ class Collecting:
     troubles: dict[str, int]
     parked: set[str]
     expected_ends: dict[str, float]
+    due: dict[str, float]
+    typical_s: dict[int, float | None]
     submitted_s: dict[str, float]
     keep_files: bool
     queue: Any
@@ -79,15 +81,38 @@ class Collecting:
                                            f"is left at the provider: {exc.message}; run `batchor apply` again to "
                                            "collect it")
 
-    async def poll_all(self) -> bool:
+    def due_at(self, batch: BatchRecord, now: float) -> float:
+        """Clock time of the batch's next poll (an intent's next reconciliation follows its age)."""
+        found = self.due.get(batch.batch_id)
+        return found if found is not None else now + self.ex.pace.wait(now, self.started(batch))
+
+    def _schedule(self, batch: BatchRecord, now: float) -> None:
+        """The batch's next poll, from `now` (its submit or a poll of it): batch_poll.py."""
+        self.due[batch.batch_id] = now + self.ex.pace.wait(now, self.started(batch), self._expected_end(batch))
+
+    def _expected_end(self, batch: BatchRecord) -> float | None:
+        """Where its reported progress points, else how long such batches took here before."""
+        found = self.expected_ends.get(batch.batch_id)
+        if found is not None:
+            return found
+        if batch.requests not in self.typical_s:
+            plan = self.runtime.plan
+            self.typical_s[batch.requests] = typical_seconds(
+                self.ex.ledger.durations(plan.provider, plan.model, batch.requests))
+        typical = self.typical_s[batch.requests]
+        return None if typical is None else self.started(batch) + typical
+
+    async def poll_due(self, now: float) -> bool:
+        """Poll the live batches whose time has come (one call each) and collect the finished ones."""
         changed = False
-        for batch in [b for b in self.active if b.state != "intent"]:
+        for batch in [b for b in self.active if b.state != "intent" and self.due_at(b, now) <= now + DUE_SLACK_S]:
             try:
                 remote = await self.provider.poll(batch.remote_id or "")
             except (AuthenticationError, NoApiKeyError):
                 raise
             except ProviderError as exc:  # one failed poll never abandons a live batch
                 self._trouble(batch, exc)
+                self._schedule(batch, self.ex.options.clock())
                 continue
             self.troubles.pop(batch.batch_id, None)
             crash_point("during_poll")
@@ -102,11 +127,13 @@ class Collecting:
         if remote.status != batch.remote_status:
             self.ex.ledger.mark_polled(batch.batch_id, remote.status)
             batch.remote_status = remote.status
-        end = expected_end(self.ex.options.clock(), self.started(batch), remote.done, remote.requests or batch.requests)
+        now = self.ex.options.clock()
+        end = expected_end(now, self.started(batch), remote.done, remote.requests or batch.requests)
         if end is None:
             self.expected_ends.pop(batch.batch_id, None)
         else:
             self.expected_ends[batch.batch_id] = end
+        self._schedule(batch, now)
         self.ex.emit(Event("batch_polled", {"step": batch.step, "batch_id": batch.batch_id,
                                             "remote_status": remote.status, "requests": batch.requests,
                                             "done": remote.done}))
@@ -121,6 +148,7 @@ class Collecting:
         if read:
             read_back = await self._read(batch, remote)
             if read_back is None:
+                self._schedule(batch, self.ex.options.clock())
                 return False  # read again at the next poll
             rows, remote = read_back
         error = remote.error.message if remote.error else None
@@ -135,6 +163,7 @@ class Collecting:
         self.live.pop(batch.batch_id, None)
         self.keys_of.pop(batch.batch_id, None)
         self.expected_ends.pop(batch.batch_id, None)
+        self.due.pop(batch.batch_id, None)
         self.submitted_s.pop(batch.batch_id, None)
         if read and not self.keep_files:
             await self._delete_files(batch, remote)

@@ -303,11 +303,11 @@ class LimitsSpec(_Strict):
     batch_enqueued_tokens: int | None = Field(default=None, ge=1)
     """Input tokens allowed in flight in batches per model; more chunks wait for room."""
     batch_poll_s: float = Field(default=5.0, gt=0)
-    """Shortest wait between polls of live batches when under 0.5 s (the first poll comes 0.5 s
-    after a submit, later ones at a quarter of each live batch's age, sooner when the provider's
-    progress counts say it ends sooner, up to `batch_poll_max_s`)."""
+    """Shortest wait between two polls of one live batch when under 0.5 s (each batch is polled
+    0.5 s after its submit, later at a quarter of its age, sooner when the provider's progress
+    counts or the durations of earlier batches like it say it ends sooner, up to `batch_poll_max_s`)."""
     batch_poll_max_s: float = Field(default=60.0, gt=0)
-    """Longest wait between polls of live batches."""
+    """Longest wait between two polls of one live batch."""
 
 
 class JobSpec(_Strict):

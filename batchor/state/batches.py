@@ -160,6 +160,18 @@ class BatchLedger:
                               [provider]).fetchall()
         return {r[0] for r in rows}
 
+    def durations(self, provider: str, model: str, requests: int, last: int = 20) -> list[float]:
+        """Seconds from submit to seen ended of the latest collected batches of this provider and
+        model with about `requests` rows (a quarter to four times as many): the polls' history."""
+        with self.store.connection() as db:
+            rows = db.execute(
+                "SELECT date_part('epoch', ended_at) - date_part('epoch', submitted_at) FROM batches "
+                "WHERE provider = ? AND model = ? AND state = 'collected' AND succeeded > 0 "
+                "AND submitted_at IS NOT NULL AND ended_at IS NOT NULL AND requests BETWEEN ? AND ? "
+                "ORDER BY ended_at DESC LIMIT ?",
+                [provider, model, max(1, requests // 4), requests * 4, last]).fetchall()
+        return [float(r[0]) for r in rows if r[0] is not None]
+
     def attempts_used(self, keys: list[str]) -> dict[str, tuple[int, int]]:
         """Per key: (attempts used, free retries) in batches since its last final failure."""
         if not keys:
