@@ -134,10 +134,12 @@ class GroupSender:
             if _splittable(error) and len(items) > 1:  # refused as a whole: find the text it refuses
                 await self._split(items, attempt + 1, error)
                 return None
-            if not error.transient or attempt >= self.ex.max_attempts or self.ex.stop.stopped:
+            if not error.transient or attempt >= self.ex.max_attempts:
                 for item in items:
                     self.ex.recorder.fail(item, attempt, error)
                 return None
+            if self.ex.stop.stopped:
+                return None  # it could be tried again, but the run stops: the texts stay pending
             self.ex.progress.retries += len(items)
             await self.seat.wait(self.ex.sleep, _backoff(self.ex, attempt, error))
             if self.ex.stop.stopped:
@@ -201,7 +203,9 @@ class GroupSender:
                 self.ex.progress.rate_limited += 1
                 wait = self.ex.limiter.on_rate_limited(exc, sent_at)
                 self._call_failed(items, attempt, exc, started)
-                if waits > self.ex.max_rate_limit_waits or self.ex.stop.stopped:
+                if self.ex.stop.stopped:
+                    return None, items  # the run stops: the texts stay pending, not failed by a 429
+                if waits > self.ex.max_rate_limit_waits:
                     return exc, items
                 await self.seat.wait(self.ex.sleep, wait)
                 if self.ex.stop.stopped:

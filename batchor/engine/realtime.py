@@ -142,9 +142,11 @@ class RealtimeExecutor:
             if error is None:
                 return
             retry = self.reask.next_request(request, error)
-            if retry is None or attempt >= self.max_attempts or self.stop.stopped:
+            if retry is None or attempt >= self.max_attempts:
                 self.recorder.fail(item, attempt, error)
                 return
+            if self.stop.stopped:
+                return  # it could be asked again, but the run stops: the row stays pending, not failed
             if not await self._reserve(hold, step.attempt_upper_cost(item, retry)):  # re-asks are paid
                 return
             request = retry
@@ -182,7 +184,9 @@ class RealtimeExecutor:
                 self.reachability.reached()
                 wait = self.limiter.on_rate_limited(exc, sent_at)
                 self._call_failed(item, step, attempt, exc, started, hold)
-                if waits > MAX_RATE_LIMIT_WAITS or self.stop.stopped:
+                if self.stop.stopped:
+                    return None  # the run stops: the row stays pending, not failed by its 429
+                if waits > MAX_RATE_LIMIT_WAITS:
                     self.recorder.fail(item, attempt, exc)
                     return None
                 await seat.wait(self.sleep, wait)

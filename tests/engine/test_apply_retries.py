@@ -115,3 +115,18 @@ def test_quota_exhausted_pauses_the_run_and_keeps_rows_pending(workdir, fake):
     fake.reset()
     assert api.apply(spec, handle_signals=False).status == "succeeded"
     assert fake.stats()["answered"] == 4
+
+
+def test_a_row_whose_error_arrives_after_the_run_stopped_stays_pending(workdir, fake):
+    """Row 2 ends the run (quota) at once; row 1's connection drops a second later. Row 1 could be
+    asked again, so it must stay pending for the next apply, not be reported failed."""
+    fake.configure(fail_matching={"review number 1": "timeout", "review number 2": "quota"}, timeout_hold_s=1.0)
+    spec = spec_with_attempts(workdir, rows=3, attempts=3)
+    outcome = api.apply(spec, handle_signals=False)
+    assert outcome.failed == 0 and outcome.succeeded <= 1 and "quota" in (outcome.stop_reason or "")
+    assert query(workdir, "SELECT count(*) FROM results WHERE status = 'failed'") == [(0,)]
+    outcomes = [o for (o,) in query(workdir, "SELECT outcome FROM attempts ORDER BY 1")]
+    assert outcomes == ["ok", "provider_unavailable", "quota_exhausted"]  # the dropped call recorded too
+    fake.configure(fail_matching={})
+    again = api.apply(spec, handle_signals=False)
+    assert (again.status, again.succeeded, again.failed) == ("succeeded", 2, 0)  # row 0 came from the cache
