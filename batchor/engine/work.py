@@ -9,7 +9,7 @@ keys are filtered out with one cache query per step.
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,12 +64,14 @@ class StepWork:
             keys = keys.filter(pc.invert(settled))
         self.pending = PendingKeys.first_seen(keys)
 
-    def items(self) -> Iterator[WorkItem]:
+    def items(self, wanted: Callable[[str], bool] | None = None) -> Iterator[WorkItem]:
         """Pass 2: the messages of pending requests, each key once, in plan order.
 
         The plan is read in the order `pending` was built in, so each row's key is compared with
         the next key expected only (no set of every key); a key not met there (a dependent step
-        rendered differently the second time) is looked for once more."""
+        rendered differently the second time) is looked for once more. With `wanted`, only the
+        keys it accepts (asked when the plan reaches them) are parsed and yielded: a worker of a
+        shared run answers its claims only, and parsing every row cost each worker the whole step."""
         if not self.pending:
             return
         expected = iter(self.pending)
@@ -77,18 +79,20 @@ class StepWork:
         for _, keys, bodies, tokens in self._requests(with_messages=True):
             for key, body, n in zip(keys.to_pylist(), bodies, tokens):
                 if key is not None and key == want:
-                    yield self._item(key, body, n)
+                    if wanted is None or wanted(key):
+                        yield self._item(key, body, n)
                     want = next(expected, None)
                     if want is None:
                         return
-        yield from self._missed({key for key in (want, *expected) if key is not None})
+        yield from self._missed({key for key in (want, *expected) if key is not None}, wanted)
 
-    def _missed(self, remaining: set[str]) -> Iterator[WorkItem]:
+    def _missed(self, remaining: set[str], wanted: Callable[[str], bool] | None) -> Iterator[WorkItem]:
         for _, keys, bodies, tokens in self._requests(with_messages=True):
             for key, body, n in zip(keys.to_pylist(), bodies, tokens):
                 if key in remaining:
                     remaining.discard(key)
-                    yield self._item(key, body, n)
+                    if wanted is None or wanted(key):
+                        yield self._item(key, body, n)
             if not remaining:
                 return
 

@@ -1,9 +1,10 @@
 """Several workers on one run (PostgreSQL state): claims, lease heartbeats, a shared rate limit.
 
 Each `apply` on a shared state joins the job's live run as a worker. Per wave, every worker scans
-the steps as usual, adds the pending keys to the run's work items, then claims slices of them in
-plan order and feeds only its claimed requests to the executors; a heartbeat thread renews its
-lease meanwhile. When nothing is left to claim it waits while other live workers hold claims
+the steps as usual; the first one adds the pending keys to the run's work items (the others find
+them there). Each then claims slices of them in plan order and feeds only its claimed requests to
+the executors, parsing the messages of those rows only; a heartbeat thread renews its lease
+meanwhile. When nothing is left to claim it waits while other live workers hold claims
 (their leases may still expire, and then it takes their items over), so the next wave only starts
 once every answer of this one is stored. Answers are committed in small groups (every
 `concurrency` answers or 0.1 s, whichever comes first), each group with its attempts and the
@@ -159,7 +160,8 @@ class SharedRun:
     def _enqueue(self, works: list[StepWork]) -> None:
         for work in works:
             if work.pending:
-                self.book.enqueue(self.run.run_id, work.step.name, list(work.pending))
+                self.book.enqueue(self.run.run_id, work.step.name, work.pending,
+                                  widens=work.refresh or work.retry_failed)
 
     async def _wait_for_others(self, steps: list[str], stop: StopSignal) -> bool:
         """True when items became claimable (a lease expired); False when the wave is done."""
@@ -191,7 +193,7 @@ class SharedRun:
         ahead: dict[str, int] = {}
         behind: set[str] = set()
         last = -1
-        stream = work.items()
+        stream = work.items(wanted=ahead.__contains__)  # rows claimed by others are not parsed
         slices = Slices(self.book, self.run.run_id, work.step.name, self.slice, self._claimer)
         while True:
             if not ahead:
@@ -212,7 +214,7 @@ class SharedRun:
             last = ahead.pop(item.key)
             yield item
         if behind:
-            yield from (item for item in work.items() if item.key in behind)
+            yield from work.items(wanted=behind.__contains__)
 
     def _claim_all(self, work: StepWork) -> StepWork:
         """Batch steps: claim every claimable key at once; only claimed keys go into batches."""

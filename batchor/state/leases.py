@@ -10,9 +10,8 @@ Lease times are the database's clock, never a worker's. Each method is one trans
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from batchor.state.base import RunRecord, RunStatus
 from batchor.state.postgres_store import PostgresStore, insert_run, update_run
@@ -30,6 +29,7 @@ def _live(alias: str = "") -> str:
 # condition on the row's new version, and only a subquery is evaluated again for the new holder.
 _CLAIMABLE = ("(w.worker_id IS NULL OR NOT EXISTS "
               f"(SELECT 1 FROM workers o WHERE o.worker_id = w.worker_id AND {_live('o')}))")
+_ENQUEUE_CHUNK = 50_000  # keys per statement
 _COUNTERS = ("requests", "succeeded", "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd")
 
 
@@ -117,21 +117,35 @@ class LeaseBook:
 
     # --- work items --------------------------------------------------------------------------
 
-    def enqueue(self, run_id: str, step: str, keys: list[str]) -> None:
-        """Add a step's pending keys to the run's work items (in plan order; existing ones stay)."""
-        for start in range(0, len(keys), 50_000):
-            with self.store.pg() as conn, conn.transaction():
+    def enqueue(self, run_id: str, step: str, keys: Iterable[str], *, widens: bool = False) -> bool:
+        """Add a step's pending keys to the run's work items (in plan order; existing ones stay).
+        True when this worker added them, False when the step's items were there already.
+
+        The first worker of a run adds the items; the others find them and send nothing (before,
+        every worker sent every key, which cost the database an index probe per key and worker).
+        A later worker's pending keys are among the first one's: answers only accumulate during a
+        run. Only a worker whose options widen its share (`widens`: --refresh, --retry-failed)
+        adds its keys anyway; keys already there stay as they are (done or claimed)."""
+        with self.store.pg() as conn, conn.transaction():
+            _lock(conn, "items", f"{run_id}:{step}")  # the first adder commits before others look
+            if not widens and conn.execute("SELECT 1 FROM work_items WHERE run_id = %s AND step = %s LIMIT 1",
+                                           [run_id, step]).fetchone() is not None:
+                return False
+            listed = list(keys)
+            for start in range(0, len(listed), _ENQUEUE_CHUNK):
                 conn.execute("INSERT INTO work_items (run_id, step, request_key, position) "
                              "SELECT %s, %s, k, %s + p - 1 FROM unnest(%s::text[]) WITH ORDINALITY AS n(k, p) "
-                             "ON CONFLICT DO NOTHING", [run_id, step, start, keys[start:start + 50_000]])
+                             "ON CONFLICT DO NOTHING", [run_id, step, start, listed[start:start + _ENQUEUE_CHUNK]])
+        return True
 
     def claim(self, run_id: str, step: str, limit: int) -> list[tuple[str, int]]:
         """Claim up to `limit` open items, lowest positions first; returns (key, position) pairs.
 
         The locked rows reach the UPDATE by their tuple ids (a direct fetch each): joined to it by
         key instead, a freshly filled table without statistics made the planner scan every item per
-        picked key (0.2 s per claim at 4,000 items). A row locked FOR UPDATE keeps its tuple id."""
-        with self.store.pg() as conn, conn.transaction():
+        picked key (0.2 s per claim at 4,000 items). A row locked FOR UPDATE keeps its tuple id.
+        One statement, so no explicit transaction: BEGIN and COMMIT were two of its round trips."""
+        with self.store.pg() as conn:
             rows = conn.execute(
                 "UPDATE work_items q SET worker_id = %s, claimed_at = now() "
                 "WHERE q.ctid = ANY(ARRAY(SELECT w.ctid FROM work_items w "
@@ -203,48 +217,60 @@ class LeaseBook:
 
     def take(self, rate_key: str, rpm: float | None, tpm: float | None, burst_s: float, want: int,
              want_tokens: float, need_tokens: float, pause_s: float = 0.0) -> Grant:
-        """Take up to `want` requests (and tokens, at least `need_tokens`) from the shared bucket."""
-        with self.store.pg() as conn, conn.transaction():
-            conn.execute("INSERT INTO rate_buckets (rate_key, rpm, tpm, burst_s, requests, tokens, updated_at) "
-                         "VALUES (%s, %s, %s, %s, %s, %s, clock_timestamp()) ON CONFLICT DO NOTHING",
-                         [rate_key, rpm, tpm, burst_s, (rpm or 0) / 60 * burst_s, (tpm or 0) / 60 * burst_s])
-            if pause_s > 0:
-                conn.execute("UPDATE rate_buckets SET paused_until = greatest(coalesce(paused_until, "
-                             "clock_timestamp()), clock_timestamp() + make_interval(secs => %s)) "
-                             "WHERE rate_key = %s", [pause_s, rate_key])
-            level_r, level_t, elapsed, paused = conn.execute(
-                "SELECT requests, tokens, extract(epoch FROM clock_timestamp() - updated_at), "
-                "extract(epoch FROM paused_until - clock_timestamp()) "
-                "FROM rate_buckets WHERE rate_key = %s FOR UPDATE", [rate_key]).fetchone()
-            grant, level_r, level_t = _grant(rpm, tpm, burst_s, float(level_r), float(level_t), float(elapsed),
-                                             float(paused or 0.0), want, want_tokens, need_tokens)
-            conn.execute("UPDATE rate_buckets SET requests = %s, tokens = %s, rpm = %s, tpm = %s, burst_s = %s, "
-                         "updated_at = clock_timestamp() WHERE rate_key = %s",
-                         [level_r, level_t, rpm, tpm, burst_s, rate_key])
-        return grant
+        """Take up to `want` requests (and tokens, at least `need_tokens`) from the shared bucket.
+
+        One statement (`_DRAW`), so one round trip: refill, pause and grant are computed on the
+        bucket row it locks. The first draw of a bucket finds no row: it adds a full one and draws again."""
+        args = {"key": rate_key, "rpm": rpm, "tpm": tpm, "burst": float(burst_s), "rate_r": (rpm or 0) / 60,
+                "rate_t": (tpm or 0) / 60, "want": float(want), "want_t": float(want_tokens),
+                "need": float(need_tokens), "pause": float(pause_s)}
+        with self.store.pg() as conn:
+            row = conn.execute(_DRAW, args).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO rate_buckets (rate_key, rpm, tpm, burst_s, requests, tokens, updated_at) "
+                             "VALUES (%(key)s, %(rpm)s, %(tpm)s, %(burst)s, %(rate_r)s * %(burst)s, "
+                             "%(rate_t)s * %(burst)s, clock_timestamp()) ON CONFLICT DO NOTHING", args)
+                row = conn.execute(_DRAW, args).fetchone()
+        return Grant(int(row[0]), float(row[1]), float(row[2]))
 
 
-def _grant(rpm: float | None, tpm: float | None, burst_s: float, level_r: float, level_t: float, elapsed: float,
-           paused: float, want: int, want_tokens: float, need_tokens: float) -> tuple[Grant, float, float]:
-    """Refill both buckets for `elapsed` seconds, then grant what fits (pure: unit-tested)."""
-    rate_r, rate_t = (rpm or 0) / 60, (tpm or 0) / 60
-    if rpm:
-        level_r = min(rate_r * burst_s, level_r + elapsed * rate_r)
-    if tpm:
-        level_t = min(rate_t * burst_s, level_t + elapsed * rate_t)
-        need_tokens = min(need_tokens, rate_t * burst_s)  # a request bigger than the bucket needs a full one
-    if paused > 0:
-        return Grant(0, 0.0, paused), level_r, level_t
-    waits = [0.0]
-    if rpm and want > 0 and level_r < 1:
-        waits.append((1 - level_r) / rate_r)
-    if tpm and level_t < need_tokens:
-        waits.append((need_tokens - level_t) / rate_t)
-    if max(waits) > 0:
-        return Grant(0, 0.0, max(waits)), level_r, level_t
-    requests = min(want, math.floor(level_r)) if rpm else want
-    tokens = min(max(want_tokens, need_tokens), level_t) if tpm else want_tokens
-    return Grant(requests, tokens, 0.0), level_r - (requests if rpm else 0), level_t - (tokens if tpm else 0)
+# The shared bucket's draw, in one statement on the row it locks. Both buckets refill for the
+# time since the last draw (up to `burst` seconds of rate); a pause (a 429 that showed the limit
+# spent) holds every draw until it passes; otherwise a draw waits until one request (and
+# `need` tokens, at most a full bucket) are there, then takes what it wants of what is there.
+_DRAW = """
+WITH b AS (
+    SELECT rate_key, requests, tokens, paused_until,
+           greatest(extract(epoch FROM clock_timestamp() - updated_at)::float8, 0) AS elapsed
+    FROM rate_buckets WHERE rate_key = %(key)s FOR UPDATE),
+level AS (
+    SELECT rate_key, paused_until,
+           CASE WHEN %(rate_r)s > 0 THEN least(%(rate_r)s * %(burst)s, requests + elapsed * %(rate_r)s)
+                ELSE requests END AS r,
+           CASE WHEN %(rate_t)s > 0 THEN least(%(rate_t)s * %(burst)s, tokens + elapsed * %(rate_t)s)
+                ELSE tokens END AS t,
+           greatest(coalesce(extract(epoch FROM paused_until - clock_timestamp())::float8, 0), %(pause)s) AS paused,
+           CASE WHEN %(rate_t)s > 0 THEN least(%(need)s, %(rate_t)s * %(burst)s) ELSE %(need)s END AS need
+    FROM b),
+waits AS (
+    SELECT *, CASE WHEN paused > 0 THEN paused ELSE greatest(
+                  CASE WHEN %(rate_r)s > 0 AND %(want)s > 0 AND r < 1 THEN (1 - r) / %(rate_r)s ELSE 0 END,
+                  CASE WHEN %(rate_t)s > 0 AND t < need THEN (need - t) / %(rate_t)s ELSE 0 END) END AS wait
+    FROM level),
+g AS (
+    SELECT *, CASE WHEN wait > 0 THEN 0 WHEN %(rate_r)s > 0 THEN least(%(want)s, floor(r)) ELSE %(want)s END AS got_r,
+              CASE WHEN wait > 0 THEN 0 WHEN %(rate_t)s > 0 THEN least(greatest(%(want_t)s, need), t)
+                   ELSE %(want_t)s END AS got_t
+    FROM waits)
+UPDATE rate_buckets o SET
+    requests = g.r - CASE WHEN %(rate_r)s > 0 THEN g.got_r ELSE 0 END,
+    tokens = g.t - CASE WHEN %(rate_t)s > 0 THEN g.got_t ELSE 0 END,
+    rpm = %(rpm)s, tpm = %(tpm)s, burst_s = %(burst)s, updated_at = clock_timestamp(),
+    paused_until = CASE WHEN %(pause)s > 0 THEN greatest(coalesce(g.paused_until, clock_timestamp()),
+                                                         clock_timestamp() + make_interval(secs => %(pause)s))
+                        ELSE g.paused_until END
+FROM g WHERE o.rate_key = g.rate_key
+RETURNING g.got_r, g.got_t, g.wait"""
 
 
 def _settled_status(run: RunRecord) -> RunStatus:

@@ -3,7 +3,9 @@ and the engine still sends each pending key once, in plan order."""
 
 from __future__ import annotations
 
+import json
 import tracemalloc
+import types
 
 import pyarrow as pa
 from conftest import make_spec, write_csv
@@ -46,6 +48,24 @@ def test_items_send_each_pending_key_once_in_plan_order(workdir):
     work.pending, part = work.pending.without(held), work.pending.only(set(held))
     assert [i.key for i in work.items()] == [k for k in expected if k not in set(held)]
     assert list(part) == held  # plan order, whatever order the keys were given in
+
+
+def test_items_parse_only_the_keys_a_worker_wants(workdir, monkeypatch):
+    """A worker of a shared run takes the keys it claimed: the others are walked past unparsed."""
+    import batchor.engine.work as work_module
+
+    plan, store, keys, answered = _job(workdir, 2_000)
+    work = StepWork(plan, plan.header.steps[0], store)
+    work.scan()
+    expected = list(work.pending)
+    mine = set(expected[1::7])
+    asked: list[str] = []
+    parsed: list[str] = []
+    real_loads = json.loads
+    monkeypatch.setattr(work_module, "json", types.SimpleNamespace(loads=lambda s: parsed.append(s) or real_loads(s)))
+    got = [i.key for i in work.items(wanted=lambda k: asked.append(k) or k in mine)]
+    assert got == [k for k in expected if k in mine]
+    assert asked == expected and len(parsed) == len(mine)
 
 
 def test_pending_keys_of_a_big_step_hold_no_python_strings(workdir):

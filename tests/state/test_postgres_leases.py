@@ -13,7 +13,7 @@ import pytest
 
 from batchor.engine.shared_limiter import SharedRateLimiter
 from batchor.state.base import RESULT_SCHEMA, RunRecord
-from batchor.state.leases import LeaseBook, _grant
+from batchor.state.leases import LeaseBook
 from batchor.state.pg_session import qmark_to_pyformat
 from batchor.state.postgres_store import PostgresStore
 
@@ -70,7 +70,8 @@ def test_concurrent_claims_never_overlap(store):
 def test_claims_follow_plan_order_and_expired_leases_are_taken_over(store):
     a, b = _books(store, 2)
     a.enqueue("r1", "s", ["k0", "k1", "k2", "k3"])
-    b.enqueue("r1", "s", ["k1", "k3", "k4"])  # a later scan: existing items stay where they are
+    assert not b.enqueue("r1", "s", ["k1", "k3"])  # a later scan: the items are there, nothing is sent
+    assert b.enqueue("r1", "s", ["k1", "k3", "k4"], widens=True)  # --refresh: new keys join, existing ones stay
     assert a.claim("r1", "s", 2) == [("k0", 0), ("k1", 1)]
     assert sorted(b.claim("r1", "s", 10)) == [("k2", 2), ("k3", 3), ("k4", 2)]
     assert a.open_items("r1", ["s"]) == (0, 3)  # nothing claimable, three held by b
@@ -79,6 +80,21 @@ def test_claims_follow_plan_order_and_expired_leases_are_taken_over(store):
     assert sorted(k for k, _ in a.claim("r1", "s", 10)) == ["k2", "k3", "k4"]
     _answer(store, ["k0", "k1", "k2", "k3", "k4"])  # storing answers closes the items
     assert a.open_items("r1", ["s"]) == (0, 0)
+
+
+def test_workers_starting_together_add_the_items_once(store):
+    books = _books(store, 6)
+    keys = [f"k{i}" for i in range(2000)]
+    added: list[bool] = []
+    threads = [threading.Thread(target=lambda b=b: added.append(b.enqueue("r1", "s", keys))) for b in books]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(added) == [False] * 5 + [True]
+    assert store.execute("SELECT count(*), count(DISTINCT request_key), max(position) FROM work_items") == [
+        (2000, 2000, 1999)]
+    assert books[3].enqueue("r1", "other-step", ["k0"])  # another step of the run has its own items
 
 
 def test_a_heartbeat_renews_every_claim_and_release_gives_them_back(store):
@@ -132,17 +148,43 @@ def test_a_run_whose_workers_all_died_is_marked_died_and_a_new_one_starts(store)
     assert workers["w0"]["status"] == "lost" and workers["w0"]["leases"] == 0
 
 
-def test_grant_refills_takes_partially_and_waits():
-    grant, level, _ = _grant(600, None, 1.0, 0.0, 0.0, 0.5, 0.0, want=3, want_tokens=0, need_tokens=0)
-    assert (grant.requests, grant.wait_s, level) == (3, 0.0, 2.0)  # 10/s for 0.5 s: 5, 3 taken
-    grant, _, _ = _grant(600, None, 1.0, 0.2, 0.0, 0.0, 0.0, want=3, want_tokens=0, need_tokens=0)
-    assert grant.requests == 0 and grant.wait_s == pytest.approx(0.08)
-    grant, _, tokens = _grant(None, 6000, 1.0, 0.0, 50.0, 0.0, 0.0, want=1, want_tokens=400, need_tokens=40)
-    assert (grant.requests, grant.tokens, tokens) == (1, 50.0, 0.0)
-    grant, _, _ = _grant(600, 6000, 1.0, 5.0, 100.0, 0.0, 2.5, want=1, want_tokens=0, need_tokens=0)
-    assert grant.requests == 0 and grant.wait_s == 2.5  # a 429 paused everyone
-    grant, _, _ = _grant(600, None, 1.0, 20.0, 0.0, 10.0, 0.0, want=50, want_tokens=0, need_tokens=0)
-    assert grant.requests == 10  # never above the bucket's capacity
+def _bucket(store: PostgresStore, requests: float, tokens: float, elapsed: float = 0.0, paused: float = 0.0) -> None:
+    """The bucket row as the last draw left it, `elapsed` seconds ago, paused `paused` s more."""
+    store.execute("DELETE FROM rate_buckets")
+    store.execute("INSERT INTO rate_buckets (rate_key, requests, tokens, updated_at, paused_until) VALUES "
+                  "('k', ?, ?, clock_timestamp() - make_interval(secs => ?), "
+                  "CASE WHEN ? > 0 THEN clock_timestamp() + make_interval(secs => ?) END)",
+                  [requests, tokens, elapsed, paused, paused])
+
+
+def _level(store: PostgresStore) -> tuple[float, float]:
+    return store.execute("SELECT requests, tokens FROM rate_buckets WHERE rate_key = 'k'")[0]
+
+
+def test_a_draw_refills_takes_partially_and_waits(store):
+    book = LeaseBook(store, "w0", 30)
+    _bucket(store, 0.0, 0.0, elapsed=5.0)  # 1/s for 5 s: 5 there, 3 taken (slow rates: the test may be slow)
+    grant = book.take("k", 60, None, 10.0, 3, 0, 0)
+    assert (grant.requests, grant.wait_s) == (3, 0.0) and _level(store)[0] == pytest.approx(2.0, abs=0.2)
+    _bucket(store, 0.2, 0.0)  # 0.8 s until one request is there
+    grant = book.take("k", 60, None, 10.0, 3, 0, 0)
+    assert grant.requests == 0 and grant.wait_s == pytest.approx(0.8, abs=0.2)
+    _bucket(store, 0.0, 50.0)  # tokens: a draw takes at least what it needs, at most what is there
+    grant = book.take("k", None, 600, 10.0, 1, 400, 40)
+    assert (grant.requests, grant.tokens) == (1, pytest.approx(50.0, abs=2)) and _level(store)[1] < 2
+    _bucket(store, 5.0, 100.0, paused=2.5)
+    grant = book.take("k", 600, 6000, 1.0, 1, 0, 0)
+    assert grant.requests == 0 and grant.wait_s == pytest.approx(2.5, abs=0.05)  # a 429 paused everyone
+    _bucket(store, 20.0, 0.0, elapsed=10.0)
+    assert book.take("k", 600, None, 1.0, 50, 0, 0).requests == 10  # never above the bucket's capacity
+
+
+def test_a_pause_holds_every_draw_and_the_first_draw_adds_a_full_bucket(store):
+    book = LeaseBook(store, "w0", 30)
+    assert book.take("new", 600, None, 2.0, 50, 0, 0).requests == 20  # 10/s, 2 s of burst
+    grant = book.take("new", 600, None, 2.0, 0, 0, 0, pause_s=1.5)
+    assert grant.requests == 0 and grant.wait_s == pytest.approx(1.5, abs=0.05)
+    assert LeaseBook(store, "w1", 30).take("new", 600, None, 2.0, 5, 0, 0).wait_s > 1.3  # the others wait too
 
 
 def test_shared_bucket_holds_the_rate_across_limiters(store):
