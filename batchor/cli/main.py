@@ -266,15 +266,13 @@ def run(argv: list[str] | None = None) -> None:
         code = result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:
         code = exc.exit_code
-    except typer.Abort:
-        code = EXIT_INTERRUPTED
     except click_exc.ClickException as exc:
         exc.show()
         code = EXIT_USAGE
     except BatchorError as exc:
         _print_error(exc, "--json" in (argv or sys.argv))
         code = exc.exit_code
-    except (KeyboardInterrupt, _cancelled()):
+    except (KeyboardInterrupt, typer.Abort, _cancelled()):  # click turns a Ctrl+C in its own code into Abort
         typer.echo("interrupted", err=True)
         code = EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line, the traceback only on request (BATCHOR_DEBUG)

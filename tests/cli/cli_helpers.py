@@ -6,12 +6,14 @@ A plain module rather than a conftest.py: a second conftest.py would shadow the 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import select
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -107,13 +109,20 @@ def ndjson(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def _take_the_terminal() -> None:
+    """In the child, after setsid: make stdin's pseudo-terminal the session's controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Terminal:
-    """`batchor ARGS...` with stdin, stdout and stderr on one pseudo-terminal."""
+    """`batchor ARGS...` with stdin, stdout and stderr on one pseudo-terminal, which is its
+    controlling terminal (its own session), as in a shell: Ctrl+C typed there sends SIGINT."""
 
     def __init__(self, cwd, *args) -> None:
         self.master, slave = pty.openpty()
         self.process = subprocess.Popen(cli_command(*args), cwd=cwd, env=cli_env(TERM="dumb", COLUMNS="200"),
-                                        stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+                                        stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                                        start_new_session=True, preexec_fn=_take_the_terminal)
         os.close(slave)
         self.screen = ""
 

@@ -28,3 +28,17 @@ def test_without_budget_or_yes_a_terminal_asks_and_no_sends_nothing(workdir, fak
     assert code == 6, terminal.screen
     assert "not approved; nothing was sent" in terminal.screen
     assert fake.stats()["requests"] == 0
+
+
+@pytest.mark.slow  # a real process on a pseudo-terminal
+def test_ctrl_c_at_the_question_says_interrupted_and_sends_nothing(workdir, fake):
+    """Ctrl+C inside click's own code (its prompt) reaches us as click's Abort: the same word and
+    exit code as a Ctrl+C anywhere else, not a silent exit."""
+    spec = make_spec(workdir, rows=3)
+    terminal = Terminal(workdir, "apply", spec)
+    terminal.read_until("Run this plan?")
+    terminal.type("\x03")
+    code = terminal.finish()
+    assert code == 130, terminal.screen
+    assert "interrupted" in terminal.screen.split("Run this plan?")[-1]
+    assert fake.stats()["requests"] == 0
