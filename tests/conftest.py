@@ -120,6 +120,20 @@ def small_spec(workdir):
     return make_spec(workdir)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """pytest rewrites the asserts of every test module it imports, in each xdist worker, and keeps
+    the result in the module's __pycache__ only when bytecode may be written: with
+    PYTHONDONTWRITEBYTECODE set (as on the shared test machine) every run redid it, ~5 CPU-s per
+    worker. Collection writes it (gitignored, atomic, checked against the source's mtime), so later
+    runs read it; the variable still holds for everything after collection and for subprocesses."""
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = saved
+
+
 def pytest_configure(config):
     os.environ.setdefault("BATCHOR_TEST", "1")
     if not os.environ.get("BATCHOR_TESTS_ONE_CA"):  # set: an xdist worker of a run that made it
