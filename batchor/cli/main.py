@@ -258,10 +258,10 @@ housekeeping.register_state(app)  # state migrate, state check, spec-schema
 
 def run(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and turns errors into documented exit codes."""
-    arrow_pool.prefer_before_import()
-    _load_dotenv()
-    pandas_probe.install()
     try:
+        arrow_pool.prefer_before_import()
+        _load_dotenv()
+        pandas_probe.install()
         result = _click_command().main(args=argv, standalone_mode=False)
         code = result if isinstance(result, int) else EXIT_OK
     except typer.Exit as exc:

@@ -1,0 +1,42 @@
+"""The `batchor` script's entry point: a Ctrl+C while the command line is still loading says
+"interrupted" with exit 130, as later, and never prints a traceback."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from cli_helpers import ROOT, cli_env
+
+from batchor import errors
+from batchor.cli import entry
+
+
+def test_the_script_starts_at_the_entry_point_with_the_error_trees_exit_code():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts["batchor"] == "batchor.cli.entry:main"
+    assert entry.EXIT_INTERRUPTED == errors.EXIT_INTERRUPTED
+
+
+@pytest.mark.slow  # real processes signalled at several moments of their start
+def test_ctrl_c_at_any_moment_of_the_start_says_interrupted_without_a_traceback(tmp_path: Path):
+    interrupted = 0
+    for delay in (0.08, 0.15, 0.25, 0.4, 0.6):
+        process = subprocess.Popen([sys.executable, "-m", "batchor.cli.entry", "prices", "--json"], cwd=tmp_path,
+                                   env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        if "init_import_site" in err or "Could not import runpy" in err:
+            continue  # still in Python's own start (site, or runpy for -m), before any batchor code ran
+        assert "Traceback" not in err, (delay, err)
+        assert process.returncode in (0, errors.EXIT_INTERRUPTED), (delay, process.returncode, err)
+        if process.returncode == errors.EXIT_INTERRUPTED:
+            assert err.strip().endswith("interrupted"), err
+            interrupted += 1
+    assert interrupted >= 2  # most signals arrive before `prices` has finished
