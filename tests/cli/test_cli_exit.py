@@ -4,17 +4,11 @@ command printed, wrote and committed is all there, and its exit code is kept."""
 from __future__ import annotations
 
 import json
-import tomllib
 
 import duckdb
 
-from tests.cli.cli_helpers import ROOT, cli_env, run_cli
+from tests.cli.cli_helpers import cli_env, run_cli
 from tests.engine.batch_helpers import batch_spec
-
-
-def test_the_script_entry_point_is_main():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert project["project"]["scripts"]["batchor"] == "batchor.cli.main:main"
 
 
 def test_a_batch_apply_leaves_its_output_and_state_complete(fake, workdir):
