@@ -19,6 +19,7 @@ from batchor.engine.batch_poll import DUE_SLACK_S, expected_end, typical_seconds
 from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.events import Event
 from batchor.engine.realtime import StepRuntime, WorkItem
+from batchor.engine.sink import KEEP_ATTACHED_S
 from batchor.errors import (
     AuthenticationError,
     BatchResultsGoneError,
@@ -154,9 +155,10 @@ class Collecting:
         error = remote.error.message if remote.error else None
         keys = self.keys_of.get(batch.batch_id) or self.ex.ledger.batch_keys(batch.batch_id)
         outcomes, cost = self._settle(keys, rows, remote)
-        await self.ex.sink.flush()
-        crash_point("after_results")
-        self.ex.ledger.mark_collected(batch.batch_id, outcomes, error)
+        with self.ex.store.kept_attached(KEEP_ATTACHED_S):  # the answers' write and the collect: one attach
+            await self.ex.sink.flush()
+            crash_point("after_results")
+            self.ex.ledger.mark_collected(batch.batch_id, outcomes, error)
         reserved = self.reserved.pop(batch.batch_id, 0.0)
         gone = isinstance(remote.error, BatchResultsGoneError)  # billed, usage unknown: count the worst case
         self.ex.budget.settle(reserved, reserved if gone else cost)

@@ -9,6 +9,7 @@ by the same code path as a realtime call: fail_matching, fault draws, malformed 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -67,6 +68,8 @@ class World:
         self.jobs[job.id] = job
         if int(fake.config["batch_polls"]) <= 0 and float(fake.config["batch_seconds"]) <= 0:
             finish(fake, PROVIDERS[job.provider], job)
+        elif fake.config["batch_answers_ahead"]:
+            asyncio.get_running_loop().create_task(answer_ahead(fake, job))
         return job
 
     def newest_first(self, provider: str) -> list[Job]:
@@ -98,6 +101,18 @@ def read(fake: Fake, job: Job) -> Job:
     return job
 
 
+async def answer_ahead(fake: Fake, job: Job, slice_rows: int = 100) -> None:
+    """Answer a running job's rows while it runs, a slice at a time between other requests, as a
+    real provider has its answers by the time a batch ends: its end (at a status read) then only
+    marks it done, instead of computing every answer inside that read."""
+    provider = PROVIDERS[job.provider]
+    for start in range(0, len(job.rows), slice_rows):
+        await asyncio.sleep(0)
+        if job.state != "running":
+            return
+        answer_rows(fake, provider, job, job.rows[start:start + slice_rows])
+
+
 def finish(fake: Fake, provider: Provider, job: Job) -> None:
     end = str(fake.config["batch_end"])
     if end == "failed":
@@ -117,8 +132,12 @@ def cancel(fake: Fake, job: Job) -> Job:
 
 
 def run_rows(fake: Fake, provider: Provider, job: Job, share: float) -> None:
-    todo = round(len(job.rows) * share)
-    for row in job.rows[:todo]:
+    answer_rows(fake, provider, job, job.rows[:round(len(job.rows) * share)])
+
+
+def answer_rows(fake: Fake, provider: Provider, job: Job, rows: list[Row]) -> None:
+    """Answer the rows not answered yet."""
+    for row in rows:
         if row.status is None:
             params = job.extra.get("route_params") or {"model": str(row.body.get("model", ""))}
             row.status, row.payload = answer_row(fake, provider, job.route, row.body, params)

@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "batch_seconds": 0.0,  # ... and this many seconds after its creation
     "batch_end": "completed",  # completed | expired | failed (batch-level, see batch_fail_code)
     "batch_done_fraction": 1.0,  # share of rows answered before an expiry or a cancel
+    "batch_answers_ahead": False,  # true: rows are answered while the job runs, not all at its end
     "batch_progress": False,  # true: each status read before the end answers 1/batch_polls of the rows
     "batch_fail_code": "invalid_request",  # the error code of a failed batch
     "batch_create_delay_s": 0.0,  # answer a create this late (it is created at once)
