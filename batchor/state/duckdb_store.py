@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchor.duck import one_thread
+from batchor.duck import SMALL_ROWS, one_thread
 from batchor.errors import StateVersionError
 from batchor.file_modes import private_dir
 from batchor.state.base import ATTEMPT_SCHEMA, RunRecord
@@ -232,7 +232,11 @@ class DuckDBStore:
                 "WHERE j.job_id = ? AND j.step = ?", params=[job_id, step]).to_arrow_table()
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
-        with self.connection() as db, one_thread(db):
+        """A step's results for these rows (the export's parts). A big part is read on one thread
+        (see `one_thread`); a few thousand rows are not worth its three statements (~2 ms CPU), and
+        a small job's export reads its one part two to four times per apply."""
+        big = len(row_keys) > SMALL_ROWS
+        with self.connection() as db, one_thread(db) if big else nullcontext():
             db.register("probe_rows", pa.table({"k": row_keys}))
             table = db.sql(
                 "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
