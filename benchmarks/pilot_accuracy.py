@@ -181,14 +181,41 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
             "steps": decomposition(calibration, in_pilot, steps), "steps_actual": steps}
 
 
+def other_rows(spec: Path, rows: int, seed: int, folder: Path) -> Path:
+    """`rows` rows like the spec's input, each a new request: a row's text with its words rotated
+    (by an offset of its own, other for each `seed`), under a key of its own (ending in the same
+    digit). The same words keep the same characters per token, so the earlier run's reported input
+    calibrates the job's input as a run on other rows of the same kind would (a marker such as a hashed
+    number would read as other tokens). A text of one word cannot be rotated: its row is left out."""
+    import csv
+
+    from batchor.spec.load import load_spec
+
+    loaded = load_spec(spec)
+    key = loaded.spec.input.key if isinstance(loaded.spec.input.key, str) else loaded.spec.input.key[0]
+    with Path(loaded.resolve(loaded.spec.input.path)).open(newline="", encoding="utf-8") as handle:
+        original = list(csv.DictReader(handle))
+    target = folder / f"earlier-{seed}.csv"
+    with target.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(original[0]))
+        writer.writeheader()
+        for i in range(rows):
+            row = dict(original[i % len(original)])
+            words = row["text"].split()
+            turn = 1 + (i // len(original) + seed * 7919 + i * 31) % max(1, len(words) - 1)
+            rotated = " ".join(words[turn:] + words[:turn])
+            if rotated != row["text"]:
+                row[key], row["text"] = f"h{seed}-{i}-{row[key]}", rotated
+                writer.writerow(row)
+    return target
+
+
 def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: int,
                     whole: dict[str, Any] | None = None) -> dict[str, Any]:
-    """No pilot: an earlier run of the same spec on `rows` other rows (the spec's input rows, each
-    text marked with a number of its own: every row a new request; `seed` draws other numbers),
+    """No pilot: an earlier run of the same spec on `rows` other rows (other_rows: every row a new
+    request, its words the same as a row of the job's; `seed` draws other rows),
     then the plan of the job learning from its answers (`history: N answers`) against the job's
     cost (run for real once, `whole`: the job's rows are the same for every seed)."""
-    from estimate_accuracy import more_rows
-
     from batchor.pilot import calibrated
 
     folder = Path(tempfile.mkdtemp(prefix="pilot-bench-history-"))
@@ -196,7 +223,7 @@ def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: 
     spec = make(folder, rows)
     fake.reset(config=True)
     fake.configure(text_words=[MEDIAN_WORDS, sigma])
-    earlier = api.plan(spec, more_rows(spec, rows, f"h{seed}", folder), limit=rows, save=False)
+    earlier = api.plan(spec, other_rows(spec, rows, seed, folder), limit=rows, save=False)
     api.apply_compiled(earlier, output=str(folder / "earlier.csv"), handle_signals=False)
     planned = api.plan(spec, save=False)
     interval = calibrated(planned)
