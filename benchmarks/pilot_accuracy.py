@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import re
 import shutil
 import sys
 import tempfile
@@ -181,12 +183,18 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
             "steps": decomposition(calibration, in_pilot, steps), "steps_actual": steps}
 
 
+def other_number(digits: str, draw: random.Random) -> str:
+    """Another number of as many digits."""
+    return str(draw.randrange(10 ** (len(digits) - 1) if len(digits) > 1 else 0, 10 ** len(digits)))
+
+
 def other_rows(spec: Path, rows: int, seed: int, folder: Path) -> Path:
-    """`rows` rows like the spec's input, each a new request: a row's text with its words rotated
-    (by an offset of its own, other for each `seed`), under a key of its own (ending in the same
-    digit). The same words keep the same characters per token, so the earlier run's reported input
-    calibrates the job's input as a run on other rows of the same kind would (a marker such as a hashed
-    number would read as other tokens). A text of one word cannot be rotated: its row is left out."""
+    """`rows` rows like the spec's input, each a new request: a row's text with its numbers redrawn
+    (as many digits) and its words rotated (a seeded draw per row, other for each `seed`), under a
+    key of its own (ending in the same character). The same kind of words keeps the characters per
+    token, so the earlier run's reported input calibrates the job's input as a run on other rows of
+    the same kind would (a marker such as a hashed number reads as other tokens). A rotated text
+    never reads as one of the job's; a text of one word cannot be rotated: its row is left out."""
     import csv
 
     from batchor.spec.load import load_spec
@@ -200,9 +208,9 @@ def other_rows(spec: Path, rows: int, seed: int, folder: Path) -> Path:
         writer = csv.DictWriter(handle, fieldnames=list(original[0]))
         writer.writeheader()
         for i in range(rows):
-            row = dict(original[i % len(original)])
-            words = row["text"].split()
-            turn = 1 + (i // len(original) + seed * 7919 + i * 31) % max(1, len(words) - 1)
+            row, draw = dict(original[i % len(original)]), random.Random(f"{seed}-{i}")
+            words = re.sub(r"\d+", lambda m, d=draw: other_number(m[0], d), row["text"]).split()
+            turn = draw.randrange(1, max(2, len(words)))
             rotated = " ".join(words[turn:] + words[:turn])
             if rotated != row["text"]:
                 row[key], row["text"] = f"h{seed}-{i}-{row[key]}", rotated
