@@ -33,7 +33,8 @@ class Result:
     answer_columns: list[str] = field(default_factory=list)
     checks: CheckReport | None = None  # the spec's quality gates over this run (None: it has none)
     # Per LLM step: the plan's estimate (expected_usd, upper_usd, output_source, input_source), what the
-    # run's attempts cost (actual_usd) and actual / expected (ratio; None when nothing was expected).
+    # run's attempts cost (actual_usd) and actual / expected of the requests it settled (ratio, against
+    # settled_expected_usd; None when nothing was expected).
     steps: list[dict[str, Any]] = field(default_factory=list)
     _kind: str = "path"
     _original: Any = None
@@ -55,11 +56,11 @@ class Result:
 
     @property
     def estimate(self) -> dict[str, float | None]:
-        """The whole run: what the plan expected and allowed at most, what was spent, actual / expected."""
-        expected = sum(float(s["expected_usd"] or 0.0) for s in self.steps)
-        actual = sum(float(s["actual_usd"]) for s in self.steps)
-        return {"expected_usd": expected, "upper_usd": sum(float(s["upper_usd"] or 0.0) for s in self.steps),
-                "actual_usd": actual, "ratio": actual / expected if expected > 0 else None}
+        """The whole run: what the plan expected and allowed at most, what was spent, and actual /
+        expected of the requests the run settled (all of them unless it stopped early)."""
+        from batchor.state.answer_stats import report_totals
+
+        return report_totals(self.steps)
 
     @property
     def tokens(self) -> dict[str, int]:

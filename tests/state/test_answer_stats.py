@@ -86,7 +86,8 @@ def test_a_runs_estimate_next_to_its_spend(store):
                                                              ("y", 1, "ok", 10, 10, 10, 0.1)]))
     a, b = run_step_report(store, "r1")
     assert (a["step"], a["expected_usd"], a["upper_usd"]) == ("a", 0.25, 1.0)
-    assert a["actual_usd"] == pytest.approx(0.3) and a["ratio"] == pytest.approx(1.2)
+    assert a["actual_usd"] == pytest.approx(0.3) and a["settled_requests"] == 2  # of the 3 it planned
+    assert a["ratio"] == pytest.approx(0.3 / (0.25 * 2 / 3))  # held to the part it sent
     assert (b["actual_usd"], b["ratio"]) == (0.0, None)  # nothing expected: no ratio
     assert run_step_report(store, "r-unknown") == []
 
