@@ -214,7 +214,8 @@ class _Lane(Collecting):
         now = self.ex.options.clock()
         for batch in ledger.live_batches(self.fp):
             self.live[batch.batch_id] = batch
-            self.due[batch.batch_id] = now  # submitted by an earlier apply: it may be done already
+            if batch.state != "intent":  # submitted by an earlier apply: it may be done already
+                self.due[batch.batch_id] = now
             self.keys_of[batch.batch_id] = ledger.batch_keys(batch.batch_id)
             in_flight.update(self.keys_of[batch.batch_id])
         self.items = {item.key: item for item in work.items()}
