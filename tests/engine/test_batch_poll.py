@@ -45,3 +45,20 @@ def test_no_progress_reported_means_no_expected_end():
     assert expected_end(10.0, 1.0, done=0, total=100) is None
     assert expected_end(10.0, 1.0, done=100, total=100) is None  # finalizing: its age paces it
     assert expected_end(10.0, None, done=5, total=100) is None
+
+
+def polls_until(pace: PollPace, duration: float) -> int:
+    start = now = 1.8e9
+    polls = 0
+    while now - start < duration:
+        now += pace.wait(now, start)
+        polls += 1
+    return polls
+
+
+def test_polls_a_batch_of_a_minute_an_hour_and_a_day_takes_as_the_readme_says():
+    pace = PollPace(poll_s=5.0, poll_max_s=60.0)  # the spec's defaults
+    assert polls_until(pace, 2.0) == 4  # 0.5 s apart while young: at most two a second
+    assert 15 <= polls_until(pace, 60) <= 25
+    assert 70 <= polls_until(pace, 3600) <= 90
+    assert 1400 <= polls_until(pace, 86_400) <= 1600
