@@ -5,13 +5,15 @@ on an injected clock."""
 
 from __future__ import annotations
 
+import signal
+
 import duckdb
 import pytest
 
 from batchor import api
 from batchor.engine.run import ApplyOptions, apply_plan
 from batchor.state import open_state
-from tests.engine.batch_helpers import batch_spec
+from tests.engine.batch_helpers import batch_spec, cli, submitted
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,9 +34,9 @@ class FakeTime:
 
 def apply_on(folder, spec, time: FakeTime | None = None, **options):
     events: list = []
+    clocks = {"sleep": time.sleep, "clock": time.clock} if time else {}
     outcome = apply_plan(api.plan(str(spec), save=False), open_state(str(folder / ".batchor" / "state.duckdb")),
-                         ApplyOptions(sleep=time.sleep if time else None, clock=time.clock if time else None,
-                                      handle_signals=False, emit=events.append, **options))
+                         ApplyOptions(handle_signals=False, emit=events.append, **{**clocks, **options}))
     return outcome, events
 
 
@@ -78,3 +80,20 @@ def test_a_batch_like_earlier_ones_is_polled_when_their_durations_say_it_ends(fa
     with_history, without = ages(workdir / "history", 40.0), ages(workdir / "none", None)
     assert 40.0 in with_history and 40.0 not in without  # a poll at the expected end
     assert with_history[:5] == without[:5] == [0.5, 1.0, 1.5, 2.0, 2.5]  # short at first either way
+
+
+@pytest.mark.slow  # a process killed after its intent, then a resume
+def test_an_earlier_intent_whose_lookup_fails_waits_between_rounds(fake, workdir):
+    """An intent left by a killed apply is reconciled (looked up), not polled: while its lookup
+    fails, rounds wait by the intent's age instead of following one another at once."""
+    spec = batch_spec(workdir, rows=3, max_attempts=4)
+    killed = cli(workdir, "apply", spec, "--yes", crash_at="after_intent")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    fake.configure(fault_plan={"openai.batches.list": ["400", "400"]})  # refused twice, then answered
+    paper = FakeTime()
+    outcome, events = apply_on(workdir, spec, None, sleep=paper.sleep)
+    assert (outcome.status, outcome.progress["succeeded"]) == ("succeeded", 3)
+    failed = [e for e in events if e.type == "batch_call_failed"]
+    assert len(failed) == 2
+    assert all(delay > 0 for delay in paper.delays[:2]), paper.delays  # not a round after a round at once
+    assert set(submitted(fake).values()) == {1}
