@@ -42,7 +42,7 @@ from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.engine.workers import SharedRun
 from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, StalePlanError
-from batchor.outputs.export import check_output_target, is_small, row_counts, write_output
+from batchor.outputs.export import check_output_target, is_small, write_output_and_count
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.estimate import step_estimates
 from batchor.plan.model import StepPlan
@@ -367,8 +367,7 @@ def _with_emit(options: ApplyOptions, emit: EventSink) -> ApplyOptions:
 def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord, progress: Progress,
             stop: StopSignal, started: float, shared: SharedRun | None = None) -> RunOutcome:
     """Write the output, judge the run on its rows, and finish its record (and earlier ones it settled)."""
-    output = write_output(plan, store, options.output_path)
-    rows = row_counts(plan, store)
+    output, rows = write_output_and_count(plan, store, options.output_path)
     status = derive_status(stop, rows)
     run.status, run.paused_reason = status, status_reason(status, stop, rows)
     run.requests, run.cached, run.skipped = progress.total, progress.cached, progress.skipped

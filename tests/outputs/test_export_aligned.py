@@ -149,5 +149,34 @@ def test_export_matches_a_sorted_join(workdir, monkeypatch, part_rows):
     assert export.row_counts(plan, store) == counts
 
 
+@pytest.mark.parametrize("small", [True, False])
+def test_an_apply_s_counts_are_those_of_the_file_it_wrote(workdir, monkeypatch, small):
+    """What an apply ends with: the output and its rows by status. A small job reads its results
+    from the state once for both, a big one (here: SMALL_ROWS below the job) twice."""
+    spec = make_spec(workdir, steps=SPEC_STEPS)
+    write_csv(workdir / "data.csv", [{"id": f"r{i}", "text": "same" if i % 3 else f"t{i}"} for i in range(12)])
+    plan = api.plan(spec, save=False, mock=True)
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    keys = next(plan.iter_batches(["_row_key", "__req.classify.key"])).to_pydict()
+    store.add_run_requests(plan.job_id, "classify", pa.table({"row_key": keys["_row_key"],
+                                                              "request_key": keys["__req.classify.key"]}))
+    done = sorted(set(keys["__req.classify.key"]))[:2]  # "same" (8 rows) and one other: the rest stay pending
+    store.record_results(pa.table({
+        "request_key": done, "step": ["classify"] * 2, "status": ["failed", "succeeded"],
+        "output": [None, '{"sentiment": "mixed", "score": 3}'], "error_code": ["server_error", None],
+        "error": ["boom", None], "attempts": [1, 1], "input_tokens": [1, 1], "output_tokens": [1, 1],
+        "cost_usd": [0.0, 0.0], "run_id": ["r", "r"]}, schema=RESULT_SCHEMA))
+    if not small:
+        monkeypatch.setattr(export, "SMALL_ROWS", 5)
+    reads = []
+    real = store.job_results_for_rows
+    monkeypatch.setattr(store, "job_results_for_rows", lambda *args: reads.append(args[1]) or real(*args))
+    path, counts = export.write_output_and_count(plan, store, workdir / "out.parquet")
+    assert reads == (["classify", "summary"] if small else ["classify", "summary"] * 2)
+    statuses = pq.read_table(path).column("_status").to_pylist()
+    assert counts == {s: statuses.count(s) for s in export.ROW_STATUSES} == export.row_counts(plan, store)
+    assert counts["failed"] >= 1 and counts["pending"] >= 1 and sum(counts.values()) == 12
+
+
 def _sha256(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
