@@ -58,7 +58,9 @@ class OutputStats:
     answer_tokens_sq: float = 0.0
     attempt_tokens: int = 0  # output tokens of every billed attempt
     max_tokens: int = 0
-    requests: int = 0  # distinct requests with a billed attempt (answered in the end or not)
+    # distinct requests with a billed attempt (answered in the end or not), per run: a request asked
+    # again by a later run (--no-cache, --refresh) is a request again, not more attempts of one
+    requests: int = 0
     answer_tokens_cu: float = 0.0  # sum of the accepted answers' output tokens cubed: their skewness
 
     @property
@@ -161,7 +163,7 @@ def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
                            "coalesce(sum(a.output_tokens) FILTER (WHERE a.outcome = 'ok'), 0), "
                            f"coalesce(sum({_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
                            "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0), "
-                           "count(DISTINCT a.request_key), "
+                           "count(DISTINCT a.run_id || ':' || a.request_key), "
                            f"coalesce(sum({_TOKENS} * {_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0)")
     for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes in rows:
         found[key][kind] = OutputStats(int(answers), int(attempts), int(tokens), float(squares),

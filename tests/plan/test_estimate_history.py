@@ -142,3 +142,18 @@ def test_a_mean_learned_from_few_answers_says_how_far_it_may_be_off(workdir, fak
     step = plan.header.steps[0]
     assert step.output_error is not None and step.output_error < 0.10
     assert f"(history: 92 answers, +-{step.output_error:.0%});" in plan_text(plan)
+
+
+def test_asking_the_same_requests_again_does_not_inflate_the_history(workdir, fake):
+    """`--no-cache` runs answer the same request keys again: each run's answers are requests of
+    their own, not extra attempts of the first run's requests (three runs read as 3 attempts per
+    request: output and input expected 3x)."""
+    spec = make_spec(workdir, rows=20)
+    for _ in range(3):
+        api.apply(spec, no_cache=True, handle_signals=False)
+    billed, answers = query(workdir, "SELECT sum(output_tokens), count(*) FROM attempts WHERE outcome = 'ok'")[0]
+    new_rows(workdir, 0)
+    step = api.plan(spec, save=False).header.steps[0]
+    assert step.output_source == f"history: {answers} answers" and answers == 60
+    assert step.expected_output_tokens == round(billed / answers)
+    assert step.input_factor == pytest.approx(1.0)
