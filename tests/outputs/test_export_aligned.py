@@ -117,8 +117,9 @@ def test_export_matches_a_sorted_join(workdir, monkeypatch, part_rows):
             schema=RESULT_SCHEMA,
         )
     )
-    for fmt in ("parquet", "csv", "jsonl"):
-        export.write_output(plan, store, workdir / f"out.{fmt}", fmt)
+    with store.kept_attached(60):  # as in an apply: one attach for the ~100 parts of part_rows=1, not one each
+        for fmt in ("parquet", "csv", "jsonl"):
+            export.write_output(plan, store, workdir / f"out.{fmt}", fmt)
     _reference(plan, store, workdir / "reference.parquet")
     got, want = pq.read_table(workdir / "out.parquet"), pq.read_table(workdir / "reference.parquet")
     assert got.equals(want)
