@@ -3,7 +3,8 @@
 A run record is written by the process that runs it, so it can only be as true as that process's
 last write. What `status` and `runs` show is recomputed from the state instead:
 
-- answered and failed are counted from the results the run stored; spend and tokens are the sum
+- answered and failed are counted from the results the run stored (a finished run keeps the
+  failures it ended with, whose results a later run may have taken over); spend and tokens are the sum
   of its billed attempts (state/spend.py);
 - a run still marked `running` whose process is gone is `died`: on DuckDB nobody holds the apply
   lock (`<state>.lock`, see lock.py); on PostgreSQL none of its workers has a live lease.
@@ -44,6 +45,11 @@ def run_tallies(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def with_tally(run: RunRecord, tally: dict[str, Any]) -> RunRecord:
+    """`run` with its stored tally. A finished run keeps the failures it ended with: a later run
+    that answers those requests (--retry-failed, a transient failure sent again) takes their stored
+    results over, which must not rewrite this run's history to `partial` with 0 failed."""
+    if run.finished_at is not None and run.status not in LIVE:
+        tally = {**tally, "failed": max(tally["failed"], run.failed or 0)}
     return dataclasses.replace(run, **tally)
 
 

@@ -78,3 +78,21 @@ def test_a_dependent_step_that_failed_for_good_is_not_sent_again(workdir, fake, 
 
     retried = batchor.apply(spec, max_cost=1, limits=limits, retry_failed=True)
     assert _sent(fake) == {"400": 1} and retried.failed == 1
+
+
+def test_a_run_keeps_its_failures_in_history_after_a_later_run_answers_them(workdir, fake):
+    """`runs` and `status` of an earlier partial run still count the requests that failed in it
+    once a later --retry-failed run answers them (the later run owns the stored result now)."""
+    from batchor import operations
+
+    spec = make_spec(workdir, rows=6, limits={"concurrency": 2, "max_attempts": 1})
+    fake.configure(fail_matching={"review number 3": 400})
+    first = batchor.apply(spec, max_cost=1)
+    assert (first.status, first.succeeded, first.failed) == ("partial", 5, 1)
+
+    fake.configure(fail_matching={})
+    assert batchor.apply(spec, max_cost=1, retry_failed=True).status == "succeeded"
+    earlier = next(r for r in operations.runs() if r["run_id"] == first.run_id)
+    assert (earlier["status"], earlier["succeeded"], earlier["failed"]) == ("partial", 5, 1)
+    shown = operations.status(first.run_id)
+    assert (shown["succeeded"], shown["failed"]) == (5, 1)
