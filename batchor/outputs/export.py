@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.duck import SMALL_ROWS, attached, scratch_db
-from batchor.errors import OutputError
+from batchor.errors import OutputError, UsageError
 from batchor.plan.fanout_rows import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
@@ -158,7 +158,7 @@ def _write(plan: CompiledPlan, store: StateStore, path: Path | None, fmt: str | 
            counted: bool) -> tuple[Path, dict[str, int]]:
     """Write the output file; with `counted` (small jobs only) also count its rows by status."""
     target = Path(path or plan.header.output.path)
-    fmt = fmt or (format_for(target) if path else None) or plan.header.output.format
+    fmt = fmt or (_format_of_flag(target) if path else None) or plan.header.output.format
     _check_target(target)
     counts: dict[str, int] = {}
     with _export_db(plan) as db:
@@ -368,8 +368,21 @@ def format_for(path: Path) -> str | None:
             ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}.get(path.suffix.lower())
 
 
+def _format_of_flag(path: Path) -> str:
+    """The format an output given on the command line asks for by its extension; one that names
+    none is refused, rather than written in the spec's format under a name that says otherwise."""
+    fmt = format_for(path)
+    if fmt is None:
+        raise UsageError(f"--output {path}: cannot tell the format from '{path.suffix or path.name}'",
+                         hint="use .csv, .tsv, .parquet, .jsonl or .duckdb")
+    return fmt
+
+
 def check_output_target(plan: CompiledPlan, path: Path | None = None) -> None:
-    """Fail before any call when the output cannot be written (a directory, no permission)."""
+    """Fail before any call when the output cannot be written (a directory, no permission, a
+    format its extension does not name)."""
+    if path is not None:
+        _format_of_flag(Path(path))
     _check_target(Path(path or plan.header.output.path))
 
 

@@ -119,3 +119,20 @@ def test_variant_names():
     assert variant_tags(pilot=50, sample=7) == ("pilot", "sample-7")
     assert variant_tags(model="anthropic:claude/odd name") == ("model-claude-odd-name",)
     assert variant_path(Path("out/x.parquet"), ("limit-100",)) == Path("out/x.limit-100.parquet")
+
+
+@pytest.mark.parametrize("name", ["results.xlsx", "results.txt", "results"])
+def test_an_output_flag_whose_format_is_unknown_is_refused_not_written_in_another_format(fake, workdir, spec, name):
+    """`apply -o results.xlsx` and `export -o results.xlsx` wrote the spec's CSV (or Parquet) under
+    the name the user chose; both now refuse before anything is sent or written."""
+    target = workdir / "out" / name
+    applied = CliRunner().invoke(app, ["apply", str(spec), "--yes", "-o", str(target)])
+    assert getattr(applied.exception, "code", None) == "usage" and name in str(applied.exception), applied.output
+    assert fake.stats()["requests"] == 0 and not target.exists()
+
+    apply_cli(str(spec))
+    exported = CliRunner().invoke(app, ["export", "-o", str(target)])
+    assert getattr(exported.exception, "code", None) == "usage", exported.output
+    assert ".csv" in exported.exception.hint
+    assert not target.exists()
+    assert CliRunner().invoke(app, ["export", "-o", str(workdir / "out" / "copy.jsonl")]).exit_code == 0
