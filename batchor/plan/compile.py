@@ -250,8 +250,8 @@ def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, sk
                       cost_expected=cost_expected, cost_upper=cost_upper, estimated=estimated)
 
 
-def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], fingerprint: str, source: Any,
-            rows: int, overrides: Overrides, state_location: str | None) -> PlanHeader:
+def output_target(loaded: LoadedSpec) -> tuple[Path, str]:
+    """The spec's output file and its format (`validate` checks it too, so it fails offline)."""
     spec = loaded.spec
     output = spec.output.path if spec.output else f"out/{spec.name}.parquet"
     out_path = Path(os.path.normpath(loaded.resolve(output)))
@@ -259,6 +259,13 @@ def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], finge
     if out_format is None:
         raise SpecError(f"output.path: cannot tell the format of '{output}'",
                         hint="use .csv, .tsv, .parquet, .jsonl or .duckdb, or set output.format")
+    return out_path, out_format
+
+
+def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], fingerprint: str, source: Any,
+            rows: int, overrides: Overrides, state_location: str | None) -> PlanHeader:
+    spec = loaded.spec
+    out_path, out_format = output_target(loaded)
     unpriced = sorted({f"{s.provider}:{s.model}" for s in steps if s.price is None and s.counts.to_run})
     totals = PlanTotals(
         rows=rows, requests=sum(s.counts.rows - s.counts.skipped for s in steps),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchor.errors import Problems
+from batchor.plan.compile import output_target
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.typecheck import typed_steps
 from batchor.spec.inputs import InputReader, input_source
@@ -31,6 +32,8 @@ def validate_loaded(loaded: LoadedSpec, overrides: Overrides) -> ValidationRepor
     """Check a loaded spec; raises the one problem found, or SpecProblemsError with all of them."""
     steps, templates = resolve_steps(loaded, overrides)
     found = Problems()
+    with found.check():
+        output_target(loaded)
     columns: list[str] = []
     with found.check():
         reader = InputReader(input_source(loaded))

@@ -64,3 +64,17 @@ def test_a_missing_file_does_not_stop_the_others(workdir, batchor_cli):
     result = batchor_cli(workdir, "validate", workdir / "missing.yaml", good)
     assert result.returncode == 1
     assert "spec file not found" in result.stderr and f"ok  {good}" in result.stdout
+
+
+def test_an_output_path_whose_format_is_unknown_fails_validate_as_it_fails_plan(workdir):
+    """`validate` said `ok` for `output.path: out/results.xlsx`, which `plan` then refused."""
+    import pytest
+
+    import batchor
+    from batchor.errors import SpecError
+
+    spec = make_spec(workdir, rows=2)
+    spec.write_text(spec.read_text(encoding="utf-8").replace("results.csv", "results.xlsx"), encoding="utf-8")
+    for check in (batchor.validate, batchor.plan):
+        with pytest.raises(SpecError, match=r"output.path: cannot tell the format of .*results\.xlsx"):
+            check(str(spec))
