@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -262,8 +264,11 @@ def run(argv: list[str] | None = None) -> None:
         arrow_pool.prefer_before_import()
         _load_dotenv()
         pandas_probe.install()
-        result = _click_command().main(args=argv, standalone_mode=False)
+        with _CtrlC() as ctrl_c:
+            result = _click_command().main(args=argv, standalone_mode=False)
         code = result if isinstance(result, int) else EXIT_OK
+        if code == EXIT_INTERRUPTED and ctrl_c.seen:  # Typer turned it into a bare exit 130
+            typer.echo("interrupted", err=True)
     except typer.Exit as exc:
         code = exc.exit_code
     except click_exc.ClickException as exc:
@@ -282,6 +287,30 @@ def run(argv: list[str] | None = None) -> None:
         typer.echo("  fix: this is a batchor bug; set BATCHOR_DEBUG=1 to see the traceback and report it", err=True)
         code = EXIT_ERROR
     sys.exit(code)
+
+
+class _CtrlC:
+    """Notes a Ctrl+C that reached a command as KeyboardInterrupt. Typer turns one into a bare exit
+    130 and says nothing, so a Ctrl+C while a command plans or reads went unexplained. A run owns
+    SIGINT itself (engine/interrupts.py) and says what it stopped; this handler is not called then."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def __enter__(self) -> "_CtrlC":
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        signal.default_int_handler(signum, frame)
 
 
 @functools.cache
