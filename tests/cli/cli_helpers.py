@@ -11,6 +11,7 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -109,8 +110,16 @@ def ndjson(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def as_foreground_job() -> None:
+    """In the child: Ctrl+C's default action, as a shell gives its foreground job. A test run started
+    in the background by a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and Python
+    keeps an inherited ignore, so a signalled child would simply go on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _take_the_terminal() -> None:
     """In the child, after setsid: make stdin's pseudo-terminal the session's controlling terminal."""
+    as_foreground_job()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from cli_helpers import ROOT, cli_env
+from cli_helpers import ROOT, as_foreground_job, cli_env
 from conftest import make_spec
 
 from batchor import errors
@@ -29,7 +29,8 @@ def test_ctrl_c_at_any_moment_of_the_start_says_interrupted_without_a_traceback(
     interrupted = 0
     for delay in (0.08, 0.15, 0.25, 0.4, 0.6):
         process = subprocess.Popen([sys.executable, "-m", "batchor.cli.entry", "prices", "--json"], cwd=tmp_path,
-                                   env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                   env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=as_foreground_job)
         time.sleep(delay)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
@@ -50,7 +51,8 @@ def test_ctrl_c_while_a_command_works_says_interrupted(tmp_path: Path):
     """Typer turns a KeyboardInterrupt inside a command into a bare exit 130: the word is ours."""
     spec = make_spec(tmp_path, rows=20_000)
     process = subprocess.Popen([sys.executable, "-m", "batchor.cli.entry", "plan", str(spec)], cwd=tmp_path,
-                               env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=as_foreground_job)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (tmp_path / ".batchor").exists():
         time.sleep(0.02)  # planning has started: the state folder is being made
