@@ -16,6 +16,14 @@ allowance (N x steps), the pilot's CPU seconds (all of it: its runs included), i
 (its CPU seconds outside its runs: planning the sample and the top-up's bound, re-planning, the
 interval; the first seed's includes the process's one-time imports and tokenizer) and wall time.
 
+`--reject 0.2,0.1`: re-asks happen. The fake answers a share (0.2) of structured first asks with
+one plausible mistake (a field left out, a rating above its maximum, a word outside its enum, a
+list past its maxItems), drawn from the request's text so the whole job is rejected alike on
+every run; the re-ask (the rejected answer and the validator's message sent back) is answered
+validly but for a share of them (0.1), up to max_attempts. Each step then shows the re-asks per
+request and the input tokens per request (re-asks included) the pilot (or history) measured
+against the job's; `upper_all_attempts` is the plan's bound if every request used all its attempts.
+
 The models are Anthropic and Gemini ones: the fake counts input tokens as characters / 4, which
 only a non-OpenAI model's calibrated input count (plan/estimate.py) follows; an OpenAI model's
 exact o200k count would differ from the fake's bill for reasons no pilot could fix.
@@ -44,6 +52,7 @@ from conftest import make_spec, write_csv  # noqa: E402
 
 from batchor import api  # noqa: E402
 from batchor.pilot import run_pilot  # noqa: E402
+from batchor.plan.summary import reask_upper  # noqa: E402
 from batchor.state import open_state, state_location  # noqa: E402
 from tests.fakes import FakeServer  # noqa: E402
 
@@ -97,16 +106,20 @@ def pipeline(folder: Path, rows: int) -> Path:
     return path
 
 
-def per_step(plan: Any) -> dict[str, dict[str, float]]:
-    """Per step, what the state's billed attempts so far cost, and their answers' output tokens
-    (count, mean, input tokens per answer): the decomposition of the estimate's error."""
+def per_step(plan: Any, run_id: str | None = None) -> dict[str, dict[str, float]]:
+    """Per step, what the state's billed attempts so far (of `run_id` only, when given) cost, and
+    their answers' output tokens (count, mean, input tokens per answer), re-asks per request and
+    input tokens per request (re-asks included): the decomposition of the estimate's error."""
     store = open_state(state_location(None, plan.header.state_location))
     found = store.execute("SELECT step, sum(cost_usd), count(*) FILTER (WHERE outcome = 'ok'), "
                           "avg(output_tokens) FILTER (WHERE outcome = 'ok'), "
-                          "avg(input_tokens) FILTER (WHERE outcome = 'ok') FROM attempts "
-                          "WHERE cost_usd IS NOT NULL GROUP BY step")
+                          "avg(input_tokens) FILTER (WHERE outcome = 'ok'), count(*), "
+                          "count(DISTINCT request_key), sum(input_tokens) FROM attempts "
+                          "WHERE cost_usd IS NOT NULL AND (run_id = ? OR ? IS NULL) GROUP BY step", [run_id, run_id])
     return {str(step): {"cost": round(float(cost), 6), "answers": int(n), "mean_out": round(float(out or 0), 1),
-                        "mean_in": round(float(inp or 0), 1)} for step, cost, n, out, inp in found}
+                        "mean_in": round(float(inp or 0), 1), "reask_rate": round(tries / asked - 1, 4),
+                        "in_per_request": round(float(tokens_in) / asked, 1)}
+            for step, cost, n, out, inp, tries, asked, tokens_in in found}
 
 
 def decomposition(calibration: Any, pilot: dict[str, dict[str, float]],
@@ -125,12 +138,15 @@ def decomposition(calibration: Any, pilot: dict[str, dict[str, float]],
                        if actual and s.measured.mean else None,
                        "pilot_mean_in": spent.get("mean_in"), "job_mean_in": actual.get("mean_in"),
                        "requests_expected": round(s.requests + spent.get("answers", 0), 1),
-                       "requests_actual": actual.get("answers")}
+                       "requests_actual": actual.get("answers"),
+                       "pilot_reask_rate": round(s.reask_rate, 4), "job_reask_rate": actual.get("reask_rate"),
+                       "pilot_in_per_request": spent.get("in_per_request"),
+                       "job_in_per_request": actual.get("in_per_request")}
     return out
 
 
 def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServer, seed: int | None = None,
-            whole: dict[str, Any] | None = None) -> dict[str, Any]:
+            whole: dict[str, Any] | None = None, reject: list[float] | None = None) -> dict[str, Any]:
     """One pilot (seeded sample) and the run after it. `whole`: the whole job's cost measured once
     by a plain run of the same spec (the fake answers each prompt alike whatever the seed, so the
     whole job costs the same); given, the rest is not run again."""
@@ -138,7 +154,7 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
     os.chdir(folder)
     spec = make(folder, rows)
     fake.reset(config=True)
-    fake.configure(text_words=[MEDIAN_WORDS, sigma])
+    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject)
     in_runs = [0.0]
     run = api.apply_compiled
 
@@ -173,6 +189,8 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
             "in_interval": low <= actual <= high, "rest_ratio": round(rest / calibration.expected, 4)
             if calibration.expected else None, "rest_measured": whole is None,
             "upper": round(full.header.totals.cost_upper + piloted.cost_usd, 6),
+            "upper_all_attempts": round(reask_upper(full.header) + piloted.cost_usd, 6),
+            "under_upper": actual <= full.header.totals.cost_upper + piloted.cost_usd, "reject": reject,
             "pilot_cost": round(piloted.cost_usd, 6),
             "pilot_calls": received, "pilot_calls_counted": piloted.calls, "pilot_call_bound": piloted.allowance,
             "top_up_rows": [t.rows for t in piloted.top_ups],
@@ -219,7 +237,7 @@ def other_rows(spec: Path, rows: int, seed: int, folder: Path) -> Path:
 
 
 def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: int,
-                    whole: dict[str, Any] | None = None) -> dict[str, Any]:
+                    whole: dict[str, Any] | None = None, reject: list[float] | None = None) -> dict[str, Any]:
     """No pilot: an earlier run of the same spec on `rows` other rows (other_rows: every row a new
     request, its words the same as a row of the job's; `seed` draws other rows),
     then the plan of the job learning from its answers (`history: N answers`) against the job's
@@ -230,21 +248,32 @@ def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: 
     os.chdir(folder)
     spec = make(folder, rows)
     fake.reset(config=True)
-    fake.configure(text_words=[MEDIAN_WORDS, sigma])
+    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject)
     earlier = api.plan(spec, other_rows(spec, rows, seed, folder), limit=rows, save=False)
     api.apply_compiled(earlier, output=str(folder / "earlier.csv"), handle_signals=False)
     planned = api.plan(spec, save=False)
     interval = calibrated(planned)
     job = planned.header.totals.cost_expected
-    actual = api.apply_compiled(planned, handle_signals=False).cost_usd if whole is None else whole["job_actual"]
+    if whole is None:
+        ran = api.apply_compiled(planned, handle_signals=False)
+        actual, steps = ran.cost_usd, per_step(planned, ran.run_id)
+    else:
+        actual, steps = whole["job_actual"], whole["steps_actual"]
     sources = sorted({s.output_source for s in planned.header.steps if s.provider != "sql"})
     return {"spec": make.__name__, "mode": "history", "rows": planned.header.totals.rows, "sigma": sigma,
             "seed": seed, "job_expected": round(job, 6), "job_interval_90": [round(interval.low, 6),
                                                                              round(interval.high, 6)],
             "job_actual": round(actual, 6), "job_ratio": round(actual / job, 4) if job else None,
             "in_interval": interval.low <= actual <= interval.high,
-            "upper": round(planned.header.totals.cost_upper, 6), "sources": sources,
-            "answers": {s.step: s.measured.answers for s in interval.steps}}
+            "upper": round(planned.header.totals.cost_upper, 6),
+            "upper_all_attempts": round(reask_upper(planned.header), 6),
+            "under_upper": actual <= planned.header.totals.cost_upper, "reject": reject, "sources": sources,
+            "answers": {s.step: s.measured.answers for s in interval.steps},
+            "steps": {s.step: {"expected": round(s.expected, 6), "actual": steps.get(s.step, {}).get("cost"),
+                               "history_reask_rate": round(s.reask_rate, 4),
+                               "job_reask_rate": steps.get(s.step, {}).get("reask_rate"),
+                               "job_in_per_request": steps.get(s.step, {}).get("in_per_request")}
+                      for s in interval.steps}, "steps_actual": steps}
 
 
 def seeds(text: str) -> list[int]:
@@ -261,7 +290,11 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=[m.__name__ for m in SPECS])
     parser.add_argument("--history", action="store_true",
                         help="no pilot: plan from an earlier run of the same spec on other rows")
+    parser.add_argument("--reject", default=None, metavar="FIRST[,AGAIN]",
+                        help="shares of structured first answers (and of re-asks) the fake answers with one "
+                             "plausible mistake, so re-asks happen (e.g. 0.2,0.1)")
     args = parser.parse_args()
+    reject = [float(x) for x in (args.reject + ",0").split(",")[:2]] if args.reject else None
     with FakeServer.start({}) as fake:
         os.environ.update(ANTHROPIC_API_KEY="sk-ant-bench-123456", ANTHROPIC_BASE_URL=fake.anthropic_base_url,
                           GEMINI_API_KEY="gemini-bench-123456", GOOGLE_GEMINI_BASE_URL=fake.gemini_base_url)
@@ -270,8 +303,8 @@ def main() -> None:
                 continue
             whole = None
             for n, seed in enumerate(seeds(args.seeds)):
-                result = (measure_history(make, args.rows, args.sigma, fake, seed, whole) if args.history
-                          else measure(make, args.rows, args.pilot, args.sigma, fake, seed, whole))
+                result = (measure_history(make, args.rows, args.sigma, fake, seed, whole, reject) if args.history
+                          else measure(make, args.rows, args.pilot, args.sigma, fake, seed, whole, reject))
                 print(json.dumps(result), flush=True)
                 if n == 0:  # the first seed ran the rest for real: the whole job's cost, for the others
                     whole = result

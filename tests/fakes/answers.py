@@ -68,6 +68,59 @@ def violating_value(schema: Any, value: Any) -> Any:
     return {"malformed": value}
 
 
+def plausible_mistake(schema: Any, value: Any, seed: str) -> Any:
+    """``value`` with one mistake a model makes, picked by ``seed`` among those the schema allows:
+    a required field left out, a number above its maximum, a word outside its enum, a string
+    past its maxLength, a list past its maxItems (constraints an adapter moved into descriptions
+    count). The answer keeps its length and shape; without any such field, ``violating_value``."""
+    props = schema.get("properties", {}) if isinstance(schema, dict) and isinstance(value, dict) else {}
+    mistakes: list[tuple[str, Any]] = [(name, _MISSING) for name in schema.get("required", []) if name in value] \
+        if props else []
+    for name, prop in props.items():
+        wrong = _broken_rule(_with_described(prop), value.get(name)) if name in value else _MISSING
+        if wrong is not _MISSING:
+            mistakes.append((name, wrong))
+    if not mistakes:
+        return violating_value(schema, value)
+    name, wrong = mistakes[_mixed(seed) % len(mistakes)]
+    if wrong is _MISSING:
+        return {k: v for k, v in value.items() if k != name}
+    return {**value, name: wrong}
+
+
+_MISSING = object()
+
+
+def _broken_rule(prop: Any, current: Any) -> Any:
+    """A value of the field's type breaking one of its rules (`_MISSING` when it has none)."""
+    if not isinstance(prop, dict):
+        return _MISSING
+    if isinstance(prop.get("maximum"), (int, float)) and not isinstance(current, bool):
+        return prop["maximum"] + 2 if "integer" in _types(prop) else prop["maximum"] * 1.5 + 1
+    if prop.get("enum") and all(isinstance(v, str) for v in prop["enum"]):
+        return "neutral" if "neutral" not in prop["enum"] else "unknown"
+    if isinstance(prop.get("maxLength"), int) and isinstance(current, str):
+        return (current + " ") * (prop["maxLength"] // max(1, len(current)) + 1)
+    if isinstance(prop.get("maxItems"), int) and isinstance(current, list) and current:
+        return (current * (prop["maxItems"] // len(current) + 1))[: prop["maxItems"] + 1]
+    return _MISSING
+
+
+def mistake_drawn(text: str, share: float) -> bool:
+    """Whether an answer to a request reading ``text`` is a mistake, for a ``share`` of requests:
+    a draw from the text alone (a re-ask reads the rejected answer and the feedback too, so it
+    draws again), never from time or order."""
+    return share > 0 and (_mixed("mistake:" + text) + 0.5) / 2**32 < share
+
+
+def _mixed(seed: str) -> int:
+    """A 32-bit draw from ``seed`` (CRC32 with a multiply-xorshift finaliser: CRC alone is linear)."""
+    x = zlib.crc32(seed.encode())
+    x = ((x ^ (x >> 16)) * 0x45D9F3B) & 0xFFFFFFFF
+    x = ((x ^ (x >> 16)) * 0x45D9F3B) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
 def _wrong_for(schema: Any) -> Any:
     types = _types(schema) if isinstance(schema, dict) else []
     return 12345 if "string" in types else "malformed"

@@ -18,6 +18,8 @@ from typing import Any
 
 from .answers import (
     malformed_text,
+    mistake_drawn,
+    plausible_mistake,
     prompt_key,
     schema_answer,
     text_answer,
@@ -42,6 +44,10 @@ DEFAULTS: dict[str, Any] = {
     "malformed_times": 0,  # the first N answers to each prompt are malformed, the next ones valid
     "text_words": None,  # [median, sigma]: text answers of log-normal word counts (realistic lengths)
     "malformed_until_feedback": False,  # malformed unless the request re-asks with feedback (see Call.turns)
+    # [first, again]: shares of structured first asks, and of re-asks, answered with one plausible
+    # mistake (a field left out, a number above its maximum: answers.plausible_mistake), drawn from
+    # the request's text, so the same job is rejected alike on every run
+    "reject_share": None,
     "timeout_hold_s": 30.0,  # a "timeout" holds the request this long, then drops it
     "slow_hold_s": 0.3,  # a "slow" call (fault_plan) is answered normally after this long
     "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
@@ -165,21 +171,25 @@ class Answer:
 
 
 def build_answer(call: Call, malformed: bool = False, words: Any = None,
-                 config: dict[str, Any] | None = None) -> Answer:
+                 config: dict[str, Any] | None = None, mistake: bool = False) -> Answer:
     """The answer to ``call``: text of ``words`` length (text_answer), or realistic lengths and
-    token counts as the fake's ``config`` asks (lengths.py)."""
+    token counts as the fake's ``config`` asks (lengths.py); ``mistake``: a structured answer
+    with one plausible mistake (answers.plausible_mistake)."""
     config = config or {}
     free_text = _free_text(call, config.get("string_words"))
     value = None
     if call.tool is not None:
         value = schema_answer(call.schema, call.input_text, free_text)
         value = violating_value(call.schema, value) if malformed else value
+        value = plausible_mistake(call.schema, value, call.input_text) if mistake else value
         text = json.dumps(value)
     elif call.schema is not None:
         if malformed:
             text = malformed_text(call.schema, call.input_text)
         else:
-            text = json.dumps(schema_answer(call.schema, call.input_text, free_text))
+            value = schema_answer(call.schema, call.input_text, free_text)
+            text = json.dumps(plausible_mistake(call.schema, value, call.input_text) if mistake else value)
+            value = None
     else:
         text = text_answer(call.prompt, words)
     counter = str(config.get("token_counter") or "chars/4")
@@ -383,6 +393,9 @@ class Fake:
         elif action == "malformed":
             self.stats.faults["malformed"] += 1
             answer = build_answer(call, malformed=True, words=self.config["text_words"], config=self.config)
+        elif action == "mistake":
+            self.stats.faults["mistake"] += 1
+            answer = build_answer(call, words=self.config["text_words"], config=self.config, mistake=True)
         elif action is not None:
             return await self._fault(provider, call, action, headers)
         self.count_answer(call)
@@ -432,9 +445,14 @@ class Fake:
 
     def scripted_malformed(self, call: Call) -> str | None:
         """``malformed`` while the prompt has had fewer than ``malformed_times`` answers, or, with
-        ``malformed_until_feedback``, while the request carries no feedback on a rejected answer."""
+        ``malformed_until_feedback``, while the request carries no feedback on a rejected answer;
+        ``mistake`` for the ``reject_share`` of requests it draws."""
         if self.config["malformed_until_feedback"] and call.schema is not None and call.feedback is None:
             return "malformed"
+        shares = self.config["reject_share"]
+        if shares and call.schema is not None:
+            share = float(shares[0] if call.feedback is None else shares[1])
+            return "mistake" if mistake_drawn(call.input_text, share) else None
         times = int(self.config["malformed_times"] or 0)
         return "malformed" if times and self.stats.by_prompt[prompt_key(call.asked)] < times else None
 

@@ -157,3 +157,31 @@ def test_text_answers_can_have_realistic_log_normal_lengths():
     assert text_answer("same", [120, 0.6]) == text_answer("same", [120, 0.6])  # deterministic per prompt
     assert 105 <= median(counts) <= 135 and stdev(counts) > 50  # spread like real answers, not one length
     assert text_answer("Summarise ticket 1") == "echo: Summarise ticket 1"  # off by default
+
+
+REVIEW = json.loads((__import__("pathlib").Path(__file__).parents[2] / "schemas" / "review.schema.json").read_text())
+
+
+def test_a_plausible_mistake_breaks_one_rule_and_keeps_the_answer_otherwise():
+    from .answers import plausible_mistake
+
+    kinds = set()
+    for i in range(60):
+        value = schema_answer(REVIEW, f"review {i}")
+        wrong = plausible_mistake(REVIEW, value, f"review {i}")
+        assert plausible_mistake(REVIEW, value, f"review {i}") == wrong  # deterministic per seed
+        errors = list(jsonschema.Draft202012Validator(REVIEW).iter_errors(wrong))
+        assert len(errors) == 1, errors
+        changed = {k for k in value if wrong.get(k, object()) != value[k]}
+        assert len(changed) == 1
+        kinds.add(errors[0].validator)
+    assert kinds == {"required", "maximum", "enum", "maxItems"}  # each kind the schema allows, by seed
+
+
+def test_mistakes_are_drawn_for_their_share_of_requests_from_the_text_alone():
+    from .answers import mistake_drawn
+
+    drawn = [mistake_drawn(f"Review: text {i}", 0.2) for i in range(4000)]
+    assert 0.18 <= sum(drawn) / len(drawn) <= 0.22
+    assert drawn == [mistake_drawn(f"Review: text {i}", 0.2) for i in range(4000)]
+    assert not any(mistake_drawn(f"Review: text {i}", 0.0) for i in range(200))
