@@ -241,6 +241,12 @@ class StateLockedError(StateError):
     exit_code = EXIT_LOCKED
 
 
+class NoStateError(StateError):
+    """A command that only reads the state found none: it creates nothing (`apply` makes one)."""
+
+    code = "no_state"
+
+
 class StateVersionError(StateError):
     code = "state_version"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from batchor.errors import PlanFileError, RunNotFoundError, StateError
-from batchor.state import is_postgres, open_state, state_location
+from batchor.state import is_postgres, open_existing_state, open_state, state_exists, state_location
 from batchor.state.answer_stats import run_step_report
 from batchor.state.base import RunRecord, StateStore
 from batchor.state.compact import compact_duckdb, state_bytes
@@ -38,7 +38,7 @@ def _run(store: StateStore, run_id: str | None) -> RunRecord:
 
 def status(run_id: str | None = None, *, state: str | None = None) -> dict[str, Any]:
     """One run (the latest by default): progress, spend, failures by reason, batches, workers."""
-    store = open_state(state_location(state))
+    store = open_existing_state(state)
     run = shown_runs(store, [_run(store, run_id)])[0]
     data = {k: v for k, v in asdict(run).items() if k != "extra"}
     live = getattr(store, "live_counts", None)  # shared (PostgreSQL) state: count the answers stored so far
@@ -81,7 +81,7 @@ def cancel(run_id: str | None = None, *, state: str | None = None) -> dict[str, 
 
     from batchor.engine.batch_cancel import cancel_batches
 
-    store = open_state(state_location(state))
+    store = open_existing_state(state)
     run = _run(store, run_id)
     batches = asyncio.run(cancel_batches(store, run.job_id))
     if run.status == "in_flight":  # its batches are being stopped: it is no longer waiting on them
@@ -91,8 +91,11 @@ def cancel(run_id: str | None = None, *, state: str | None = None) -> dict[str, 
 
 
 def runs(*, state: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-    """The latest runs, newest first, each with its spend from the ledger."""
-    store = open_state(state_location(state))
+    """The latest runs, newest first, each with its spend from the ledger (none where there is
+    no state yet: reading creates nothing)."""
+    if not state_exists(state_location(state)):
+        return []
+    store = open_existing_state(state)
     records = shown_runs(store, store.list_runs(limit))
     spend = run_spend(store, [r.run_id for r in records])
     return [{**{k: v for k, v in asdict(r).items() if k != "extra"}, "spend": spend[r.run_id],
@@ -105,7 +108,7 @@ def export(output: str | Path, run_id: str | None = None, *, state: str | None =
     from batchor.outputs.export import write_output
     from batchor.plan.plan_file import load_plan
 
-    store = open_state(state_location(state))
+    store = open_existing_state(state)
     run = _run(store, run_id)
     if not run.plan_path or not Path(run.plan_path).exists():
         raise PlanFileError(f"the plan of run {run.run_id} is not available ({run.plan_path})",
@@ -117,7 +120,7 @@ def export(output: str | Path, run_id: str | None = None, *, state: str | None =
 
 def export_attempts(output: str | Path, run_id: str | None = None, *, state: str | None = None) -> dict[str, Any]:
     """Every attempt of a run as JSONL, raw provider responses decompressed (the audit trail)."""
-    store = open_state(state_location(state))
+    store = open_existing_state(state)
     run = _run(store, run_id)
     rows = attempt_log(store, run.run_id)
     output = Path(output)
@@ -141,7 +144,7 @@ def prune(*, state: str | None = None, older_than_days: float | None = None, fin
         raise StateError("--compact rewrites a DuckDB state file; PostgreSQL reclaims space itself",
                          hint="drop --compact; to return space to the OS run VACUUM FULL in PostgreSQL")
     size_before = None if is_postgres(location) else state_bytes(Path(location))
-    store = open_state(location)
+    store = open_existing_state(state)
     before = None if older_than_days is None else dt.datetime.now() - dt.timedelta(days=older_than_days)
     raw = drop_raw_payloads(store, before=before, finished_only=finished)
     dropped = drop_answers(store, before=before, finished_only=finished) if answers else 0

@@ -229,7 +229,7 @@ def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
     if as_json:
         print_json(rows)
         return
-    tables.show(tables.runs_table(rows)) if rows else typer.echo("no runs yet")
+    tables.show(tables.runs_table(rows)) if rows else typer.echo(tables.no_runs_yet(state))
 
 
 @app.command()

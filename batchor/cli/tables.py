@@ -169,6 +169,15 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
+def no_runs_yet(state: str | None) -> str:
+    """What `runs` prints when there is none, saying where it looked when there is no state at all."""
+    from batchor.state import state_exists, state_location
+
+    location = state_location(state)
+    return "no runs yet" if state_exists(location) else (
+        f"no runs yet: no state at {location} (`batchor apply SPEC` creates it)")
+
+
 def _unfinished(status: str | None) -> str:
     return {"running": "running", "in_flight": "in flight"}.get(status or "", NOTHING)
 

@@ -20,7 +20,7 @@ from batchor.errors import PlanFileError, RunNotFoundError
 from batchor.plan.plan_file import HEADER_MEMBER, CompiledPlan, load_plan
 from batchor.spec.load import load_spec
 from batchor.spec.model import JobSpec
-from batchor.state import open_state, state_location
+from batchor.state import open_existing_state
 from batchor.state.base import RunRecord
 
 _RUNS_SEARCHED = 500
@@ -44,9 +44,9 @@ def resolve_source(target: str | Path | None, state: str | None = None) -> Sourc
         return _from_spec(Path(text), state)
     if text is not None and Path(text).is_file():
         plan = load_plan(Path(text))
-        store = open_state(state_location(state, plan.header.state_location))
+        store = open_existing_state(state, plan.header.state_location)
         return Source(text, plan, store, _latest_run_of(store, plan.job_id), plan_spec(plan))
-    store = open_state(state_location(state))
+    store = open_existing_state(state)
     run = store.get_run(text)
     if run is None:
         raise RunNotFoundError(f"no run {text!r} in state {store.location}" if text else
@@ -58,7 +58,7 @@ def resolve_source(target: str | Path | None, state: str | None = None) -> Sourc
 
 def _from_spec(path: Path, state: str | None) -> Source:
     loaded = load_spec(path)
-    store = open_state(state_location(state, loaded.spec.state, loaded.base_dir))
+    store = open_existing_state(state, loaded.spec.state, loaded.base_dir)
     wanted = path.resolve()
     for run in store.list_runs(_RUNS_SEARCHED):
         if run.name == loaded.spec.name and _planned_from(run.plan_path) == wanted:

@@ -27,10 +27,10 @@ _STEP_KEYS = "(SELECT DISTINCT step, request_key FROM job_requests WHERE job_id 
 def gather(run_id: str | None, state: str | None) -> dict[str, Any]:
     """Everything the HTML and markdown reports render, as plain JSON-able data."""
     from batchor import operations
-    from batchor.state import open_state, state_location
+    from batchor.state import open_existing_state
 
     status = operations.status(run_id, state=state)
-    store = open_state(state_location(state))
+    store = open_existing_state(state)
     plan = _plan(status.get("plan_path"))
     job_id, run = status["job_id"], status["run_id"]
     report: dict[str, Any] = {"run": status, "plan": _plan_summary(plan), "steps": _steps(store, job_id, run)}

@@ -10,6 +10,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ContextManager
 
+from batchor.errors import NoStateError
 from batchor.state.duckdb_store import DuckDBStore
 from batchor.state.location import DEFAULT_STATE, StateChoice, find_state
 from batchor.state.lock import ApplyLock
@@ -29,6 +30,24 @@ def open_state(location: str) -> Any:
     return DuckDBStore(Path(location))
 
 
+def open_existing_state(explicit: str | None = None, spec_state: str | None = None,
+                        spec_dir: Path | str | None = None) -> Any:
+    """The state a read-only command (status, results, export, report...) reads. None there yet
+    is `no_state`: opening one would create an empty `.batchor/` where the user happened to be."""
+    choice = find_state(explicit, spec_state, spec_dir)
+    if not state_exists(choice.location):
+        raise NoStateError(
+            f"no batchor state yet: {choice.location} does not exist (its location comes from {choice.source})",
+            hint="run `batchor apply SPEC` first, which creates it; or run this from the project that holds "
+                 "the state, or name it with --state PATH (or BATCHOR_STATE)")
+    return open_state(choice.location)
+
+
+def state_exists(location: str) -> bool:
+    """Whether there is a state at `location` to read (a database URL is assumed to be one)."""
+    return is_postgres(location) or Path(location).is_file()
+
+
 def apply_lock(location: str) -> ContextManager[Any]:
     """Exclusive apply on a DuckDB file; none on PostgreSQL, where several workers share a run."""
     if is_postgres(location):
@@ -37,4 +56,5 @@ def apply_lock(location: str) -> ContextManager[Any]:
 
 
 __all__ = ["DEFAULT_STATE", "ApplyLock", "DuckDBStore", "PostgresStore", "StateChoice", "apply_lock", "find_state",
-           "is_postgres", "open_state", "state_location"]
+           "is_postgres", "open_existing_state", "open_state", "state_exists",
+           "state_location"]

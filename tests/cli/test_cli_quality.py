@@ -96,7 +96,8 @@ def test_bad_check_is_a_coded_error_before_any_call(workdir, batchor_cli):
 def test_check_without_runs_names_the_fix(workdir, batchor_cli):
     result = batchor_cli(workdir, "check")
     assert result.returncode == 1
-    assert "error [run_not_found]" in result.stderr
+    assert "error [no_state]" in result.stderr and "batchor apply SPEC" in result.stderr  # nothing ran here yet
+    assert not (workdir / ".batchor").exists()
 
 
 def outputs(path: Path) -> dict[str, dict]:
