@@ -7,6 +7,7 @@ rate and, for `when:` steps, the measured selectivity. Real openai SDK against t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from batchor.errors import CostLimitError, UsageError
 from batchor.pilot import pilot_plan, run_pilot
 from batchor.plan.calibrate import calibrate, calibration_lines
 from batchor.plan.model import output_per_request
+from batchor.plan.summary import money, plan_text
 from batchor.spec.inputs import ROW_KEY
 from batchor.state import open_state
 from batchor.state.answer_stats import input_calibration, output_stats
@@ -231,7 +233,8 @@ def test_after_a_pilot_of_few_spread_answers_the_plan_advises_a_larger_pilot(fak
     spec = make_spec(workdir, rows=ROWS, schema=None)
     result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "10", "--yes"])
     assert result.exit_code == 0, result.output
-    assert "(pilot: 10 answers, +-" in result.output and "few answers, a larger pilot (--pilot N) measures more" \
+    assert re.search(r"\(pilot: 10 answers, (\+-\d+%|-\d+% / \+\d+%): few answers", result.output)
+    assert "few answers, a larger pilot (--pilot N) measures more" \
         in result.output and "a pilot (--pilot N)" not in result.output
 
 
@@ -370,3 +373,11 @@ def test_the_interval_of_skewed_answer_lengths_reaches_further_above_than_below(
     assert above > 1.1 * below and (above + below) / 2 == pytest.approx(step.half)
     assert (above - below) / 2 == pytest.approx(step.shift)
     assert (total.high - total.expected, total.expected - total.low) == pytest.approx((above, below))
+    # printed with its real ends, in money and as shares of the estimate (not a symmetric +-)
+    lines = "\n".join(calibration_lines(total))
+    share = f"-{below / step.expected:.0%} / +{above / step.expected:.0%}"
+    assert f"{money(step.low)} .. {money(step.high)} ({share})" in lines
+    assert lines.count(share) == 2  # the rest's total and its one step
+    mean_below, mean_above = result.plan.header.steps[0].output_error_ends
+    assert mean_above > 1.1 * mean_below  # the plan's per-step error of the measured mean too
+    assert f"(pilot: 25 answers, -{mean_below:.0%} / +{mean_above:.0%}" in plan_text(result.plan)

@@ -96,13 +96,20 @@ def _learned_output(step: StepPlan, stats: KeyStats | None) -> StepPlan:
                                    "expected_output_mean": total.tokens_per_request,
                                    "output_source": _source(stats), "input_factor": total.attempts_per_request,
                                    "answer_share": min(1.0, total.answers / total.requests),
-                                   "output_error": mean_error(total)})
+                                   "output_error": mean_error(total), "output_error_ends": mean_ends(total)})
 
 
 def least_answers(stats: KeyStats) -> int:
     """Answers a learned mean needs: fewer when a pilot measured some (MIN_PILOT_ANSWERS)."""
     pilot = stats.by_kind.get("pilot")
     return MIN_PILOT_ANSWERS if pilot is not None and pilot.answers else MIN_ANSWERS
+
+
+def mean_ends(stats: OutputStats) -> tuple[float, float] | None:
+    """The measured mean's 90 % error below and above it (skew-aware; plan/calibrate.py)."""
+    from batchor.plan import calibrate
+
+    return calibrate.mean_ends(stats)
 
 
 def mean_error(stats: OutputStats) -> float | None:

@@ -97,6 +97,7 @@ class StepPlan(_Frozen):
     input_factor: float = 1.0  # expected billed input tokens per counted token (calibration, re-asks)
     answer_share: float = 1.0  # requests answered in the end (history): later steps read only those
     output_error: float | None = None  # measured mean output: its 90 % error, relative (Student's t)
+    output_error_ends: tuple[float, float] | None = None  # the same below and above (skew moves it up)
     input_source: str = ""  # exact | calibrated: N answers | estimate (see plan/estimate.py)
     key_prefix: str  # canonical provider/model/params/schema part of the request key
     attachments: list[str] = Field(default_factory=list)  # `attachments:` expressions (plan/attachments.py)

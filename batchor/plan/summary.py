@@ -122,7 +122,9 @@ def _estimate_sources(step: Any) -> dict[str, Any]:
     """Where a step's expected tokens come from (see plan/estimate.py)."""
     return {"expected_output_tokens_per_request": step.expected_output_tokens, "output_source": step.output_source,
             "input_source": step.input_source, "input_factor": step.input_factor, "length_key": step.length_key,
-            "output_error_90": step.output_error, "answer_share": step.answer_share}
+            "output_error_90": step.output_error,
+            "output_error_90_ends": list(step.output_error_ends) if step.output_error_ends else None,
+            "answer_share": step.answer_share}
 
 
 FEW = 0.10
@@ -134,17 +136,25 @@ def _estimate_line(step: Any) -> str:
     `few answers` where the measured mean may be more than FEW off (a pilot measures more)."""
     c = step.counts
     when = f"; when: {c.when_source}{_share_error(c.when_ran, c.when_evaluated)}" if c.when_source else ""
-    error = _error_text(step.output_error, "answers", "pilot:" in step.output_source)
+    error = _error_text(step.output_error, "answers", "pilot:" in step.output_source, step.output_error_ends)
     return (f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}{error}); "
             f"input tokens {step.input_source or 'estimate'}{when}")
 
 
-def _error_text(error: float | None, unit: str, piloted: bool = False) -> str:
+def _error_text(error: float | None, unit: str, piloted: bool = False,
+                ends: tuple[float, float] | None = None) -> str:
+    """', +-2 %' or, where skewed answers move it, ', -8 % / +12 %' (the 90 % ends)."""
     if error is None:
         return ""
     pilot = "a larger pilot" if piloted else "a pilot"  # after one, more of the same is the advice
     few = f": few {unit}, {pilot} (--pilot N) measures more" if error > FEW else ""
-    return f", +-{error:.0%}{few}"
+    return f", {spread_text(ends[0], ends[1]) if ends else f'+-{error:.0%}'}{few}"
+
+
+def spread_text(below: float, above: float) -> str:
+    """A 90 % interval as shares of the estimate: '+-5%' when its ends round alike, else '-8% / +12%'."""
+    low, high = f"{below:.0%}", f"{above:.0%}"
+    return f"+-{low}" if low == high else f"-{low} / +{high}"
 
 
 def _share_error(ran: int, evaluated: int) -> str:

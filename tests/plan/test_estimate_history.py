@@ -133,7 +133,7 @@ def test_a_mean_learned_from_few_answers_says_how_far_it_may_be_off(workdir, fak
     plan = api.plan(spec, save=False)
     step = plan.header.steps[0]
     assert step.output_error is not None and step.output_error > 0.10
-    assert f"(history: 12 answers, +-{step.output_error:.0%}: few answers, a pilot (--pilot N) measures more)" \
+    assert f"(history: 12 answers, {ends_text(step)}: few answers, a pilot (--pilot N) measures more)" \
         in plan_text(plan)
     new_rows(workdir, 100, rows=80)
     api.apply(spec, handle_signals=False)
@@ -141,7 +141,14 @@ def test_a_mean_learned_from_few_answers_says_how_far_it_may_be_off(workdir, fak
     plan = api.plan(spec, save=False)
     step = plan.header.steps[0]
     assert step.output_error is not None and step.output_error < 0.10
-    assert f"(history: 92 answers, +-{step.output_error:.0%});" in plan_text(plan)
+    assert f"(history: 92 answers, {ends_text(step)});" in plan_text(plan)
+
+
+def ends_text(step):
+    """The mean's 90 % error as the plan prints it: its ends, the symmetric error moved by the skew."""
+    below, above = step.output_error_ends
+    assert below + above == pytest.approx(2 * step.output_error)  # the same width, shifted
+    return f"+-{below:.0%}" if f"{below:.0%}" == f"{above:.0%}" else f"-{below:.0%} / +{above:.0%}"
 
 
 def test_asking_the_same_requests_again_does_not_inflate_the_history(workdir, fake):
