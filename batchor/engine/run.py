@@ -47,6 +47,7 @@ from batchor.plan.compile import check_input_unchanged
 from batchor.plan.estimate import step_estimates
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
+from batchor.plan.sql_files import changed_sql_file
 from batchor.state.answer_stats import record_run_steps, run_step_report
 from batchor.state.base import RunRecord, RunStatus, StateStore
 from batchor.state.postgres_store import PostgresStore
@@ -113,7 +114,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
     header = plan.header
     check_budget(plan, options.max_cost)
     check_output_target(plan, options.output_path)
-    reason = check_input_unchanged(header)
+    reason = check_input_unchanged(header) or changed_sql_file(header)
     if reason:
         raise StalePlanError(f"plan {header.plan_id} is stale: {reason}", hint="re-plan with `batchor plan SPEC`")
     limits = RunLimits.merged(header.limits, options.limits)

@@ -81,6 +81,7 @@ class StepPlan(_Frozen):
     grain: str | None = None  # rows it has one result per: None = input rows, else that fan-out step's elements
     fan_out: bool = False  # SQL steps: each row becomes zero or more element rows `<row_key>#<n>`
     max_fanout: int | None = None  # fan-out steps: most elements per row (None: unbounded)
+    sql_files: dict[str, str] = Field(default_factory=dict)  # SQL steps: files the query reads -> sha256
     mode: str = "realtime"  # realtime | batch (auto is settled when the plan is compiled)
     mode_note: str | None = None  # why this mode, when it was chosen for the user
     price: dict[str, Any] | None = None

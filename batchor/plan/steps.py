@@ -19,6 +19,7 @@ from batchor.plan.known_models import check_model
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
+from batchor.plan.sql_files import referenced_files
 from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
@@ -51,7 +52,8 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
     for name, step in spec.steps.items():
         with found.check():
             if isinstance(step, SqlStep):
-                plans.append(sql_step_plan(name, step.sql, step.depends_on, names, step.fan_out, step.max_fanout))
+                plan = sql_step_plan(name, step.sql, step.depends_on, names, step.fan_out, step.max_fanout)
+                plans.append(plan.model_copy(update={"sql_files": referenced_files(step.sql, loaded.base_dir)}))
                 continue
             if isinstance(step, EmbedStep):
                 templates[name] = compile_step(env, name, None, step.embed, step.when, names - {name},

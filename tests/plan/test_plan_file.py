@@ -193,3 +193,32 @@ def test_cached_answers_gone_since_planning_is_stale(workdir, fake):
         api.apply(plan_file, handle_signals=False)
     assert info.value.code == "stale_plan"
     assert fake.stats()["requests"] == 0
+
+
+def joined_file_spec(workdir: Path) -> Path:
+    """A triage step, a SQL step joining `teams.csv`, and a step whose prompt reads the joined team."""
+    write_csv(workdir / "teams.csv", [{"sentiment": "positive", "team": "praise"},
+                                      {"sentiment": "negative", "team": "care"}])
+    steps = {
+        "classify": {"prompt": "Review: {{ row.text }}", "output": {"schema": SENTIMENT_SCHEMA}},
+        "routing": {"sql": "SELECT rows._row_key, coalesce(t.team, 'general') AS team FROM rows "
+                           "LEFT JOIN read_csv('teams.csv') AS t ON t.sentiment = classify.sentiment"},
+        "reply": {"prompt": "Team {{ routing.team }} replies to: {{ row.text }}", "output": "text"},
+    }
+    return make_spec(workdir, rows=3, steps=steps)
+
+
+def test_a_file_a_sql_step_reads_changed_after_planning_is_stale(workdir, fake):
+    """A saved plan replays exactly: a SQL step's joined file that changed would mix the plan's
+    templates with data the plan never saw, so the plan is refused (nothing sent) and says which file."""
+    plan_file = workdir / api.plan(joined_file_spec(workdir)).saved_path
+    (workdir / "teams.csv").touch()  # the same content: not stale
+    write_csv(workdir / "other.csv", [{"a": "1"}])
+    planned = (workdir / "teams.csv").read_bytes()
+    (workdir / "teams.csv").write_bytes(planned.replace(b"care", b"retention"))
+    with pytest.raises(StalePlanError) as info:
+        api.apply(plan_file, handle_signals=False)
+    assert info.value.code == "stale_plan" and "steps.routing" in str(info.value) and "teams.csv" in str(info.value)
+    assert fake.stats()["requests"] == 0
+    (workdir / "teams.csv").write_bytes(planned)
+    assert api.apply(plan_file, handle_signals=False).status == "succeeded"  # back as planned: replays

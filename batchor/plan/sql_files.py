@@ -1,0 +1,56 @@
+"""The files a SQL step's query reads, fingerprinted at plan time so a saved plan replays exactly.
+
+A SQL step runs during apply (it needs the answers of earlier steps), so a file it joins
+(`read_csv('teams.csv')`, `'data/*.parquet'`) is read then, not when the plan was made. Every
+string literal of the query that names an existing file (relative paths from the spec's folder,
+as the query resolves them; globs expanded) is hashed into the step's plan; `apply PLANFILE`
+refuses the plan when one of them changed, as it refuses a plan whose input changed.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import duckdb
+
+from batchor.plan.model import PlanHeader
+from batchor.plan.plan_file import file_sha256
+
+
+def referenced_files(sql: str, base_dir: Path) -> dict[str, str]:
+    """{absolute path: sha256} of the files the query's string literals name."""
+    found: dict[str, str] = {}
+    for literal in _string_literals(sql):
+        path = Path(literal).expanduser()
+        full = str(path if path.is_absolute() else base_dir / path)
+        matches = glob.glob(full, recursive=True) if any(ch in literal for ch in "*?[") else [full]
+        for match in sorted(matches):
+            if Path(match).is_file():
+                found[str(Path(match).resolve())] = file_sha256(Path(match))
+    return found
+
+
+def changed_sql_file(header: PlanHeader) -> str | None:
+    """A reason when a file a SQL step of the plan reads changed or is gone since the plan was made."""
+    for step in header.steps:
+        for path, digest in step.sql_files.items():
+            if not Path(path).is_file():
+                return f"steps.{step.name}.sql reads {path}, which is gone since the plan was made"
+            if file_sha256(Path(path)) != digest:
+                return f"steps.{step.name}.sql reads {path}, which changed since the plan was made"
+    return None
+
+
+def _string_literals(sql: str) -> list[str]:
+    tokens = duckdb.tokenize(sql)
+    literals = []
+    for index, (start, kind) in enumerate(tokens):
+        if kind != duckdb.token_type.string_const:
+            continue
+        end = tokens[index + 1][0] if index + 1 < len(tokens) else len(sql)
+        text = sql[start:end].strip()
+        if len(text) >= 2 and text[0] == text[-1] == "'":
+            literals.append(text[1:-1].replace("''", "'"))
+    return literals
+
