@@ -12,6 +12,10 @@ only ever see small work. Users of the shared instance never change its global s
 DuckDB draws a progress bar on stdout for any query running over two seconds (a big input, a
 busy machine), which would corrupt `--json` output and the plan text; every connection batchor
 opens comes from here so none does.
+
+Every module that uses DuckDB imports it from here (`from batchor.duck import duckdb`): the first
+import runs DuckDB's C++ init, which a Ctrl+C would abort (see batchor/sigint.py), so it runs
+with the Ctrl+C held back until it is done.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import duckdb
+from batchor.sigint import ctrl_c_deferred
+
+with ctrl_c_deferred():
+    import duckdb as duckdb  # re-exported: the one place DuckDB is first imported
 
 SMALL_ROWS = 5_000  # row counts up to this go to the shared instance
 SMALL_BYTES = 8 << 20  # input files up to this size, in total

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "batchor"
 LAYERS: dict[str, int] = {
     # 0 foundation: no knowledge of any stage
     "errors": 0, "version": 0, "fingerprint": 0, "file_modes": 0, "duck": 0, "arrow_pool": 0, "schema": 0,
-    "humanize": 0, "lazy": 0,
+    "humanize": 0, "lazy": 0, "sigint": 0,
     # 1 what the stages stand on: the spec model, the state, the provider seam, frame adapters
     "spec": 1, "state": 1, "providers": 1, "frames": 1,
     # 2 compile a spec into a plan
@@ -86,3 +86,17 @@ def test_the_check_sees_a_backward_import(tmp_path):
     bad.write_text("from batchor.engine.run import apply_plan\nfrom batchor import cli\n", encoding="utf-8")
     assert [t for _, t in _imports(bad)] == ["batchor.engine.run", "batchor.cli"]
     assert LAYERS["engine"] > LAYERS["plan"] and LAYERS["cli"] == max(LAYERS.values())
+
+
+def test_duckdb_is_first_imported_only_through_batchor_duck():
+    """A Ctrl+C during DuckDB's first import aborts the process unless batchor.duck holds it back
+    (batchor/sigint.py): a module importing duckdb itself could be the first to load it."""
+    direct = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            if any(name.split(".")[0] in ("duckdb", "_duckdb") for name in names):
+                direct.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    elsewhere = [where for where in direct if not where.startswith("batchor/duck.py:")]
+    assert direct and not elsewhere, f"import DuckDB with `from batchor.duck import duckdb`: {elsewhere}"

@@ -20,11 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchor.duck import SMALL_ROWS, attached, scratch_db
+from batchor.duck import SMALL_ROWS, attached, duckdb, scratch_db
 from batchor.errors import OutputError, UsageError
 from batchor.plan.fanout_rows import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan

@@ -16,10 +16,9 @@ import re
 from collections import Counter
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
-from batchor.duck import SMALL_ROWS, memory_db, shared_cursor
+from batchor.duck import SMALL_ROWS, duckdb, memory_db, shared_cursor
 from batchor.errors import SpecError
 from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
 from batchor.plan.model import StepPlan

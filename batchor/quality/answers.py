@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
-from batchor.duck import memory_db, shared_cursor
+from batchor.duck import duckdb, memory_db, shared_cursor
 from batchor.outputs.export import is_small, register_rows, result_column, row_status_sql
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan

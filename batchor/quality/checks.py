@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import duckdb
 import jinja2
 from jinja2 import meta
 
+from batchor.duck import duckdb
 from batchor.errors import SpecError
 from batchor.plan.plan_file import CompiledPlan
 from batchor.quality.answers import connect, load_answers, ok_column, q

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field  # a dataclass below has a field named `field`
 from typing import Any
 
-import duckdb
-
+from batchor.duck import duckdb
 from batchor.errors import SpecError
 from batchor.plan.plan_file import CompiledPlan
 from batchor.quality.answers import answer_fields, field_kind, field_sql, ok_column, q

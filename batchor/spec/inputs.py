@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-import duckdb
 import pyarrow as pa
 
-from batchor.duck import SMALL_BYTES, memory_db, shared_cursor
+from batchor.duck import SMALL_BYTES, duckdb, memory_db, shared_cursor
 from batchor.errors import (
     DuplicateKeyError,
     InputEmptyError,

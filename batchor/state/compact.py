@@ -13,9 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-import duckdb
-
-from batchor.duck import memory_db
+from batchor.duck import duckdb, memory_db
 from batchor.errors import StateError
 from batchor.state.lock import ApplyLock
 

@@ -16,9 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import duckdb
-
-from batchor.duck import memory_db
+from batchor.duck import duckdb, memory_db
 from batchor.errors import StateCorruptError, StateError, StateLockedError, StateVersionError
 
 _FREE_AFTER_KEEP_S = 0.5  # after a kept file is detached, how long it is attached only per unit

@@ -13,11 +13,10 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchor.duck import SMALL_ROWS, one_thread
+from batchor.duck import SMALL_ROWS, duckdb, one_thread
 from batchor.errors import StateVersionError
 from batchor.file_modes import private_dir
 from batchor.state.base import ATTEMPT_SCHEMA, RunRecord
