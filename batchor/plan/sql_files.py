@@ -12,8 +12,7 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-import duckdb
-
+from batchor.duck import duckdb
 from batchor.plan.model import PlanHeader
 from batchor.plan.plan_file import file_sha256
 
