@@ -24,6 +24,7 @@ from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
 from batchor.quality import check_plan, checks_after_run
 from batchor.result import Result
+from batchor.spec.inputs import rows_only_sql
 from batchor.spec.load import LoadedSpec, load_spec
 from batchor.state import apply_lock, find_state, is_postgres, open_state, state_location
 from batchor.state.runs import close_dead_runs
@@ -42,9 +43,11 @@ def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) ->
 def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: str | None = None,
          mock: bool = False, mode: str | None = None, refresh: frozenset[str] | set[str] = frozenset(),
          no_cache: bool = False, limit: int | None = None, sample: int | None = None, seed: int | None = None,
-         save: bool | str | Path = True, retry_failed: bool = False, pilot: int | None = None) -> CompiledPlan:
+         save: bool | str | Path = True, retry_failed: bool = False, pilot: int | None = None,
+         row_keys: list[str] | None = None) -> CompiledPlan:
     """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`.
     `retry_failed` plans requests that failed for good earlier (deterministic errors) again.
+    `row_keys` keeps the input to those rows (a pilot's top-up drawn where a `when:` holds).
     With `limit`, `sample`, `model`, `mock` or `data` the run is partial: its output file is written
     beside the spec's (`out.limit-100.csv`, ...), never over it (plan/variants.py)."""
     check_arguments(mode=mode, limit=limit, sample=sample, pilot=pilot)
@@ -55,7 +58,8 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     sample = pilot or sample  # a pilot is a seeded sample that writes beside the spec's output
     found = find_state(state, loaded.spec.state, loaded.base_dir)
     location = found.location
-    loaded = _with_input(loaded, data, location, limit=limit, sample=sample, seed=seed)
+    sql = None if row_keys is None else rows_only_sql(loaded.spec.input.sql, loaded.spec.input.key_columns(), row_keys)
+    loaded = _with_input(loaded, data, location, limit=limit, sample=sample, seed=seed, sql=sql)
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     with disk_full_reported(location):
         store = open_state(location)

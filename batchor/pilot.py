@@ -11,7 +11,9 @@ then compiled against the same state and given its 90 % interval (plan/calibrate
 A pilot makes at most N x steps billed calls, re-asks included: the engine holds its runs to what
 is left of that allowance. A step that a `when:` lets run on only some rows is topped up with more
 rows of the same sample with the calls left, until it has N answers or they are spent
-(pilot_topup.py); the largest sample's cost is announced before the pilot starts.
+(pilot_topup.py; where its `when:` reads only the row, rows where it holds, and the answers of the
+steps above it weighted back to its share: pilot_strata.py, plan/strata.py); the largest sample's
+cost is announced before the pilot starts.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from batchor.engine.budget import CALL_LIMIT
 from batchor.engine.events import Event
 from batchor.engine.run import RunOutcome
 from batchor.errors import CostLimitError
+from batchor.pilot_strata import (
+    Stratum,
+    calls_per_row,
+    find_stratum,
+    pilot_attempts,
+    reweightings,
+    stratum_share,
+)
 from batchor.pilot_topup import (
     ROUNDS,
     Drawn,
@@ -39,6 +49,7 @@ from batchor.pilot_topup import (
 )
 from batchor.plan.calibrate import Calibration, calibrate, calibration_dict
 from batchor.plan.plan_file import CompiledPlan
+from batchor.plan.strata import Reweighting, reweighed, reweighing
 from batchor.plan.summary import reask_upper
 from batchor.state import open_state, state_location
 from batchor.state.answer_stats import input_calibration, output_stats
@@ -72,6 +83,7 @@ class PilotResult:
     bound: TopUpBound | None = None  # the most the top-up could draw, announced before the pilot
     calls: int = 0  # billed calls the pilot made (re-asks included), counted in the state
     allowance: int = 0  # the most it could make: N x steps
+    stratified: dict[str, Any] | None = None  # a top-up drawn where a row-only `when:` holds (pilot_strata.py)
 
     @property
     def cost_usd(self) -> float:
@@ -92,16 +104,18 @@ class PilotResult:
                           "status": self.last_outcome.status, "cost_usd": self.cost_usd,
                           "output": self.last_outcome.output_path, "rehearsal": self.rehearsal,
                           "top_ups": [t.to_dict() for t in self.top_ups], "calls": self.calls,
-                          "calls_allowed": self.allowance},
+                          "calls_allowed": self.allowance, "stratified": self.stratified},
                 "plan_id": self.plan.plan_id, "plan_file": str(self.plan.saved_path) if self.plan.saved_path else None,
                 "calibration": calibration_dict(self.calibration)}
 
 
 def pilot_plan(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: str | None = None,
-               model: str | None = None, mock: bool = False, mode: str | None = None) -> CompiledPlan:
-    """The pilot's plan: `rows` input rows of a seeded sample, realtime unless `mode` says otherwise."""
-    return api.plan(spec, state=state, model=model, mock=mock, mode=mode or "realtime", pilot=rows, seed=seed,
-                    save=False)
+               model: str | None = None, mock: bool = False, mode: str | None = None,
+               row_keys: list[str] | None = None) -> CompiledPlan:
+    """The pilot's plan: `rows` input rows of a seeded sample (or the rows `row_keys` names: a
+    stratified top-up's), realtime unless `mode` says otherwise."""
+    return api.plan(spec, state=state, model=model, mock=mock, mode=mode or "realtime",
+                    pilot=len(row_keys) if row_keys else rows, seed=seed, save=False, row_keys=row_keys)
 
 
 def pilot_dict(sampled: CompiledPlan, bound: TopUpBound | None = None) -> dict[str, Any]:
@@ -122,7 +136,7 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
     from its answers. `announce` sees the pilot's plan and the top-up's bound before anything is sent."""
     options: dict[str, Any] = {"seed": seed, "state": state, "model": model, "mock": mock, "mode": mode}
     sampled = pilot_plan(spec, rows, **options)
-    bound = top_up_bound(spec, sampled, options)
+    bound, stratum = top_up_bound(spec, sampled, options)
     if announce is not None:
         announce(sampled, bound)
     allowance = call_allowance(sampled)
@@ -130,15 +144,19 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
                                  handle_signals=handle_signals, run_kind="pilot", max_calls=allowance)
     top_ups: list[TopUp] = []
     if bound is not None and finished(outcome):
-        top_ups = _top_up(spec, (rows, outcome, allowance), bound, options, (max_cost, on_event, handle_signals))
-    full = api.plan(spec, state=state, model=model, mock=mock, mode=mode)
-    store = open_state(state_location(state, full.header.state_location))
-    calls = calls_made(store, [outcome.run_id, *(t.outcome.run_id for t in top_ups)])
+        top_ups = _top_up(spec, (rows, outcome, allowance), (bound, stratum), options,
+                          (max_cost, on_event, handle_signals))
+    store = open_state(state_location(state, sampled.header.state_location))
+    runs = [outcome.run_id, *(t.outcome.run_id for t in top_ups)]
+    weights = _weights(store, runs, stratum, sampled) if top_ups and stratum is not None else {}
+    with reweighing(weights):
+        full = api.plan(spec, state=state, model=model, mock=mock, mode=mode)
+        calibration = calibrated(full, state)
     spent = outcome.cost_usd + sum(t.outcome.cost_usd for t in top_ups)
-    calibration = dataclasses.replace(calibrated(full, state), spent=spent)
-    return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibration,
-                       rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound, calls=calls,
-                       allowance=allowance)
+    return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full,
+                       dataclasses.replace(calibration, spent=spent), rehearsal=sampled.header.mocked,
+                       top_ups=top_ups, bound=bound, calls=calls_made(store, runs), allowance=allowance,
+                       stratified=_stratified(stratum, weights, top_ups))
 
 
 def finished(outcome: RunOutcome) -> bool:
@@ -147,42 +165,80 @@ def finished(outcome: RunOutcome) -> bool:
         outcome.status == "budget" and CALL_LIMIT in (outcome.stop_reason or ""))
 
 
-def top_up_bound(spec: api.SpecLike, sampled: CompiledPlan, options: dict[str, Any]) -> TopUpBound | None:
-    """The largest sample a top-up may draw, planned now so its cost is announced with the pilot's."""
+def top_up_bound(spec: api.SpecLike, sampled: CompiledPlan,
+                 options: dict[str, Any]) -> tuple[TopUpBound | None, Stratum | None]:
+    """The largest sample a top-up may draw, planned now so its cost is announced with the pilot's,
+    and where a row-only `when:` allows it, the stratum its rows are drawn from (pilot_strata.py)."""
     steps = filtered_steps(sampled)
     rows = sampled.header.input.sample or 0
     if not steps or sampled.header.totals.rows < rows:  # the sample already holds every input row
-        return None
+        return None, None
+    stratum = find_stratum(spec, sampled, options, bound_rows(rows) - rows)
+    if stratum is not None and stratum.candidates:
+        plan = pilot_plan(spec, rows, row_keys=stratum.keys(len(stratum.candidates)), **options)
+        return TopUpBound(steps, plan.header.totals.rows, plan, stratum.step), stratum
     plan = pilot_plan(spec, bound_rows(rows), **options)
-    return TopUpBound(steps, plan.header.totals.rows, plan)
+    return TopUpBound(steps, plan.header.totals.rows, plan), None
 
 
-def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome, int], bound: TopUpBound, options: dict[str, Any],
-            run: tuple[float | None, Callable[[Event], None] | None, bool]) -> list[TopUp]:
-    """Draw the seeded sample larger, with the calls the pilot has left, until every starved step
-    has N answers (or the calls, or the bound, run out); a round the budget cannot cover is not started."""
-    (rows, first, allowance), (max_cost, on_event, handle_signals) = pilot, run
+def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome, int], bounds: tuple[TopUpBound, Stratum | None],
+            options: dict[str, Any], run: tuple[float | None, Callable[[Event], None] | None, bool]) -> list[TopUp]:
+    """Draw more rows, with the calls the pilot has left, until every starved step has N answers
+    (or the calls, or the bound, run out): rows of the seeded sample, or where a stratum's `when:`
+    holds (counted in its rows: the pilot's own there, then its top-up's); a round the budget cannot
+    cover is not started."""
+    (rows, first, allowance), (max_cost, on_event, handle_signals), (bound, stratum) = pilot, run, bounds
     store = open_state(state_location(options["state"], bound.plan.header.state_location))
     done: list[TopUp] = []
-    drawn, spent = rows, first.cost_usd
+    drawn, spent = (rows, first.cost_usd) if stratum is None else (stratum.pilot_inside, first.cost_usd)
     for _ in range(ROUNDS):
         runs = [first.run_id, *(t.outcome.run_id for t in done)]
         now = Drawn(drawn, calls_made(store, runs), answers_per_step(store, runs, bound.steps))
-        wanted = next_rows(rows, now, allowance, bound.rows)
+        wanted = _wanted(rows, now, allowance, bound, (store, runs, stratum))
         if wanted <= drawn:
             break
-        larger = pilot_plan(spec, wanted, **options)
+        larger = (pilot_plan(spec, wanted, **options) if stratum is None else
+                  pilot_plan(spec, rows, row_keys=stratum.keys(wanted - stratum.pilot_inside), **options))
         try:
             outcome = api.apply_compiled(larger, max_cost=None if max_cost is None else max(0.0, max_cost - spent),
                                          state=options["state"], on_event=on_event, handle_signals=handle_signals,
                                          run_kind="pilot", max_calls=allowance - now.calls)
         except CostLimitError:
             break  # nothing was sent: the plan calibrates on the answers it has
-        done.append(TopUp(wanted, now.answers, outcome))
+        done.append(TopUp(larger.header.totals.rows, now.answers, outcome))
         drawn, spent = wanted, spent + outcome.cost_usd
         if not finished(outcome) or outcome.status == "budget":
             break  # stopped, or the allowance is spent
     return done
+
+
+def _wanted(rows: int, now: Drawn, allowance: int, bound: TopUpBound, stratified: tuple[Any, list[str],
+            Stratum | None]) -> int:
+    """The next round's rows: of the sample, or of the stratum at the calls its rows take so far."""
+    store, runs, stratum = stratified
+    if stratum is None:
+        return next_rows(rows, now, allowance, bound.rows)
+    per_row = calls_per_row(pilot_attempts(store, runs, stratum), now.rows, len(llm_steps(bound.plan)))
+    return next_rows(rows, now, allowance, stratum.pilot_inside + len(stratum.candidates), per_row)
+
+
+def _weights(store: Any, runs: list[str], stratum: Stratum, sampled: CompiledPlan) -> dict[str, Reweighting]:
+    """The answers of the steps above a stratified top-up's `when:`, weighted to its exact share."""
+    if not stratum.weighted_steps:
+        return {}
+    keys = {s.name: s.length_key for s in sampled.header.steps if s.provider != "sql"}
+    return reweightings(pilot_attempts(store, runs, stratum), stratum, stratum_share(stratum), keys)
+
+
+def _stratified(stratum: Stratum | None, weights: dict[str, Reweighting],
+                top_ups: list[TopUp]) -> dict[str, Any] | None:
+    """What a stratified top-up drew and how it weighted the steps above it (None: not stratified)."""
+    if stratum is None or not top_ups:
+        return None
+    return {"where": stratum.step, "rows_drawn": top_ups[-1].rows - len(stratum.pilot_keys),
+            "share": next((w.share for w in weights.values()), None),
+            "weighted": {w.step: {"inside": w.inside, "outside": w.outside, "effective": w.weighted.answers}
+                         for w in weights.values()}}
 
 
 def calibrated(full: CompiledPlan, state: str | None = None) -> Calibration:
@@ -191,5 +247,5 @@ def calibrated(full: CompiledPlan, state: str | None = None) -> Calibration:
     llm = [s for s in full.header.steps if s.provider != "sql"]
     store = open_state(location)
     models = sorted({f"{s.provider}:{s.model}" for s in llm if not s.token_count_exact})
-    return calibrate(full.header, output_stats(store, sorted({s.length_key for s in llm})),
+    return calibrate(full.header, reweighed(output_stats(store, sorted({s.length_key for s in llm}))),
                      input_calibration(store, models))

@@ -34,11 +34,12 @@ class TopUpBound:
     steps: tuple[str, ...]  # LLM steps that may run on fewer than N of the pilot's rows
     rows: int  # rows of the largest sample (the pilot's N included)
     plan: CompiledPlan  # that sample's plan: its upper bound covers the pilot and every top-up round
+    where: str | None = None  # a stratified top-up: the step whose row-only `when:` its rows meet
 
     def to_dict(self) -> dict[str, Any]:
         totals = self.plan.header.totals
         return {"steps": list(self.steps), "rows_most": self.rows, "cost_upper_usd": totals.cost_upper,
-                "cost_upper_all_attempts_usd": reask_upper(self.plan.header)}
+                "cost_upper_all_attempts_usd": reask_upper(self.plan.header), "drawn_where": self.where}
 
 
 def llm_steps(sampled: CompiledPlan) -> list[str]:
@@ -96,15 +97,17 @@ class Drawn:
     answers: dict[str, int]  # the starved steps' answers so far
 
 
-def next_rows(pilot_rows: int, drawn: Drawn, allowance: int, available: int) -> int:
+def next_rows(pilot_rows: int, drawn: Drawn, allowance: int, available: int, per_row: float | None = None) -> int:
     """Rows of the next sample: enough for every starved step to reach N answers at the share it ran
-    on so far, no more than the calls left pay for at the calls per row so far (nor than the bound
-    and the input allow); `drawn.rows` when no step is short or no row more can be paid for."""
+    on so far, no more than the calls left pay for at the calls per row so far (`per_row`, else
+    measured over every row drawn), nor than the bound and the input allow; `drawn.rows` when no
+    step is short or no row more can be paid for. A stratified top-up counts its stratum's rows."""
     most = min(bound_rows(pilot_rows), available)
     short = [n for n in drawn.answers.values() if n < pilot_rows]
     if not short or drawn.rows >= most or drawn.calls >= allowance:
         return drawn.rows
-    per_row = drawn.calls / drawn.rows if drawn.rows else 1.0
+    if per_row is None:
+        per_row = drawn.calls / drawn.rows if drawn.rows else 1.0
     affordable = drawn.rows + (math.floor((allowance - drawn.calls) / per_row) if per_row > 0 else most)
     least = min(short)
     wanted = most if least == 0 else math.ceil(drawn.rows * pilot_rows / least)

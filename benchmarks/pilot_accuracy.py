@@ -193,7 +193,7 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
             "under_upper": actual <= full.header.totals.cost_upper + piloted.cost_usd, "reject": reject,
             "pilot_cost": round(piloted.cost_usd, 6),
             "pilot_calls": received, "pilot_calls_counted": piloted.calls, "pilot_call_bound": piloted.allowance,
-            "top_up_rows": [t.rows for t in piloted.top_ups],
+            "top_up_rows": [t.rows for t in piloted.top_ups], "stratified": piloted.stratified,
             "answers": {s.step: s.measured.answers for s in calibration.steps},
             "pilot_cpu_s": round(cpu, 2), "pilot_overhead_cpu_s": round(cpu - in_runs[0], 2),
             "pilot_wall_s": round(elapsed, 2),

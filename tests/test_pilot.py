@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import batchor
 from batchor.cli.main import app
 from batchor.errors import CostLimitError, UsageError
-from batchor.pilot import pilot_plan, run_pilot
+from batchor.pilot import pilot_plan, run_pilot, top_up_bound
 from batchor.plan.calibrate import calibrate, calibration_lines
 from batchor.plan.model import output_per_request
 from batchor.plan.summary import money, plan_text
@@ -133,8 +133,13 @@ def test_a_when_step_is_topped_up_with_the_calls_left_and_the_full_run_pays_only
     chain, n = chain_spec(workdir, when=when), 15
     seen = []
     piloted = run_pilot(chain, n, handle_signals=False, announce=lambda sampled, bound: seen.append(bound))
-    bound = seen[0]
-    assert bound is not None and bound.steps == ("second",) and bound.rows == ROWS  # 4 x 15 = the 60 rows
+    bound, pilot_rows = seen[0], sampled_keys(piloted.pilot)
+    assert bound is not None and bound.steps == ("second",)
+    if when.startswith("row."):  # decided on the row: the top-up draws only rows where it holds (all 30)
+        even = sum(1 for key in pilot_rows if key[-1] in "02468")
+        assert bound.where == "second" and bound.rows == n + ROWS // 2 - even
+    else:  # it reads an answer: rows of the sample, up to 4 x 15 = the 60 rows
+        assert bound.where is None and bound.rows == ROWS
     drawn = piloted.top_ups[-1].rows
     assert piloted.top_ups and n < drawn <= ROWS and piloted.top_ups[0].answers_before["second"] < n
     second = next(s for s in piloted.calibration.steps if s.step == "second")
@@ -220,7 +225,8 @@ def test_plan_pilot_prints_the_cost_before_and_the_calibrated_plan_after(fake, w
 
 
 def test_plan_pilot_announces_the_top_up_bound_and_prints_its_rounds(fake, workdir):
-    result = CliRunner().invoke(app, ["plan", chain_spec(workdir), "--pilot", "10", "--yes"])
+    chain = chain_spec(workdir, when="first.tone == 'angry'")  # reads an answer: the plain top-up
+    result = CliRunner().invoke(app, ["plan", chain, "--pilot", "10", "--yes"])
     assert result.exit_code == 0, result.output
     out = result.output
     assert out.index("top-up      step(s) second run only where `when:` holds") < out.index("pilot top-up to")
@@ -381,3 +387,103 @@ def test_the_interval_of_skewed_answer_lengths_reaches_further_above_than_below(
     mean_below, mean_above = result.plan.header.steps[0].output_error_ends
     assert mean_above > 1.1 * mean_below  # the plan's per-step error of the measured mean too
     assert f"(pilot: 25 answers, -{mean_below:.0%} / +{mean_above:.0%}" in plan_text(result.plan)
+
+
+TICKETS = 200
+
+
+def tickets(folder, rows: int = TICKETS) -> str:
+    """`first` on every row, `second` only where the id ends in 1 (a tenth of the rows, decided on
+    the row). Those rows' texts are long, the others' short: the fake echoes the prompt, so `first`
+    answers the tenth three to four times longer than the rest."""
+    long = "a long and winding complaint about the parcel"
+    write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"{i} {long[:20 + i % 17]}" if i % 10 == 1 else f"t{i}"}
+                                    for i in range(rows)])
+    spec = {
+        "name": "tickets", "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 40}},
+        "steps": {"first": {"prompt": "{{ row.text }}"},
+                  "second": {"prompt": "Reply {{ row.text }}: {{ first }}", "when": "row.id[-1] == '1'"}},
+        "output": {"path": "out/tickets.csv"}, "limits": {"concurrency": 4},
+    }
+    (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return str(folder / "spec.yaml")
+
+
+def _rows_asked(workdir, run_ids) -> set[str]:
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    marks = ", ".join("?" * len(run_ids))
+    return {key for (key,) in store.execute("SELECT DISTINCT a.request_key FROM attempts a "
+                                            f"WHERE a.run_id IN ({marks})", list(run_ids))}
+
+
+def test_a_row_only_when_tops_up_with_rows_where_it_holds_within_n_x_steps_calls(fake, workdir):
+    """The `when:` holds on a tenth of the rows and reads only the row: the calls the pilot's 20
+    rows leave buy rows where it holds (each pays `first` and `second`: ~2 calls an answer, not the
+    ~11 a plain sample row costs), the same rows for the same seed, and the full run asks nothing
+    twice."""
+    spec, n = tickets(workdir), 20
+    seen = []
+    piloted = run_pilot(spec, n, handle_signals=False, announce=lambda sampled, bound: seen.append(bound))
+    assert seen[0] is not None and seen[0].where == "second"
+    pilot_rows = sampled_keys(piloted.pilot)
+    extra = _top_up_keys(workdir, piloted) - pilot_rows
+    assert extra and all(key.endswith("1") for key in extra)  # only rows where the `when:` holds
+    first, second = (next(s for s in piloted.calibration.steps if s.step == name) for name in ("first", "second"))
+    inside = sum(1 for key in pilot_rows if key.endswith("1")) + len(extra)
+    assert second.measured.answers == inside >= 8  # a plain top-up of ~18 calls buys ~2 more
+    assert fake.stats()["requests"] == piloted.calls == n + len(extra) + inside  # `first` n + extra, `second`
+    assert 2 * n - 2 < piloted.calls <= piloted.allowance == 2 * n  # the allowance spent, never passed
+    assert piloted.cost_usd <= seen[0].plan.header.totals.cost_upper  # the announced bound held
+    assert first.measured.answers <= n + len(extra)  # weighted: counted as its effective answers
+    options = {"state": None, "model": None, "mock": True, "mode": None}
+    bounds = [top_up_bound(spec, pilot_plan(spec, n, seed=seed, mock=True), {**options, "seed": seed})[0]
+              for seed in (0, 0, 1)]  # the same seed draws the same rows, another seed others
+    assert sampled_keys(bounds[0].plan) == sampled_keys(bounds[1].plan) != sampled_keys(bounds[2].plan)
+    assert sampled_keys(bounds[0].plan) >= pilot_rows | extra
+    batchor.apply(spec, handle_signals=False)
+    assert fake.stats()["answered"] == TICKETS + TICKETS // 10  # every request once: the pilot's not again
+
+
+def _top_up_keys(workdir, piloted) -> set[str]:
+    """Row keys the pilot's top-up runs' jobs hold (the pilot's rows and the rows drawn)."""
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    runs = [t.outcome.run_id for t in piloted.top_ups]
+    if not runs:
+        return set()
+    marks = ", ".join("?" * len(runs))
+    return {key for (key,) in store.execute(
+        f"SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r ON r.job_id = j.job_id WHERE r.run_id IN ({marks})",
+        runs)}
+
+
+def test_the_steps_above_a_stratified_top_up_are_weighted_back_to_its_share(fake, workdir):
+    """The top-up's rows all lie where the `when:` holds, where `first` answers long: a plain mean
+    of `first`'s pilot answers is far too high; weighted to the exact share of those rows (a tenth),
+    the estimate meets the whole job's mean, and the interval counts the weighted answers."""
+    spec, n = tickets(workdir), 20
+    piloted = run_pilot(spec, n, handle_signals=False)
+    report = piloted.stratified
+    assert report is not None and report["where"] == "second" and report["share"] == pytest.approx(0.1)
+    weighted = report["weighted"]["first"]
+    assert weighted["inside"] > 2 * 0.1 * (weighted["inside"] + weighted["outside"])  # over-represented
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    key = piloted.plan.header.steps[0].length_key
+    plain = output_stats(store, [key])[key].total.mean  # the pilot's answers unweighted
+    estimate = piloted.plan.header.steps[0].expected_output_mean
+    first = next(s for s in piloted.calibration.steps if s.step == "first")
+    assert first.measured.answers == weighted["effective"] <= weighted["inside"] + weighted["outside"]
+    batchor.apply(spec, handle_signals=False)
+    truth = output_stats(store, [key])[key].total.mean  # every row's answer once
+    assert abs(plain / truth - 1) > 0.25  # the bias a plain mean would carry
+    assert estimate == pytest.approx(truth, rel=0.08)  # post-stratified: unbiased
+
+
+def test_plan_pilot_says_where_its_top_up_drew_rows_and_how_it_weighted_the_answers(fake, workdir):
+    result = CliRunner().invoke(app, ["plan", tickets(workdir), "--pilot", "20", "--yes"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "the calls left buy rows where second's `when:` holds (it reads only the row)" in out
+    assert re.search(r"pilot top-up drew \d+ rows where second's `when:` holds \(10\.0% of all rows\); first's "
+                     r"answers weighted to that share \(\d+ from those rows, \d+ from others: as \d+ answers\)", out)
+    assert out.index("pilot top-up drew") < out.index("Calibrated plan")

@@ -40,8 +40,10 @@ def announce_text(sampled: CompiledPlan, bound: TopUpBound | None = None) -> str
              f"{money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
              f"  output      {p['output']} (the spec's output is left as it is)"]
     if (top := p["top_up"]) is not None:
+        rows = (f"rows where {top['drawn_where']}'s `when:` holds (it reads only the row)" if top["drawn_where"]
+                else "more rows of the same sample")
         lines.append(f"  top-up      step(s) {', '.join(top['steps'])} run only where `when:` holds: if one gets fewer "
-                     f"than {p['rows']:,} answers, the calls left buy more rows of the same sample (up to "
+                     f"than {p['rows']:,} answers, the calls left buy {rows} (up to "
                      f"{top['rows_most']:,} rows in all, still at most {p['most_calls']:,} requests): "
                      f"{money(top['cost_upper_usd'])} at most ({money(top['cost_upper_all_attempts_usd'])} with "
                      "every attempt)")
@@ -86,6 +88,8 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
             before = ", ".join(f"{step} {n:,}" for step, n in top.answers_before.items())
             typer.echo(f"pilot top-up to {top.rows:,} rows (answers before: {before}): {top.outcome.status}, "
                        f"{render.money(top.outcome.cost_usd)}", err=True)
+        if result.stratified is not None:
+            typer.echo(stratified_text(result.stratified), err=True)
         typer.echo(f"pilot calls: {result.calls:,} of {result.allowance:,} allowed ({result.rows:,} rows x "
                    f"{len(pilots.llm_steps(result.pilot))} LLM step(s); every billed attempt, re-asks included)",
                    err=True)
@@ -95,6 +99,18 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
     if not as_json:
         typer.echo(render.plan_text(result.plan, max_cost))
         typer.echo("\n".join(calibrate.calibration_lines(result.calibration, result.rehearsal)))
+
+
+def stratified_text(stratified: dict[str, Any]) -> str:
+    """'pilot top-up drew 17 rows where reply's `when:` holds (30.0% of all rows); triage's answers
+    weighted to that share (32 from those rows, 35 from others: as 59 answers)'."""
+    text = f"pilot top-up drew {stratified['rows_drawn']:,} rows where {stratified['where']}'s `when:` holds"
+    if stratified["share"] is not None:
+        text += f" ({stratified['share']:.1%} of all rows)"
+    for step, w in stratified["weighted"].items():
+        text += (f"; {step}'s answers weighted to that share ({w['inside']:,} from those rows, {w['outside']:,} "
+                 f"from others: as {w['effective']:,} answers)")
+    return text
 
 
 def remaining_budget(max_cost: float | None, result: PilotResult) -> float | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from batchor.fingerprint import canonical_json, sha256_hex
 from batchor.plan.model import PlanHeader, StepPlan
+from batchor.plan.strata import reweighed
 from batchor.plan.tokens import FALLBACK_ENCODING, get_counter
 from batchor.state.answer_stats import (
     InputCalibration,
@@ -57,7 +58,7 @@ def with_estimates(steps: list[StepPlan], state: Any) -> list[StepPlan]:
     history: dict[str, KeyStats] = {}
     calibration: dict[str, InputCalibration] = {}
     if state is not None:
-        history = output_stats(state, sorted(set(keys.values())))
+        history = reweighed(output_stats(state, sorted(set(keys.values()))))  # a stratified pilot's: plan/strata.py
         calibration = input_calibration(state, sorted({model_id(s) for s in llm if not s.token_count_exact}))
     out = []
     for step in steps:

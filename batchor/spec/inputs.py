@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob as globlib
 import hashlib
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,10 +227,7 @@ class InputReader:
         return int(n)
 
     def key_expression(self) -> str:
-        keys = self.source.key_columns
-        if keys:
-            return " || '|' || ".join(f"coalesce(CAST({_ident(k)} AS VARCHAR), '')" for k in keys)
-        return "md5(to_json(s))"
+        return row_key_sql(self.source.key_columns)
 
     def check_keys(self) -> set[str]:
         """Raise on duplicate or empty explicit keys; return duplicated content hashes."""
@@ -299,6 +297,22 @@ def _single(table: pa.Table) -> pa.RecordBatch:
 
 class _LongLine(Exception):
     """A CSV/TSV line is longer than the narrow reader takes (see `_NARROW_LINES`)."""
+
+
+def row_key_sql(key_columns: tuple[str, ...] | list[str]) -> str:
+    """A row's key in SQL over a row `s` of the source: its key columns, or a hash of its content."""
+    if key_columns:
+        return " || '|' || ".join(f"coalesce(CAST({_ident(k)} AS VARCHAR), '')" for k in key_columns)
+    return "md5(to_json(s))"
+
+
+def rows_only_sql(query: str | None, key_columns: tuple[str, ...] | list[str], keys: list[str]) -> str:
+    """`query` (the input's `sql:`, else the whole input) kept to the rows whose key is one of `keys`
+    (a pilot's stratified top-up draws its rows by key). A content key's `~2` suffix (a repeated
+    row) is the same content: its rows are kept alike."""
+    wanted = sorted({k if key_columns else re.sub(r"~\d+$", "", k) for k in keys})
+    listed = ", ".join(_sql_str(k) for k in wanted) or "NULL"
+    return f"SELECT s.* FROM ({query or 'SELECT * FROM input'}) s WHERE {row_key_sql(key_columns)} IN ({listed})"
 
 
 def _sampled(query: str, src: InputSource) -> str:

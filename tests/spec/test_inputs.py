@@ -258,3 +258,20 @@ def test_a_big_file_comes_in_batches_of_the_size_asked(workdir):
         reader.close()
     assert [b.num_rows for b in batches] == [30_000, 30_000, 30_000, 10_000]
     assert [k for b in batches for k in b.column(ROW_KEY).to_pylist()] == [str(i) for i in range(100_000)]
+
+
+@pytest.mark.parametrize("key", ["id", None], ids=["key-column", "content-key"])
+def test_rows_only_sql_keeps_the_rows_named_by_their_keys_over_the_inputs_sql(workdir, key):
+    """A pilot's stratified top-up plans the rows it drew by key: over the spec's own `sql:`, and
+    with content keys (no key column) too; the rows keep the keys they had."""
+    from batchor.spec.inputs import rows_only_sql
+
+    write_csv(workdir / "in.csv", [{"id": str(i), "text": f"t{i}", "lang": "en" if i % 2 else "de"}
+                                   for i in range(10)])
+    sql = "SELECT id, upper(text) AS text FROM input WHERE lang = 'en'"
+    spec = spec_for(workdir, "in.csv", sql=sql, **({"key": key} if key else {}))
+    every = {r[ROW_KEY]: r["text"] for r in read_rows(spec)}
+    wanted = [k for k, text in every.items() if text in ("T3", "T7")]
+    kept = spec_for(workdir, "in.csv", sql=rows_only_sql(sql, [key] if key else [], [*wanted, "no-such-row"]),
+                    **({"key": key} if key else {}))
+    assert {r[ROW_KEY]: r["text"] for r in read_rows(kept)} == {k: every[k] for k in wanted}
