@@ -487,3 +487,21 @@ def test_plan_pilot_says_where_its_top_up_drew_rows_and_how_it_weighted_the_answ
     assert re.search(r"pilot top-up drew \d+ rows where second's `when:` holds \(10\.0% of all rows\); first's "
                      r"answers weighted to that share \(\d+ from those rows, \d+ from others: as \d+ answers\)", out)
     assert out.index("pilot top-up drew") < out.index("Calibrated plan")
+
+
+def test_a_pilot_cut_by_its_allowance_mid_re_ask_reads_the_rejection_share_of_every_first_ask(fake, workdir):
+    """Eight rows in flight, every first answer rejected, 20 calls allowed: rows whose re-ask the
+    allowance cut stay pending. Their rejected first asks count (re-asks are measured in stages),
+    so the plan expects one re-ask per request, not the share the cut rows would dilute."""
+    fake.configure(malformed_until_feedback=True)
+    spec = make_spec(workdir, rows=ROWS, limits={"concurrency": 8, "max_attempts": 3, "request_timeout_s": 10})
+    result = run_pilot(spec, 20, handle_signals=False)
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    asked = store.execute("SELECT count(DISTINCT request_key) FROM attempts")[0][0]
+    answered = store.execute("SELECT count(*) FROM attempts WHERE outcome = 'ok'")[0][0]
+    store.close()
+    assert fake.stats()["requests"] == result.calls == 20 and asked > answered  # some cut after rejection
+    step = result.calibration.steps[0]
+    assert step.reask_rate == 1.0
+    planned = result.plan.header.steps[0]
+    assert planned.input_factor == pytest.approx(2.0) and planned.reask_input_tokens > 0

@@ -51,10 +51,11 @@ class StepInterval:
     when_source: str | None = None  # where that share comes from (plan/compile.py when_measure)
     half: float = 0.0  # half the interval's width before the skewness shift (1.645 standard deviations)
     shift: float = 0.0  # how far the answers' skewness moves the interval (up for right-skewed lengths)
+    reasks: float = 0.0  # re-asks expected per request (OutputStats.reasks_per_request)
 
     @property
     def reask_rate(self) -> float:
-        return max(0.0, self.measured.attempts_per_request - 1.0) if self.measured.answers else 0.0
+        return self.reasks if self.measured.answers else 0.0
 
     @property
     def selectivity(self) -> float | None:
@@ -84,7 +85,8 @@ def calibrate(header: PlanHeader, stats: dict[str, KeyStats],
     """Every LLM step's interval and the total's (steps' errors independent, so variances add).
     `inputs`: per `provider:model`, the input calibration behind a `calibrated` input count."""
     inputs = inputs or {}
-    steps = tuple(_interval(step, stats.get(step.length_key), inputs.get(f"{step.provider}:{step.model}"))
+    attempts = int(header.limits.get("max_attempts") or 1)
+    steps = tuple(_interval(step, stats.get(step.length_key), inputs.get(f"{step.provider}:{step.model}"), attempts)
                   for step in header.steps if step.provider != "sql")
     expected = sum(s.expected for s in steps)
     squares = sum(s.half ** 2 for s in steps)
@@ -101,9 +103,11 @@ def _measured(step: StepPlan, stats: KeyStats | None) -> OutputStats:
     return stats.total
 
 
-def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration | None = None) -> StepInterval:
+def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration | None = None,
+              max_attempts: int = 1) -> StepInterval:
     counts = step.counts
     measured = _measured(step, stats)
+    reasks = measured.reasks_per_request(max_attempts)
     tokens_each = output_per_request(step)
     requests = counts.output_tokens_expected / tokens_each if tokens_each else 0.0
     evaluated, ran = counts.when_evaluated, counts.when_ran  # the rows its share was measured on
@@ -113,15 +117,32 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
     if step.price is not None and measured.answers >= 2 and requests > 0:
         price = ModelPrice.from_dict(step.price)
         rate_out = price.cost(0, 1_000_000, batch=step.mode == "batch") / 1e6
-        sd = measured.stdev * measured.attempts_per_request * rate_out  # per request, re-asks included
+        sd = measured.stdev * (1.0 + reasks) * rate_out  # per request, re-asks included
         out_var, shift = output_spread(measured, requests, sd)
         per_request = counts.cost_expected / requests
         in_var = _input_variance(step, price, requests, inputs)
         run_var = _selectivity_variance(step, evaluated, requests) + _run_count_variance(step, requests)
-        half = Z90 * math.sqrt(out_var + in_var + run_var * per_request ** 2)
+        half = Z90 * math.sqrt(out_var + in_var + run_var * per_request ** 2
+                               + _reask_variance(step, price, measured, requests, max_attempts))
     expected = counts.cost_expected
     return StepInterval(step.name, requests, expected, max(0.0, expected - half + shift), expected + half + shift,
-                        measured, step.output_source, evaluated, ran, counts.when_source, half, shift)
+                        measured, step.output_source, evaluated, ran, counts.when_source, half, shift, reasks)
+
+
+def _reask_variance(step: StepPlan, price: ModelPrice, measured: OutputStats, requests: float,
+                    max_attempts: int) -> float:
+    """Variance of the rest's cost from how many re-asks it sends: the error of the rejection shares
+    measured (R^2 var(q) C^2) plus the requests' own spread (R var(K) C^2), C what one re-ask costs
+    (its request's input again, the rejected answer and the feedback, and a new answer)."""
+    own, error = measured.reask_spread(max_attempts)
+    if not (own or error) or not step.counts.to_run:
+        return 0.0
+    batch = step.mode == "batch"
+    planned = step.counts.input_tokens - step.counts.to_run * step.reask_input_tokens
+    first_in = planned / step.counts.to_run / (1.0 + measured.reasks_per_request(max_attempts))
+    each = price.cost(round(1_000 * (first_in + measured.reask_input_each)),
+                      round(1_000 * measured.reask_tokens_each), batch=batch) / 1_000
+    return (requests ** 2 * error + requests * own) * each ** 2
 
 
 SKEW_LIMIT = 3.0
@@ -176,7 +197,8 @@ def _input_variance(step: StepPlan, price: ModelPrice, requests: float, inputs: 
     """Variance of the input cost when it is the counted tokens scaled by a measured ratio."""
     if inputs is None or not step.input_source.startswith("calibrated") or inputs.answers < 2:
         return 0.0
-    counted = step.counts.input_tokens / step.input_factor if step.input_factor else 0.0
+    planned = step.counts.input_tokens - step.counts.to_run * step.reask_input_tokens  # re-asks' feedback left out
+    counted = planned / step.input_factor if step.input_factor else 0.0
     cost = price.cost(round(counted), 0, batch=step.mode == "batch")  # the input at ratio 1
     return (cost * inputs.spread) ** 2 * (1 / inputs.answers + 1 / max(requests, 1.0))
 

@@ -70,7 +70,8 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     reader = InputReader(source)
     with _state_held_if_small(state, reader):
         try:
-            steps = with_estimates(typed_steps(loaded, steps, templates, reader.columns), state)
+            steps = with_estimates(typed_steps(loaded, steps, templates, reader.columns), state,
+                                   spec.limits.max_attempts)
             roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
             fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
             os.close(fd)
@@ -240,7 +241,8 @@ def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, sk
             input_tokens: int, *, estimated: bool) -> StepCounts:
     out_expected = round(to_run * output_per_request(step))  # unrounded mean: short answers lose no share
     out_upper = to_run * step.max_tokens
-    expected_in = round(input_tokens * step.input_factor)  # calibrated for the provider's tokenizer, re-asks
+    # calibrated for the provider's tokenizer; re-asks send the input again, with the rejected answer and feedback
+    expected_in = round(input_tokens * step.input_factor + to_run * step.reask_input_tokens)
     upper_in = int(input_tokens * step.token_upper_factor)
     batch = step.mode == "batch"
     cost_expected = price.cost(expected_in, out_expected, batch=batch) if price else 0.0

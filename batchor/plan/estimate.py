@@ -51,8 +51,9 @@ def model_id(step: StepPlan) -> str:
     return f"{step.provider}:{step.model}"
 
 
-def with_estimates(steps: list[StepPlan], state: Any) -> list[StepPlan]:
-    """Each LLM step with its length key, its expected output and input per request, and their sources."""
+def with_estimates(steps: list[StepPlan], state: Any, max_attempts: int = 4) -> list[StepPlan]:
+    """Each LLM step with its length key, its expected output and input per request, and their
+    sources; re-asks up to `max_attempts` (the spec's limits) at the rejection shares measured."""
     llm = [s for s in steps if s.provider != "sql"]
     keys = {s.name: length_key(s) for s in llm}
     history: dict[str, KeyStats] = {}
@@ -64,7 +65,7 @@ def with_estimates(steps: list[StepPlan], state: Any) -> list[StepPlan]:
     for step in steps:
         if step.provider != "sql":
             key = keys[step.name]
-            step = _learned_output(step.model_copy(update={"length_key": key}), history.get(key))
+            step = _learned_output(step.model_copy(update={"length_key": key}), history.get(key), max_attempts)
             step = _calibrated_input(step, calibration.get(model_id(step)))
             step = _learned_when(step, keys, state)
         out.append(step)
@@ -88,15 +89,22 @@ def _learned_when(step: StepPlan, length_keys: dict[str, str], state: Any) -> St
     return step.model_copy(update={"when_key": key, "when_history": history})
 
 
-def _learned_output(step: StepPlan, stats: KeyStats | None) -> StepPlan:
+def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 4) -> StepPlan:
+    """The measured answers' output per request and what their re-asks add. Re-asks are billed
+    too: a share p1 of first asks is rejected and asked again, a share p2 of those again, up to
+    `max_attempts`; each re-ask sends the planned input again (`input_factor`) plus the rejected
+    answer and the feedback (`reask_input_tokens`), and answers anew."""
     total = stats.total if stats else None
     if total is None or stats is None or total.answers < least_answers(stats):
         return step
-    # Re-asked attempts are billed too: their output is in tokens_per_request, their input in input_factor.
-    return step.model_copy(update={"expected_output_tokens": max(1, round(total.tokens_per_request)),
-                                   "expected_output_mean": total.tokens_per_request,
-                                   "output_source": _source(stats), "input_factor": total.attempts_per_request,
-                                   "answer_share": min(1.0, total.answers / total.requests),
+    reasks = total.reasks_per_request(max_attempts)
+    output = total.first_tokens_each + reasks * total.reask_tokens_each
+    failing = total.reject_first * total.reject_again ** max(0, max_attempts - 1)  # rejected at every attempt
+    settled = (total.first_failed / total.first_asks if total.first_asks else 0.0) + failing
+    return step.model_copy(update={"expected_output_tokens": max(1, round(output)), "expected_output_mean": output,
+                                   "output_source": _source(stats), "input_factor": 1.0 + reasks,
+                                   "reask_input_tokens": reasks * total.reask_input_each,
+                                   "answer_share": min(1.0, max(0.0, 1.0 - settled)),
                                    "output_error": mean_error(total), "output_error_ends": mean_ends(total)})
 
 

@@ -96,6 +96,7 @@ class StepPlan(_Frozen):
     when_key: str | None = None  # a `when:` on earlier answers: its text and those steps' length keys
     when_history: list[int] = Field(default_factory=list)  # [rows run, rows evaluated] of earlier jobs' runs
     input_factor: float = 1.0  # expected billed input tokens per counted token (calibration, re-asks)
+    reask_input_tokens: float = 0.0  # per request: what re-asks add to the planned input (rejected answer, feedback)
     answer_share: float = 1.0  # requests answered in the end (history): later steps read only those
     output_error: float | None = None  # measured mean output: its 90 % error, relative (Student's t)
     output_error_ends: tuple[float, float] | None = None  # the same below and above (skew moves it up)

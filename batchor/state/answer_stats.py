@@ -19,6 +19,7 @@ Public API (the pilot helper and `plan` use it):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,16 @@ class OutputStats:
     # again by a later run (--no-cache, --refresh) is a request again, not more attempts of one
     requests: int = 0
     answer_tokens_cu: float = 0.0  # sum of the accepted answers' output tokens cubed: their skewness
+    # Re-asks in stages (reask_stats): a request's first billed attempt, and the billed attempts after
+    # it (asked again after a rejection). Each stage's rejection share is measured on every attempt
+    # of that stage sent, so a run cut off before its re-asks (a pilot's allowance) biases nothing.
+    first_asks: int = 0
+    first_rejected: int = 0  # of those, rejected by validation (`invalid_output`): asked again
+    first_failed: int = 0  # of those, billed and failed for good (truncated, refused): not asked again
+    reasks: int = 0
+    reasks_rejected: int = 0
+    reask_tokens: int = 0  # output tokens of the re-asks
+    reask_added_input: int = 0  # input tokens a re-ask read beyond its request's first attempt (reported)
 
     @property
     def mean(self) -> float:
@@ -97,11 +108,68 @@ class OutputStats:
     def attempts_per_request(self) -> float:
         return self.attempts / self.requests if self.requests else 1.0
 
+    @property
+    def reject_first(self) -> float:
+        """Share of first attempts rejected by validation (each is asked again)."""
+        return self.first_rejected / self.first_asks if self.first_asks else 0.0
+
+    @property
+    def reject_again(self) -> float:
+        """Share of re-asks rejected again; the first attempts' share until a re-ask was answered."""
+        return self.reasks_rejected / self.reasks if self.reasks else self.reject_first
+
+    def reasks_per_request(self, max_attempts: int) -> float:
+        """Re-asks a request is expected to send: rejected first (p1), then again (p2) each time,
+        up to `max_attempts` in all: p1 (1 + p2 + ... + p2^(max_attempts - 2))."""
+        p2 = self.reject_again
+        return self.reject_first * sum(p2 ** k for k in range(max(0, max_attempts - 1)))
+
+    def reask_spread(self, max_attempts: int) -> tuple[float, float]:
+        """(variance of one request's count of re-asks, variance of the measured re-asks per request):
+        the rest's own spread, and the error of p1 and p2 measured on this many attempts (binomial)."""
+        p1, p2, m = self.reject_first, self.reject_again, max(1, max_attempts)
+        if not p1 or not self.first_asks:
+            return 0.0, 0.0
+        counts = [(j, p2 ** (j - 1) * (1 - p2 if j < m - 1 else 1.0)) for j in range(1, m)]
+        mean = p1 * sum(j * w for j, w in counts)
+        own = p1 * sum(j * j * w for j, w in counts) - mean * mean
+        grow = sum(p2 ** k for k in range(m - 1))
+        slope = sum(k * p2 ** (k - 1) for k in range(1, m - 1))
+        error = grow ** 2 * _share_variance(self.first_rejected, self.first_asks)
+        if self.reasks:
+            error += (p1 * slope) ** 2 * _share_variance(self.reasks_rejected, self.reasks)
+        return max(0.0, own), error
+
+    @property
+    def first_tokens_each(self) -> float:
+        """Output tokens of a first attempt (accepted or rejected)."""
+        return (self.attempt_tokens - self.reask_tokens) / self.first_asks if self.first_asks else self.mean
+
+    @property
+    def reask_tokens_each(self) -> float:
+        """Output tokens of a re-ask (a first attempt's until a re-ask was answered)."""
+        return self.reask_tokens / self.reasks if self.reasks else self.first_tokens_each
+
+    @property
+    def reask_input_each(self) -> float:
+        """Input tokens a re-ask adds to its request's planned input: the rejected answer sent back
+        and the feedback turn (the rejected answer's length until a re-ask was answered)."""
+        return self.reask_added_input / self.reasks if self.reasks else self.first_tokens_each
+
     def __add__(self, other: OutputStats) -> OutputStats:
-        return OutputStats(self.answers + other.answers, self.attempts + other.attempts,
-                           self.answer_tokens + other.answer_tokens, self.answer_tokens_sq + other.answer_tokens_sq,
-                           self.attempt_tokens + other.attempt_tokens, max(self.max_tokens, other.max_tokens),
-                           self.requests + other.requests, self.answer_tokens_cu + other.answer_tokens_cu)
+        sums = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)}
+        sums["max_tokens"] = max(self.max_tokens, other.max_tokens)
+        return OutputStats(**sums)
+
+
+def _share_variance(hits: int, tries: int) -> float:
+    """The variance of a share measured as `hits` of `tries` (binomial, Agresti-Coull: a share of
+    few hits is less sure than p(1-p)/n says; none without a hit: no re-ask measured, none added)."""
+    if not hits or not tries:
+        return 0.0
+    z2 = 1.645 ** 2
+    p = (hits + z2 / 2) / (tries + z2)
+    return p * (1 - p) / (tries + z2)
 
 
 @dataclass(frozen=True)
@@ -165,10 +233,37 @@ def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
                            "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0), "
                            "count(DISTINCT a.run_id || ':' || a.request_key), "
                            f"coalesce(sum({_TOKENS} * {_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0)")
+    stages = reask_stats(store, length_keys)
     for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes in rows:
         found[key][kind] = OutputStats(int(answers), int(attempts), int(tokens), float(squares),
-                                       int(attempt_tokens), int(most), int(requests), float(cubes))
+                                       int(attempt_tokens), int(most), int(requests), float(cubes),
+                                       *stages.get((key, kind), ()))
     return {key: KeyStats(kinds) for key, kinds in found.items()}
+
+
+REJECTED = "a.outcome = 'invalid_output'"
+"""A billed answer the validator rejected: asked again with feedback (schema/feedback.py)."""
+
+
+def reask_stats(store: Any, length_keys: list[str]) -> dict[tuple[str, str], tuple[int, ...]]:
+    """Per (length key, run kind): first attempts (rejected, failed for good), re-asks (rejected
+    again), the re-asks' output tokens and the input they added beyond their request's first
+    attempt. A request's billed attempts in order: the first is its first ask, the rest re-asks."""
+    if not length_keys:
+        return {}
+    marks = ", ".join("?" * len(length_keys))
+    rows = store.execute(
+        "SELECT k, kind, count(*) FILTER (WHERE n = 1), count(*) FILTER (WHERE n = 1 AND rejected), "
+        "count(*) FILTER (WHERE n = 1 AND NOT rejected AND outcome <> 'ok'), count(*) FILTER (WHERE n > 1), "
+        "count(*) FILTER (WHERE n > 1 AND rejected), coalesce(sum(tokens_out) FILTER (WHERE n > 1), 0), "
+        "coalesce(sum(tokens_in - first_in) FILTER (WHERE n > 1), 0) FROM (SELECT s.length_key AS k, "
+        f"coalesce(s.kind, 'apply') AS kind, a.outcome, {REJECTED} AS rejected, a.output_tokens AS tokens_out, "
+        "coalesce(a.input_tokens, 0) AS tokens_in, row_number() OVER w AS n, "
+        "first_value(coalesce(a.input_tokens, 0)) OVER w AS first_in FROM run_steps s JOIN attempts a "
+        f"ON a.run_id = s.run_id AND a.step = s.step WHERE s.length_key IN ({marks}) AND {_BILLED} "
+        "WINDOW w AS (PARTITION BY a.run_id, a.step, a.request_key ORDER BY a.attempt)) t GROUP BY k, kind",
+        list(length_keys))
+    return {(str(k), str(kind)): tuple(int(v or 0) for v in values) for k, kind, *values in rows}
 
 
 def input_calibration(store: Any, models: list[str]) -> dict[str, InputCalibration]:

@@ -57,3 +57,33 @@ def test_fewer_than_three_answers_give_no_shift_and_wild_skewness_is_capped():
     _, capped = output_spread(one_long, 50, one_long.stdev)
     assert capped == pytest.approx(
         3.0 * one_long.stdev * (50 * (2 * Z90 ** 2 + 1) / (6 * 41) + (Z90 ** 2 - 1) / 6))
+
+
+def reasks_of(draw: random.Random, p1: float, p2: float, attempts: int) -> tuple[int, int]:
+    """One request's (re-asks, re-asks rejected again): rejected first with p1, then again with p2,
+    up to `attempts` in all."""
+    reasks = rejected = 0
+    if draw.random() >= p1:
+        return 0, 0
+    while reasks < attempts - 1:
+        reasks += 1
+        if draw.random() >= p2:
+            break
+        rejected += 1
+    return reasks, rejected
+
+
+@pytest.mark.parametrize(("p1", "p2"), [(0.2, 0.1), (0.05, 0.0), (0.5, 0.3)])
+def test_the_rests_re_asks_are_covered_about_90_percent_from_a_pilots_first_asks(p1, p2):
+    """Re-asks in stages measured on 50 first asks (and the re-asks they sent), the rest's 250
+    requests' re-asks against R q +- 1.645 sqrt(R^2 var(q) + R var(K)): 85-95 % inside."""
+    rng, inside, trials = random.Random(7), 0, 1500
+    for _ in range(trials):
+        pilot = [reasks_of(rng, p1, p2, 4) for _ in range(50)]
+        measured = OutputStats(first_asks=50, first_rejected=sum(k > 0 for k, _ in pilot),
+                               reasks=sum(k for k, _ in pilot), reasks_rejected=sum(j for _, j in pilot))
+        own, error = measured.reask_spread(4)
+        actual = sum(reasks_of(rng, p1, p2, 4)[0] for _ in range(250))
+        expected = 250 * measured.reasks_per_request(4)
+        inside += abs(actual - expected) <= Z90 * math.sqrt(250 ** 2 * error + 250 * own) + 1e-9
+    assert 0.85 <= inside / trials <= 0.95

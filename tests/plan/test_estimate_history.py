@@ -164,3 +164,24 @@ def test_asking_the_same_requests_again_does_not_inflate_the_history(workdir, fa
     assert step.output_source == f"history: {answers} answers" and answers == 60
     assert step.expected_output_tokens == round(billed / answers)
     assert step.input_factor == pytest.approx(1.0)
+
+
+def test_re_asks_add_the_rejected_answer_and_the_feedback_to_the_expected_input(workdir, fake):
+    """Half the first answers break the schema (a field left out, a word outside its enum) and are
+    asked again with the rejected answer and the validator's message: the next plan expects one
+    re-ask per rejected share of requests, each sending the planned input again plus what the
+    fake read of the rejected answer and the feedback (its input counted as characters / 4)."""
+    fake.configure(reject_share=[0.5, 0.0])
+    spec = make_spec(workdir, rows=40)
+    api.apply(spec, handle_signals=False)
+    reasks = fake.stats()["reasks"]
+    first, rejected = query(workdir, "SELECT count(*), count(*) FILTER (WHERE outcome = 'invalid_output') "
+                                     "FROM attempts WHERE attempt = 1")[0]
+    assert 10 <= rejected <= 30 and len(reasks) == rejected  # every rejected answer re-asked once, accepted
+    new_rows(workdir, 0)
+    step = api.plan(spec, save=False).header.steps[0]
+    share = rejected / first
+    assert step.input_factor == pytest.approx(1 + share)
+    read = sum((len(r["rejected"]) + len(r["feedback"]) + 2) / 4 for r in reasks) / len(reasks)  # two more turns
+    assert step.reask_input_tokens == pytest.approx(share * read, abs=share * 1.0)  # +-1 token of rounding
+    assert step.reask_input_tokens > 10  # an answer and a message: not a rounding matter

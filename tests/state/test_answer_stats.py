@@ -134,3 +134,30 @@ def test_the_answers_skewness_is_read_from_the_ledger_without_overflow(store):
     assert stats.answers == len(lengths) and stats.skewness == pytest.approx(sample_skewness(lengths))
     assert stats.skewness > 2  # one long answer among short ones
     assert dataclasses.replace(stats, answers=2).skewness == 0.0  # two answers: no skewness
+
+
+def test_re_asks_are_counted_in_stages_whatever_the_attempt_numbers(store):
+    """A request's billed attempts in order: the first is its first ask, the rest re-asks (an
+    unbilled 500 between them moves no stage); a request cut before its re-ask (a pilot's
+    allowance) counts its rejected first ask, so the shares are not read low; what a re-ask
+    reads beyond its first attempt (the rejected answer and the feedback) is summed."""
+    record_run_steps(store, "r1", [estimate("a", "k1")])
+    store.record_results(no_results(), attempts("r1", "a", [
+        ("x", 1, "invalid_output", 100, 40, 90, 0.1), ("x", 2, "server_error", 0, 0, None, 0.0),
+        ("x", 3, "ok", 150, 10, None, 0.1),
+        ("y", 1, "ok", 120, 20, 100, 0.1),
+        ("z", 1, "invalid_output", 80, 30, 70, 0.1),  # cut: its re-ask never sent
+        ("w", 1, "invalid_output", 60, 20, 50, 0.1), ("w", 2, "invalid_output", 90, 25, None, 0.1),
+        ("w", 3, "ok", 100, 15, None, 0.1),
+        ("v", 1, "refused", 70, 5, 60, 0.1)]))
+    stats = output_stats(store, ["k1"])["k1"].total
+    assert (stats.first_asks, stats.first_rejected, stats.first_failed) == (5, 3, 1)
+    assert (stats.reasks, stats.reasks_rejected, stats.reask_tokens) == (3, 1, 50)
+    assert stats.reask_added_input == (150 - 100) + (90 - 60) + (100 - 60)
+    assert stats.reject_first == pytest.approx(3 / 5) and stats.reject_again == pytest.approx(1 / 3)
+    p1, p2 = 3 / 5, 1 / 3
+    assert stats.reasks_per_request(4) == pytest.approx(p1 * (1 + p2 + p2 ** 2))
+    assert stats.reasks_per_request(1) == 0.0  # no re-ask allowed
+    assert stats.first_tokens_each == pytest.approx((40 + 20 + 30 + 20 + 5) / 5)
+    assert stats.reask_input_each == pytest.approx(120 / 3) and stats.reask_tokens_each == pytest.approx(50 / 3)
+    assert (stats + stats).reasks_per_request(4) == pytest.approx(stats.reasks_per_request(4))
