@@ -137,6 +137,8 @@ class PilotAttempt(NamedTuple):
     output_tokens: int
     estimated: bool  # tokens not reported by the provider: not an answer length
     inside: bool
+    attempt: int = 1  # its number among its request's attempts (re-asks in stages, state/answer_stats.py)
+    input_tokens: int = 0
 
 
 def pilot_attempts(store: Any, run_ids: list[str], stratum: Stratum) -> list[PilotAttempt]:
@@ -149,11 +151,11 @@ def pilot_attempts(store: Any, run_ids: list[str], stratum: Stratum) -> list[Pil
                          f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})", list(run_ids))
     inside = {(str(step), str(request)) for step, request, row in rows if row in stratum.inside}
     found = store.execute(f"SELECT step, run_id, request_key, outcome, coalesce(output_tokens, 0), "
-                          f"coalesce(estimated, false) FROM attempts WHERE run_id IN ({marks}) "
-                          "AND cost_usd IS NOT NULL", list(run_ids))
+                          f"coalesce(estimated, false), attempt, coalesce(input_tokens, 0) FROM attempts "
+                          f"WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL", list(run_ids))
     return [PilotAttempt(str(step), str(run), str(request), str(outcome), int(tokens), bool(estimated),
-                         (str(step), str(request)) in inside)
-            for step, run, request, outcome, tokens, estimated in found]
+                         (str(step), str(request)) in inside, int(attempt or 1), int(tokens_in))
+            for step, run, request, outcome, tokens, estimated, attempt, tokens_in in found]
 
 
 def calls_per_row(attempts: list[PilotAttempt], rows_inside: int, steps: int) -> float:
@@ -181,4 +183,19 @@ def _stats(attempts: list[PilotAttempt]) -> OutputStats:
     answers = [a.output_tokens for a in billed if a.outcome == "ok"]
     return OutputStats(len(answers), len(billed), sum(answers), float(sum(t * t for t in answers)),
                        sum(a.output_tokens for a in billed), max((a.output_tokens for a in billed), default=0),
-                       len({(a.run_id, a.request_key) for a in billed}), float(sum(t ** 3 for t in answers)))
+                       len({(a.run_id, a.request_key) for a in billed}), float(sum(t ** 3 for t in answers)),
+                       *_stages(billed))
+
+
+def _stages(billed: list[PilotAttempt]) -> tuple[int, ...]:
+    """Re-asks in stages, as state/answer_stats.py reask_stats counts them: a request's first
+    billed attempt, then its re-asks (rejected again or not, their output, the input they added)."""
+    requests: dict[tuple[str, str], list[PilotAttempt]] = {}
+    for a in sorted(billed, key=lambda a: a.attempt):
+        requests.setdefault((a.run_id, a.request_key), []).append(a)
+    firsts = [tries[0] for tries in requests.values()]
+    reasks = [(tries[0], a) for tries in requests.values() for a in tries[1:]]
+    return (len(firsts), sum(a.outcome == "invalid_output" for a in firsts),
+            sum(a.outcome not in ("ok", "invalid_output") for a in firsts), len(reasks),
+            sum(a.outcome == "invalid_output" for _, a in reasks), sum(a.output_tokens for _, a in reasks),
+            sum(a.input_tokens - first.input_tokens for first, a in reasks))

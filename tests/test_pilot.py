@@ -505,3 +505,20 @@ def test_a_pilot_cut_by_its_allowance_mid_re_ask_reads_the_rejection_share_of_ev
     assert step.reask_rate == 1.0
     planned = result.plan.header.steps[0]
     assert planned.input_factor == pytest.approx(2.0) and planned.reask_input_tokens > 0
+
+
+def test_the_re_asks_of_a_step_weighted_back_to_its_share_are_still_counted(fake, workdir):
+    """Half the first answers of the structured `first` are rejected once: its answers weighted back
+    to the stratum's share (a stratified top-up) still expect their re-asks, each sending the input
+    again with the rejected answer and the feedback (they were dropped: no re-ask expected)."""
+    fake.configure(reject_share=[0.5, 0.0])
+    spec = tickets(workdir)
+    loaded = yaml.safe_load(Path(spec).read_text())
+    loaded["steps"]["first"]["output"] = {"schema": TONE}
+    Path(spec).write_text(yaml.safe_dump(loaded, sort_keys=False))
+    piloted = run_pilot(spec, 20, handle_signals=False)
+    assert piloted.stratified is not None and "first" in piloted.stratified["weighted"]
+    first = next(s for s in piloted.calibration.steps if s.step == "first")
+    assert 0.2 < first.reask_rate < 0.8
+    planned = next(s for s in piloted.plan.header.steps if s.name == "first")
+    assert planned.input_factor == pytest.approx(1 + first.reask_rate) and planned.reask_input_tokens > 0

@@ -24,9 +24,11 @@ from typing import Iterator
 
 from batchor.state.answer_stats import KeyStats, OutputStats
 
+_STAGES = ("first_asks", "first_rejected", "first_failed", "reasks", "reasks_rejected", "reask_tokens",
+           "reask_added_input")  # re-asks in stages (state/answer_stats.py): weighted like the answers
 _ADDITIVE = ("answers", "attempts", "answer_tokens", "answer_tokens_sq", "attempt_tokens", "requests",
-             "answer_tokens_cu")
-_COUNTS = ("answers", "attempts", "answer_tokens", "attempt_tokens", "requests")  # int fields
+             "answer_tokens_cu", *_STAGES)
+_COUNTS = ("answers", "attempts", "answer_tokens", "attempt_tokens", "requests", *_STAGES)  # int fields
 
 
 @dataclass(frozen=True)
