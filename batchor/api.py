@@ -181,6 +181,7 @@ def to_result(outcome: RunOutcome, compiled: CompiledPlan, kind: str = "path", o
                   output_tokens=p["output_tokens"], cost_usd=outcome.cost_usd, duration_s=outcome.duration_s,
                   output_path=outcome.output_path, stop_reason=outcome.stop_reason,
                   wasted_usd=p.get("wasted_usd", 0.0), estimated_usd=p.get("estimated_usd", 0.0), steps=outcome.steps,
+                  rows=dict(p.get("rows") or {}),
                   answer_columns=output_columns(compiled.header.steps) + ["_row_key", "_status", "_error"],
                   _kind=kind, _original=original)
 

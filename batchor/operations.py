@@ -17,11 +17,11 @@ from typing import Any
 from batchor.errors import PlanFileError, RunNotFoundError, StateError
 from batchor.state import is_postgres, open_existing_state, open_state, state_exists, state_location
 from batchor.state.answer_stats import run_step_report
-from batchor.state.base import RunRecord, StateStore
+from batchor.state.base import END_ROW_COLUMNS, RunRecord, StateStore
 from batchor.state.compact import compact_duckdb, state_bytes
 from batchor.state.prune import attempt_log, drop_answers, drop_raw_payloads, reclaim_space
 from batchor.state.raw import unpack
-from batchor.state.runs import shown_runs
+from batchor.state.runs import LIVE, shown_runs
 from batchor.state.spend import failure_costs, run_spend
 
 CANCELLED_REASON = ("its provider batches were cancelled (`batchor cancel`); "
@@ -40,14 +40,15 @@ def status(run_id: str | None = None, *, state: str | None = None) -> dict[str, 
     """One run (the latest by default): progress, spend, failures by reason, batches, workers."""
     store = open_existing_state(state)
     run = shown_runs(store, [_run(store, run_id)])[0]
-    data = {k: v for k, v in asdict(run).items() if k != "extra"}
+    data = _record(run)
     live = getattr(store, "live_counts", None)  # shared (PostgreSQL) state: count the answers stored so far
     if live is not None and run.finished_at is None:
         data.update(live(run.run_id))
-    data["failures_by_reason"] = store.failures_by_reason(run.job_id)
+    failures = _failures(store, run)
+    data["failures_by_reason"] = None if failures is None else {k: v["rows"] for k, v in failures.items()}
     data["spend"] = run_spend(store, [run.run_id])[run.run_id]
     data["steps"] = run_step_report(store, run.run_id)  # the plan's estimate per step next to the spend
-    data["failed_rows_cost"] = failure_costs(store, run.job_id)
+    data["failed_rows_cost"] = failures
     batches = getattr(store, "list_batches", None)
     if batches is not None:
         data["batches"] = batches(run.job_id)
@@ -55,6 +56,29 @@ def status(run_id: str | None = None, *, state: str | None = None) -> dict[str, 
     if workers is not None:
         data["workers"] = workers(run.run_id)
     return data
+
+
+def _record(run: RunRecord) -> dict[str, Any]:
+    """A run's record as data: `rows` (the output's rows by status when it ended, or None) in place
+    of the columns that hold it, `succeeded`/`failed`/`cached` counting requests."""
+    data = {k: v for k, v in asdict(run).items() if k not in ("extra", "failures", *END_ROW_COLUMNS)}
+    return {**data, "rows": run.rows}
+
+
+def _failures(store: StateStore, run: RunRecord) -> dict[str, dict[str, Any]] | None:
+    """Failed rows by reason (rows, cost): what a finished run ended with; the job's now for a run
+    still going, or for the latest run of its job that did not keep them (ended by an error, or
+    recorded by an older batchor); None for such an earlier run, whose job later runs changed."""
+    if run.failures is not None and run.status not in LIVE:
+        return run.failures
+    if run.status in LIVE or _latest_of_job(store, run):
+        return failure_costs(store, run.job_id)
+    return None
+
+
+def _latest_of_job(store: StateStore, run: RunRecord) -> bool:
+    later = store.execute("SELECT count(*) FROM runs WHERE job_id = ? AND started_at > ?", [run.job_id, run.started_at])
+    return not later[0][0]
 
 
 def migrate_state(target: str, source: str | None = None) -> dict[str, Any]:
@@ -98,7 +122,7 @@ def runs(*, state: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
     store = open_existing_state(state)
     records = shown_runs(store, store.list_runs(limit))
     spend = run_spend(store, [r.run_id for r in records])
-    return [{**{k: v for k, v in asdict(r).items() if k != "extra"}, "spend": spend[r.run_id],
+    return [{**_record(r), "spend": spend[r.run_id],
              "steps": run_step_report(store, r.run_id)} for r in records]
 
 

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 class Result:
     run_id: str
     status: str  # succeeded | partial | failed | interrupted | budget | paused | in_flight
+    # Requests this run answered and failed (one answers every row with the same text); then, per
+    # step, rows whose answer was cached and rows it skipped (`when:`, left out by a SQL step).
     succeeded: int
     failed: int
     cached: int
@@ -36,6 +38,8 @@ class Result:
     # run's attempts cost (actual_usd) and actual / expected of the requests it settled (ratio, against
     # settled_expected_usd; None when nothing was expected).
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # The output's rows by `_status` (succeeded, failed, pending, skipped): what `data` holds.
+    rows: dict[str, int] = field(default_factory=dict)
     _kind: str = "path"
     _original: Any = None
     _table: pa.Table | None = None
@@ -96,6 +100,7 @@ class Result:
         return table.filter(mask).select(["_row_key", "_status", "_error"])
 
     def __repr__(self) -> str:
-        return (f"<Result {self.run_id} {self.status}: {self.succeeded} succeeded, {self.failed} failed, "
-                f"{self.cached} cached, {self.skipped} skipped, {'~' if self.estimated_usd else ''}${self.cost_usd:.4f}"
+        rows = ", ".join(f"{n} {status}" for status, n in self.rows.items() if n) or "none"
+        return (f"<Result {self.run_id} {self.status}: rows {rows}; requests {self.succeeded} answered, "
+                f"{self.failed} failed, {self.cached} cached; {'~' if self.estimated_usd else ''}${self.cost_usd:.4f}"
                 f"{f' (${self.wasted_usd:.4f} wasted)' if self.wasted_usd else ''}>")

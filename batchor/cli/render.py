@@ -43,10 +43,15 @@ class EventPrinter:
 
 
 def run_summary(outcome: Any, plan: Any) -> str:
-    """The line `apply` ends with. Rows and requests are different units: rows with identical
-    texts share one request, so the quickstart's 300 rows are 276 requests."""
-    p, rows, shared = outcome.progress, plan.header.totals.rows, shared_rows(plan)
+    """The line `apply` ends with. Rows and requests are different units, each named: rows with
+    identical texts share one request, so the quickstart's 300 rows are 276 requests; the rows'
+    outcomes are the output file's `_status`."""
+    p, shared = outcome.progress, shared_rows(plan)
     sharing = f", {shared:,} rows share an answer" if shared else ""
-    return (f"{outcome.status}: {rows:,} rows: {outcome.requests:,} requests{sharing}; {p['succeeded']:,} answered, "
-            f"{p['failed']:,} failed; {outcome.cached:,} rows cached, {outcome.skipped:,} skipped; "
-            f"cost {money(outcome.cost_usd)}; {outcome.duration_s:.1f}s; output {outcome.output_path}")
+    rows = p.get("rows") or {}
+    ended = ", ".join(f"{rows[s]:,} {s}" for s in ("succeeded", "failed", "pending", "skipped") if rows.get(s))
+    total = sum(rows.values()) if rows else plan.header.totals.rows
+    return (f"{outcome.status}: {total:,} rows: {outcome.requests:,} requests{sharing}; requests {p['succeeded']:,} "
+            f"answered, {p['failed']:,} failed; rows {ended or 'none'}; {outcome.cached:,} rows cached, "
+            f"{outcome.skipped:,} skipped; cost {money(outcome.cost_usd)}; {outcome.duration_s:.1f}s; "
+            f"output {outcome.output_path}")

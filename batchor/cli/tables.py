@@ -26,7 +26,7 @@ STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "failed": "red", "die
 _STATUS_SHOWN = {"run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded", "failed",
                  "cached", "skipped", "input_tokens", "output_tokens", "cost_usd", "paused_reason", "output_path",
                  "plan_path", "started_at", "finished_at", "failures_by_reason", "spend", "failed_rows_cost",
-                 "batches", "workers", "steps"}
+                 "batches", "workers", "steps", "rows"}
 
 
 def console() -> Console:
@@ -57,6 +57,7 @@ def status_view(data: dict[str, Any]) -> list[Any]:
     grid.add_row("run", f"{data['run_id']}  {data.get('name') or ''}  {styled_status(data.get('status'))}"
                  + ("  (mock)" if data.get("mocked") else ""))
     grid.add_row("rows", _rows_line(data))
+    grid.add_row("requests", _requests_line(data))
     grid.add_row("tokens", _tokens_line(data, spend))
     grid.add_row("spend", _spend_line(data, spend))
     grid.add_row("time", _time_line(data))
@@ -68,6 +69,9 @@ def status_view(data: dict[str, Any]) -> list[Any]:
         if key not in _STATUS_SHOWN:
             grid.add_row(key.replace("_", " "), escape(cell(value)))
     parts: list[Any] = [grid]
+    if data.get("failures_by_reason") is None:
+        grid.add_row("failures", "by reason: not kept for this run (it ended by an error or was recorded by an "
+                     "older batchor); later runs changed its job")
     failures = failures_table(data.get("failures_by_reason") or {}, data.get("failed_rows_cost") or {})
     if failures is not None:
         parts.append(failures)
@@ -82,9 +86,20 @@ def status_view(data: dict[str, Any]) -> list[Any]:
 
 
 def _rows_line(data: dict[str, Any]) -> str:
-    return (f"{count(data.get('succeeded'))} answered, {count(data.get('failed'))} failed, "
-            f"{count(data.get('cached'))} cached, {count(data.get('skipped'))} skipped; "
-            f"{count(data.get('requests'))} requests")
+    """The output's rows by `_status` when the run ended: the unit of the output file and of the
+    failures table below."""
+    rows = data.get("rows")
+    if rows is None:
+        return ("counted when the run ends" if data.get("status") in ("running", "in_flight")
+                else "not kept for this run (it ended by an error or was recorded by an older batchor)")
+    return (f"{count(rows['succeeded'])} succeeded, {count(rows['failed'])} failed, {count(rows['pending'])} "
+            f"pending, {count(rows['skipped'])} skipped, of {count(sum(rows.values()))} output rows when it ended")
+
+
+def _requests_line(data: dict[str, Any]) -> str:
+    """The model requests this run sent (a request may serve several rows; SQL steps send none)."""
+    return (f"{count(data.get('succeeded'))} answered, {count(data.get('failed'))} failed, of "
+            f"{count(data.get('requests'))} to send; {count(data.get('cached'))} rows' answers were cached")  # per step
 
 
 def _tokens_line(data: dict[str, Any], spend: dict[str, Any]) -> str:
@@ -151,8 +166,10 @@ def workers_table(workers: list[dict[str, Any]]) -> Table:
 
 
 def runs_table(rows: list[dict[str, Any]]) -> Table:
-    """`batchor runs`: newest first, one line per run, fitting an 80-column terminal."""
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
+    """`batchor runs`: newest first, one line per run, fitting an 80-column terminal. `ok` and
+    `failed` count the output's rows when the run ended (`-` while it runs, or where not kept)."""
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False, caption="ok, failed: output rows at the end",
+                  caption_justify="left")
     for name in ("run", "name", "status", "ok", "failed", "cost", "vs plan", "started", "took"):
         table.add_column(name, justify="right" if name in ("ok", "failed", "cost", "vs plan", "took") else "left",
                          no_wrap=name in ("run", "status", "started"), min_width=len(name))
@@ -163,8 +180,10 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
         if spend.get("wasted_usd"):
             cost += f" ({money(spend['wasted_usd'])} wasted)"
         took = elapsed(r.get("started_at"), r.get("finished_at"))
-        table.add_row(r["run_id"], r.get("name") or NOTHING, styled_status(r.get("status")), count(r.get("succeeded")),
-                      count(r.get("failed")), cost, run_ratio(r.get("steps") or []), short_moment(r.get("started_at")),
+        ended = r.get("rows") or {}
+        table.add_row(r["run_id"], r.get("name") or NOTHING, styled_status(r.get("status")),
+                      count(ended.get("succeeded")), count(ended.get("failed")), cost, run_ratio(r.get("steps") or []),
+                      short_moment(r.get("started_at")),
                       duration(took) if took is not None else _unfinished(r.get("status")))
     return table
 

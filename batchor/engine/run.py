@@ -51,6 +51,7 @@ from batchor.plan.sql_files import changed_sql_file
 from batchor.state.answer_stats import record_run_steps, run_step_report
 from batchor.state.base import RunRecord, RunStatus, StateStore
 from batchor.state.postgres_store import PostgresStore
+from batchor.state.spend import failure_costs
 
 
 @dataclass
@@ -373,6 +374,7 @@ def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: R
     run.status, run.paused_reason = status, status_reason(status, stop, rows)
     run.requests, run.cached, run.skipped = progress.total, progress.cached, progress.skipped
     run.output_path = str(output)
+    run.end_with(rows, failure_costs(store, plan.job_id))  # kept: later runs change the job's rows
     if shared is not None:
         shared.leave(run)  # the last worker to leave closes the run with every worker's answers
     else:

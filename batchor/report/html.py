@@ -61,10 +61,13 @@ def _cards(report: dict[str, Any]) -> str:
     budget = plan.get("budget_usd")
     totals = plan.get("totals") or {}
     took = elapsed(run.get("started_at"), run.get("finished_at"))
-    rows = totals.get("rows") or run.get("requests")
+    ended = run.get("rows")  # the output's rows when the run ended; else its requests
+    done, failed, unit = ((ended["succeeded"], ended["failed"], "rows") if ended else
+                          (run.get("succeeded"), run.get("failed"), "requests"))
+    of = sum(ended.values()) if ended else run.get("requests")
     cards = [_card("status", run.get("status") or NOTHING, STATUS_CLASS.get(run.get("status") or "", "")),
-             _card("rows answered", f"{count(run.get('succeeded'))} of {count(rows)}"),
-             _card("rows failed", count(run.get("failed")), "bad" if run.get("failed") else ""),
+             _card(f"{unit} {'succeeded' if ended else 'answered'}", f"{count(done)} of {count(of)}"),
+             _card(f"{unit} failed", count(failed), "bad" if failed else ""),
              _card("spend", money(total, estimated=bool(spend.get("estimated_usd")))),
              _card("budget", money(budget) if budget is not None else "none set"),
              _card("estimate", f"{money(totals.get('cost_expected'))} (at most {money(totals.get('cost_upper'))})"

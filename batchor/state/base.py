@@ -6,6 +6,7 @@ The result cache is keyed by request key, so any spec or run using the same stat
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -73,9 +74,52 @@ class RunRecord:
     paused_reason: str | None = None
     output_path: str | None = None
     plan_path: str | None = None
+    # What the run ended with (None until it ends by reaching its end, being stopped, paused or
+    # out of budget; also for runs recorded before batchor kept them): its output's rows by
+    # `_status`, and its failed rows by reason with what their attempts cost.
+    rows_succeeded: int | None = None
+    rows_failed: int | None = None
+    rows_pending: int | None = None
+    rows_skipped: int | None = None
+    failures: dict[str, dict[str, Any]] | None = None
     started_at: Any = None
     finished_at: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> dict[str, int] | None:
+        """The output's rows by status when the run ended (None: not known, see above)."""
+        counts = [getattr(self, name) for name in END_ROW_COLUMNS]
+        if any(n is None for n in counts):
+            return None
+        return {name.removeprefix("rows_"): int(n) for name, n in zip(END_ROW_COLUMNS, counts)}
+
+    def end_with(self, rows: dict[str, int], failures: dict[str, dict[str, Any]]) -> None:
+        """Keep what the run ended with (see the fields above)."""
+        for name in END_ROW_COLUMNS:
+            setattr(self, name, int(rows[name.removeprefix("rows_")]))
+        self.failures = failures
+
+
+# The runs table's columns, as RunRecord's fields (`failures` is stored as JSON text).
+END_ROW_COLUMNS = ("rows_succeeded", "rows_failed", "rows_pending", "rows_skipped")
+RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded",
+               "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd",
+               "paused_reason", "output_path", "plan_path", *END_ROW_COLUMNS, "failures", "started_at", "finished_at")
+
+
+def run_values(run: RunRecord, names: Sequence[str]) -> list[Any]:
+    """`run`'s values for the columns `names`, as stored."""
+    return [json.dumps(run.failures) if name == "failures" and run.failures is not None else getattr(run, name)
+            for name in names]
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    """A RunRecord from a row of RUN_COLUMNS."""
+    values = dict(zip(RUN_COLUMNS, row))
+    if values["failures"] is not None:
+        values["failures"] = json.loads(values["failures"])
+    return RunRecord(**values)
 
 
 class StateStore(Protocol):

@@ -19,16 +19,11 @@ import pyarrow.compute as pc
 from batchor.duck import SMALL_ROWS, duckdb, one_thread
 from batchor.errors import StateVersionError
 from batchor.file_modes import private_dir
-from batchor.state.base import ATTEMPT_SCHEMA, RunRecord
+from batchor.state.base import ATTEMPT_SCHEMA, RUN_COLUMNS, RunRecord, run_from_row, run_values
 from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state, is_corruption
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from batchor.state.new_state import made_from_template
 from batchor.state.open_check import checked_before, remember_checked
-
-_RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded",
-                "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd",
-                "paused_reason", "output_path", "plan_path", "started_at", "finished_at")
-
 
 _ATTEMPT_COLUMNS = ", ".join(ATTEMPT_SCHEMA.names)
 
@@ -190,13 +185,13 @@ class DuckDBStore:
 
     def start_run(self, run: RunRecord) -> None:
         with self.connection() as db:
-            values = [getattr(run, c) for c in _RUN_COLUMNS[:-2]]
-            db.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS[:-2])}, started_at) "
-                       f"VALUES ({', '.join('?' * (len(_RUN_COLUMNS) - 2))}, now())", values)
+            values = run_values(run, RUN_COLUMNS[:-2])
+            db.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS[:-2])}, started_at) "
+                       f"VALUES ({', '.join('?' * (len(RUN_COLUMNS) - 2))}, now())", values)
 
     def finish_run(self, run: RunRecord, *, final: bool = True) -> None:
-        sets = ", ".join(f"{c} = ?" for c in _RUN_COLUMNS[4:-2])
-        values = [getattr(run, c) for c in _RUN_COLUMNS[4:-2]]
+        sets = ", ".join(f"{c} = ?" for c in RUN_COLUMNS[4:-2])
+        values = run_values(run, RUN_COLUMNS[4:-2])
         finished = ", finished_at = now()" if final else ""
         with self.connection() as db:
             db.execute(f"UPDATE runs SET {sets}{finished} WHERE run_id = ?", values + [run.run_id])
@@ -204,16 +199,16 @@ class DuckDBStore:
     def get_run(self, run_id: str | None) -> RunRecord | None:
         where, args = ("WHERE run_id = ? OR run_id LIKE ?", [run_id, f"{run_id}%"]) if run_id else ("", [])
         with self.connection() as db:
-            row = db.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {where} "
+            row = db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} "
                              "ORDER BY started_at DESC LIMIT 1", args).fetchall()
         first = _first(row)
-        return RunRecord(**dict(zip(_RUN_COLUMNS, first))) if first else None
+        return run_from_row(first) if first else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         with self.connection() as db:
-            rows = db.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT ?",
+            rows = db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT ?",
                               [limit]).fetchall()
-        return [RunRecord(**dict(zip(_RUN_COLUMNS, r))) for r in rows]
+        return [run_from_row(r) for r in rows]
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]:
         with self.connection() as db:

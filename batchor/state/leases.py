@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from batchor.state.base import RunRecord, RunStatus
 from batchor.state.postgres_store import PostgresStore, insert_run, update_run
-from batchor.state.runs import DIED_REASON
+from batchor.state.runs import ANSWERED_SQL, DIED_REASON
 
 
 def _live(alias: str = "") -> str:
@@ -110,7 +110,7 @@ class LeaseBook:
         workers' heartbeats, a third of a lease apart, so it reads 0 for the first seconds."""
         with self.store.pg() as conn:
             row = conn.execute(
-                "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'), "
+                f"SELECT count(*) FILTER (WHERE {ANSWERED_SQL}), count(*) FILTER (WHERE status = 'failed'), "
                 "coalesce(sum(cost_usd), 0)::float8, coalesce(sum(input_tokens), 0)::bigint, "
                 "coalesce(sum(output_tokens), 0)::bigint FROM results WHERE run_id = %s", [run_id]).fetchone()
         return dict(zip(("succeeded", "failed", "cost_usd", "input_tokens", "output_tokens"), row))
@@ -320,7 +320,7 @@ def _sum_run(conn: Any, run_id: str) -> None:
 def _exact_totals(conn: Any, run: RunRecord) -> None:
     """The run's answers as stored (a request answered twice counts once)."""
     row = conn.execute(
-        "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'), "
+        f"SELECT count(*) FILTER (WHERE {ANSWERED_SQL}), count(*) FILTER (WHERE status = 'failed'), "
         "coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) "
         "FROM results WHERE run_id = %s", [run.run_id]).fetchone()
     run.succeeded, run.failed, run.cost_usd, run.input_tokens, run.output_tokens = (

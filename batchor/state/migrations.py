@@ -5,7 +5,9 @@ Append new migrations; never edit a released one. The version is stored in `batc
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+from batchor.state.base import END_ROW_COLUMNS
+
+SCHEMA_VERSION = 8
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
@@ -72,4 +74,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (6, ["ALTER TABLE attempts ADD COLUMN feedback VARCHAR"]),
     # A `when:` share learned from history: what identifies a step's condition and its inputs.
     (7, ["ALTER TABLE run_steps ADD COLUMN when_key VARCHAR"]),
+    # What a run ended with (state/runs.py): its output's rows by status, its failures by reason.
+    (8, [f"ALTER TABLE runs ADD COLUMN {name} BIGINT" for name in END_ROW_COLUMNS]
+        + ["ALTER TABLE runs ADD COLUMN failures VARCHAR"]),
 ]

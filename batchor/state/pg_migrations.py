@@ -9,6 +9,8 @@ Append new migrations; never edit a released one.
 
 from __future__ import annotations
 
+from batchor.state.base import END_ROW_COLUMNS
+
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS batchor_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"""
 
@@ -99,6 +101,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (8, "a `when:` share learned from history: what identifies a step's condition and its inputs", [
         "ALTER TABLE run_steps ADD COLUMN IF NOT EXISTS when_key TEXT",
         "CREATE INDEX IF NOT EXISTS run_steps_when ON run_steps (when_key) WHERE when_key IS NOT NULL",
+    ]),
+    (9, "what a run ended with: its output's rows by status, its failures by reason", [
+        *(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} BIGINT" for name in END_ROW_COLUMNS),
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS failures TEXT",
     ]),
 ]
 

@@ -19,14 +19,11 @@ from typing import Any, Callable, Iterator, TypeVar
 import pyarrow as pa
 
 from batchor.errors import StateError, StateVersionError
-from batchor.state.base import RunRecord
+from batchor.state.base import RUN_COLUMNS, RunRecord, run_from_row, run_values
 from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VERSION
 from batchor.state.pg_session import PgSession
 
 PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
-_RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded",
-                "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd",
-                "paused_reason", "output_path", "plan_path", "started_at", "finished_at")
 _RESULT_TYPES = {"request_key": "text", "step": "text", "status": "text", "output": "text",
                  "error_code": "text", "error": "text", "attempts": "int2", "input_tokens": "int4",
                  "output_tokens": "int4", "cost_usd": "float8", "run_id": "text"}
@@ -255,15 +252,15 @@ class PostgresStore:
     def get_run(self, run_id: str | None) -> RunRecord | None:
         where, args = ("WHERE run_id = %s OR run_id LIKE %s", [run_id, f"{run_id}%"]) if run_id else ("", [])
         with self.pg() as conn:
-            row = conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {where} "
+            row = conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} "
                                "ORDER BY started_at DESC LIMIT 1", args).fetchone()
-        return RunRecord(**dict(zip(_RUN_COLUMNS, row))) if row else None
+        return run_from_row(row) if row else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         with self.pg() as conn:
-            rows = conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT %s",
+            rows = conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT %s",
                                 [limit]).fetchall()
-        return [RunRecord(**dict(zip(_RUN_COLUMNS, r))) for r in rows]
+        return [run_from_row(r) for r in rows]
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]:
         with self.pg() as conn:
@@ -343,17 +340,17 @@ def _session_settings(dbapi_connection: Any, _record: Any) -> None:
 
 
 def insert_run(conn: Any, run: RunRecord) -> None:
-    names = _RUN_COLUMNS[:-2]
+    names = RUN_COLUMNS[:-2]
     conn.execute(f"INSERT INTO runs ({', '.join(names)}, started_at) "
-                 f"VALUES ({', '.join(['%s'] * len(names))}, LOCALTIMESTAMP)", [getattr(run, c) for c in names])
+                 f"VALUES ({', '.join(['%s'] * len(names))}, LOCALTIMESTAMP)", run_values(run, names))
 
 
 def update_run(conn: Any, run: RunRecord, *, final: bool) -> None:
-    names = _RUN_COLUMNS[4:-2]
+    names = RUN_COLUMNS[4:-2]
     sets = ", ".join(f"{c} = %s" for c in names)
     finished = ", finished_at = LOCALTIMESTAMP" if final else ""
     conn.execute(f"UPDATE runs SET {sets}{finished} WHERE run_id = %s",
-                 [getattr(run, c) for c in names] + [run.run_id])
+                 run_values(run, names) + [run.run_id])
 
 
 def _string_table(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:

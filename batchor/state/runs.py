@@ -3,9 +3,11 @@
 A run record is written by the process that runs it, so it can only be as true as that process's
 last write. What `status` and `runs` show is recomputed from the state instead:
 
-- answered and failed are counted from the results the run stored (a finished run keeps the
-  failures it ended with, whose results a later run may have taken over); spend and tokens are the sum
-  of its billed attempts (state/spend.py);
+- requests answered and failed are counted from the results the run stored (a finished run keeps
+  the failures it ended with, whose results a later run may have taken over); spend and tokens are
+  the sum of its billed attempts (state/spend.py);
+- rows are the output's rows by `_status` when the run ended, kept in its record with its failures
+  by reason (RunRecord.rows, .failures): what `status RUN` shows after later runs changed the job;
 - a run still marked `running` whose process is gone is `died`: on DuckDB nobody holds the apply
   lock (`<state>.lock`, see lock.py); on PostgreSQL none of its workers has a live lease.
 """
@@ -21,7 +23,10 @@ from batchor.state.lock import lock_is_held
 from batchor.state.spend import run_spend
 
 TALLY_FIELDS = ("succeeded", "failed", "cost_usd", "input_tokens", "output_tokens")
-_TALLY_SQL = ("SELECT run_id, count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'), "
+# Requests answered and failed: a SQL step's rows are stored as results too, with no attempt;
+# they are rows, not requests (an output's rows are counted by `_status`, see RunRecord.rows).
+ANSWERED_SQL = "status = 'succeeded' AND attempts > 0"
+_TALLY_SQL = (f"SELECT run_id, count(*) FILTER (WHERE {ANSWERED_SQL}), count(*) FILTER (WHERE status = 'failed'), "
               "coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) "
               "FROM results WHERE run_id IN ({}) GROUP BY run_id")
 DIED_REASON = "the process stopped without finishing the run (killed, crashed or lost its machine)"

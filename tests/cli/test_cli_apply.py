@@ -35,7 +35,8 @@ def test_apply_with_yes_runs_and_reports(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=3)
     result = batchor_cli(workdir, "apply", spec, "--yes")
     assert result.returncode == 0, result.stderr
-    assert "succeeded: 3 rows: 3 requests; 3 answered, 0 failed; 0 rows cached" in result.stderr
+    summary = "succeeded: 3 rows: 3 requests; requests 3 answered, 0 failed; rows 3 succeeded; 0 rows cached"
+    assert summary in result.stderr
     assert fake.stats()["requests"] == 3
     rows = read_output(workdir / "out" / "results.csv")
     assert [r["_status"] for r in rows] == ["succeeded"] * 3
@@ -109,7 +110,7 @@ def test_a_row_rejected_with_400_fails_alone_exit_3(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=5)
     result = batchor_cli(workdir, "apply", spec, "--yes")
     assert result.returncode == 3, result.stderr
-    assert "partial: 5 rows: 5 requests; 4 answered, 1 failed" in result.stderr
+    assert "partial: 5 rows: 5 requests; requests 4 answered, 1 failed; rows 4 succeeded, 1 failed;" in result.stderr
     rows = {r["id"]: r for r in read_output(workdir / "out" / "results.csv")}
     assert rows["r2"]["_status"] == "failed"
     assert rows["r2"]["_error"].startswith("classify: invalid_request: ")

@@ -30,12 +30,14 @@ def test_summary_tells_rows_from_requests(workdir, fake, batchor_cli):
     first = batchor_cli(workdir, "apply", spec, "--yes")
     assert first.returncode == 0, first.stderr
     assert "4 to run (2 rows share a request with another row)" in first.stderr
-    assert "succeeded: 6 rows: 4 requests, 2 rows share an answer; 4 answered, 0 failed; 0 rows cached" in first.stderr
+    assert ("succeeded: 6 rows: 4 requests, 2 rows share an answer; requests 4 answered, 0 failed; rows 6 succeeded; "
+            "0 rows cached") in first.stderr
     assert fake.stats()["requests"] == 4
 
     again = batchor_cli(workdir, "apply", spec, "--yes")
     assert again.returncode == 0, again.stderr
-    assert "succeeded: 6 rows: 0 requests; 0 answered, 0 failed; 6 rows cached, 0 skipped" in again.stderr
+    summary = "succeeded: 6 rows: 0 requests; requests 0 answered, 0 failed; rows 6 succeeded; 6 rows cached, 0 skipped"
+    assert summary in again.stderr
     assert fake.stats()["requests"] == 4
 
 
@@ -56,7 +58,8 @@ def test_apply_no_cache_asks_every_request_again(workdir, fake, batchor_cli):
 
     fresh = batchor_cli(workdir, "apply", spec, "--yes", "--no-cache")
     assert fresh.returncode == 0, fresh.stderr
-    assert "succeeded: 3 rows: 3 requests; 3 answered, 0 failed; 0 rows cached" in fresh.stderr
+    summary = "succeeded: 3 rows: 3 requests; requests 3 answered, 0 failed; rows 3 succeeded; 0 rows cached"
+    assert summary in fresh.stderr
     assert fake.stats()["requests"] == 6
 
 

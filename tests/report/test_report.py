@@ -87,7 +87,7 @@ def test_markdown_for_a_pull_request(reported):
     status = reported
     text = render_markdown(gather(None, None))
     assert f"`{status['run_id']}`" in text
-    assert "partial: 11 of 12 rows answered, 1 failed" in text
+    assert "partial: 11 of 12 rows succeeded, 1 failed" in text
     assert re.search(r"\| classify \| 12 \| 11 \| 1 \| 8\.3 % \|", text)
     assert "invalid_request: 1 row(s)" in text and "<script>" not in text.split("| step |")[0]
 
@@ -143,7 +143,7 @@ def test_report_renders_in_headless_chromium_without_console_errors(workdir, fak
     assert _console(dom.stderr) == []
     text = re.sub(r"<[^>]+>", " ", dom.stdout)
     assert status["run_id"] in text and "invalid_request" in text
-    assert re.search(r"rows answered\s+11 of 12", text)
+    assert re.search(r"rows succeeded\s+11 of 12", text)
     assert re.search(r"spend\s+\$0\.\d{4}", text)
     assert "window.pwned" not in dom.stdout.replace("&lt;script&gt;window.pwned", "")
     shot = workdir / "report.png"
