@@ -70,8 +70,7 @@ def status_view(data: dict[str, Any]) -> list[Any]:
             grid.add_row(key.replace("_", " "), escape(cell(value)))
     parts: list[Any] = [grid]
     if data.get("failures_by_reason") is None:
-        grid.add_row("failures", "by reason: not kept for this run (it ended by an error or was recorded by an "
-                     "older batchor); later runs changed its job")
+        grid.add_row("failures", "by reason: not kept for this run (see rows); later runs have changed its job since")
     failures = failures_table(data.get("failures_by_reason") or {}, data.get("failed_rows_cost") or {})
     if failures is not None:
         parts.append(failures)
@@ -91,7 +90,8 @@ def _rows_line(data: dict[str, Any]) -> str:
     rows = data.get("rows")
     if rows is None:
         return ("counted when the run ends" if data.get("status") in ("running", "in_flight")
-                else "not kept for this run (it ended by an error or was recorded by an older batchor)")
+                else "not kept for this run: it did not reach its end (killed, or stopped by an error) or was "
+                     "recorded by an older batchor")
     return (f"{count(rows['succeeded'])} succeeded, {count(rows['failed'])} failed, {count(rows['pending'])} "
             f"pending, {count(rows['skipped'])} skipped, of {count(sum(rows.values()))} output rows when it ended")
 

@@ -66,9 +66,11 @@ def finish_after_error(store: Any, run: RunRecord, exc: BaseException) -> None:
         pass
 
 
-def settle_earlier_runs(store: Any, job_id: str, this_run: str, status: str) -> None:
+def settle_earlier_runs(store: Any, job_id: str, this: RunRecord) -> None:
     """Runs of this job left `in_flight` none of whose batches is still running at the provider
-    (this apply collected them) are finished too: their record names the run that collected them."""
+    (this apply collected them) are finished too: their record names the run that collected them,
+    and ends with its rows and failures (their batches' answers are in them)."""
+    this_run, status = this.run_id, this.status
     rows = store.execute(
         "SELECT run_id FROM runs r WHERE job_id = ? AND status = 'in_flight' AND run_id <> ? AND NOT EXISTS "
         "(SELECT 1 FROM batches b WHERE b.run_id = r.run_id AND b.state IN ('intent', 'submitted'))",
@@ -80,4 +82,6 @@ def settle_earlier_runs(store: Any, job_id: str, this_run: str, status: str) -> 
             earlier.status = status if done else "partial"
             earlier.paused_reason = f"its provider batches were collected by run {this_run}" + (
                 "" if done else f", which ended {status}")
+            if this.rows is not None and this.failures is not None:
+                earlier.end_with(this.rows, this.failures)
             store.finish_run(stored_counts(store, earlier))

@@ -380,7 +380,7 @@ def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: R
     else:
         run = stored_counts(store, run)
         store.finish_run(run)
-        settle_earlier_runs(store, plan.job_id, run.run_id, status)
+        settle_earlier_runs(store, plan.job_id, run)
     outcome = RunOutcome(run_id=run.run_id, status=status, stop_reason=run.paused_reason,
                          progress={**progress.snapshot(), "rows": rows}, output_path=str(output),
                          cost_usd=progress.cost_usd, duration_s=time.monotonic() - started, cached=progress.cached,

@@ -56,9 +56,12 @@ def test_no_wait_exits_in_flight_and_a_later_apply_collects(fake, workdir):
     assert [b["state"] for b in shown["batches"]] == ["submitted", "submitted"]
     text = cli(workdir, "status")
     assert "batches: 2" in text.stdout
+    assert json.loads(status.stdout)["rows"] == {"succeeded": 0, "failed": 0, "pending": 7, "skipped": 0}
     second = cli(workdir, "apply", spec, "--yes")
     assert second.returncode == 0, second.stderr
     assert len(results(workdir)) == 7 and set(submitted(fake).values()) == {1}
+    earlier = json.loads(cli(workdir, "status", shown["run_id"], "--json").stdout)  # collected by the second
+    assert earlier["status"] == "succeeded" and earlier["rows"]["succeeded"] == 7, earlier
 
 
 def test_cancel_records_the_cancel_and_the_next_apply_resubmits_only_unanswered_rows(fake, workdir):
