@@ -519,3 +519,12 @@ class BatchResultsGoneError(ProviderError):
     Its rows fail with this reason instead of being sent again: the provider may have billed them."""
 
     code = "batch_results_gone"
+
+
+class BatchResultUnreadableError(ProviderError):
+    """A finished batch's results line is not JSON: its row ran and may have been billed.
+
+    It fails with this reason instead of being sent again by itself (`--retry-failed` sends it)."""
+
+    code = "batch_result_unreadable"
+    deterministic = True  # a later apply leaves it failed too: sending it again may pay twice

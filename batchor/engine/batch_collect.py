@@ -23,6 +23,7 @@ from batchor.engine.sink import KEEP_ATTACHED_S
 from batchor.errors import (
     AuthenticationError,
     BatchResultsGoneError,
+    BatchResultUnreadableError,
     NoApiKeyError,
     ProviderError,
     QuotaExhaustedError,
@@ -212,16 +213,19 @@ class Collecting:
     def _settle(self, keys: list[str], rows: list[RowResult], remote: RemoteBatch) -> tuple[dict[str, str], float]:
         assert self.judge is not None
         wanted, outcomes, cost = set(keys), {}, 0.0
+        unreadable = next((r.error for r in rows if r.key not in wanted and _unreadable(r.error)), None)
         for row in rows:
             if row.key in wanted and row.key not in outcomes:
                 item, counted = self._item(row.key)
                 outcomes[row.key], spent = self.judge.settle(item, row, counted)
-                cost += spent
+                cost += self.runtime.upper_cost(item) if _unreadable(row.error) else spent  # billed, usage unknown
         for key in keys:
             if key not in outcomes:
                 item, counted = self._item(key)
-                if remote.error is not None:
-                    outcomes[key] = self.judge.judge_error(item, remote.error, counted)
+                error = remote.error or unreadable  # a line not saying whose it was: any of these may be it
+                if error is not None:
+                    outcomes[key] = self.judge.judge_error(item, error, counted)
+                    cost += self.runtime.upper_cost(item) if error is unreadable else 0.0
                 else:
                     outcomes[key] = self.judge.settle(item, RowResult(key, missing=True), counted)[0]
         return outcomes, cost
@@ -229,3 +233,7 @@ class Collecting:
     def _item(self, key: str) -> tuple[WorkItem, bool]:
         item = self.items.get(key)
         return (item, True) if item is not None else (WorkItem(key, self.runtime.plan.name, (), 0), False)
+
+
+def _unreadable(error: ProviderError | None) -> bool:
+    return isinstance(error, BatchResultUnreadableError)

@@ -34,6 +34,7 @@ from batchor.providers.batch import (
     RowResult,
     call_once,
     mapped_call,
+    result_line,
 )
 
 T = TypeVar("T")
@@ -121,14 +122,20 @@ class AnthropicBatchProvider:
                                             lambda: self.client.messages.batches.retrieve(remote_id)))
 
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
-        lines = await self._call("anthropic.batches.results", lambda: self._read_results(remote.remote_id))
-        for line in lines:
-            yield parse_line(line)
+        data = await self._call("anthropic.batches.results", lambda: self._read_results(remote.remote_id))
+        for raw in data.splitlines():
+            if raw.strip():
+                line = result_line(raw, "custom_id")
+                yield line if isinstance(line, RowResult) else parse_line(line)
 
-    async def _read_results(self, remote_id: str) -> list[dict[str, Any]]:
-        """All of a batch's results: a download cut off half way is read again as a whole."""
+    async def _read_results(self, remote_id: str) -> bytes:
+        """All of a batch's results, as sent (the SDK's decoder would fail the whole batch on one
+        line that is not JSON): a download cut off half way is read again as a whole."""
         decoder = await self.client.messages.batches.results(remote_id)
-        return [item.model_dump(mode="json") async for item in decoder]
+        try:
+            return b"".join([chunk async for chunk in decoder.http_response.aiter_bytes()])
+        finally:
+            await decoder.close()
 
     async def cancel(self, remote_id: str) -> RemoteBatch:
         return remote_from(await self._call("anthropic.batches.cancel",

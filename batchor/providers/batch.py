@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
 import os
+import re
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from batchor.errors import BatchCreateUnknownError, ProviderError, ProviderUnreachableError, TransientProviderError
+from batchor.errors import (
+    BatchCreateUnknownError,
+    BatchResultUnreadableError,
+    ProviderError,
+    ProviderUnreachableError,
+    TransientProviderError,
+)
 from batchor.providers import provider_info
 from batchor.providers.base import Completion, LLMRequest, ProviderConfig
 
@@ -79,6 +87,23 @@ class RowResult:
     error: ProviderError | None = None
     missing: bool = False  # the batch ended (expired, cancelled) before this row ran
     raw: bytes | None = None  # the result line as received, kept for audit when at hand
+
+
+def result_line(raw: bytes, key_field: str) -> dict[str, Any] | RowResult:
+    """A results line as JSON; a line that is not JSON as its row's failure, keyed by whatever
+    survives of `key_field` ("" when nothing tells whose it was: see engine/batch_collect.py)."""
+    try:
+        line = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        line = None
+    if isinstance(line, dict):
+        return line
+    text = raw.decode("utf-8", "replace")
+    found = re.search(rf'"{re.escape(key_field)}"\s*:\s*"([^"\\]+)"', text)
+    error = BatchResultUnreadableError(f"the batch's result line for this row is not JSON ({len(raw):,} bytes: "
+                                       f"{text[:60]!r}...); the row ran and may have been billed, so it is not "
+                                       "sent again by itself (`--retry-failed` sends it)")
+    return RowResult(found.group(1) if found else "", error=error, raw=raw)
 
 
 T = TypeVar("T")

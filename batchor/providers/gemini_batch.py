@@ -38,6 +38,7 @@ from batchor.providers.batch import (
     call_once,
     crash_point,
     mapped_call,
+    result_line,
 )
 from batchor.providers.embeddings import gemini_completion
 from batchor.providers.gemini import _base_url, _mapped_errors, error_for, parse_result, to_body
@@ -289,7 +290,8 @@ class GeminiBatchProvider:
             data = await self._call("gemini.files.download", lambda: self.client.aio.files.download(
                 file=dest.file_name))
             for raw in data.splitlines():
-                row = parse_row(json.loads(raw)) if raw.strip() else None
+                line = result_line(raw, "key") if raw.strip() else None
+                row = parse_row(line) if isinstance(line, dict) else line
                 if row is not None:
                     row.raw = raw
                     yield row

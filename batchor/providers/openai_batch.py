@@ -36,6 +36,7 @@ from batchor.providers.batch import (
     RowResult,
     call_once,
     mapped_call,
+    result_line,
 )
 from batchor.providers.embeddings import embed_request, openai_body, openai_completion
 from batchor.providers.errors_map import classify
@@ -209,7 +210,8 @@ class OpenAIBatchProvider:
         for data in await self._downloads([file_id for file_id in remote.handle or () if file_id]):
             for raw in data.splitlines():
                 if raw.strip():
-                    row = parse_line(json.loads(raw), api=self.api)
+                    line = result_line(raw, "custom_id")
+                    row = line if isinstance(line, RowResult) else parse_line(line, api=self.api)
                     row.raw = raw
                     yield row
 

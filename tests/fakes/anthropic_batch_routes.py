@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import anthropic_routes
-from .batch_core import PROVIDERS, Job, Row, cancel, create_refusal, new_id, read, world
+from .batch_core import PROVIDERS, Job, Row, broken, cancel, create_refusal, new_id, read, world
 from .wire import Request, Response, json_response
 
 PROVIDER = anthropic_routes.PROVIDER
@@ -68,7 +68,7 @@ def register(app: Any) -> None:
         if job is None or not job.ended:
             return _error(404, "results are not available until the batch has ended")
         lines = [json.dumps({"custom_id": row.custom_id, "result": _result(job, row)}) for row in job.rows]
-        return Response(200, ("\n".join(reversed(lines)) + "\n").encode(), content_type="application/binary")
+        return Response(200, ("\n".join(broken(fake, lines[::-1])) + "\n").encode(), content_type="application/binary")
 
     app.add("POST", "/v1/messages/batches", create, "anthropic.batches.create")
     app.add("GET", "/v1/messages/batches", listing, "anthropic.batches.list")

@@ -179,3 +179,10 @@ def create_refusal(fake: Fake, provider: Provider) -> tuple[int, dict[str, Any]]
     if status:
         return int(status), provider.error_body(int(status), f"batch create refused ({status}, injected)", None, 0.0)
     return None
+
+
+def broken(fake: Fake, lines: list[str]) -> list[str]:
+    """A results file's lines, the first `batch_broken_lines` of them cut short (unparseable JSON):
+    `batch_broken_keep` of each is kept (0.5: its key survives; 0.01: nothing tells whose it was)."""
+    count, keep = int(fake.config.get("batch_broken_lines") or 0), float(fake.config.get("batch_broken_keep", 0.5))
+    return [line[: int(len(line) * keep)] if index < count else line for index, line in enumerate(lines)]

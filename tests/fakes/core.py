@@ -65,6 +65,8 @@ DEFAULTS: dict[str, Any] = {
     "batch_fail_code": "invalid_request",  # the error code of a failed batch
     "batch_create_delay_s": 0.0,  # answer a create this late (it is created at once)
     "batch_create_status": None,  # refuse creates with this status, without creating
+    "batch_broken_lines": 0,  # the first N lines of each results file are cut short (not JSON) ...
+    "batch_broken_keep": 0.5,  # ... to this share of their length
     # {endpoint name: [action per call, ...]}: faults on any named endpoint (see faults.py)
     "fault_plan": {},
     # Realistic lengths (lengths.py), for estimate benchmarks: [median, sigma] of a log-normal word count

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import embedding_routes, gemini_routes
-from .batch_core import PROVIDERS, Job, Row, cancel, create_refusal, new_id, read, world
+from .batch_core import PROVIDERS, Job, Row, broken, cancel, create_refusal, new_id, read, world
 from .core import Call, Route
 from .faults import with_faults
 from .wire import Request, Response, json_response
@@ -144,7 +144,7 @@ def _output(fake: Any, job: Job) -> dict[str, Any]:
     if "input_file" in job.extra:
         if "output_file" not in job.extra:
             lines = [json.dumps({"key": row.custom_id, **_result(row)}) for row in job.rows if row.status is not None]
-            job.extra["output_file"] = _store(world(fake), "\n".join(lines).encode(), generated=True)
+            job.extra["output_file"] = _store(world(fake), "\n".join(broken(fake, lines)).encode(), generated=True)
         return {"responsesFile": job.extra["output_file"]}
     responses = [{**_result(row), "metadata": meta} for row, meta in zip(job.rows, job.extra["metadata"])
                  if row.status is not None]

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from . import openai_routes
-from .batch_core import PROVIDERS, Job, Row, cancel, create_refusal, new_id, read, world
+from .batch_core import PROVIDERS, Job, Row, broken, cancel, create_refusal, new_id, read, world
 from .wire import Request, Response, json_response, parse_multipart
 
 PROVIDER = openai_routes.PROVIDER
@@ -162,7 +162,7 @@ def _result_files(fake: Any, job: Job) -> tuple[str | None, str | None]:
                             error=None)
             (ok if row.status == 200 else bad).append(json.dumps(line))
         ok.reverse()  # output order is not input order
-        job.extra["files"] = tuple(_store(fake, lines, job.id) for lines in (ok, bad))
+        job.extra["files"] = tuple(_store(fake, broken(fake, lines), job.id) for lines in (ok, bad))
     return job.extra["files"]
 
 
