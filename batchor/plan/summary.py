@@ -121,7 +121,8 @@ def _step_cost(step: Any) -> str:
 def _estimate_sources(step: Any) -> dict[str, Any]:
     """Where a step's expected tokens come from (see plan/estimate.py)."""
     return {"expected_output_tokens_per_request": step.expected_output_tokens, "output_source": step.output_source,
-            "input_source": step.input_source, "input_factor": step.input_factor, "length_key": step.length_key,
+            "input_source": step.input_source, "input_factor": step.input_factor,
+            "reask_input_tokens": step.reask_input_tokens, "length_key": step.length_key,
             "output_error_90": step.output_error,
             "output_error_90_ends": list(step.output_error_ends) if step.output_error_ends else None,
             "answer_share": step.answer_share}

@@ -11,7 +11,7 @@ from conftest import make_spec, write_csv
 
 from batchor import api
 from batchor.plan.estimate import MIN_ANSWERS, length_key
-from batchor.plan.summary import plan_text
+from batchor.plan.summary import plan_dict, plan_text
 from batchor.state import open_state
 from batchor.state.answer_stats import output_stats, run_step_report, tag_run_kind
 
@@ -179,7 +179,9 @@ def test_re_asks_add_the_rejected_answer_and_the_feedback_to_the_expected_input(
                                      "FROM attempts WHERE attempt = 1")[0]
     assert 10 <= rejected <= 30 and len(reasks) == rejected  # every rejected answer re-asked once, accepted
     new_rows(workdir, 0)
-    step = api.plan(spec, save=False).header.steps[0]
+    plan = api.plan(spec, save=False)
+    step = plan.header.steps[0]
+    assert plan_dict(plan)["steps"][0]["reask_input_tokens"] == step.reask_input_tokens  # plan --json shows it
     share = rejected / first
     assert step.input_factor == pytest.approx(1 + share)
     read = sum((len(r["rejected"]) + len(r["feedback"]) + 2) / 4 for r in reasks) / len(reasks)  # two more turns
