@@ -34,7 +34,7 @@ def gather(run_id: str | None, state: str | None) -> dict[str, Any]:
     plan = _plan(status.get("plan_path"))
     job_id, run = status["job_id"], status["run_id"]
     report: dict[str, Any] = {"run": status, "plan": _plan_summary(plan), "steps": _steps(store, job_id, run)}
-    report["failures"] = _failures(store, job_id)
+    report["failures"] = _run_failures(store, status)
     report["samples"] = _samples(store, job_id, plan)
     report["checks"] = _checks(run, state)
     return report
@@ -94,6 +94,18 @@ def _steps(store: Any, job_id: str, run_id: str) -> list[dict[str, Any]]:
         steps[step]["latency_histogram"].append({"from_ms": 2 ** int(bucket), "to_ms": 2 ** (int(bucket) + 1),
                                                  "attempts": int(n)})
     return list(steps.values())
+
+
+def _run_failures(store: Any, status: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's failed rows by (step, reason): the job's now, with examples, when the run is its
+    job's latest; else the reasons and rows the run kept at its end, without examples (later runs
+    have answered or changed those rows since)."""
+    later = store.execute("SELECT count(*) FROM runs WHERE job_id = ? AND started_at > ?",
+                          [status["job_id"], status["started_at"]])
+    kept = status.get("failed_rows_cost")
+    if not later[0][0] or kept is None:
+        return _failures(store, status["job_id"])
+    return [{"step": "(any step)", "reason": reason, "rows": v["rows"], "examples": []} for reason, v in kept.items()]
 
 
 def _failures(store: Any, job_id: str) -> list[dict[str, Any]]:

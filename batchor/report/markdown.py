@@ -32,9 +32,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     if failures:
         lines += ["", "**Failures**", ""]
         for g in failures:
-            example = g["examples"][0] if g["examples"] else {}
-            lines.append(f"- `{_cell(g['step'])}` {_cell(g['reason'])}: {count(g['rows'])} row(s), e.g. "
-                         f"`{_cell(example.get('row_key'))}`: {_cell(example.get('error'))}")
+            example = g["examples"][0] if g["examples"] else None
+            lines.append(f"- `{_cell(g['step'])}` {_cell(g['reason'])}: {count(g['rows'])} row(s)" + (
+                f", e.g. `{_cell(example.get('row_key'))}`: {_cell(example.get('error'))}" if example else ""))
     checks = report.get("checks")
     if checks and checks.get("checks"):
         lines += ["", "**Checks**: " + ("all pass" if checks["passed"] else "FAILED"), ""]

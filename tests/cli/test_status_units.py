@@ -114,11 +114,16 @@ def test_status_of_an_earlier_run_shows_what_it_ended_with(workdir, fake, batcho
     assert earlier["failed_rows_cost"]["invalid_request"]["rows"] == 3
     human = batchor_cli(workdir, "status", first["run_id"]).stdout
     assert "failed rows by reason" in human and "invalid_request" in human
+    report = json.loads(batchor_cli(workdir, "report", first["run_id"], "--json").stdout)
+    assert [(g["reason"], g["rows"]) for g in report["failures"]] == [("invalid_request", 3)]
+    assert report["run"]["rows"] == earlier["rows"]
+    assert "invalid_request: 3 row(s)" in batchor_cli(workdir, "report", first["run_id"], "--format", "markdown").stdout
 
     latest = _status(batchor_cli, workdir)
     assert latest["run_id"] != first["run_id"]
     assert latest["rows"] == {"succeeded": 8, "failed": 0, "pending": 0, "skipped": 0}
     assert latest["failures_by_reason"] == {} and (latest["succeeded"], latest["failed"]) == (1, 0)
     assert "failed rows by reason" not in batchor_cli(workdir, "status").stdout
+    assert json.loads(batchor_cli(workdir, "report", "--json").stdout)["failures"] == []
     by_run = {r["run_id"]: r["rows"] for r in json.loads(batchor_cli(workdir, "runs", "--json").stdout)}
     assert by_run == {first["run_id"]: earlier["rows"], latest["run_id"]: latest["rows"]}
