@@ -519,6 +519,7 @@ class BatchResultsGoneError(ProviderError):
     Its rows fail with this reason instead of being sent again: the provider may have billed them."""
 
     code = "batch_results_gone"
+    deterministic = True  # a later apply leaves it failed too: sending it again may pay twice
 
 
 class BatchResultUnreadableError(ProviderError):

@@ -46,3 +46,15 @@ def test_a_line_that_says_not_whose_it_is_fails_the_rows_left_without_a_result(f
     codes = sorted(code or "" for _, code, _ in ran["rows"].values())
     assert codes == ["", "", "", "", "batch_result_unreadable"], ran["rows"]
     assert set(submitted(fake).values()) == {1} and fake.stats()["batches_created"] == 1
+
+
+def test_rows_whose_results_are_gone_are_not_sent_again_by_a_later_apply(fake, workdir, no_waiting):
+    """404/410 on the results download: the rows may have been billed, so a plain apply later
+    leaves them failed, as the README says; `--retry-failed` sends them."""
+    ran = _run(fake, workdir, "openai", fault_plan={"openai.files.content": ["404"]})
+    assert ran["first"]["status"] == "failed" and ran["second"]["status"] != "succeeded", ran["second"]
+    assert {code for _, code, _ in ran["rows"].values()} == {"batch_results_gone"}
+    assert fake.stats()["batches_created"] == 1
+    spec = workdir / "spec.yaml"
+    assert apply(workdir, spec, "--retry-failed")["status"] == "succeeded"
+    assert fake.stats()["batches_created"] == 2
