@@ -116,11 +116,11 @@ class Collecting:
                 self._trouble(batch, exc)
                 self._schedule(batch, self.ex.options.clock())
                 continue
-            self.troubles.pop(batch.batch_id, None)
             crash_point("during_poll")
             if not remote.ended:
+                self.troubles.pop(batch.batch_id, None)
                 self._running(batch, remote)
-                continue
+                continue  # an ended batch's count goes on until its results are read: see _collect
             changed |= await self._collect(batch, remote)
         return changed
 
@@ -153,6 +153,7 @@ class Collecting:
                 self._schedule(batch, self.ex.options.clock())
                 return False  # read again at the next poll
             rows, remote = read_back
+            self.troubles.pop(batch.batch_id, None)
         error = remote.error.message if remote.error else None
         keys = self.keys_of.get(batch.batch_id) or self.ex.ledger.batch_keys(batch.batch_id)
         outcomes, cost = self._settle(keys, rows, remote)

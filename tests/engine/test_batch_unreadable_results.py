@@ -58,3 +58,18 @@ def test_rows_whose_results_are_gone_are_not_sent_again_by_a_later_apply(fake, w
     spec = workdir / "spec.yaml"
     assert apply(workdir, spec, "--retry-failed")["status"] == "succeeded"
     assert fake.stats()["batches_created"] == 2
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_results_download_that_keeps_failing_ends_the_run_in_flight(fake, workdir, no_waiting, provider):
+    """Each round's poll succeeds (the batch has ended) and its download fails: after max_attempts
+    rounds the run ends `in_flight` naming the endpoint (the successful poll must not restart the
+    count: it looped forever), and once the provider serves the results a later apply collects them."""
+    download = {"openai": "openai.files.content", "anthropic": "anthropic.batches.results"}[provider]
+    ran = _run(fake, workdir, provider, fault_plan={download: ["500"] * 200})
+    assert (ran["first"]["status"], ran["first"]["exit"]) == ("in_flight", 7), ran["first"]
+    assert download in (ran["first"]["reason"] or "")
+    fake.configure(fault_plan={})
+    assert apply(workdir, workdir / "spec.yaml")["status"] == "succeeded"
+    assert set(submitted(fake).values()) == {1} and fake.stats()["batches_created"] == 1
