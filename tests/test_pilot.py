@@ -522,3 +522,19 @@ def test_the_re_asks_of_a_step_weighted_back_to_its_share_are_still_counted(fake
     assert 0.2 < first.reask_rate < 0.8
     planned = next(s for s in piloted.plan.header.steps if s.name == "first")
     assert planned.input_factor == pytest.approx(1 + first.reask_rate) and planned.reask_input_tokens > 0
+
+
+def test_a_pilot_of_a_spec_with_an_input_limit_draws_from_the_rows_the_job_runs(fake, workdir):
+    """`input.limit: 30` keeps the job to the first 30 rows: the pilot's sample (and its top-up) is
+    drawn among those, so its rows are the job's, and the full run pays only the rest."""
+    chain = Path(chain_spec(workdir, rows=100))
+    spec = yaml.safe_load(chain.read_text())
+    spec["input"]["limit"] = 30
+    chain.write_text(yaml.safe_dump(spec, sort_keys=False))
+    first_rows = {f"t{i}" for i in range(30)}
+    for seed in range(4):
+        assert sampled_keys(pilot_plan(chain, 10, seed=seed, mock=True)) <= first_rows
+    piloted = run_pilot(chain, 10, handle_signals=False)
+    assert piloted.plan.header.totals.rows == 30
+    batchor.apply(chain, handle_signals=False)
+    assert fake.stats()["answered"] == 30 + 15  # every request of the job once: `first` 30, `second` 15

@@ -147,7 +147,9 @@ class InputReader:
             self._run(self._setup[-1])
         query = src.sql or "SELECT * FROM input"
         limit = f" LIMIT {int(src.limit)}" if src.limit else ""
-        self._setup.append(f"CREATE OR REPLACE TEMP VIEW source AS {_sampled(query, src)}{limit}")
+        # the sample is drawn from the rows the limit keeps (a pilot's rows are the job's rows)
+        kept = f"SELECT * FROM ({query}){limit}" if limit else query
+        self._setup.append(f"CREATE OR REPLACE TEMP VIEW source AS {_sampled(kept, src)}")
         self._run(self._setup[-1])
 
     def _widening(self, work: Callable[[], _T]) -> _T:
