@@ -32,8 +32,12 @@ def changes_by_cause(data_path: Path, step: StepPlan, state: StateStore, name: s
     (template, model, params, schema), or `row values` when the step is the same."""
     if not _sent_before(state, step, name, job_id):  # a first plan reads no keys (1M rows: ~140 MB)
         return {}
-    now = pq.read_table(data_path, columns=[ROW_KEY, req_column(step.name, "key")])
-    now = now.rename_columns(["row_key", "request_key"]).filter(pc.is_valid(now.column(1)))
+    now = pq.read_table(data_path, columns=[ROW_KEY, req_column(step.name, "key"), req_column(step.name, "tokens")])
+    runs = pc.is_valid(now.column(1))
+    if step.context_window is not None:  # over the window: fails without a call, never runs (plan/render.py)
+        fits = pc.less_equal(now.column(2), step.context_window - step.max_tokens)
+        runs = pc.and_(runs, pc.fill_null(fits, False))
+    now = now.select([0, 1]).rename_columns(["row_key", "request_key"]).filter(runs)
     return rendered_changes(now, step, state, name, job_id)
 
 

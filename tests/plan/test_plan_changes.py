@@ -144,3 +144,20 @@ def test_a_dependent_step_below_a_changed_step_is_projected(fake, workdir):
     assert plan.steps["reply"]["changed_by"] == {"model (projected)": 4}
     assert "4 changed: model 4 (projected)" in str(plan)
     assert "| reply | openai:gpt-4.1-nano | 4 | 4 (model 4 (projected)) |" in plan._repr_markdown_()
+
+
+def test_a_row_too_long_for_the_context_window_is_not_counted_changed(fake, workdir):
+    """A row over the window fails without a call: it never runs, so it is not among the changed
+    rows to run either ('1 to run (-1 new, 2 changed)' was printed for a 20 MB cell)."""
+    path = Path(_spec(workdir, rows=3))
+    write_csv(workdir / "data.csv", [{"id": "r0", "text": "long " * 400}, {"id": "r1", "text": "review 1"},
+                                     {"id": "r2", "text": "review 2"}])
+    spec = yaml.safe_load(path.read_text())
+    spec["model"]["context_window"] = 200
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    batchor.apply(str(path), max_cost=1)
+    spec["steps"]["label"]["prompt"] = "Label this review: {{ row.text }}"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    counts = _counts(str(path))
+    assert (counts["to_run"], counts["too_long"], counts["changed"]) == (2, 1, 2)
+    assert "2 to run (0 new, 2 changed: template 2)" in str(batchor.plan(str(path), save=False))
