@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob as globlib
 import hashlib
+import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -377,9 +378,24 @@ def _input_error(exc: duckdb.Error, source: InputSource) -> InputError:
     if any(marker in full for marker in ("unicode", "not utf-8", "invalid utf-8", "utf8")):
         return InputEncodingError(f"input: {names} is not valid UTF-8 ({text})",
                                   hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    bad_line = _first_bad_json_line(source.files) if source.format == "jsonl" and "malformed json" in full else None
+    if bad_line is not None:  # DuckDB names the line where its parser gave up, often a later one
+        return InputError(f"input: {bad_line[0].name} line {bad_line[1]:,} is not valid JSON: {bad_line[2]}",
+                          hint="fix or remove that line: each line of a JSONL file is one JSON object")
     if source.sql and ("Binder Error" in text or "Parser Error" in text or "Catalog Error" in text):
         return InputError(f"input.sql: {text}", hint="the input is available as the table `input`")
     return InputError(f"input: cannot read {names}: {text}", hint="check the file format and contents")
+
+
+def _first_bad_json_line(files: tuple[Path, ...]) -> tuple[Path, int, str] | None:
+    for path in files:
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, 1):
+                try:
+                    line.strip() and json.loads(line)
+                except ValueError as exc:
+                    return path, number, str(exc)
+    return None
 
 
 def _sql_str(text: str) -> str:

@@ -275,3 +275,15 @@ def test_rows_only_sql_keeps_the_rows_named_by_their_keys_over_the_inputs_sql(wo
     kept = spec_for(workdir, "in.csv", sql=rows_only_sql(sql, [key] if key else [], [*wanted, "no-such-row"]),
                     **({"key": key} if key else {}))
     assert {r[ROW_KEY]: r["text"] for r in read_rows(kept)} == {k: every[k] for k in wanted}
+
+
+@pytest.mark.parametrize("broken", ['{"id": 2, "text":', '{"id": 2, "text": "b"} trailing', "not json"])
+def test_a_broken_jsonl_line_is_named_by_its_own_number(workdir, broken):
+    """DuckDB names the line where its parser gave up (for an object cut short, the next one):
+    the error names the line that is broken, so the user can find and fix it."""
+    lines = ['{"id": 1, "text": "a"}', broken, '{"id": 3, "text": "c"}', '{"id": 4, "text": "d"}']
+    (workdir / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(BatchorError) as info:
+        read_rows(spec_for(workdir, "in.jsonl"))
+    assert info.value.code == "input_invalid"
+    assert "in.jsonl line 2 " in info.value.message, info.value.message
