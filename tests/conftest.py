@@ -19,6 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.bytecode_cache import compile_project, rewrite_a_share_of_the_test_modules  # noqa: E402
 from tests.cli.cli_helpers import inprocess_cli  # noqa: E402
 from tests.fakes import FakeServer  # noqa: E402
 from tests.pg_server import pg_server, pg_url  # noqa: E402,F401 - PostgreSQL fixtures
@@ -125,10 +126,12 @@ def pytest_collection(session):
     """pytest rewrites the asserts of every test module it imports, in each xdist worker, and keeps
     the result in the module's __pycache__ only when bytecode may be written: with
     PYTHONDONTWRITEBYTECODE set (as on the shared test machine) every run redid it, ~5 CPU-s per
-    worker. Collection writes it (gitignored, atomic, checked against the source's mtime), so later
-    runs read it; the variable still holds for everything after collection and for subprocesses."""
+    worker. Collection writes it (gitignored, atomic, checked against the source), so later runs
+    read it, and each worker first rewrites its share, so a fresh clone's first run does each
+    module once; the variable still holds after collection and for subprocesses."""
     saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
     try:
+        rewrite_a_share_of_the_test_modules(session.config, ROOT)
         yield
     finally:
         sys.dont_write_bytecode = saved
@@ -137,6 +140,7 @@ def pytest_collection(session):
 def pytest_configure(config):
     os.environ.setdefault("BATCHOR_TEST", "1")
     if not os.environ.get("BATCHOR_TESTS_ONE_CA"):  # set: an xdist worker of a run that made it
+        compile_project(ROOT)  # once, before the workers start
         config._ssl_env = {name: os.environ.pop(name, None) for name in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
         os.environ["SSL_CERT_FILE"] = os.environ["BATCHOR_TESTS_ONE_CA"] = str(_one_ca_file())
 
