@@ -4,7 +4,8 @@ A SQL step runs during apply (it needs the answers of earlier steps), so a file 
 (`read_csv('teams.csv')`, `'data/*.parquet'`) is read then, not when the plan was made. Every
 string literal of the query that names an existing file (relative paths from the spec's folder,
 as the query resolves them; globs expanded) is hashed into the step's plan; `apply PLANFILE`
-refuses the plan when one of them changed, as it refuses a plan whose input changed.
+refuses the plan when one of them changed or a glob matches other files, as it refuses a plan
+whose input changed.
 """
 
 from __future__ import annotations
@@ -31,13 +32,17 @@ def referenced_files(sql: str, base_dir: Path) -> dict[str, str]:
 
 
 def changed_sql_file(header: PlanHeader) -> str | None:
-    """A reason when a file a SQL step of the plan reads changed or is gone since the plan was made."""
+    """A reason when the files a SQL step of the plan reads are not the ones it was made with:
+    one changed or is gone, or a glob of the query now matches another file."""
     for step in header.steps:
-        for path, digest in step.sql_files.items():
-            if not Path(path).is_file():
-                return f"steps.{step.name}.sql reads {path}, which is gone since the plan was made"
-            if file_sha256(Path(path)) != digest:
-                return f"steps.{step.name}.sql reads {path}, which changed since the plan was made"
+        if step.provider != "sql":
+            continue
+        now = referenced_files(step.prompt, Path(header.base_dir))
+        if now == step.sql_files:
+            continue
+        path = next(p for p in sorted(set(now) | set(step.sql_files)) if now.get(p) != step.sql_files.get(p))
+        what = "is gone" if path not in now else "is new" if path not in step.sql_files else "changed"
+        return f"steps.{step.name}.sql reads {path}, which {what} since the plan was made"
     return None
 
 

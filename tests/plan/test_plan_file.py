@@ -222,3 +222,17 @@ def test_a_file_a_sql_step_reads_changed_after_planning_is_stale(workdir, fake):
     assert fake.stats()["requests"] == 0
     (workdir / "teams.csv").write_bytes(planned)
     assert api.apply(plan_file, handle_signals=False).status == "succeeded"  # back as planned: replays
+
+
+def test_a_glob_a_sql_step_reads_that_matches_another_file_since_planning_is_stale(workdir, fake):
+    spec = joined_file_spec(workdir)
+    (workdir / "teams").mkdir()
+    (workdir / "teams.csv").rename(workdir / "teams" / "a.csv")
+    spec.write_text(spec.read_text(encoding="utf-8").replace("read_csv('teams.csv')", "read_csv('teams/*.csv')"),
+                    encoding="utf-8")
+    plan_file = workdir / api.plan(spec).saved_path
+    write_csv(workdir / "teams" / "b.csv", [{"sentiment": "mixed", "team": "research"}])
+    with pytest.raises(StalePlanError, match=r"b\.csv, which is new"):
+        api.apply(plan_file, handle_signals=False)
+    (workdir / "teams" / "b.csv").unlink()
+    assert api.apply(plan_file, handle_signals=False).status == "succeeded"
