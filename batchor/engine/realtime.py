@@ -226,6 +226,8 @@ class RealtimeExecutor:
         cost = self.recorder.call_failed(item, step, attempt, exc, duration_ms=_ms(started))
         if cost is not None:  # billed (a refusal): the reservation is used up
             hold.settle(cost)
+        elif _maybe_billed(exc):  # sent, answer lost: the provider may bill it, at most its worst case
+            hold.settle(hold.amount if hold.active else 0.0)
 
     async def _call_embed(self, provider: Embedder, request: EmbedRequest) -> Embeddings:
         try:
@@ -250,3 +252,10 @@ class RealtimeExecutor:
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
+
+
+def _maybe_billed(exc: ProviderError) -> bool:
+    """A call that was sent and got no answer (a timeout, a connection dropped after sending): the
+    provider may have run and billed it. An HTTP error, a 429 or a connection never made was not."""
+    return (isinstance(exc, TransientProviderError) and exc.status is None
+            and not isinstance(exc, (RateLimitedError, ProviderUnreachableError)))
