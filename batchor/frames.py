@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchor.duck import SMALL_BYTES, attached, scratch_db
-from batchor.errors import InputError
+from batchor.errors import InputEmptyError, InputError
 from batchor.file_modes import private_dir
 
 
@@ -47,7 +47,8 @@ def materialize(data: Any, folder: Path) -> Path:
     """Write a frame to `folder/<content hash>.parquet` (reused when the same data comes again)."""
     table = to_arrow(data, frame_kind(data))
     if table.num_rows == 0:
-        raise InputError("data: the DataFrame has no rows")
+        raise InputEmptyError("data: the DataFrame has no rows",
+                              hint="pass data with at least one row (or data=None to read the spec's input)")
     private_dir(folder)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")

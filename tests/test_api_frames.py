@@ -111,3 +111,12 @@ def test_cost_limit_error_carries_the_plan(workdir, fake):
         batchor.apply(spec, _frame(), max_cost=0.0000001)
     assert info.value.plan is not None and info.value.plan.rows == 4
     assert fake.stats()["requests"] == 0
+
+
+@pytest.mark.parametrize("empty", [pd.DataFrame({"text": [], "n": []}), pl.DataFrame({"text": [], "n": []}),
+                                   pa.table({"text": pa.array([], pa.string())})])
+def test_an_empty_frame_is_refused_like_an_empty_input_file(workdir, empty):
+    with pytest.raises(batchor.InputError) as raised:
+        batchor.plan(_spec(), empty)
+    assert raised.value.code == "input_empty"
+    assert "no rows" in raised.value.message and "at least one row" in (raised.value.hint or "")
