@@ -29,6 +29,7 @@ def _run(fake, workdir, provider: str, **config) -> dict:
     return {"first": first, "second": second, "rows": results(workdir)}
 
 
+@pytest.mark.slow  # ~4-8 s each (two applies through each SDK); the keyless cases below stay in the default tier
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_a_line_that_is_not_json_fails_its_row_and_keeps_the_others(fake, workdir, no_waiting, provider):
     ran = _run(fake, workdir, provider, batch_broken_lines=2)
