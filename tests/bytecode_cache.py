@@ -38,7 +38,7 @@ def rewrite_a_share_of_the_test_modules(config: pytest.Config, root: Path) -> No
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker.startswith("gw") or count < 2:
         return
-    modules = sorted({path for pattern in config.getini("python_files") for path in (root / "tests").rglob(pattern)})
+    modules = _test_modules_asked_for(config, root)
     try:
         from _pytest.assertion import rewrite
 
@@ -50,3 +50,15 @@ def rewrite_a_share_of_the_test_modules(config: pytest.Config, root: Path) -> No
                 rewrite._write_pyc(state, code, source_hash, pyc)
     except (ImportError, AttributeError, KeyError, TypeError, ValueError, SyntaxError):
         return  # another pytest (or a module that does not parse): collection does it, and says why
+
+
+def _test_modules_asked_for(config: pytest.Config, root: Path) -> list[Path]:
+    """The test modules under the paths of the command line (testpaths when none), in one order."""
+    found: set[Path] = set()
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if path.is_dir():
+            found.update(p for pattern in config.getini("python_files") for p in path.rglob(pattern))
+        elif path.suffix == ".py":
+            found.add(path)
+    return sorted(p for p in found if p.is_relative_to(root / "tests") and p.name != "conftest.py")
