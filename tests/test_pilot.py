@@ -538,3 +538,36 @@ def test_a_pilot_of_a_spec_with_an_input_limit_draws_from_the_rows_the_job_runs(
     assert piloted.plan.header.totals.rows == 30
     batchor.apply(chain, handle_signals=False)
     assert fake.stats()["answered"] == 30 + 15  # every request of the job once: `first` 30, `second` 15
+
+
+def test_a_pilot_cut_by_its_allowance_leaves_a_random_part_of_its_sample_unasked(fake, workdir):
+    """Every first answer rejected once: 20 calls buy ~10 of the 20 rows. The rows the allowance
+    leaves unasked are a random part of the sample (it is sent in the seeded order it was drawn
+    in), not its last rows in input order: those are the same input rows for every seed, so a
+    pilot missed them whatever its seed (the reviews benchmark read 11 of 12 seeds low). Row
+    keys stay the input's; the full run asks only what the pilot did not answer."""
+    fake.configure(malformed_until_feedback=True)
+    for seed in range(3):
+        folder = workdir / f"seed{seed}"
+        spec = make_spec(folder, rows=ROWS, limits={"concurrency": 2, "max_attempts": 3, "request_timeout_s": 10},
+                         input={"path": "data.csv", "key": "id", "seed": seed})
+        drawn = [k for b in pilot_plan(spec, 20, mock=True).iter_batches([ROW_KEY]) for k in b.column(0).to_pylist()]
+        assert drawn == [k for b in pilot_plan(spec, 20, mock=True).iter_batches([ROW_KEY])
+                         for k in b.column(0).to_pylist()]  # the same seed, the same rows in the same order
+        before = fake.stats()["requests"]
+        result = run_pilot(spec, 20, handle_signals=False)
+        assert fake.stats()["requests"] - before == result.calls <= 20
+        store = open_state(str(folder / ".batchor" / "state.duckdb"))
+        asked = {str(k) for (k,) in store.execute(
+            "SELECT DISTINCT j.row_key FROM job_requests j JOIN attempts a USING (request_key) WHERE a.run_id = ?",
+            [result.outcome.run_id])}
+        store.close()
+        position = {key: int(key[1:]) for key in drawn}
+        unasked = set(drawn) - asked
+        assert asked <= set(drawn) and 5 <= len(unasked) <= 15
+        assert min(position[k] for k in unasked) < max(position[k] for k in asked)  # not the input's tail
+        batchor.apply(spec, handle_signals=False)
+        store = open_state(str(folder / ".batchor" / "state.duckdb"))
+        answers = store.execute("SELECT count(*), count(DISTINCT request_key) FROM attempts WHERE outcome = 'ok'")[0]
+        store.close()
+        assert tuple(answers) == (ROWS, ROWS)  # each row answered once: the pilot's answers were reused

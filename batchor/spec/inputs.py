@@ -319,12 +319,16 @@ def rows_only_sql(query: str | None, key_columns: tuple[str, ...] | list[str], k
 
 
 def _sampled(query: str, src: InputSource) -> str:
-    """`query`, or a seeded random sample of it kept in input order (the same rows every time)."""
+    """`query`, or a seeded random sample of it (the same rows every time) in the seeded order it
+    was drawn in: a run cut short (a pilot's call allowance, a budget) leaves a random part of the
+    sample unasked, not the input's last rows, and a larger sample of the same seed starts with the
+    smaller one's rows. Keys are unchanged: a content key's `~2` goes to one of identical rows."""
     if not src.sample:
         return f"SELECT * FROM ({query})"
     numbered = f"SELECT *, row_number() OVER () AS __rn FROM ({query})"
-    picked = f"SELECT * FROM ({numbered}) ORDER BY hash(__rn + {int(src.seed)}) LIMIT {int(src.sample)}"
-    return f"SELECT * EXCLUDE (__rn) FROM ({picked}) ORDER BY __rn"
+    drawn = f"hash(__rn + {int(src.seed)}), __rn"
+    picked = f"SELECT * FROM ({numbered}) ORDER BY {drawn} LIMIT {int(src.sample)}"
+    return f"SELECT * EXCLUDE (__rn) FROM ({picked}) ORDER BY {drawn}"
 
 
 def _disambiguate(batch: pa.RecordBatch, dups: set[str], seen: dict[str, int]) -> pa.RecordBatch:
