@@ -547,9 +547,9 @@ def test_a_pilot_cut_by_its_allowance_leaves_a_random_part_of_its_sample_unasked
     pilot missed them whatever its seed (the reviews benchmark read 11 of 12 seeds low). Row
     keys stay the input's; the full run asks only what the pilot did not answer."""
     fake.configure(malformed_until_feedback=True)
-    for seed in range(3):
+    for seed in range(2):
         folder = workdir / f"seed{seed}"
-        spec = make_spec(folder, rows=ROWS, limits={"concurrency": 2, "max_attempts": 3, "request_timeout_s": 10},
+        spec = make_spec(folder, rows=ROWS, limits={"concurrency": 4, "max_attempts": 3, "request_timeout_s": 10},
                          input={"path": "data.csv", "key": "id", "seed": seed})
         drawn = [k for b in pilot_plan(spec, 20, mock=True).iter_batches([ROW_KEY]) for k in b.column(0).to_pylist()]
         assert drawn == [k for b in pilot_plan(spec, 20, mock=True).iter_batches([ROW_KEY])
@@ -566,6 +566,8 @@ def test_a_pilot_cut_by_its_allowance_leaves_a_random_part_of_its_sample_unasked
         unasked = set(drawn) - asked
         assert asked <= set(drawn) and 5 <= len(unasked) <= 15
         assert min(position[k] for k in unasked) < max(position[k] for k in asked)  # not the input's tail
+        if seed:
+            continue
         batchor.apply(spec, handle_signals=False)
         store = open_state(str(folder / ".batchor" / "state.duckdb"))
         answers = store.execute("SELECT count(*), count(DISTINCT request_key) FROM attempts WHERE outcome = 'ok'")[0]
