@@ -21,7 +21,6 @@ from typing import Any
 from batchor.errors import (
     ProviderError,
     QuotaExhaustedError,
-    TransientProviderError,
 )
 from batchor.providers.base import (
     Completion,
@@ -29,6 +28,7 @@ from batchor.providers.base import (
     ProviderConfig,
     read_api_key,
     refused,
+    unreadable_answer,
 )
 from batchor.providers.errors_map import classify, parse_retry_after
 from batchor.providers.media_parts import anthropic_blocks, with_parts
@@ -182,8 +182,8 @@ async def _mapped_errors(secret: str, url: str | None = None) -> AsyncIterator[N
                         rate_limit_headers(headers)) from None
     except anthropic.APIConnectionError as exc:  # APITimeoutError included
         raise unreachable(exc, url, secret) from None
-    except json.JSONDecodeError as exc:
-        raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise unreadable_answer(exc) from None
 
 
 def _http_client(anthropic: Any, timeout_s: float) -> Any:

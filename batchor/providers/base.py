@@ -9,11 +9,12 @@ engine only ever sees `batchor.errors.ProviderError` subclasses.
 from __future__ import annotations
 
 import base64
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from batchor.errors import ContentRefusedError, NoApiKeyError
+from batchor.errors import ContentRefusedError, NoApiKeyError, TransientProviderError
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,17 @@ def refused(message: str, completion: Completion) -> ContentRefusedError:
     """A refusal that was still billed: the error carries the answer's usage for the ledger."""
     error = ContentRefusedError(message)
     error.completion = completion
+    return error
+
+
+def unreadable_answer(exc: ValueError) -> TransientProviderError:
+    """A 200 whose body is not JSON (cut short, a proxy's page): the provider answered, so it billed
+    the call. Retried like any transient error, the attempt is recorded at an estimate (usage
+    unknown: the body's length stands in for the answer's)."""
+    body = exc.doc if isinstance(exc, json.JSONDecodeError) else getattr(exc, "object", b"")
+    text = body if isinstance(body, str) else bytes(body).decode("utf-8", "replace")
+    error = TransientProviderError(f"provider sent invalid JSON: {exc}", status=200)
+    error.completion = Completion(text=text, usage_known=False)
     return error
 
 

@@ -40,6 +40,7 @@ from batchor.providers.base import (
     ProviderConfig,
     read_api_key,
     refused,
+    unreadable_answer,
 )
 from batchor.providers.embeddings import gemini_arguments, parse_gemini
 from batchor.providers.errors_map import classify
@@ -221,8 +222,8 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
         raise AuthenticationError(f"Google credentials failed: {redact(str(exc), [secret or ''])}") from None
     except _unreachable_errors() as exc:
         raise unreachable(exc, url, secret) from None
-    except json.JSONDecodeError as exc:
-        raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise unreadable_answer(exc) from None
 
 
 def _base_url(client: Any) -> str | None:

@@ -26,6 +26,7 @@ from batchor.providers.base import (
     ProviderConfig,
     read_api_key,
     refused,
+    unreadable_answer,
 )
 from batchor.providers.embeddings import openai_body, parse_openai
 from batchor.providers.errors_map import classify, parse_retry_after
@@ -256,7 +257,7 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
     except openai.APIConnectionError as exc:  # timeouts too: the SDK reports some refusals as timeouts
         raise unreachable(exc, url, secret) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TransientProviderError(f"provider sent invalid JSON: {exc}") from None
+        raise unreadable_answer(exc) from None
 
 
 def create(config: ProviderConfig, info: Any) -> OpenAIProvider:

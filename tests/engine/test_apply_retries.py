@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 from conftest import make_spec
 
 from batchor import api
@@ -130,3 +131,23 @@ def test_a_row_whose_error_arrives_after_the_run_stopped_stays_pending(workdir, 
     fake.configure(fail_matching={})
     again = api.apply(spec, handle_signals=False)
     assert (again.status, again.succeeded, again.failed) == ("succeeded", 2, 0)  # row 0 came from the cache
+
+
+@pytest.mark.parametrize("provider,model", [("openai", "gpt-4.1-mini"), ("anthropic", "claude-haiku-4-5"),
+                                            ("gemini", "gemini-2.5-flash")])
+def test_a_billed_answer_whose_body_is_not_json_is_recorded_at_an_estimate_and_retried(workdir, fake, provider,
+                                                                                        model):
+    fake.configure(fail_matching={"review number 1": "garbled"})
+    spec = make_spec(workdir, rows=3, provider=provider, model=model,
+                     limits={"concurrency": 4, "max_attempts": 2, "request_timeout_s": 10})
+    outcome = api.apply(spec, handle_signals=False)
+    assert (outcome.status, outcome.succeeded, outcome.failed) == ("partial", 2, 1)
+    assert fake.stats()["faults"]["garbled"] == 2  # asked max_attempts times, each answered (billed)
+    garbled = query(workdir, "SELECT outcome, status_code, estimated, cost_usd, output_tokens FROM attempts "
+                             "WHERE outcome <> 'ok'")
+    assert len(garbled) == 2
+    assert all(o == "provider_unavailable" and s == 200 and e and c > 0 and t > 0 for o, s, e, c, t in garbled)
+    total = query(workdir, "SELECT sum(cost_usd) FROM attempts")[0][0]
+    assert outcome.cost_usd == pytest.approx(total)
+    failed = query(workdir, "SELECT error_code, attempts, cost_usd FROM results WHERE status = 'failed'")
+    assert failed[0][:2] == ("provider_unavailable", 2) and failed[0][2] == pytest.approx(sum(g[3] for g in garbled))

@@ -53,7 +53,9 @@ DEFAULTS: dict[str, Any] = {
     "retry_after_s": 1.0,  # retry-after of injected (not limiter) 429s
     "retry_after_style": "provider",  # provider | gateway (LiteLLM: llm_provider-retry-after[-ms]) | none
     "quota_exhausted": False,  # true; Anthropic also "credit_balance" or "spend_limit"
-    # {substring of the last user message: status code | "timeout" | "malformed" | "quota"}
+    # {substring of the last user message: status code | "timeout" | "malformed" | "quota" | "garbled"
+    # (answered, billed, and a 200 whose JSON body is cut short) | "cut" (answered, billed, and the
+    # connection dropped halfway through the body)}
     "fail_matching": {},
     # Batch APIs (batch_core.py): a batch ends at the first status read after both of these;
     "batch_polls": 1,  # ... this many status reads (0: it ends as it is created)
@@ -78,7 +80,8 @@ DEFAULTS: dict[str, Any] = {
     "scripted_answers": [],
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
-FORCED_ACTIONS = ("timeout", "malformed", "quota")
+FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut")
+ANSWERED_ACTIONS = ("malformed", "garbled", "cut")  # forced actions that still answer (and bill) the call
 
 
 def merge_config(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -380,7 +383,7 @@ class Fake:
         if action == "quota" or (action is None and self.config["quota_exhausted"]):
             status, payload = provider.quota_error(self.config["quota_exhausted"] or True)
             return self._reply(provider, status, payload)
-        if action is not None and action != "malformed":
+        if action is not None and action not in ANSWERED_ACTIONS:
             await self._latency()
             return await self._fault(provider, call, action)
         answer = self.scripted(call) or build_answer(call, words=self.config["text_words"], config=self.config)
@@ -398,13 +401,15 @@ class Fake:
         elif action == "mistake":
             self.stats.faults["mistake"] += 1
             answer = build_answer(call, words=self.config["text_words"], config=self.config, mistake=True)
+        elif action in ("garbled", "cut"):
+            self.stats.faults[str(action)] += 1
         elif action is not None:
             return await self._fault(provider, call, action, headers)
         self.count_answer(call)
         self.stats.input_tokens += answer.input_tokens
         self.stats.output_tokens += answer.output_tokens
         payload = route.render(call, answer, f"{next(self.ids):012d}")
-        return self._reply(provider, 200, payload, headers)
+        return _spoiled(self._reply(provider, 200, payload, headers), action)
 
     def _rate_limit(
         self, provider: Provider, call: Call, answer: Answer
@@ -531,6 +536,15 @@ class Fake:
         headers = dict(headers or {})
         headers[provider.request_id_header] = f"req_fake{next(self.ids):012d}"
         return json_response(status, payload, headers)
+
+
+def _spoiled(response: Response, action: int | str | None) -> Response:
+    """A billed answer that does not arrive whole: its body cut short (``garbled``), or the connection
+    dropped halfway through it (``cut``)."""
+    if action in ("garbled", "cut"):
+        response.cut = action == "cut"
+        response.body = response.body if response.cut else response.body[: len(response.body) // 2]
+    return response
 
 
 def _limit_message(call: Call, snap: Snapshot) -> str:

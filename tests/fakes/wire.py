@@ -41,6 +41,7 @@ class Response:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/json"
+    cut: bool = False  # send the head and half the body, then drop the connection
 
 
 def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
@@ -75,6 +76,11 @@ async def _connection(
                 error = {"message": f"fake server bug: {exc!r}", "type": "fake_server_bug"}
                 response = json_response(500, {"error": error})
             if response is None:
+                break
+            if response.cut:
+                whole = _encode(response, keep_alive)
+                writer.write(whole[: len(whole) - len(response.body) // 2])
+                await writer.drain()
                 break
             writer.write(_encode(response, keep_alive))
             await writer.drain()
