@@ -326,7 +326,7 @@ def _sampled(query: str, src: InputSource) -> str:
     if not src.sample:
         return f"SELECT * FROM ({query})"
     numbered = f"SELECT *, row_number() OVER () AS __rn FROM ({query})"
-    drawn = f"hash(__rn + {int(src.seed)}), __rn"
+    drawn = f"hash(__rn, {int(src.seed)}), __rn"  # not hash(__rn + seed): seed s+1 drew seed s's rows moved by one
     picked = f"SELECT * FROM ({numbered}) ORDER BY {drawn} LIMIT {int(src.sample)}"
     return f"SELECT * EXCLUDE (__rn) FROM ({picked}) ORDER BY {drawn}"
 
