@@ -326,7 +326,9 @@ def _sampled(query: str, src: InputSource) -> str:
     if not src.sample:
         return f"SELECT * FROM ({query})"
     numbered = f"SELECT *, row_number() OVER () AS __rn FROM ({query})"
-    drawn = f"hash(__rn, {int(src.seed)}), __rn"  # not hash(__rn + seed): seed s+1 drew seed s's rows moved by one
+    # The seed and the row number hashed as one string: hash(__rn + seed) made seed s+1's sample
+    # seed s's moved by one row, and DuckDB's hash(__rn, seed) orders rows alike for seeds 6 and 7.
+    drawn = f"hash('{int(src.seed)}:' || __rn), __rn"
     picked = f"SELECT * FROM ({numbered}) ORDER BY {drawn} LIMIT {int(src.sample)}"
     return f"SELECT * EXCLUDE (__rn) FROM ({picked}) ORDER BY {drawn}"
 
