@@ -167,9 +167,11 @@ def workers_table(workers: list[dict[str, Any]]) -> Table:
 
 def runs_table(rows: list[dict[str, Any]]) -> Table:
     """`batchor runs`: newest first, one line per run, fitting an 80-column terminal. `ok` and
-    `failed` count the output's rows when the run ended (`-` while it runs, or where not kept)."""
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False, caption="ok, failed: output rows at the end",
-                  caption_justify="left")
+    `failed` count the output's rows when the run ended; a run that never reached its end (killed,
+    running) shows the requests it answered and failed instead, in parentheses: another unit, said
+    in the caption, but what a user asks of a dead run is what it did before it died."""
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False, caption_justify="left",
+                  caption="ok, failed: output rows at the end ((n): requests, if it never ended)")
     for name in ("run", "name", "status", "ok", "failed", "cost", "vs plan", "started", "took"):
         table.add_column(name, justify="right" if name in ("ok", "failed", "cost", "vs plan", "took") else "left",
                          no_wrap=name in ("run", "status", "started"), min_width=len(name))
@@ -180,12 +182,20 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
         if spend.get("wasted_usd"):
             cost += f" ({money(spend['wasted_usd'])} wasted)"
         took = elapsed(r.get("started_at"), r.get("finished_at"))
-        ended = r.get("rows") or {}
+        ok, failed = _ok_failed(r)
         table.add_row(r["run_id"], r.get("name") or NOTHING, styled_status(r.get("status")),
-                      count(ended.get("succeeded")), count(ended.get("failed")), cost, run_ratio(r.get("steps") or []),
+                      ok, failed, cost, run_ratio(r.get("steps") or []),
                       short_moment(r.get("started_at")),
                       duration(took) if took is not None else _unfinished(r.get("status")))
     return table
+
+
+def _ok_failed(run: dict[str, Any]) -> tuple[str, str]:
+    """A run's `ok` and `failed` cells: rows when it ended, else its requests in parentheses."""
+    ended = run.get("rows")
+    if ended:
+        return count(ended.get("succeeded")), count(ended.get("failed"))
+    return f"({count(run.get('succeeded'))})", f"({count(run.get('failed'))})"
 
 
 def no_runs_yet(state: str | None) -> str:

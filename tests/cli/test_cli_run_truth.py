@@ -98,7 +98,7 @@ def test_kill_9_shows_died_with_what_it_answered_and_spent(workdir, fake, batcho
     status = read_json(batchor_cli(workdir, "status", "--json").stdout)
     assert status["status"] == "died" and status["succeeded"] == FAST and status["cost_usd"] == run["cost_usd"]
     text = batchor_cli(workdir, "runs").stdout
-    assert re.search(rf"\bdied\s+{FAST}\s+0\s", text), text
+    assert re.search(rf"\bdied\s+\({FAST}\)\s+\(0\)\s", text), text  # requests: it kept no end rows
 
     # the next apply (holding the state) finishes the dead run's record for good
     fake.configure(fail_matching={})
