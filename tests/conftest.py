@@ -137,6 +137,14 @@ def pytest_collection(session):
         sys.dont_write_bytecode = saved
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker more than the cores this process may use. Many tests wait on a real
+    server, a subprocess or a poll, and with one worker per core the cores idled then: on the
+    2-core machine the default tier took 153.6 s with two workers and 128.3 s with three, for the
+    same 230 CPU-seconds (2026-12-02, quiet)."""
+    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
+
+
 def pytest_configure(config):
     os.environ.setdefault("BATCHOR_TEST", "1")
     if not os.environ.get("BATCHOR_TESTS_ONE_CA"):  # set: an xdist worker of a run that made it
