@@ -14,7 +14,8 @@ NOTHING = "-"
 
 
 def money(value: float | None, *, estimated: bool = False) -> str:
-    """$0.0017, $12.40, $1,234.56; sub-cent amounts keep 4 significant decimals ($0.000012)."""
+    """$0.0017, $12.40, $1,234.56; sub-cent amounts keep 4 significant decimals ($0.000012); never
+    scientific notation (1e-05 is $0.00001)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NOTHING
     sign = "~" if estimated else ""
@@ -24,7 +25,9 @@ def money(value: float | None, *, estimated: bool = False) -> str:
         return f"{sign}${value:,.2f}"
     if abs(value) >= 0.0001:
         return f"{sign}${value:.4f}"
-    return f"{sign}${value:.2g}" if abs(value) < 1e-6 else f"{sign}${value:.6f}".rstrip("0")
+    # Below a millionth of a dollar: two significant digits, still as a decimal ($0.000000012).
+    decimals = max(6, 1 - math.floor(math.log10(abs(value))))
+    return f"{sign}${value:.{decimals}f}".rstrip("0")
 
 
 def per_mtok(value: float | None) -> str:

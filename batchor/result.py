@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.frames import as_kind, read_output
+from batchor.humanize import money
 
 if TYPE_CHECKING:
     from batchor.quality.checks import CheckReport
@@ -101,6 +102,7 @@ class Result:
 
     def __repr__(self) -> str:
         rows = ", ".join(f"{n} {status}" for status, n in self.rows.items() if n) or "none"
+        cost = money(self.cost_usd, estimated=bool(self.estimated_usd))
         return (f"<Result {self.run_id} {self.status}: rows {rows}; requests {self.succeeded} answered, "
-                f"{self.failed} failed, {self.cached} cached; {'~' if self.estimated_usd else ''}${self.cost_usd:.4f}"
-                f"{f' (${self.wasted_usd:.4f} wasted)' if self.wasted_usd else ''}>")
+                f"{self.failed} failed, {self.cached} cached; {cost}"
+                f"{f' ({money(self.wasted_usd)} wasted)' if self.wasted_usd else ''}>")

@@ -23,6 +23,7 @@ from batchor.draft import ask, files
 from batchor.draft.sample import DataSample, read_sample
 from batchor.draft.template import template_draft
 from batchor.errors import BatchorError, DraftInvalidError, NoApiKeyError, problems_of
+from batchor.humanize import money
 from batchor.plan.plan_file import CompiledPlan
 from batchor.result import Result
 
@@ -148,7 +149,7 @@ def _draft_loop(request: DraftRequest, drafter: str, spec_model: tuple[str, str]
         previous, errors = candidate.text(), "\n".join(checked.problems)
     spent = sum(a.cost_usd for a in attempts)
     raise DraftInvalidError(
-        f"no valid draft in {len(attempts)} attempt(s) (drafting cost ${spent:.4f}); nothing was written. "
+        f"no valid draft in {len(attempts)} attempt(s) (drafting cost {money(spent)}); nothing was written. "
         f"Last problems: {'; '.join(attempts[-1].problems)}",
         hint="say more precisely what you want, try another --model, or start from `batchor init`")
 

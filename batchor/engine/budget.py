@@ -5,6 +5,7 @@ calls (a pilot's allowance): each reservation is one call, so no attempt is sent
 
 from __future__ import annotations
 
+from batchor.humanize import money
 from batchor.plan.budget import CLI_SOURCE, SPEC_SOURCE, effective_max_cost
 
 __all__ = ["CALL_LIMIT", "CLI_SOURCE", "SPEC_SOURCE", "Budget", "Hold", "effective_max_cost"]
@@ -60,7 +61,7 @@ class Budget:
         """Why the run stopped sending, naming the budget's source (or the call allowance)."""
         if self.calls_reached:
             return f"{CALL_LIMIT} of {self.max_calls:,} calls reached"
-        return f"{self.source} {self.limit:g} reached"
+        return f"{self.source} {money(self.limit)} reached"
 
 
 class Hold:

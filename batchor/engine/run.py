@@ -42,6 +42,7 @@ from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.engine.workers import SharedRun
 from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, StalePlanError
+from batchor.humanize import money
 from batchor.outputs.export import check_output_target, is_small, write_output_and_count
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.estimate import step_estimates
@@ -106,8 +107,8 @@ def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
                  "in the upstream step's schema", plan=plan)
     if totals.cost_upper > max_cost + 1e-12:
         raise CostLimitError(
-            f"the plan may cost up to ${totals.cost_upper:.4f} (expected ${totals.cost_expected:.4f}), "
-            f"above {source} {max_cost:g}; nothing was sent",
+            f"the plan may cost up to {money(totals.cost_upper)} (expected {money(totals.cost_expected)}), "
+            f"above {source} {money(max_cost)}; nothing was sent",
             hint=f"raise {source}, lower max_tokens, or add input.limit", plan=plan)
 
 

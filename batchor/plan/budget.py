@@ -3,6 +3,8 @@ are enforced alike, and when both are given the lower one wins. The plan says wh
 
 from __future__ import annotations
 
+from batchor.humanize import money
+
 CLI_SOURCE = "--max-cost"
 SPEC_SOURCE = "limits.max_cost_usd"
 
@@ -22,5 +24,7 @@ def budget_origin(cli: float | None, spec: float | None) -> str:
     if cli is None or spec is None:
         return f"from {source}"
     if source == SPEC_SOURCE:
-        return f"{SPEC_SOURCE} in the spec, lower than --max-cost {cli:g}"
-    return f"--max-cost, lower than the spec's {SPEC_SOURCE} {spec:g}" if cli < spec else f"--max-cost = {SPEC_SOURCE}"
+        return f"{SPEC_SOURCE} in the spec, lower than --max-cost {money(cli)}"
+    if cli < spec:
+        return f"--max-cost, lower than the spec's {SPEC_SOURCE} {money(spec)}"
+    return f"--max-cost = {SPEC_SOURCE}"

@@ -23,6 +23,7 @@ from batchor import arrow_pool
 from batchor.errors import PlanFileError
 from batchor.file_modes import private_dir
 from batchor.fingerprint import canonical_json, sha256_hex
+from batchor.humanize import money
 from batchor.plan.model import PLAN_FORMAT_VERSION, PlanHeader
 
 arrow_pool.use_returning_pool()  # a pool that gives freed memory back
@@ -99,7 +100,7 @@ class CompiledPlan:
 
     def __repr__(self) -> str:
         t = self.header.totals
-        return f"<Plan {self.plan_id} {self.header.name!r}: {t.rows} rows, {t.to_run} to run, ${t.cost_expected:.4f}>"
+        return f"<Plan {self.plan_id} {self.header.name!r}: {t.rows} rows, {t.to_run} to run, {money(t.cost_expected)}>"
 
     def _repr_markdown_(self) -> str:
         from batchor.plan.summary import plan_markdown

@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
 
+from batchor.humanize import per_mtok
 from batchor.plan.price_cache import remembered
 
 __all__ = ["BATCH_DISCOUNT", "LISTED_PROVIDERS", "ModelPrice", "list_prices", "lookup_price", "price_table_info",
@@ -238,7 +239,7 @@ def _tier_notes(prices: Any) -> list[str]:
     for key, label in (("input_mtok", "input"), ("output_mtok", "output")):
         for tier in getattr(getattr(prices, key, None), "tiers", None) or ():
             notes.append(
-                f"{label} is ${float(tier.price):g}/MTok for requests above {tier.start:,} input "
+                f"{label} is {per_mtok(float(tier.price))}/MTok for requests above {tier.start:,} input "
                 "tokens (base rate used here)"
             )
     return notes
@@ -250,7 +251,7 @@ def _scheduled_notes(info: Any, day: date) -> list[str]:
     for c in conditional:
         start = getattr(c.constraint, "start_date", None)
         if start is not None and start > day:
-            rates = f"input ${_base(c.prices.input_mtok)}, output ${_base(c.prices.output_mtok)}"
+            rates = f"input {per_mtok(_base(c.prices.input_mtok))}, output {per_mtok(_base(c.prices.output_mtok))}"
             notes.append(f"price changes on {start.isoformat()} to {rates} per MTok")
     return notes
 

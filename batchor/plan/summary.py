@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from batchor.humanize import money as humanize_money
 from batchor.plan.budget import budget_origin, effective_max_cost
 from batchor.plan.model import PROJECTED
 from batchor.plan.prices import ModelPrice
@@ -16,7 +17,9 @@ if TYPE_CHECKING:
 
 
 def money(value: float) -> str:
-    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+    """The plan's money: 4 decimals under a dollar ($0.0000 for nothing), else the shared formatter
+    (which never rounds a sub-cent amount to zero nor prints 1e-05)."""
+    return "$0.0000" if value == 0 else humanize_money(value)
 
 
 def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from batchor.humanize import money as humanize_money
 from batchor.quality.render import cell, confusion_markdown, confusion_text
 
 if TYPE_CHECKING:
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
 
 
 def _money(value: float) -> str:
-    return f"${value:,.4f}"
+    return humanize_money(value)
 
 
 def _delta(a: float | None, b: float | None, money: bool = False) -> str:

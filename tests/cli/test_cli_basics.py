@@ -105,7 +105,8 @@ def test_status_runs_and_prices_are_tables_for_people(workdir, fake):
 
 
 @pytest.mark.parametrize(("value", "shown"), [(0.0016932000000000002, "$0.0017"), (12.4, "$12.40"), (0, "$0"),
-                                               (1234.567, "$1,234.57"), (0.00001234, "$0.000012"), (None, "-")])
+                                               (1234.567, "$1,234.57"), (0.00001234, "$0.000012"),
+                                               (0.00001, "$0.00001"), (1.234e-8, "$0.000000012"), (None, "-")])
 def test_money(value, shown):
     from batchor.humanize import money
 

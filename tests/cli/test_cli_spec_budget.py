@@ -49,7 +49,7 @@ def test_the_lower_budget_wins_and_stops_the_run_with_exit_4(workdir, fake, batc
     spec = spec_with_cap(workdir, cap)
     result = batchor_cli(workdir, "apply", spec, "--yes", "--max-cost", "100")
     assert result.returncode == 4, result.stderr
-    assert "limits.max_cost_usd in the spec, lower than --max-cost 100" in result.stderr
+    assert "limits.max_cost_usd in the spec, lower than --max-cost $100.00" in result.stderr
     assert "stopped: limits.max_cost_usd" in result.stderr and "reached" in result.stderr
     spent = recorded(workdir)
     assert 0.5 * cap < spent <= cap + 1e-12
@@ -64,3 +64,17 @@ def test_a_lower_max_cost_wins_over_the_spec(workdir, fake, batchor_cli):
     assert "within budget; --max-cost, lower than the spec's limits.max_cost_usd" in result.stdout + result.stderr
     result = batchor_cli(workdir, "apply", spec, "--max-cost", f"{bound / 2:.8f}")
     assert result.returncode == 4 and "above --max-cost" in result.stderr
+
+
+def test_a_tiny_budget_prints_as_decimal_dollars_never_1e_05(workdir, fake, batchor_cli):
+    """Money is printed as money wherever a budget is named: the refusal, the plan, the stop."""
+    spec = spec_with_cap(workdir, 0.00001)
+    result = batchor_cli(workdir, "apply", spec, "--yes", "--max-cost", "0.00001")
+    assert result.returncode == 4, result.stderr
+    assert "above --max-cost $0.00001; nothing was sent" in result.stderr
+    assert "lower than the spec's limits.max_cost_usd" not in result.stderr  # equal: --max-cost = the spec's
+    result = batchor_cli(workdir, "plan", spec, "--max-cost", "0.0000001")
+    assert "lower than the spec's limits.max_cost_usd $0.00001" in result.stdout + result.stderr
+    assert fake.stats()["requests"] == 0
+    for output in (result.stdout, result.stderr):
+        assert "e-0" not in output
