@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from batchor.errors import PlanFileError, RunNotFoundError, StateError
+from batchor.errors import NoStateError, PlanFileError, RunNotFoundError, StateError
 from batchor.state import is_postgres, open_existing_state, open_state, state_exists, state_location
 from batchor.state.answer_stats import run_step_report
 from batchor.state.base import END_ROW_COLUMNS, RunRecord, StateStore
@@ -85,13 +85,25 @@ def migrate_state(target: str, source: str | None = None) -> dict[str, Any]:
     """Create or upgrade the schema of `target`; with `source`, copy its state into `target` in bulk."""
     from batchor.state.transfer import copy_state
 
+    origin = None if source is None else _migration_source(source)  # checked before anything is created
     into = open_state(target)  # opening applies the target's schema migrations
     report: dict[str, Any] = {"to": into.location, "schema_version": _schema_version(into)}
-    if source is not None:
-        origin = open_state(source)
+    if origin is not None:
         report["from"] = origin.location
         report["tables"] = copy_state(origin, into)
     return report
+
+
+def _migration_source(source: str) -> StateStore:
+    """The state `--from` names, opened as it is: a missing file or an empty database is
+    `no_state` (copying from it would first create it, then copy nothing)."""
+    from batchor.state.postgres_store import PostgresStore, without_password
+
+    store = PostgresStore(source, migrate=False) if is_postgres(source) else None
+    if (store.schema_version() == 0) if store is not None else not state_exists(source):
+        raise NoStateError(f"no batchor state at {without_password(source)} to migrate from; nothing was created",
+                           hint="check the --from path or URL (`batchor runs --state SOURCE` lists its runs)")
+    return store if store is not None else open_state(source)
 
 
 def _schema_version(store: StateStore) -> int | None:

@@ -66,7 +66,7 @@ class PostgresStore:
 
     shared = True  # several applies may work on one run together (see engine/workers.py)
 
-    def __init__(self, url: str, *, pool_size: int = 4) -> None:
+    def __init__(self, url: str, *, pool_size: int = 4, migrate: bool = True) -> None:
         from sqlalchemy import create_engine, event
         from sqlalchemy.engine import make_url
 
@@ -76,7 +76,8 @@ class PostgresStore:
                                      pool_size=pool_size, max_overflow=8, connect_args=_CONNECT_ARGS)
         event.listen(self._engine, "connect", _session_settings)
         self._local = threading.local()
-        self._migrate()
+        if migrate:  # without: read what is there (a migration's source), creating nothing
+            self._migrate()
 
     # --- connections -----------------------------------------------------------------------
 
