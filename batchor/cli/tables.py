@@ -199,12 +199,15 @@ def _ok_failed(run: dict[str, Any]) -> tuple[str, str]:
 
 
 def no_runs_yet(state: str | None) -> str:
-    """What `runs` prints when there is none, saying where it looked when there is no state at all."""
-    from batchor.state import state_exists, state_location
+    """What `runs` prints when there is none: where it looked (and why there) when there is no
+    state at all, and how to reach one (a state found below this folder, `--state`)."""
+    from batchor.state import find_state, missing_state_hint, state_exists
 
-    location = state_location(state)
-    return "no runs yet" if state_exists(location) else (
-        f"no runs yet: no state at {location} (`batchor apply SPEC` creates it)")
+    choice = find_state(state)
+    if state_exists(choice.location):
+        return f"no runs yet in {choice.location}"
+    return (f"no runs yet: no state at {choice.location} (its location comes from {choice.source})\n"
+            f"  fix: {missing_state_hint(choice)}")
 
 
 def _unfinished(status: str | None) -> str:

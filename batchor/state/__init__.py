@@ -12,7 +12,7 @@ from typing import Any, ContextManager
 
 from batchor.errors import NoStateError
 from batchor.state.duckdb_store import DuckDBStore
-from batchor.state.location import DEFAULT_STATE, StateChoice, find_state
+from batchor.state.location import DEFAULT_STATE, StateChoice, find_state, states_below
 from batchor.state.lock import ApplyLock
 from batchor.state.postgres_store import PostgresStore, is_postgres
 
@@ -38,9 +38,28 @@ def open_existing_state(explicit: str | None = None, spec_state: str | None = No
     if not state_exists(choice.location):
         raise NoStateError(
             f"no batchor state yet: {choice.location} does not exist (its location comes from {choice.source})",
-            hint="run `batchor apply SPEC` first, which creates it; or run this from the project that holds "
-                 "the state, or name it with --state PATH (or BATCHOR_STATE)")
+            hint=missing_state_hint(choice))
     return open_state(choice.location)
+
+
+def missing_state_hint(choice: StateChoice) -> str:
+    """How to reach the state a command did not find: the states below the working folder when
+    it searched from there (outside a git repository a spec's state sits in the spec's folder)."""
+    searched = choice.source not in ("--state", "BATCHOR_STATE", "the spec's `state:`")
+    found = states_below(Path.cwd()) if searched else []
+    if found:
+        named = ", ".join(_relative(p) for p in found)
+        return (f"a state was found below this folder ({named}): name it with `--state {_relative(found[0])}` "
+                f"(or BATCHOR_STATE), or run this from {_relative(found[0].parent.parent)}/")
+    return ("run `batchor apply SPEC` first, which creates it (`batchor plan SPEC` prints where); or run this "
+            "from the project that holds the state, or name it with --state PATH (or BATCHOR_STATE)")
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def state_exists(location: str) -> bool:
@@ -56,5 +75,5 @@ def apply_lock(location: str) -> ContextManager[Any]:
 
 
 __all__ = ["DEFAULT_STATE", "ApplyLock", "DuckDBStore", "PostgresStore", "StateChoice", "apply_lock", "find_state",
-           "is_postgres", "open_existing_state", "open_state", "state_exists",
+           "is_postgres", "missing_state_hint", "open_existing_state", "open_state", "state_exists",
            "state_location"]

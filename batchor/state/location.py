@@ -45,7 +45,9 @@ def find_state(explicit: str | None = None, spec_state: str | None = None,
     start = Path(spec_dir) if spec_dir is not None else Path.cwd()
     if spec_state:
         return StateChoice(_absolute(spec_state, start), "the spec's `state:`")
-    folder, why = project_folder(start, "the spec's folder" if spec_dir is not None else "the working folder")
+    fallback = ("the spec's folder" if spec_dir is not None
+                else "the working folder: no .batchor/ folder or git repository at or above it")
+    folder, why = project_folder(start, fallback)
     return StateChoice(str(folder / DEFAULT_STATE), why)
 
 
@@ -58,6 +60,32 @@ def project_folder(start: Path, fallback: str) -> tuple[Path, str]:
         if (folder / ".git").exists():
             return folder, f"the git repository root {folder}"
     return start, fallback
+
+
+def states_below(folder: Path, depth: int = 3, most: int = 3, visits: int = 2000) -> list[Path]:
+    """DuckDB states in project folders below `folder` (a few levels; hidden folders skipped).
+
+    A command without a spec searches upward from the working folder, but outside a git
+    repository a spec's state goes to the spec's own folder: from the folder above, the state is
+    below. Naming it beats a bare "no runs yet"."""
+    found: list[Path] = []
+    todo, seen = [(folder, 0)], 0
+    while todo and len(found) < most and seen < visits:
+        here, level = todo.pop(0)
+        seen += 1
+        try:
+            entries = sorted((e for e in os.scandir(here) if e.is_dir(follow_symlinks=False)), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == STATE_DIR and level and (Path(entry.path) / DEFAULT_STATE.name).is_file():
+                found.append(Path(entry.path) / DEFAULT_STATE.name)
+            elif not entry.name.startswith(".") and level < depth and entry.name not in _NOT_PROJECTS:
+                todo.append((Path(entry.path), level + 1))
+    return found[:most]
+
+
+_NOT_PROJECTS = {"node_modules", "__pycache__", "site-packages", "venv"}
 
 
 def _absolute(location: str, base: Path) -> str:

@@ -133,3 +133,23 @@ def test_init_inside_a_project_keeps_its_state_folder(project, cli):
     assert code == 0, err
     assert json.loads(out)["state_folder"] == str(project / ".batchor")
     assert not (project / "jobs" / "new" / ".batchor").exists()
+
+
+def test_runs_from_above_a_spec_outside_git_says_where_it_looked_and_names_the_state_below(workdir, cli):
+    """No git, no `.batchor/` above: the spec's state goes to the spec's folder, so `runs` from the
+    folder above finds none there. It says where it looked and why, and names the state below."""
+    make_spec(workdir / "specs", rows=3)
+    code, _, err = cli(workdir, "apply", "specs/spec.yaml", "--mock", "--yes")
+    assert code == 0, err
+    below = workdir / "specs" / ".batchor" / "state.duckdb"
+    assert below.is_file()
+    code, out, _ = cli(workdir, "runs")
+    assert code == 0
+    assert f"no state at {workdir / '.batchor' / 'state.duckdb'} (its location comes from the working folder: " \
+           "no .batchor/ folder or git repository at or above it)" in out, out
+    assert "--state specs/.batchor/state.duckdb" in out, out
+    code, out, _ = cli(workdir, "runs", "--state", "specs/.batchor/state.duckdb")  # the command it names works
+    assert code == 0 and "small" in out and "succeeded" in out, out
+    code, _, err = cli(workdir, "status")  # the readers' no_state error names it too
+    assert code == 1 and "--state specs/.batchor/state.duckdb" in err, err
+    assert not (workdir / ".batchor").exists()
