@@ -6,8 +6,11 @@ top-up of plain sample rows buys it one answer per 1/p rows, each paying the ste
 (it is decided for every row before anything runs) and one of them is above all the others, the
 top-up draws only rows where that one holds: one answer per row, at the calls of the steps it
 runs through (~2 calls per reply). The rows come from a seeded sample `SCAN_ROWS` x N rows large
-(the pilot's N rows are its first), in an order seeded by the same seed: the same seed draws the
-same rows. The steps above it (that run on every row) then hold more answers from those rows
+(the pilot's N rows are its first), in that sample's seeded order: the same seed draws the same
+rows, and a larger pilot of the same seed draws the smaller one's rows and more (nested: its
+sample starts with the smaller one's, and rows where the `when:` holds are taken in the sample's
+one order, not an order of their own per scan, so `--pilot 170` after `--pilot 50` pays only new
+rows). The steps above it (that run on every row) then hold more answers from those rows
 than their share: their answers are weighted back to the `when:`'s exact share of all rows
 (plan/strata.py); the steps below it are sampled evenly within the rows they run on.
 Not stratified (the plain top-up of pilot_topup.py): a `when:` that reads an earlier answer
@@ -17,7 +20,6 @@ Not stratified (the plain top-up of pilot_topup.py): a `when:` that reads an ear
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
@@ -69,9 +71,9 @@ def find_stratum(spec: Any, sampled: CompiledPlan, options: dict[str, Any], most
     pilot = tuple(k for batch in sampled.iter_batches([ROW_KEY]) for k in batch.column(0).to_pylist())
     seed, scan = sampled.header.input.seed, SCAN_ROWS * len(pilot)
     source = dataclasses.replace(input_source(loaded), sample=scan, seed=seed)
-    inside = frozenset(key for key, holds in _decided(source, templates[top]) if holds)
-    taken = set(pilot)
-    order = sorted((k for k in inside if k not in taken), key=lambda k: hashlib.sha256(f"{seed}:{k}".encode()).digest())
+    decided = [key for key, holds in _decided(source, templates[top]) if holds]  # in the sample's seeded order
+    inside, taken = frozenset(decided), set(pilot)
+    order = [key for key in decided if key not in taken]  # a larger pilot's are the smaller one's and more
     every_row = tuple(s.name for s in steps.values() if s.provider != "sql" and not _filtered(s.name, steps))
     return Stratum(top, templates[top], spec, pilot, inside, tuple(order[:most]), every_row)
 
