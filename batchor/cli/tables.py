@@ -18,6 +18,7 @@ from rich.table import Table
 
 from batchor.cli.estimate_lines import estimate_table, run_ratio
 from batchor.humanize import NOTHING, ago, cell, count, duration, elapsed, moment, money, per_mtok, short_moment
+from batchor.state.base import OUTPUT_NOT_WRITTEN
 
 PIPE_WIDTH = 200
 STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "failed": "red", "died": "red", "budget": "yellow",
@@ -170,8 +171,10 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     `failed` count the output's rows when the run ended; a run that never reached its end (killed,
     running) shows the requests it answered and failed instead, in parentheses: another unit, said
     in the caption, but what a user asks of a dead run is what it did before it died."""
+    unwritten = [r["run_id"] for r in rows if OUTPUT_NOT_WRITTEN in (r.get("paused_reason") or "")]
+    notes = [f"{run}: output file not written (`batchor status {run}`)" for run in unwritten]
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False, caption_justify="left",
-                  caption="ok, failed: output rows at the end ((n): requests, if it never ended)")
+                  caption="\n".join(["ok, failed: output rows at the end ((n): requests, if it never ended)", *notes]))
     for name in ("run", "name", "status", "ok", "failed", "cost", "vs plan", "started", "took"):
         table.add_column(name, justify="right" if name in ("ok", "failed", "cost", "vs plan", "took") else "left",
                          no_wrap=name in ("run", "status", "started"), min_width=len(name))
@@ -183,7 +186,8 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
             cost += f" ({money(spend['wasted_usd'])} wasted)"
         took = elapsed(r.get("started_at"), r.get("finished_at"))
         ok, failed = _ok_failed(r)
-        table.add_row(r["run_id"], r.get("name") or NOTHING, styled_status(r.get("status")),
+        shown = styled_status(r.get("status")) + ("*" if r["run_id"] in unwritten else "")
+        table.add_row(r["run_id"], r.get("name") or NOTHING, shown,
                       ok, failed, cost, run_ratio(r.get("steps") or []),
                       short_moment(r.get("started_at")),
                       duration(took) if took is not None else _unfinished(r.get("status")))

@@ -14,7 +14,7 @@ from typing import Any
 
 from batchor.engine.types import StopSignal
 from batchor.errors import BatchorError
-from batchor.state.base import RunRecord, RunStatus
+from batchor.state.base import OUTPUT_NOT_WRITTEN, RunRecord, RunStatus
 from batchor.state.runs import run_tallies, with_tally
 
 _STOP_STATUS: dict[str, RunStatus] = {
@@ -38,6 +38,12 @@ def status_reason(status: str, stop: StopSignal, rows: dict[str, int]) -> str | 
     if rows["pending"] and status in ("partial", "failed"):
         return f"{rows['pending']:,} row(s) still have no answer; run the same command again"
     return None
+
+
+def output_not_written(run_id: str, error: BatchorError) -> str:
+    """The record's note for a run whose rows were judged but whose output file was not written."""
+    return (f"{OUTPUT_NOT_WRITTEN} ({error.message}); the answers are in the state: "
+            f"`batchor export {run_id} -o FILE` writes it, or the same apply once the path is writable")
 
 
 def stored_counts(store: Any, run: RunRecord) -> RunRecord:

@@ -30,6 +30,7 @@ from batchor.engine.outcome import (
     derive_status,
     error_status,
     finish_after_error,
+    output_not_written,
     settle_earlier_runs,
     status_reason,
     stored_counts,
@@ -41,9 +42,9 @@ from batchor.engine.sql_run import run_sql_step
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
 from batchor.engine.workers import SharedRun
-from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, StalePlanError
+from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, OutputError, StalePlanError
 from batchor.humanize import money
-from batchor.outputs.export import check_output_target, is_small, write_output_and_count
+from batchor.outputs.export import check_output_target, is_small, row_counts, write_output_and_count
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.estimate import step_estimates
 from batchor.plan.model import StepPlan
@@ -86,6 +87,7 @@ class RunOutcome:
     skipped: int
     requests: int
     steps: list[dict[str, Any]] = field(default_factory=list)  # per step: the plan's estimate next to the spend
+    output_error: OutputError | None = None  # the rows were judged and recorded, but the file was not written
 
 
 def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
@@ -144,7 +146,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
         try:
             stop = off_running_loop(runner.run, runner.stop)
             with _held_if_small(plan, store):
-                return _finish(plan, store, options, run, progress, stop, started, runner.shared)
+                outcome = _finish(plan, store, options, run, progress, stop, started, runner.shared)
         except BaseException as exc:
             runner.flush_sinks()
             if runner.shared is not None:
@@ -152,6 +154,9 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
             else:
                 finish_after_error(store, run, exc)
             raise
+    if outcome.output_error is not None:  # recorded with the run; the command still fails on it
+        raise outcome.output_error
+    return outcome
 
 
 class _Runner:
@@ -369,12 +374,22 @@ def _with_emit(options: ApplyOptions, emit: EventSink) -> ApplyOptions:
 
 def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord, progress: Progress,
             stop: StopSignal, started: float, shared: SharedRun | None = None) -> RunOutcome:
-    """Write the output, judge the run on its rows, and finish its record (and earlier ones it settled)."""
-    output, rows = write_output_and_count(plan, store, options.output_path)
+    """Write the output, judge the run on its rows, and finish its record (and earlier ones it settled).
+
+    An output that cannot be written (its folder turned read-only, a directory in its place) does
+    not change what the rows are: the run keeps the status they give it, and its record says the
+    file was not written and how to write it."""
+    unwritten: OutputError | None = None
+    try:
+        output, rows = write_output_and_count(plan, store, options.output_path)
+    except OutputError as exc:
+        output, rows, unwritten = None, row_counts(plan, store), exc
     status = derive_status(stop, rows)
     run.status, run.paused_reason = status, status_reason(status, stop, rows)
+    if unwritten is not None:
+        run.paused_reason = "; ".join(filter(None, [run.paused_reason, output_not_written(run.run_id, unwritten)]))
     run.requests, run.cached, run.skipped = progress.total, progress.cached, progress.skipped
-    run.output_path = str(output)
+    run.output_path = None if output is None else str(output)
     run.end_with(rows, failure_costs(store, plan.job_id))  # kept: later runs change the job's rows
     if shared is not None:
         shared.leave(run)  # the last worker to leave closes the run with every worker's answers
@@ -383,10 +398,11 @@ def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: R
         store.finish_run(run)
         settle_earlier_runs(store, plan.job_id, run)
     outcome = RunOutcome(run_id=run.run_id, status=status, stop_reason=run.paused_reason,
-                         progress={**progress.snapshot(), "rows": rows}, output_path=str(output),
+                         progress={**progress.snapshot(), "rows": rows}, output_path=run.output_path,
                          cost_usd=progress.cost_usd, duration_s=time.monotonic() - started, cached=progress.cached,
-                         skipped=progress.skipped, requests=progress.total, steps=run_step_report(store, run.run_id))
-    options.emit(Event("run_finished", {"run_id": run.run_id, "status": status, "output": str(output),
+                         skipped=progress.skipped, requests=progress.total, steps=run_step_report(store, run.run_id),
+                         output_error=unwritten)
+    options.emit(Event("run_finished", {"run_id": run.run_id, "status": status, "output": run.output_path,
                                         "reason": run.paused_reason, "rows": rows, **progress.snapshot()}))
     return outcome
 

@@ -51,6 +51,9 @@ ATTEMPT_SCHEMA = pa.schema([
 ])
 
 
+# How a finished run's reason starts when its rows were judged but its output file was not written.
+OUTPUT_NOT_WRITTEN = "output not written"
+
 # A run's status: `running` while it works, then what its rows and its stop reason make it.
 RunStatus = Literal["running", "succeeded", "partial", "failed", "interrupted", "budget", "paused", "in_flight", "died"]
 
