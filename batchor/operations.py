@@ -77,8 +77,23 @@ def _failures(store: StateStore, run: RunRecord) -> dict[str, dict[str, Any]] | 
 
 
 def _latest_of_job(store: StateStore, run: RunRecord) -> bool:
-    later = store.execute("SELECT count(*) FROM runs WHERE job_id = ? AND started_at > ?", [run.job_id, run.started_at])
-    return not later[0][0]
+    return not _later_runs(store, run)
+
+
+def _later_runs(store: StateStore, run: RunRecord) -> list[str]:
+    """Runs of the same job started after `run`, oldest first: what may have changed its rows since."""
+    rows = store.execute("SELECT run_id FROM runs WHERE job_id = ? AND started_at > ? ORDER BY started_at",
+                         [run.job_id, run.started_at])
+    return [r[0] for r in rows]
+
+
+def rows_now_note(run_id: str, later: list[str]) -> str | None:
+    """What `export`/`results` say of an earlier run: its rows are shown as the state holds them now."""
+    if not later:
+        return None
+    shown = ", ".join(later[:3]) + (f" and {len(later) - 3} more" if len(later) > 3 else "")
+    return (f"run {run_id} is not the latest run of its job: these are its plan's rows with the answers stored "
+            f"now, after {len(later)} later run(s) ({shown}); what it ended with: `batchor status {run_id}`")
 
 
 def migrate_state(target: str, source: str | None = None) -> dict[str, Any]:
@@ -140,7 +155,9 @@ def runs(*, state: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
 
 def export(output: str | Path, run_id: str | None = None, *, state: str | None = None,
            fmt: str | None = None) -> dict[str, Any]:
-    """Write a run's results (finished or not: unanswered rows show `_status` pending)."""
+    """Write a run's results: the rows of the plan it ran, with the answers stored now (finished or
+    not: unanswered rows show `_status` pending). The state keeps one answer per request, not one
+    per run, so an earlier run's rows show what later runs of its job made of them: `note` says so."""
     from batchor.outputs.export import write_output
     from batchor.plan.plan_file import load_plan
 
@@ -151,7 +168,9 @@ def export(output: str | Path, run_id: str | None = None, *, state: str | None =
                             hint="export needs the saved plan file the run was applied from")
     plan = load_plan(Path(run.plan_path))
     path = write_output(plan, store, Path(output), fmt)
-    return {"run_id": run.run_id, "output": str(path)}
+    later = _later_runs(store, run)
+    return {"run_id": run.run_id, "output": str(path), "rows_as_of": "now", "later_runs": later,
+            "note": rows_now_note(run.run_id, later)}
 
 
 def export_attempts(output: str | Path, run_id: str | None = None, *, state: str | None = None) -> dict[str, Any]:

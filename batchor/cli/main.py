@@ -233,7 +233,8 @@ def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
 
 
 @app.command()
-def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
+def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest): its plan's rows, "
+                                             "with the answers stored now"),
            output: Path = typer.Option(..., "--output", "-o", help="File to write (.csv .parquet .jsonl .duckdb)"),
            state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
            attempts: bool = typer.Option(False, "--attempts",
@@ -244,6 +245,8 @@ def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
     data = (operations.export_attempts(output, run, state=state) if attempts
             else operations.export(output, run, state=state))
     print_json(data) if as_json else typer.echo(f"wrote {data['output']}")
+    if data.get("note") and not as_json:
+        typer.echo(f"note: {data['note']}", err=True)
 
 
 app.command("results")(results_command)

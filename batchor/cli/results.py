@@ -12,13 +12,15 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import typer
 
 _NAME_WIDTH = 32
 
 
-def results(run: str | None = typer.Argument(None, help="Run id (default: the latest)"),
+def results(run: str | None = typer.Argument(None, help="Run id (default: the latest): its plan's rows, with "
+                                             "the answers stored now"),
             output: Path | None = typer.Option(None, "--output", "-o",
                                                   help="Write this file (.csv .parquet .jsonl .duckdb) instead"),
             state: str | None = typer.Option(None, "--state", help="State file or postgresql:// URL"),
@@ -28,16 +30,24 @@ def results(run: str | None = typer.Argument(None, help="Run id (default: the la
     from batchor import operations
 
     if output is not None:
-        typer.echo(f"wrote {operations.export(output, run, state=state)['output']}")
+        data = operations.export(output, run, state=state)
+        typer.echo(f"wrote {data['output']}")
+        _note(data)
         return
     with tempfile.TemporaryDirectory(prefix="batchor-results-") as tmp:
         path = Path(tmp) / ("results.jsonl" if as_json else "results.csv")
-        operations.export(path, run, state=state)
+        _note(operations.export(path, run, state=state))
         if as_json or not sys.stdout.isatty():
             with path.open("r", encoding="utf-8", newline="") as handle:
                 shutil.copyfileobj(handle, sys.stdout)
             return
         _print_records(path, head)
+
+
+def _note(data: dict[str, Any]) -> None:
+    """An earlier run's rows are shown as they are now: said on stderr, so piped data stays data."""
+    if data.get("note"):
+        typer.echo(f"note: {data['note']}", err=True)
 
 
 def _print_records(path: Path, head: int) -> None:
