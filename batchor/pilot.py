@@ -27,6 +27,7 @@ from batchor.engine.budget import CALL_LIMIT
 from batchor.engine.events import Event
 from batchor.engine.run import RunOutcome
 from batchor.errors import CostLimitError
+from batchor.pilot_size import PilotSize, pilot_size
 from batchor.pilot_strata import (
     Stratum,
     calls_per_row,
@@ -52,7 +53,7 @@ from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.strata import Reweighting, reweighed, reweighing
 from batchor.plan.summary import reask_upper
 from batchor.state import open_state, state_location
-from batchor.state.answer_stats import input_calibration, output_stats
+from batchor.state.answer_stats import InputCalibration, KeyStats, input_calibration, output_stats
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class PilotResult:
     calls: int = 0  # billed calls the pilot made (re-asks included), counted in the state
     allowance: int = 0  # the most it could make: N x steps
     stratified: dict[str, Any] | None = None  # a top-up drawn where a row-only `when:` holds (pilot_strata.py)
+    size: PilotSize | None = None  # the pilot that would bring the whole job within +-10 % (pilot_size.py)
 
     @property
     def cost_usd(self) -> float:
@@ -104,7 +106,8 @@ class PilotResult:
                           "status": self.last_outcome.status, "cost_usd": self.cost_usd,
                           "output": self.last_outcome.output_path, "rehearsal": self.rehearsal,
                           "top_ups": [t.to_dict() for t in self.top_ups], "calls": self.calls,
-                          "calls_allowed": self.allowance, "stratified": self.stratified},
+                          "calls_allowed": self.allowance, "stratified": self.stratified,
+                          "size": self.size.to_dict() if self.size is not None else None},
                 "plan_id": self.plan.plan_id, "plan_file": str(self.plan.saved_path) if self.plan.saved_path else None,
                 "calibration": calibration_dict(self.calibration)}
 
@@ -149,14 +152,15 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
     store = open_state(state_location(state, sampled.header.state_location))
     runs = [outcome.run_id, *(t.outcome.run_id for t in top_ups)]
     weights = _weights(store, runs, stratum, sampled) if top_ups and stratum is not None else {}
+    spent = outcome.cost_usd + sum(t.outcome.cost_usd for t in top_ups)
     with reweighing(weights):
         full = api.plan(spec, state=state, model=model, mock=mock, mode=mode)
-        calibration = calibrated(full, state)
-    spent = outcome.cost_usd + sum(t.outcome.cost_usd for t in top_ups)
-    return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full,
-                       dataclasses.replace(calibration, spent=spent), rehearsal=sampled.header.mocked,
-                       top_ups=top_ups, bound=bound, calls=calls_made(store, runs), allowance=allowance,
-                       stratified=_stratified(stratum, weights, top_ups))
+        stats, inputs = measured(full, state)
+    calibration = dataclasses.replace(calibrate(full.header, stats, inputs), spent=spent)
+    return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibration,
+                       rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound, calls=calls_made(store, runs),
+                       allowance=allowance, stratified=_stratified(stratum, weights, top_ups),
+                       size=pilot_size(full.header, stats, inputs, spent, rows))
 
 
 def finished(outcome: RunOutcome) -> bool:
@@ -243,9 +247,16 @@ def _stratified(stratum: Stratum | None, weights: dict[str, Reweighting],
 
 def calibrated(full: CompiledPlan, state: str | None = None) -> Calibration:
     """The full plan's interval, from the answers in the state behind each step's estimate."""
+    return calibrate(full.header, *measured(full, state))
+
+
+def measured(full: CompiledPlan, state: str | None = None) -> tuple[dict[str, KeyStats],
+                                                                     dict[str, InputCalibration]]:
+    """The answers behind each step's estimate (a stratified pilot's weighted back) and the input
+    calibrations of the models counted with another tokenizer: what the interval reads."""
     location = state_location(state, full.header.state_location)
     llm = [s for s in full.header.steps if s.provider != "sql"]
     store = open_state(location)
     models = sorted({f"{s.provider}:{s.model}" for s in llm if not s.token_count_exact})
-    return calibrate(full.header, reweighed(output_stats(store, sorted({s.length_key for s in llm}))),
-                     input_calibration(store, models))
+    return (reweighed(output_stats(store, sorted({s.length_key for s in llm}))),
+            input_calibration(store, models))

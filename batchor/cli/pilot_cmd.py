@@ -98,7 +98,17 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
         raise typer.Exit(exit_code_for_status(outcome.status))
     if not as_json:
         typer.echo(render.plan_text(result.plan, max_cost))
-        typer.echo("\n".join(calibrate.calibration_lines(result.calibration, result.rehearsal)))
+        typer.echo("\n".join(calibrated_lines(result)))
+
+
+def calibrated_lines(result: PilotResult) -> list[str]:
+    """The calibrated plan, with the pilot that would bring the whole job within +-10 % below its line."""
+    lines = calibrate.calibration_lines(result.calibration, result.rehearsal)
+    text = result.size.text() if result.size is not None else None
+    if text is not None:
+        at = next((i + 1 for i, line in enumerate(lines) if line.startswith("  whole job")), len(lines))
+        lines.insert(at, f"  pilot size  {text}")
+    return lines
 
 
 def stratified_text(stratified: dict[str, Any]) -> str:
