@@ -224,10 +224,11 @@ class RealtimeExecutor:
     def _call_failed(self, item: WorkItem, step: StepRuntime, attempt: int, exc: ProviderError, started: float,
                      hold: Hold) -> None:
         cost = self.recorder.call_failed(item, step, attempt, exc, duration_ms=_ms(started))
-        if cost is not None:  # billed (a refusal): the reservation is used up
+        if cost is not None and exc.completion.usage_known:  # billed (a refusal): the reservation is used up
             hold.settle(cost)
-        elif _maybe_billed(exc):  # sent, answer lost: the provider may bill it, at most its worst case
-            hold.settle(hold.amount if hold.active else 0.0)
+        elif cost is not None or _maybe_billed(exc):  # sent, answer lost or unreadable (its cost unknown, at
+            # most its worst case): the budget counts the worst case, the ledger an estimate (or nothing)
+            hold.settle(max(cost or 0.0, hold.amount if hold.active else 0.0))
 
     async def _call_embed(self, provider: Embedder, request: EmbedRequest) -> Embeddings:
         try:

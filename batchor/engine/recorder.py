@@ -47,7 +47,9 @@ def bill(runtime: StepRuntime, completion: Completion, item: WorkItem) -> Bill:
         tokens_out, estimated = completion.output_tokens, False
     else:
         tokens_in, estimated = item.input_tokens, True
-        tokens_out = 0 if embedding else max(1, (len(completion.text) + 3) // 4)
+        # the answer's length, else (cut off in transit) the plan's expected answer
+        seen = runtime.plan.expected_output_tokens if completion.lost else (len(completion.text) + 3) // 4
+        tokens_out = 0 if embedding else max(1, seen)
     if runtime.price is None:
         return Bill(tokens_in, tokens_out, 0.0, estimated)
     cached = completion.cached_input_tokens if completion.usage_known else 0

@@ -32,7 +32,7 @@ from batchor.providers.base import (
 )
 from batchor.providers.errors_map import classify, parse_retry_after
 from batchor.providers.media_parts import anthropic_blocks, with_parts
-from batchor.providers.unreachable import unreachable
+from batchor.providers.unreachable import transport_errors, unreachable
 
 OUTPUT_CONFIG, TOOL = "output_config", "tool"
 # Models released before structured outputs: they only follow a schema through a forced tool.
@@ -181,6 +181,8 @@ async def _mapped_errors(secret: str, url: str | None = None) -> AsyncIterator[N
         raise error_for(exc.status_code, exc.body, message, parse_retry_after(headers),
                         rate_limit_headers(headers)) from None
     except anthropic.APIConnectionError as exc:  # APITimeoutError included
+        raise unreachable(exc, url, secret) from None
+    except transport_errors() as exc:  # a streamed body (batch results) read after the SDK's call
         raise unreachable(exc, url, secret) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise unreadable_answer(exc) from None

@@ -62,6 +62,7 @@ class Completion:
     usage_known: bool = True  # False: the response carried no usage (cost is then an estimate)
     raw: dict[str, Any] | None = None  # raw response body, kept for audit when enabled
     rate_limits: dict[str, float] = field(default_factory=dict)  # parsed ratelimit headers
+    lost: bool = False  # the answer was cut off in transit: its length is unknown too (see `answer_cut`)
 
 
 TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS", "max_output_tokens"})
@@ -88,6 +89,15 @@ def unreadable_answer(exc: ValueError) -> TransientProviderError:
     text = body if isinstance(body, str) else bytes(body).decode("utf-8", "replace")
     error = TransientProviderError(f"provider sent invalid JSON: {exc}", status=200)
     error.completion = Completion(text=text, usage_known=False)
+    return error
+
+
+def answer_cut(message: str) -> TransientProviderError:
+    """The provider sent its status line and part of the body, then the connection dropped: it ran
+    the call, so it billed it. Retried like any transient error, the attempt is recorded at an
+    estimate (usage and length unknown: the plan's input count and expected output stand in)."""
+    error = TransientProviderError(message)
+    error.completion = Completion(text="", usage_known=False, lost=True)
     return error
 
 

@@ -45,7 +45,7 @@ from batchor.providers.base import (
 from batchor.providers.embeddings import gemini_arguments, parse_gemini
 from batchor.providers.errors_map import classify
 from batchor.providers.media_parts import gemini_parts, with_parts
-from batchor.providers.unreachable import unreachable
+from batchor.providers.unreachable import transport_errors, unreachable
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens",
@@ -237,19 +237,7 @@ def _base_url(client: Any) -> str | None:
 
 def _unreachable_errors() -> tuple[type[BaseException], ...]:
     """What a call raises when the endpoint cannot be reached (aiohttp's timeout is a bare TimeoutError)."""
-    return (TimeoutError, *_transport_errors())
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """Transport errors of every HTTP stack google-genai may run on: httpx or httpx2, and aiohttp,
-    which the SDK picks by itself whenever it is installed (it is: the OpenAI adapter uses it)."""
-    found: list[type[BaseException]] = []
-    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError"), ("aiohttp", "ClientError")):
-        try:
-            found.append(getattr(__import__(module), name))
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
+    return (TimeoutError, *transport_errors())
 
 
 def client_kwargs(config: ProviderConfig, info: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from batchor.providers.base import (
 from batchor.providers.embeddings import openai_body, parse_openai
 from batchor.providers.errors_map import classify, parse_retry_after
 from batchor.providers.media_parts import openai_chat_parts, openai_responses_parts, with_parts
-from batchor.providers.unreachable import unreachable
+from batchor.providers.unreachable import transport_errors, unreachable
 
 _TOKEN_PARAM_FIRST_PARTY = "max_completion_tokens"
 # Chat Completions parameters the Responses API rejects ("Unknown parameter"): dropped there.
@@ -255,6 +255,8 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
         raise classify(exc.status_code, message, code, parse_retry_after(headers),
                        rate_limit_headers(headers)) from None
     except openai.APIConnectionError as exc:  # timeouts too: the SDK reports some refusals as timeouts
+        raise unreachable(exc, url, secret) from None
+    except transport_errors() as exc:  # a streamed body (batch results) read after the SDK's call
         raise unreachable(exc, url, secret) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise unreadable_answer(exc) from None

@@ -16,6 +16,7 @@ import ssl
 from collections.abc import Iterator
 
 from batchor.errors import ProviderUnreachableError, TransientProviderError, redact
+from batchor.providers.base import answer_cut
 
 _CAUSES = {
     errno.ECONNREFUSED: "connection refused",
@@ -33,6 +34,8 @@ def unreachable(exc: BaseException, url: str | None = None, secret: str | None =
     and why it failed, found in the chain of exceptions below `exc`."""
     chain = list(_chain(exc))
     target = url or _request_url(chain) or "the provider"
+    if any(_cut_mid_body(e) for e in chain):
+        return answer_cut(redact(f"connection to {target} dropped in the middle of the response", [secret or ""]))
     cause, before_sending = _os_cause(chain)
     if cause is not None:
         message = redact(f"cannot connect to {target} ({cause})", [secret or ""])
@@ -69,6 +72,14 @@ def _os_cause(chain: list[BaseException]) -> tuple[str | None, bool]:
     return None, False
 
 
+def _cut_mid_body(exc: BaseException) -> bool:
+    """The body of a response stopped short: the status line and headers had come (aiohttp's
+    ClientPayloadError; httpx/httpcore's RemoteProtocolError "peer closed connection without
+    sending complete message body"). A connection dropped before them is not this."""
+    name = type(exc).__name__
+    return name == "ClientPayloadError" or (name == "RemoteProtocolError" and "complete message body" in str(exc))
+
+
 def _request_url(chain: list[BaseException]) -> str | None:
     for exc in chain:
         try:  # httpx-style errors raise when no request was attached
@@ -88,3 +99,16 @@ def _is_timeout(exc: BaseException) -> bool:
 def _plain(exc: BaseException) -> str:
     text = _OBJECT_REPR.sub("", str(exc)).strip() or type(exc).__name__
     return text.splitlines()[0][:200]
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """Transport errors of every HTTP stack the SDKs may run on: httpx or httpx2, and aiohttp.
+    An SDK maps them to its own connection error while it sends a request, but not while a
+    caller reads a streamed body (a batch's results): those come through as they are."""
+    found: list[type[BaseException]] = []
+    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError"), ("aiohttp", "ClientError")):
+        try:
+            found.append(getattr(__import__(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)

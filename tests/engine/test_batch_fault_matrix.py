@@ -43,7 +43,7 @@ CALLS: dict[str, dict[str, str | None]] = {
 # Each provider's real quota shape: OpenAI's insufficient_quota 429, Anthropic's "credit balance is
 # too low" 400, Gemini's "You exceeded your current quota" RESOURCE_EXHAUSTED without details.
 QUOTA = {"openai": "quota", "anthropic": "quota:credit_balance", "gemini": "quota:no_details"}
-FAULTS = ("429", "500", "503", "timeout", "disconnect", "quota")
+FAULTS = ("429", "500", "503", "timeout", "disconnect", "cut", "quota")
 GONE = ("404", "410")  # meaningful on a results download: the results expired
 EXIT = {"succeeded": 0, "partial": 3, "failed": 3, "paused": 10, "in_flight": 7, "budget": 4}
 ROWS = 4

@@ -10,7 +10,8 @@ Actions: ``"ok"``; an HTTP status (``"429"`` carries the config's ``retry_after_
 does: a header, or Gemini's RetryInfo); ``"timeout"`` (the call is carried out, then its answer is
 held ``timeout_hold_s`` and the connection dropped: the client cannot know whether it happened);
 ``"slow"`` (answered normally, ``slow_hold_s`` late); ``"disconnect"`` (the connection is dropped
-before anything is done); ``"quota"`` or ``"quota:<variant>"`` (the provider's own quota error, see
+before anything is done); ``"cut"`` (answered, the head and half the body sent, then the
+connection dropped); ``"quota"`` or ``"quota:<variant>"`` (the provider's own quota error, see
 each ``quota_error``). Changing the plan restarts every endpoint's list; ``stats["endpoint_calls"]``
 counts calls per name, and ``stats["endpoint_max_in_flight"]`` the most of them answered at once.
 """
@@ -32,7 +33,7 @@ ENDPOINTS = (
     "gemini.batches.delete", "gemini.files.upload", "gemini.files.get", "gemini.files.download",
     "gemini.files.delete", "openai.embeddings", "gemini.batch_embed_contents",
 )  # fmt: skip
-KINDS = ("ok", "slow", "timeout", "disconnect", "quota")
+KINDS = ("ok", "slow", "timeout", "disconnect", "cut", "quota")
 Handler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 
 
@@ -86,6 +87,11 @@ async def _act(fake: Any, endpoint: str, provider_name: str, handler: Handler, r
     fake.stats.faults[f"{endpoint}:{action}"] += 1
     if action == "disconnect":
         return None
+    if action == "cut":
+        response = await handler(request, params)
+        if response is not None:
+            response.cut = True
+        return response
     if action == "timeout":
         await handler(request, params)
         await asyncio.sleep(float(fake.config["timeout_hold_s"]))

@@ -81,3 +81,30 @@ def test_a_dead_endpoint_stops_the_run_within_seconds(workdir, fake, provider, m
     assert (status, finished) == ("failed", True) and "connection refused" in reason
     assert failed <= 2  # at most the rows that failed before the third refusal in a row
     assert attempts <= 5 * 2 + 3  # nowhere near 40 rows x 5 attempts
+
+
+def test_a_body_cut_short_over_plain_httpx_is_an_answer_cut_in_transit(fake):
+    """Without aiohttp the SDKs' httpx stack reports a cut body as a RemoteProtocolError, as it does
+    a connection dropped before any response: only the first is a billed answer."""
+    import asyncio
+
+    import httpx2
+
+    from batchor.providers.unreachable import unreachable
+
+    async def post() -> BaseException:
+        async with httpx2.AsyncClient() as client:
+            try:
+                await client.post(f"{fake.openai_base_url}/chat/completions",
+                                  json={"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}]})
+            except httpx2.TransportError as exc:
+                return exc
+        raise AssertionError("the answer arrived whole")
+
+    fake.configure(fail_matching={"hi": "cut"})
+    cut = unreachable(asyncio.run(post()))
+    fake.configure(fail_matching={"hi": "timeout"}, timeout_hold_s=0.05)
+    dropped = unreachable(asyncio.run(post()))
+    assert cut.completion is not None and cut.completion.lost and not cut.completion.usage_known
+    assert "in the middle of the response" in cut.message
+    assert dropped.completion is None and "in the middle" not in dropped.message
