@@ -92,15 +92,25 @@ class LeaseBook:
         return True
 
     def list_workers(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's workers with what each committed: its done work items' stored results (not
+        its heartbeat's counters, which a worker killed between heartbeats never sent)."""
         with self.store.pg() as conn:
             cur = conn.execute(
+                # `status` and `attempts` are the result's: work items have neither column.
+                f"WITH d AS (SELECT w.worker_id, count(*) FILTER (WHERE {ANSWERED_SQL}) AS ok,"
+                " count(*) FILTER (WHERE r.status = 'failed') AS failed, sum(r.cost_usd) AS cost, "
+                "max(r.finished_at) AS last_at FROM work_items w JOIN results r "
+                "ON r.request_key = w.request_key AND r.run_id = w.run_id "
+                "WHERE w.run_id = %s AND w.done GROUP BY w.worker_id) "
                 "SELECT o.worker_id, o.host, o.pid, CASE WHEN o.status = 'running' AND o.lease_until < now() "
                 "THEN 'lost' ELSE o.status END, o.started_at, o.heartbeat_at, "
                 "round(extract(epoch FROM now() - o.heartbeat_at)::numeric, 1)::float8, "
                 "(SELECT count(*) FROM work_items w WHERE w.worker_id = o.worker_id AND NOT w.done), "
-                "o.succeeded, o.failed, o.cost_usd, "
-                "round(((o.succeeded + o.failed) / greatest(extract(epoch FROM o.heartbeat_at - o.started_at), 1e-3)"
-                ")::numeric, 2)::float8 FROM workers o WHERE o.run_id = %s ORDER BY o.started_at", [run_id])
+                "coalesce(d.ok, 0), coalesce(d.failed, 0), coalesce(d.cost, 0)::float8, "
+                "round((coalesce(d.ok + d.failed, 0) / greatest(extract(epoch FROM "
+                "greatest(o.heartbeat_at, d.last_at) - o.started_at), 1e-3))::numeric, 2)::float8 "
+                "FROM workers o LEFT JOIN d USING (worker_id) WHERE o.run_id = %s ORDER BY o.started_at",
+                [run_id, run_id])
             names = ("worker_id", "host", "pid", "status", "started_at", "heartbeat_at", "heartbeat_age_s",
                      "leases", "succeeded", "failed", "cost_usd", "per_s")
             return [dict(zip(names, row)) for row in cur.fetchall()]
