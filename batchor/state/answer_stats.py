@@ -338,7 +338,12 @@ def run_step_report(store: Any, run_id: str) -> list[dict[str, Any]]:
 
     The ratio compares like with like: a run that had only part of its requests answered or billed (interrupted,
     stopped by its budget, a pilot cut by its allowance) is held to the plan's expected cost of
-    that part (`settled_expected_usd`), not of the whole plan, which read as an estimate 5x too high."""
+    that part (`settled_expected_usd`), not of the whole plan, which read as an estimate 5x too high.
+    A run that ended with no row pending settled its whole plan, whatever it sent: a `when:` step's
+    expected cost already counts only the share of its rows expected to run (30 planned, 10 sent
+    and the other 20 skipped is all of it, not a third)."""
+    pending = store.execute("SELECT rows_pending FROM runs WHERE run_id = ?", [run_id])
+    finished = bool(pending) and pending[0][0] == 0
     estimates = store.execute(f"SELECT {', '.join(_ESTIMATE_COLUMNS)}, kind FROM run_steps WHERE run_id = ? "
                               "ORDER BY step", [run_id])
     rows = store.execute("SELECT step, coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), "
@@ -352,7 +357,7 @@ def run_step_report(store: Any, run_id: str) -> list[dict[str, Any]]:
         entry = dict(zip((*_ESTIMATE_COLUMNS, "kind"), row))
         cost, tokens_in, tokens_out, sent = spent.get(entry["step"], (0.0, 0, 0, 0))
         planned = int(entry["requests"] or 0)
-        done = min(sent, planned)  # requests answered or billed (a row cut while it was re-asked counts)
+        done = planned if finished else min(sent, planned)  # answered or billed (a row cut mid re-ask counts)
         expected = float(entry["expected_usd"] or 0.0)
         part = expected * done / planned if planned else expected
         entry.update(actual_usd=cost, actual_input_tokens=tokens_in, actual_output_tokens=tokens_out,

@@ -187,3 +187,21 @@ def test_re_asks_add_the_rejected_answer_and_the_feedback_to_the_expected_input(
     read = sum((len(r["rejected"]) + len(r["feedback"]) + 2) / 4 for r in reasks) / len(reasks)  # two more turns
     assert step.reask_input_tokens == pytest.approx(share * read, abs=share * 1.0)  # +-1 token of rounding
     assert step.reask_input_tokens > 10  # an answer and a message: not a rounding matter
+
+
+def test_a_finished_run_is_held_to_its_whole_plan_when_a_when_step_skipped_rows(workdir, fake):
+    """A `when:` on an earlier answer: the plan counts every row below it as a request to run and
+    expects only its measured share to run; a run that settled every row is held to the whole
+    expected cost, not to sent / planned of it (that read 2.9x for a step on a third of the rows)."""
+    write_csv(workdir / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(30)])
+    tone = {"type": "object", "additionalProperties": False, "required": ["tone"],
+            "properties": {"tone": {"enum": ["calm", "angry", "sad"]}}}
+    spec = make_spec(workdir, rows=30, steps={
+        "first": {"prompt": "First {{ row.text }}", "output": {"schema": tone}},
+        "second": {"prompt": "Second {{ row.text }}", "when": "first.tone == 'calm'"}})
+    result = api.apply(spec, handle_signals=False)
+    second = next(s for s in result.steps if s["step"] == "second")
+    sent = query(workdir, "SELECT count(DISTINCT request_key) FROM attempts WHERE step = 'second'")[0][0]
+    assert 0 < sent < second["requests"] == 30 and result.status == "succeeded"
+    assert second["settled_requests"] == 30
+    assert second["ratio"] == pytest.approx(second["actual_usd"] / second["expected_usd"])
