@@ -48,6 +48,7 @@ from batchor.pilot_topup import (
     llm_steps,
     next_rows,
 )
+from batchor.plan.budget import effective_max_cost
 from batchor.plan.calibrate import Calibration, calibrate, calibration_dict
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.strata import Reweighting, reweighed, reweighing
@@ -147,8 +148,9 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
                                  handle_signals=handle_signals, run_kind="pilot", max_calls=allowance)
     top_ups: list[TopUp] = []
     if bound is not None and finished(outcome):
+        budget, _ = effective_max_cost(max_cost, sampled.header.limits.get("max_cost_usd"))  # rounds share it
         top_ups = _top_up(spec, (rows, outcome, allowance), (bound, stratum), options,
-                          (max_cost, on_event, handle_signals))
+                          (budget, on_event, handle_signals))
     store = open_state(state_location(state, sampled.header.state_location))
     runs = [outcome.run_id, *(t.outcome.run_id for t in top_ups)]
     weights = _weights(store, runs, stratum, sampled) if top_ups and stratum is not None else {}

@@ -197,6 +197,24 @@ def _second_rest(workdir) -> int:
     return int(store.execute("SELECT count(*) FROM attempts WHERE run_id = ? AND step = 'second'", [run])[0][0])
 
 
+def test_the_specs_budget_covers_the_pilot_and_the_rest_together(fake, workdir, batchor_cli):
+    """`limits.max_cost_usd` is one budget for `apply --pilot`, as `--max-cost` is: the rest gets what
+    the pilot left of it. A rest that fits the whole budget but not what the pilot left is refused
+    (it ran, and pilot + rest could pass the budget)."""
+    probe = make_spec(workdir / "probe", rows=ROWS)
+    pilot_upper = pilot_plan(probe, 10).header.totals.cost_upper
+    piloted = run_pilot(probe, 10, handle_signals=False)
+    rest, spent = piloted.plan.header.totals.cost_upper, piloted.cost_usd
+    limit = rest + spent / 2  # the rest alone fits; the pilot and the rest together do not
+    assert spent > 0 and pilot_upper < limit
+    spec = make_spec(workdir / "job", rows=ROWS, limits={"concurrency": 4, "max_cost_usd": limit})
+    before = fake.stats()["answered"]
+    result = batchor_cli(workdir, "apply", str(spec), "--pilot", "10", "--yes")
+    assert result.returncode == 4, result.stderr
+    assert "left of limits.max_cost_usd" in result.stderr and "budget left" in result.stdout
+    assert fake.stats()["answered"] - before == 10  # the pilot's rows, not one more
+
+
 def test_a_row_only_when_is_decided_for_every_row(fake, workdir):
     piloted = run_pilot(chain_spec(workdir), 20, handle_signals=False)
     second = next(s for s in piloted.calibration.steps if s.step == "second")

@@ -51,6 +51,7 @@ from batchor.errors import (
     EXIT_USAGE,
     ApprovalRequiredError,
     BatchorError,
+    CostLimitError,
     exit_code_for_status,
 )
 from batchor.lazy import Deferred
@@ -144,18 +145,21 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
         piloted = pilot_cmd.pilot(target, pilot, pilot_seed, state=state, model=model, mock=mock,
                                   mode=choice_value(mode), max_cost=max_cost, as_json=as_json,
                                   approve=lambda: _approve(yes, max_cost))
-        compiled, max_cost, from_file = piloted.plan, pilot_cmd.remaining_budget(max_cost, piloted), False
+        compiled, budget, from_file = piloted.plan, pilot_cmd.remaining_budget(max_cost, piloted), False
     else:
         compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
                                     refresh=forced, limit=limit, sample=sample, retry_failed=retry_failed)
+        budget = max_cost
         if not as_json and not basics.is_quiet():
             typer.echo(coloured(render.plan_text(compiled, max_cost), sys.stderr), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
         _approve(yes, max_cost)
-    printer = render.EventPrinter(as_json, plan=compiled, max_cost=max_cost)
+    printer = render.EventPrinter(as_json, plan=compiled, max_cost=budget)
     try:
-        outcome = api.apply_compiled(compiled, max_cost=max_cost, state=state, refresh=forced,
+        outcome = api.apply_compiled(compiled, max_cost=budget, state=state, refresh=forced,
                                      output=output, on_event=printer, wait=not no_wait, retry_failed=retry_failed)
+    except CostLimitError as error:
+        raise error if pilot is None else pilot_cmd.rest_refused(error, max_cost, piloted) from None
     finally:
         printer.close()
     checks = quality_cli.after_apply(compiled, outcome, state, as_json)

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 
-from batchor.errors import UsageError, exit_code_for_status
+from batchor.errors import CostLimitError, UsageError, exit_code_for_status
 from batchor.lazy import Deferred
+from batchor.plan.budget import effective_max_cost
 
 if TYPE_CHECKING:
     from batchor import pilot as pilots
@@ -99,6 +100,9 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
     if not as_json:
         typer.echo(render.plan_text(result.plan, max_cost))
         typer.echo("\n".join(calibrated_lines(result)))
+        left = budget_left_line(max_cost, result)
+        if left:
+            typer.echo(left)
 
 
 def calibrated_lines(result: PilotResult) -> list[str]:
@@ -109,6 +113,19 @@ def calibrated_lines(result: PilotResult) -> list[str]:
         at = next((i + 1 for i, line in enumerate(lines) if line.startswith("  whole job")), len(lines))
         lines.insert(at, f"  pilot size  {text}")
     return lines
+
+
+def budget_left_line(max_cost: float | None, result: PilotResult) -> str | None:
+    """'budget left $0.0054 of $0.0060 (--max-cost) after the pilot's $0.0006: the rest's $0.0091 at
+    most is ABOVE it': the budget covers the pilot and the rest together."""
+    budget, source = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
+    left = remaining_budget(max_cost, result)
+    if budget is None or left is None:
+        return None
+    upper = result.plan.header.totals.cost_upper
+    return (f"  budget left {render.money(left)} of {render.money(budget)} ({source}) after the pilot's "
+            f"{render.money(result.cost_usd)}: the rest's {render.money(upper)} at most is "
+            f"{'within' if upper <= left + 1e-12 else 'ABOVE'} it")
 
 
 def stratified_text(stratified: dict[str, Any]) -> str:
@@ -124,5 +141,18 @@ def stratified_text(stratified: dict[str, Any]) -> str:
 
 
 def remaining_budget(max_cost: float | None, result: PilotResult) -> float | None:
-    """`--max-cost` covers the pilot and the run after it together."""
-    return None if max_cost is None else max(0.0, max_cost - result.cost_usd)
+    """The budget (the lower of `--max-cost` and the spec's `limits.max_cost_usd`) covers the
+    pilot and the run after it together: the rest gets what the pilot left."""
+    budget, _ = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
+    return None if budget is None else max(0.0, budget - result.cost_usd)
+
+
+def rest_refused(error: CostLimitError, max_cost: float | None, result: PilotResult) -> CostLimitError:
+    """The rest's refusal, saying its budget is what the pilot left of the whole one."""
+    budget, source = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
+    upper, left, spent = (render.money(v) for v in (result.plan.header.totals.cost_upper,
+                                                    remaining_budget(max_cost, result) or 0.0, result.cost_usd))
+    return CostLimitError(f"the rest may cost up to {upper}, above the {left} the pilot's {spent} left of {source} "
+                          f"{budget:g} (it covers the pilot and the rest together); nothing more was sent",
+                          hint=f"raise {source}, lower max_tokens, or add input.limit (the pilot's answers stay "
+                               "cached)", plan=error.plan)
