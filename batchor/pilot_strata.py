@@ -20,6 +20,7 @@ Not stratified (the plain top-up of pilot_topup.py): a `when:` that reads an ear
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
@@ -186,7 +187,7 @@ def _stats(attempts: list[PilotAttempt]) -> OutputStats:
     return OutputStats(len(answers), len(billed), sum(answers), float(sum(t * t for t in answers)),
                        sum(a.output_tokens for a in billed), max((a.output_tokens for a in billed), default=0),
                        len({(a.run_id, a.request_key) for a in billed}), float(sum(t ** 3 for t in answers)),
-                       *_stages(billed))
+                       *_stages(billed), *(sum(math.log(t) ** k for t in answers) for k in (1, 2, 3)))
 
 
 def _stages(billed: list[PilotAttempt]) -> tuple[int, ...]:

@@ -122,12 +122,13 @@ def mean_ends(stats: OutputStats) -> tuple[float, float] | None:
 
 
 def mean_error(stats: OutputStats) -> float | None:
-    """How far the measured mean output may be off (90 %, relative): Student's t over the answers."""
-    from batchor.plan.calibrate import t90
+    """How far the measured mean output may be off (90 %, relative): Student's t over the answers,
+    widened for skewed ones (plan/calibrate.py mean_quantile)."""
+    from batchor.plan.calibrate import mean_quantile
 
     if stats.answers < 2 or stats.mean <= 0:
         return None
-    return t90(stats.answers - 1) * stats.stdev / stats.mean / math.sqrt(stats.answers)
+    return mean_quantile(stats) * stats.stdev / stats.mean / math.sqrt(stats.answers)
 
 
 def _source(stats: KeyStats | None) -> str:

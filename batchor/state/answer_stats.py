@@ -73,6 +73,11 @@ class OutputStats:
     reasks_rejected: int = 0
     reask_tokens: int = 0  # output tokens of the re-asks
     reask_added_input: int = 0  # input tokens a re-ask read beyond its request's first attempt (reported)
+    # sums of the accepted answers' log output tokens, squared and cubed: the logs' spread and skewness
+    # (plan/calibrate.py: a sample that missed the long answers shows a low skewness, its logs do not)
+    answer_logs: float = 0.0
+    answer_logs_sq: float = 0.0
+    answer_logs_cu: float = 0.0
 
     @property
     def mean(self) -> float:
@@ -90,14 +95,21 @@ class OutputStats:
         """The accepted answers' sample skewness (adjusted Fisher-Pearson G1; 0 below three answers or
         without spread): answer lengths are right-skewed (a few long answers), which moves the
         interval of their mean up (plan/calibrate.py)."""
-        n, mean = self.answers, self.mean
-        if n < 3:
+        return _skewness(self.answers, self.answer_tokens, self.answer_tokens_sq, self.answer_tokens_cu)
+
+    @property
+    def log_variance(self) -> float:
+        """The sample variance of the accepted answers' log output tokens (0 below two answers)."""
+        n = self.answers
+        if n < 2:
             return 0.0
-        m2 = self.answer_tokens_sq / n - mean * mean
-        if m2 <= 1e-9 * max(mean * mean, 1.0):
-            return 0.0
-        m3 = self.answer_tokens_cu / n - 3 * mean * self.answer_tokens_sq / n + 2 * mean ** 3
-        return m3 / (m2 * math.sqrt(m2)) * math.sqrt(n * (n - 1)) / (n - 2)
+        return max(0.0, (self.answer_logs_sq - self.answer_logs ** 2 / n) / (n - 1))
+
+    @property
+    def log_skewness(self) -> float:
+        """The sample skewness (G1) of the accepted answers' log output tokens: near 0 for log-normal
+        lengths (0 below three answers or without spread)."""
+        return _skewness(self.answers, self.answer_logs, self.answer_logs_sq, self.answer_logs_cu)
 
     @property
     def tokens_per_request(self) -> float:
@@ -160,6 +172,18 @@ class OutputStats:
         sums = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)}
         sums["max_tokens"] = max(self.max_tokens, other.max_tokens)
         return OutputStats(**sums)
+
+
+def _skewness(n: int, total: float, squares: float, cubes: float) -> float:
+    """Adjusted Fisher-Pearson sample skewness G1 from power sums (0 below three values or without spread)."""
+    if n < 3:
+        return 0.0
+    mean = total / n
+    m2 = squares / n - mean * mean
+    if m2 <= 1e-9 * max(mean * mean, 1.0):
+        return 0.0
+    m3 = cubes / n - 3 * mean * squares / n + 2 * mean ** 3
+    return m3 / (m2 * math.sqrt(m2)) * math.sqrt(n * (n - 1)) / (n - 2)
 
 
 def _share_variance(hits: int, tries: int) -> float:
@@ -232,12 +256,15 @@ def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
                            f"coalesce(sum({_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
                            "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0), "
                            "count(DISTINCT a.run_id || ':' || a.request_key), "
-                           f"coalesce(sum({_TOKENS} * {_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0)")
+                           f"coalesce(sum({_TOKENS} * {_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
+                           + ", ".join(f"coalesce(sum(power(ln({_TOKENS}), {k})) FILTER (WHERE a.outcome = 'ok'), 0)"
+                                       for k in (1, 2, 3)))
     stages = reask_stats(store, length_keys)
-    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes in rows:
+    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes, *logs in rows:
         found[key][kind] = OutputStats(int(answers), int(attempts), int(tokens), float(squares),
                                        int(attempt_tokens), int(most), int(requests), float(cubes),
-                                       int(requests), *stages.get((key, kind), ()))  # each request: one first ask
+                                       int(requests), *stages.get((key, kind), (0,) * 6),  # each request: one first ask
+                                       *(float(v) for v in logs))
     return {key: KeyStats(kinds) for key, kinds in found.items()}
 
 

@@ -4,6 +4,7 @@ and per step of a run (its stored estimate next to its spend)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 
 import pyarrow as pa
@@ -134,6 +135,9 @@ def test_the_answers_skewness_is_read_from_the_ledger_without_overflow(store):
     assert stats.answers == len(lengths) and stats.skewness == pytest.approx(sample_skewness(lengths))
     assert stats.skewness > 2  # one long answer among short ones
     assert dataclasses.replace(stats, answers=2).skewness == 0.0  # two answers: no skewness
+    logs = [math.log(n) for n in lengths]  # the logs' spread and skewness (plan/calibrate.py capped_skewness)
+    assert stats.log_variance == pytest.approx(statistics.variance(logs))
+    assert stats.log_skewness == pytest.approx(sample_skewness(logs))
 
 
 def test_re_asks_are_counted_in_stages_whatever_the_attempt_numbers(store):
