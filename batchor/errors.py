@@ -7,6 +7,8 @@ failures are split into transient ones (retry) and terminal ones (fail the row a
 
 from __future__ import annotations
 
+import functools
+import re
 from contextlib import contextmanager
 from typing import Any, ClassVar, Iterator
 
@@ -497,12 +499,26 @@ def exit_code_for_status(status: str) -> int:
     return error.exit_code if error is not None else EXIT_ERROR
 
 
+_KEYLIKE = re.compile(r"[A-Za-z0-9_\-]{8,}")
+_KEY_PART = 8  # a run of this many of a key's characters in a row is taken for (part of) the key
+
+
 def redact(text: str, secrets: list[str]) -> str:
-    """Remove secret values (API keys) from text before it reaches logs, state or errors."""
+    """Remove secret values (API keys) from text before it reaches logs, state or errors: the
+    whole key, and any word sharing a run of 8 characters with it, since providers echo part of
+    a rejected key ("Incorrect API key provided: sk-abc123************wxyz")."""
     for secret in secrets:
         if secret and len(secret) >= 6:
             text = text.replace(secret, "[REDACTED]")
+            text = _KEYLIKE.sub(functools.partial(_unless_part_of, secret), text)
     return text
+
+
+def _unless_part_of(secret: str, word: re.Match[str]) -> str:
+    found = word.group()
+    if any(found[i:i + _KEY_PART] in secret for i in range(len(found) - _KEY_PART + 1)):
+        return "[REDACTED]"
+    return found
 
 
 class BatchCreateUnknownError(TransientProviderError):

@@ -7,11 +7,10 @@ import zlib
 from pathlib import Path
 
 import duckdb
+import pytest
 from conftest import make_spec
 
 from batchor.state.raw import unpack
-
-SECRET = "sk-test-secret-key-123456"  # what the `fake` fixture exports as OPENAI_API_KEY
 
 
 def text_in_state(state: Path) -> str:
@@ -35,33 +34,46 @@ def text_in_state(state: Path) -> str:
     return "\n".join(parts)
 
 
-def test_key_is_never_written_or_printed(workdir, fake, batchor_cli):
-    assert os.environ["OPENAI_API_KEY"] == SECRET
-    fake.configure(fail_matching={"review number 1": 400, "review number 2": 401})
-    spec = make_spec(workdir, rows=4)
+KEYS = {"openai": ("OPENAI_API_KEY", "gpt-4.1-mini"), "anthropic": ("ANTHROPIC_API_KEY", "claude-haiku-4-5"),
+        "gemini": ("GEMINI_API_KEY", "gemini-2.5-flash")}
+
+
+@pytest.mark.parametrize(("provider", "echo"), [("openai", "full"), *((p, "part") for p in KEYS)])
+def test_key_is_never_written_or_printed(workdir, fake, batchor_cli, provider, echo):
+    """Even when the provider's error messages quote the key, whole or its first half ("part":
+    "Incorrect API key provided: sk-test-secr*********3456", as OpenAI does)."""
+    env, model = KEYS[provider]
+    secret = os.environ[env]
+    assert secret.startswith(("sk-", "gemini-")) and len(secret) >= 24
+    fake.configure(fail_matching={"review number 1": 400, "review number 2": 401}, echo_key=echo)
+    spec = make_spec(workdir, rows=4, provider=provider, model=model)
     texts = []
     for args in (
         ["plan", spec, "--json"],
-        ["apply", spec, "--yes"],
+        ["-vv", "apply", spec, "--yes"],  # debug logs too
         ["apply", spec, "--yes", "--json"],  # the failed rows are asked again
         ["status", "--json"],
+        ["export", "--attempts", "-o", workdir / "attempts.csv"],
     ):
         result = batchor_cli(workdir, *args)
         texts.append(result.stdout + result.stderr)
-    assert "status 401" in texts[1]  # the auth error reached the user, without the key
+    assert "401" in texts[1]  # the auth error reached the user, without the key
+    assert "Incorrect API key provided: [REDACTED]" in texts[1]
 
     state = workdir / ".batchor" / "state.duckdb"
     files = [
         state,
         *sorted((workdir / ".batchor" / "plans").glob("*.plan")),
         workdir / "out" / "results.csv",
+        workdir / "attempts.csv",
     ]
-    assert len(files) >= 3
-    for path in files:
-        assert SECRET.encode() not in path.read_bytes(), path
+    assert all(path.exists() for path in files) and len(files) >= 4
     state_text = text_in_state(state)
     # the scan does see stored errors and the decompressed raw responses
-    assert "injected fault" in state_text and '"object":"chat.completion"' in state_text
-    assert SECRET not in state_text
+    assert "injected fault" in state_text
+    assert any(raw in state_text for raw in ('"object":"chat.completion"', '"type":"message"', '"candidates":'))
+    texts += [state_text] + [path.read_bytes().decode("utf-8", "replace") for path in files[1:]]
     for text in texts:
-        assert SECRET not in text
+        assert secret not in text and secret[:12] not in text
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path

@@ -8,6 +8,7 @@ duplicate counting) are made once, here, the same way for every provider.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import json
 import random
@@ -28,6 +29,9 @@ from .answers import (
 from .lengths import count_tokens, input_tokens, prose
 from .limits import Limiter, Snapshot
 from .wire import Response, json_response
+
+# The API key of the request being answered (server.py sets it), for `echo_key`.
+CALLER_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("caller_key", default="")
 
 DEFAULTS: dict[str, Any] = {
     "latency_ms": 0.0,  # added to every answered or faulted request
@@ -57,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
     # (answered, billed, and a 200 whose JSON body is cut short) | "cut" (answered, billed, and the
     # connection dropped halfway through the body)}
     "fail_matching": {},
+    # Error messages quote the caller's API key, as some providers do: "full" (the whole key) or
+    # "part" (OpenAI's style, "Incorrect API key provided: sk-test-secr*******3456"); None: never
+    "echo_key": None,
     # Batch APIs (batch_core.py): a batch ends at the first status read after both of these;
     "batch_polls": 1,  # ... this many status reads (0: it ends as it is created)
     "batch_seconds": 0.0,  # ... and this many seconds after its creation
@@ -523,7 +530,7 @@ class Fake:
             prefix = "llm_provider-" if style == "gateway" else ""
             headers[f"{prefix}retry-after"] = f"{retry_after_s:.3f}".rstrip("0").rstrip(".")
             headers[f"{prefix}retry-after-ms"] = str(max(1, round(retry_after_s * 1000)))
-        payload = provider.error_body(status, message, call, retry_after_s)
+        payload = provider.error_body(status, _with_key(message, self.config["echo_key"]), call, retry_after_s)
         return self._reply(provider, status, payload, headers)
 
     def _reply(
@@ -536,6 +543,14 @@ class Fake:
         headers = dict(headers or {})
         headers[provider.request_id_header] = f"req_fake{next(self.ids):012d}"
         return json_response(status, payload, headers)
+
+
+def _with_key(message: str, echo: str | None) -> str:
+    key = CALLER_KEY.get()
+    if not echo or not key:
+        return message
+    shown = key if echo == "full" else key[: len(key) // 2] + "*" * (len(key) - len(key) // 2 - 4) + key[-4:]
+    return f"{message} Incorrect API key provided: {shown}."
 
 
 def _spoiled(response: Response, action: int | str | None) -> Response:

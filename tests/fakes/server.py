@@ -36,7 +36,7 @@ from . import (
     openai_batch_routes,
     openai_routes,
 )
-from .core import Fake, Provider, Route
+from .core import CALLER_KEY, Fake, Provider, Route
 from .faults import ENDPOINTS as FAULT_ENDPOINTS
 from .faults import with_faults
 from .wire import Request, Response, json_response, serve
@@ -49,6 +49,14 @@ PROVIDERS: tuple[Provider, ...] = (
 # batch jobs and files: modules with register(app)
 BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes)
 RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
+
+
+def _caller_key(request: Request) -> str:
+    """The API key as each SDK sends it: OpenAI's bearer token, Anthropic's x-api-key, Gemini's
+    x-goog-api-key (or `?key=`)."""
+    headers = request.headers
+    bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
+    return headers.get("x-api-key") or headers.get("x-goog-api-key") or request.query.get("key") or bearer
 
 
 class App:
@@ -91,6 +99,7 @@ class App:
     async def __call__(self, request: Request) -> Response | None:
         if request.path.startswith("/_fake/"):
             return self._admin(request)
+        CALLER_KEY.set(_caller_key(request))
         handler = self.exact.get((request.method, request.path))
         params: dict[str, str] = {}
         if handler is None:

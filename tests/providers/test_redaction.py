@@ -67,3 +67,12 @@ def test_gemini_api_error():
 def test_gemini_transport_error():
     exc = httpx2.ConnectError(f"connect failed ?key={SECRET}", request=REQUEST)
     assert isinstance(_raise_inside(gemini_adapter._mapped_errors, exc), TransientProviderError)
+
+
+def test_a_key_quoted_in_part_is_redacted_and_nothing_else():
+    from batchor.errors import redact
+
+    key = "sk-proj-Ab12Cd34Ef56Gh78Ij90"
+    text = f"Incorrect API key provided: {key[:12]}************{key[-4:]}. Model gpt-4.1-mini, key {key}."
+    assert redact(text, [key]) == ("Incorrect API key provided: [REDACTED]************Ij90. "
+                                   "Model gpt-4.1-mini, key [REDACTED].")
