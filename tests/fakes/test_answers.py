@@ -159,6 +159,30 @@ def test_text_answers_can_have_realistic_log_normal_lengths():
     assert text_answer("Summarise ticket 1") == "echo: Summarise ticket 1"  # off by default
 
 
+def test_text_answer_lengths_can_grow_with_the_prompts_and_stay_as_they_were_without():
+    import math
+
+    from .core import Call, build_answer
+
+    def words(prompt: str, follow: list[float] | None) -> int:
+        call = Call(provider="gemini", model="m", prompt=prompt, input_text=prompt)
+        config = {"text_words": [120, 0.4], "text_words_follow": follow}
+        return len(build_answer(call, words=config["text_words"], config=config).text.split())
+
+    prompts = [" ".join(["word"] * (10 + i % 90)) + f" {i}" for i in range(600)]
+    plain = [words(p, None) for p in prompts]
+    assert plain == [words(p, [0.0, 50]) for p in prompts]  # beta 0: the answers of the default
+    followed = [words(p, [1.0, 50]) for p in prompts]
+    assert followed == [words(p, [1.0, 50]) for p in prompts]  # deterministic per prompt
+    logs = [(math.log(len(p.split())), math.log(f)) for p, f in zip(prompts, followed)]
+    mx, my = (sum(v[k] for v in logs) / len(logs) for k in (0, 1))
+    slope = sum((x - mx) * (y - my) for x, y in logs) / sum((x - mx) ** 2 for x, _ in logs)
+    assert 0.85 <= slope <= 1.15  # log length grows with log prompt words at beta 1
+    ratios = [f / p for f, p in zip(followed, plain)]  # the same draw around a moved median
+    assert all(abs(r - len(p.split()) / 50) <= 0.05 * len(p.split()) / 50 + 1 / q
+               for r, p, q in zip(ratios, prompts, plain))
+
+
 REVIEW = json.loads((__import__("pathlib").Path(__file__).parents[2] / "schemas" / "review.schema.json").read_text())
 
 
