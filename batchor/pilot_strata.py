@@ -32,7 +32,7 @@ from batchor.plan.strata import Reweighting, post_stratified
 from batchor.spec.inputs import ROW_KEY, InputReader, input_source
 from batchor.spec.load import load_spec
 from batchor.spec.templates import StepTemplates
-from batchor.state.answer_stats import OutputStats
+from batchor.state.answer_stats import OutputStats, length_fit_sums
 
 SCAN_ROWS = 20
 """Rows of the seeded sample looked through for rows where the `when:` holds, times the pilot's N."""
@@ -142,6 +142,7 @@ class PilotAttempt(NamedTuple):
     inside: bool
     attempt: int = 1  # its number among its request's attempts (re-asks in stages, state/answer_stats.py)
     input_tokens: int = 0
+    counted_input: int = 0  # the plan's count of its input (a first attempt's; 0 otherwise)
 
 
 def pilot_attempts(store: Any, run_ids: list[str], stratum: Stratum) -> list[PilotAttempt]:
@@ -154,11 +155,12 @@ def pilot_attempts(store: Any, run_ids: list[str], stratum: Stratum) -> list[Pil
                          f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})", list(run_ids))
     inside = {(str(step), str(request)) for step, request, row in rows if row in stratum.inside}
     found = store.execute(f"SELECT step, run_id, request_key, outcome, coalesce(output_tokens, 0), "
-                          f"coalesce(estimated, false), attempt, coalesce(input_tokens, 0) FROM attempts "
+                          f"coalesce(estimated, false), attempt, coalesce(input_tokens, 0), "
+                          f"coalesce(counted_input_tokens, 0) FROM attempts "
                           f"WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL", list(run_ids))
     return [PilotAttempt(str(step), str(run), str(request), str(outcome), int(tokens), bool(estimated),
-                         (str(step), str(request)) in inside, int(attempt or 1), int(tokens_in))
-            for step, run, request, outcome, tokens, estimated, attempt, tokens_in in found]
+                         (str(step), str(request)) in inside, int(attempt or 1), int(tokens_in), int(counted))
+            for step, run, request, outcome, tokens, estimated, attempt, tokens_in, counted in found]
 
 
 def calls_per_row(attempts: list[PilotAttempt], rows_inside: int, steps: int) -> float:
@@ -184,10 +186,12 @@ def _stats(attempts: list[PilotAttempt]) -> OutputStats:
     """The ledger's statistics of these attempts (as state/answer_stats.py output_stats counts them)."""
     billed = [a for a in attempts if a.output_tokens > 0 and not a.estimated]
     answers = [a.output_tokens for a in billed if a.outcome == "ok"]
-    return OutputStats(len(answers), len(billed), sum(answers), float(sum(t * t for t in answers)),
-                       sum(a.output_tokens for a in billed), max((a.output_tokens for a in billed), default=0),
-                       len({(a.run_id, a.request_key) for a in billed}), float(sum(t ** 3 for t in answers)),
-                       *_stages(billed), *(sum(math.log(t) ** k for t in answers) for k in (1, 2, 3)))
+    stats = OutputStats(len(answers), len(billed), sum(answers), float(sum(t * t for t in answers)),
+                        sum(a.output_tokens for a in billed), max((a.output_tokens for a in billed), default=0),
+                        len({(a.run_id, a.request_key) for a in billed}), float(sum(t ** 3 for t in answers)),
+                        *_stages(billed), *(sum(math.log(t) ** k for t in answers) for k in (1, 2, 3)))
+    return dataclasses.replace(stats, **length_fit_sums([(a.counted_input, a.output_tokens) for a in billed
+                                                         if a.outcome == "ok" and a.counted_input > 0]))
 
 
 def _stages(billed: list[PilotAttempt]) -> tuple[int, ...]:

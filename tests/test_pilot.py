@@ -491,10 +491,16 @@ def test_the_steps_above_a_stratified_top_up_are_weighted_back_to_its_share(fake
     estimate = piloted.plan.header.steps[0].expected_output_mean
     first = next(s for s in piloted.calibration.steps if s.step == "first")
     assert first.measured.answers == weighted["effective"] <= weighted["inside"] + weighted["outside"]
+    piloted_keys = {k for (k,) in store.execute("SELECT DISTINCT request_key FROM attempts WHERE step = 'first'")}
     batchor.apply(spec, handle_signals=False)
     truth = output_stats(store, [key])[key].total.mean  # every row's answer once
     assert abs(plain / truth - 1) > 0.25  # the bias a plain mean would carry
-    assert estimate == pytest.approx(truth, rel=0.08)  # post-stratified: unbiased
+    rest = [tokens for request, tokens in store.execute(
+        "SELECT request_key, output_tokens FROM attempts WHERE step = 'first' AND outcome = 'ok'")
+        if request not in piloted_keys]
+    # post-stratified, and (the fake echoes the prompt: longer rows, longer answers) at the rest's
+    # input length, which the pilot's many long rows left shorter than the whole job's (plan/length_fit.py)
+    assert estimate == pytest.approx(sum(rest) / len(rest), rel=0.08)
 
 
 def test_plan_pilot_says_where_its_top_up_drew_rows_and_how_it_weighted_the_answers(fake, workdir):

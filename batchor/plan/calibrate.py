@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from batchor.plan.length_fit import fitted_sd
 from batchor.plan.model import PlanHeader, StepPlan, output_per_request
 from batchor.plan.prices import ModelPrice
 from batchor.state.answer_stats import InputCalibration, KeyStats, OutputStats
@@ -120,7 +121,8 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
     if step.price is not None and measured.answers >= 2 and requests > 0:
         price = ModelPrice.from_dict(step.price)
         rate_out = price.cost(0, 1_000_000, batch=step.mode == "batch") / 1e6
-        sd = measured.stdev * (1.0 + reasks) * rate_out  # per request, re-asks included
+        fitted = fitted_sd(step, measured, requests, (mean_quantile(measured) / Z90) ** 2)  # plan/length_fit.py
+        sd = fitted * (1.0 + reasks) * rate_out  # per request, re-asks included
         out_var, shift = output_spread(measured, requests, sd)
         per_request = counts.cost_expected / requests
         in_var = _input_variance(step, price, requests, inputs)

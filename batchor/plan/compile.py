@@ -27,6 +27,7 @@ from batchor.plan.dependent import (
 )
 from batchor.plan.estimate import with_estimates
 from batchor.plan.fanout_rows import order_steps
+from batchor.plan.length_fit import adjusted_for_input
 from batchor.plan.mode import settle_mode
 from batchor.plan.model import (
     InputInfo,
@@ -163,6 +164,9 @@ def _counted(steps: list[StepPlan], tallies: dict[str, Any], rows: int, batch_th
 def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: int, batch_threshold: int,
                  answered: dict[str, float]) -> StepPlan:
     step = settle_mode(step, tally.to_run if tally is not None else rows, batch_threshold)
+    rest_input = _rest_input_mean(tally) if step.length_fit is not None and tally is not None else None
+    if rest_input is not None:  # answers that grow with the input: at the rest's mean input (plan/length_fit.py)
+        step = adjusted_for_input(step, rest_input)
     price = ModelPrice.from_dict(step.price) if step.price else None
     if isinstance(tally, DependentTally):
         counts = _dependent_counts(price, step, tally, answered)
@@ -179,6 +183,15 @@ def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: 
     if isinstance(tally, DependentTally):
         tally.run_keys.clear()
     return step.model_copy(update={"counts": counts})
+
+
+def _rest_input_mean(tally: RowTally | DependentTally) -> float | None:
+    """Counted input tokens per request still to run (projected rows at their expected count);
+    None when nothing is left to run."""
+    tokens, requests = float(tally.input_tokens), tally.to_run
+    if isinstance(tally, DependentTally) and tally.projected:
+        tokens, requests = tokens + tally.projected * tally.projected_tokens_per_row, requests + tally.projected
+    return tokens / requests if requests else None
 
 
 def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: DependentTally,

@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from batchor.fingerprint import canonical_json, sha256_hex
+from batchor.plan.length_fit import length_fit, source_text
 from batchor.plan.model import PlanHeader, StepPlan
 from batchor.plan.strata import reweighed
 from batchor.plan.tokens import FALLBACK_ENCODING, get_counter
@@ -101,8 +102,10 @@ def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 
     output = total.first_tokens_each + reasks * total.reask_tokens_each
     failing = total.reject_first * total.reject_again ** max(0, max_attempts - 1)  # rejected at every attempt
     settled = (total.first_failed / total.first_asks if total.first_asks else 0.0) + failing
+    fit = length_fit(total, output, 1.0 + reasks)  # answers that grow with the input (plan/length_fit.py)
     return step.model_copy(update={"expected_output_tokens": max(1, round(output)), "expected_output_mean": output,
-                                   "output_source": _source(stats), "input_factor": 1.0 + reasks,
+                                   "output_source": _source(stats) + source_text(fit), "length_fit": fit,
+                                   "input_factor": 1.0 + reasks,
                                    "reask_input_tokens": reasks * total.reask_input_each,
                                    "answer_share": min(1.0, max(0.0, 1.0 - settled)),
                                    "output_error": mean_error(total), "output_error_ends": mean_ends(total)})

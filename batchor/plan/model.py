@@ -58,6 +58,25 @@ class StepCounts(_Frozen):
     attachment_examples: list[str] = Field(default_factory=list)  # the first few problems (row and file)
 
 
+class LengthFit(_Frozen):
+    """Answer length regressed on input length over a step's measured answers (plan/length_fit.py):
+    where the slope is significant, the expected output follows the rest's mean input."""
+
+    answers: int  # accepted first answers with a counted input (the fit's)
+    slope: float  # output tokens per counted input token (least squares)
+    input_mean: float  # the fit's mean counted input tokens
+    input_ss: float  # sum of squared input deviations (the slope's own error)
+    residual_sd: float  # spread of the answers around the line
+    r: float  # correlation of output with input
+    t: float  # the slope's t statistic
+    per_request: float  # the plain expected output per request (re-asks included) at input_mean
+    reask_factor: float = 1.0  # attempts answered per request (1 + re-asks): each follows the input
+    answer_mean: float = 0.0  # the plain mean of the answers and its spread: its error, scaled
+    answer_sd: float = 0.0
+    answer_count: int = 0
+    rest_input_mean: float | None = None  # counted input per request still to run (set when counted)
+
+
 class StepPlan(_Frozen):
     """Everything needed to build and price one step's requests, pinned at plan time."""
 
@@ -100,6 +119,7 @@ class StepPlan(_Frozen):
     answer_share: float = 1.0  # requests answered in the end (history): later steps read only those
     output_error: float | None = None  # measured mean output: its 90 % error, relative (Student's t)
     output_error_ends: tuple[float, float] | None = None  # the same below and above (skew moves it up)
+    length_fit: LengthFit | None = None  # output adjusted for the rest's input length (plan/length_fit.py)
     input_source: str = ""  # exact | calibrated: N answers | estimate (see plan/estimate.py)
     key_prefix: str  # canonical provider/model/params/schema part of the request key
     attachments: list[str] = Field(default_factory=list)  # `attachments:` expressions (plan/attachments.py)

@@ -128,7 +128,8 @@ def _estimate_sources(step: Any) -> dict[str, Any]:
             "reask_input_tokens": step.reask_input_tokens, "length_key": step.length_key,
             "output_error_90": step.output_error,
             "output_error_90_ends": list(step.output_error_ends) if step.output_error_ends else None,
-            "answer_share": step.answer_share}
+            "answer_share": step.answer_share,
+            "input_length_fit": step.length_fit.model_dump() if step.length_fit is not None else None}
 
 
 FEW = 0.10

@@ -30,6 +30,12 @@ _ESTIMATE_COLUMNS = ("step", "length_key", "model", "requests", "input_tokens", 
 # An answer that counts: billed, accepted or not, with usage reported by the provider.
 _BILLED = "coalesce(a.output_tokens, 0) > 0 AND NOT coalesce(a.estimated, false)"
 _TOKENS = "CAST(a.output_tokens AS DOUBLE PRECISION)"  # squared and cubed: past an integer's range
+_COUNTED = "CAST(a.counted_input_tokens AS DOUBLE PRECISION)"
+_FIT = "FILTER (WHERE a.outcome = 'ok' AND a.counted_input_tokens > 0)"  # accepted first answers, counted input
+_FIT_SUMS = (f"count(*) {_FIT}, coalesce(sum({_COUNTED}) {_FIT}, 0), coalesce(sum({_COUNTED} * {_COUNTED}) {_FIT}, 0), "
+             f"coalesce(sum({_TOKENS}) {_FIT}, 0), coalesce(sum({_TOKENS} * {_TOKENS}) {_FIT}, 0), "
+             f"coalesce(sum({_COUNTED} * {_TOKENS}) {_FIT}, 0)")
+_FIT_FIELDS = ("fit_answers", "fit_input", "fit_input_sq", "fit_output", "fit_output_sq", "fit_cross")
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,15 @@ class OutputStats:
     answer_logs: float = 0.0
     answer_logs_sq: float = 0.0
     answer_logs_cu: float = 0.0
+    # Accepted first answers with the plan's count of their input (x) and their output tokens (y):
+    # count, sums of x, x^2, y, y^2 and x y, for a regression of answer length on input length
+    # (plan/length_fit.py: a summary of a long review is longer).
+    fit_answers: int = 0
+    fit_input: float = 0.0
+    fit_input_sq: float = 0.0
+    fit_output: float = 0.0
+    fit_output_sq: float = 0.0
+    fit_cross: float = 0.0
 
     @property
     def mean(self) -> float:
@@ -186,6 +201,13 @@ def _skewness(n: int, total: float, squares: float, cubes: float) -> float:
     return m3 / (m2 * math.sqrt(m2)) * math.sqrt(n * (n - 1)) / (n - 2)
 
 
+def length_fit_sums(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    """The fit fields of OutputStats for (counted input, output tokens) pairs of accepted first answers."""
+    return {"fit_answers": len(pairs), "fit_input": float(sum(x for x, _ in pairs)),
+            "fit_input_sq": float(sum(x * x for x, _ in pairs)), "fit_output": float(sum(y for _, y in pairs)),
+            "fit_output_sq": float(sum(y * y for _, y in pairs)), "fit_cross": float(sum(x * y for x, y in pairs))}
+
+
 def _share_variance(hits: int, tries: int) -> float:
     """The variance of a share measured as `hits` of `tries` (binomial, Agresti-Coull: a share of
     few hits is less sure than p(1-p)/n says; none without a hit: no re-ask measured, none added)."""
@@ -258,13 +280,14 @@ def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
                            "count(DISTINCT a.run_id || ':' || a.request_key), "
                            f"coalesce(sum({_TOKENS} * {_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
                            + ", ".join(f"coalesce(sum(power(ln({_TOKENS}), {k})) FILTER (WHERE a.outcome = 'ok'), 0)"
-                                       for k in (1, 2, 3)))
+                                       for k in (1, 2, 3)) + ", " + _FIT_SUMS)
     stages = reask_stats(store, length_keys)
-    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes, *logs in rows:
-        found[key][kind] = OutputStats(int(answers), int(attempts), int(tokens), float(squares),
-                                       int(attempt_tokens), int(most), int(requests), float(cubes),
-                                       int(requests), *stages.get((key, kind), (0,) * 6),  # each request: one first ask
-                                       *(float(v) for v in logs))
+    for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes, *sums in rows:
+        stats = OutputStats(int(answers), int(attempts), int(tokens), float(squares), int(attempt_tokens), int(most),
+                            int(requests), float(cubes), int(requests),  # each request: one first ask
+                            *stages.get((key, kind), (0,) * 6), *(float(v) for v in sums[:3]))
+        fit: dict[str, Any] = {f: float(v) for f, v in zip(_FIT_FIELDS, sums[3:])}
+        found[key][kind] = dataclasses.replace(stats, **(fit | {"fit_answers": int(sums[3])}))
     return {key: KeyStats(kinds) for key, kinds in found.items()}
 
 
