@@ -87,13 +87,14 @@ def _error_scale(fit: LengthFit, rest_input_mean: float, mean: float) -> float:
     return _mean_error(fit, rest_input_mean) / mean / plain
 
 
-def _mean_error(fit: LengthFit, rest_input_mean: float) -> float:
+def _mean_error(fit: LengthFit, rest_input_mean: float, more: float = 1.0) -> float:
     """Standard error of the fitted mean at the rest's input: s_e sqrt(1/n + d^2 / Sxx), s_e at
     the rest's input where that is longer (_residual_sd; a line's end far below the answers is as
-    unsure as the long answers that set its slope make it)."""
+    unsure as the long answers that set its slope make it). `more`: as if measured on that many
+    times the answers."""
     d = rest_input_mean - fit.input_mean
     spread = max(fit.residual_sd, _residual_sd(fit, rest_input_mean))
-    return spread * math.sqrt(1 / fit.answers + d * d / fit.input_ss)
+    return spread * math.sqrt((1 / fit.answers + d * d / fit.input_ss) / more)
 
 
 def _residual_sd(fit: LengthFit, rest_input_mean: float) -> float:
@@ -110,10 +111,13 @@ def fitted_sd(step: StepPlan, measured: OutputStats, requests: float, small: flo
     """The answers' spread to pass to calibrate.output_spread, whose variance of the rest's sum is
     (small R^2 / n + R) sd^2 from n answers: the plain sd, or where the fit is used the sd that
     gives the regression's (small R^2 s_e^2 (1/n + d^2 / Sxx) + R s_e^2). `small`: the mean's
-    error at Student's t, as a share of the normal's (calibrate.py)."""
+    error at Student's t, as a share of the normal's (calibrate.py). `measured` may stand for more
+    answers than the fit was made on (a larger pilot asked about, pilot_size.py): the mean's error
+    shrinks alike."""
     fit = step.length_fit
     if fit is None or fit.rest_input_mean is None or not measured.answers or requests <= 0:
         return measured.stdev
-    mean_var = small * requests ** 2 * _mean_error(fit, fit.rest_input_mean) ** 2
+    more = measured.answers / fit.answer_count if fit.answer_count else 1.0
+    mean_var = small * requests ** 2 * _mean_error(fit, fit.rest_input_mean, more) ** 2
     own_var = requests * _residual_sd(fit, fit.rest_input_mean) ** 2
     return math.sqrt((mean_var + own_var) / (small * requests ** 2 / measured.answers + requests))

@@ -129,3 +129,22 @@ def test_a_job_of_longer_inputs_than_its_answers_is_predicted_by_the_fit_not_the
     ours, plain, covered, _ = simulated(600, 50, 350, 2.0, seed=4)
     assert plain > 0.4 and ours < 0.2
     assert covered >= 0.8
+
+
+def test_a_fit_asked_about_more_answers_narrows_its_mean_error_alone():
+    """pilot_size.py scales every sum of the answers to ask what a larger pilot gives: the fit's mean
+    error shrinks as 1/n, the rest's own spread (its residuals) stays."""
+    import dataclasses
+
+    stats = stats_of([(10.0 * i, 4.0 * i + (3 if i % 2 else -3)) for i in range(1, 31)])
+    step = adjusted_for_input(step_with(stats), 200.0)
+
+    def variance(measured: OutputStats) -> float:
+        return (300 ** 2 / measured.answers + 300) * fitted_sd(step, measured, 300, 1.0) ** 2
+
+    bigger = dataclasses.replace(stats, answers=stats.answers * 1_000_000)
+    fit = step.length_fit
+    assert fit is not None
+    at_rest = fit.residual_sd * (step.expected_output_mean or 0.0) / stats.mean  # the residuals' spread there
+    assert variance(bigger) < variance(stats) / 3
+    assert variance(bigger) == pytest.approx(300 * at_rest ** 2, rel=0.01)
