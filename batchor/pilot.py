@@ -27,7 +27,7 @@ from batchor.engine.budget import CALL_LIMIT
 from batchor.engine.events import Event
 from batchor.engine.run import RunOutcome
 from batchor.errors import CostLimitError
-from batchor.pilot_size import PilotSize, pilot_size
+from batchor.pilot_size import TARGET, PilotSize, pilot_size
 from batchor.pilot_strata import (
     Stratum,
     calls_per_row,
@@ -87,11 +87,23 @@ class PilotResult:
     allowance: int = 0  # the most it could make: N x steps
     stratified: dict[str, Any] | None = None  # a top-up drawn where a row-only `when:` holds (pilot_strata.py)
     size: PilotSize | None = None  # the pilot that would bring the whole job within +-10 % (pilot_size.py)
+    spent_before: float = 0.0  # what earlier rounds of the same pilot spent (--pilot auto: pilot_auto.py)
+    earlier_runs: list[str] = field(default_factory=list)  # their runs
+
+    @property
+    def run_ids_all(self) -> list[str]:
+        """Every run of this pilot, its earlier rounds' included."""
+        return [*self.earlier_runs, *self.run_ids]
+
+    @property
+    def run_ids(self) -> list[str]:
+        """This round's runs: the pilot's and its top-up's."""
+        return [self.outcome.run_id, *(t.outcome.run_id for t in self.top_ups)]
 
     @property
     def cost_usd(self) -> float:
-        """What the pilot spent, its top-up included."""
-        return self.outcome.cost_usd + sum(t.outcome.cost_usd for t in self.top_ups)
+        """What the pilot spent, its top-up (and earlier rounds: --pilot auto) included."""
+        return self.spent_before + self.outcome.cost_usd + sum(t.outcome.cost_usd for t in self.top_ups)
 
     @property
     def last_outcome(self) -> RunOutcome:
@@ -135,26 +147,32 @@ def pilot_dict(sampled: CompiledPlan, bound: TopUpBound | None = None) -> dict[s
 def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: str | None = None,
               model: str | None = None, mock: bool = False, mode: str | None = None, max_cost: float | None = None,
               on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
-              announce: Callable[[CompiledPlan, TopUpBound | None], None] | None = None) -> PilotResult:
+              announce: Callable[[CompiledPlan, TopUpBound | None], None] | None = None,
+              prior: PilotResult | None = None, target: float = TARGET) -> PilotResult:
     """Run a pilot of `rows` rows (topped up for steps a `when:` starved), then plan the full job
-    from its answers. `announce` sees the pilot's plan and the top-up's bound before anything is sent."""
+    from its answers. `announce` sees the pilot's plan and the top-up's bound before anything is sent.
+    `prior`: the smaller pilot of the same seed this one grows (--pilot auto): its calls count
+    against this one's allowance, its answers towards the top-up's, its spend towards the job's."""
     options: dict[str, Any] = {"seed": seed, "state": state, "model": model, "mock": mock, "mode": mode}
     sampled = pilot_plan(spec, rows, **options)
     bound, stratum = top_up_bound(spec, sampled, options)
     if announce is not None:
         announce(sampled, bound)
     allowance = call_allowance(sampled)
+    store = open_state(state_location(state, sampled.header.state_location))
+    before = prior.run_ids_all if prior is not None else []
     outcome = api.apply_compiled(sampled, max_cost=max_cost, state=state, on_event=on_event,
-                                 handle_signals=handle_signals, run_kind="pilot", max_calls=allowance)
+                                 handle_signals=handle_signals, run_kind="pilot",
+                                 max_calls=max(0, allowance - calls_made(store, before)))
     top_ups: list[TopUp] = []
     if bound is not None and finished(outcome):
         budget, _ = effective_max_cost(max_cost, sampled.header.limits.get("max_cost_usd"))  # rounds share it
-        top_ups = _top_up(spec, (rows, outcome, allowance), (bound, stratum), options,
+        top_ups = _top_up(spec, (rows, outcome, allowance, before), (bound, stratum), options,
                           (budget, on_event, handle_signals))
-    store = open_state(state_location(state, sampled.header.state_location))
-    runs = [outcome.run_id, *(t.outcome.run_id for t in top_ups)]
-    weights = _weights(store, runs, stratum, sampled) if top_ups and stratum is not None else {}
-    spent = outcome.cost_usd + sum(t.outcome.cost_usd for t in top_ups)
+    runs = [*before, outcome.run_id, *(t.outcome.run_id for t in top_ups)]
+    weights = _weights(store, runs, stratum, sampled) if (top_ups or before) and stratum is not None else {}
+    spent_before = prior.cost_usd if prior is not None else 0.0
+    spent = spent_before + outcome.cost_usd + sum(t.outcome.cost_usd for t in top_ups)
     with reweighing(weights):
         full = api.plan(spec, state=state, model=model, mock=mock, mode=mode)
         stats, inputs = measured(full, state)
@@ -162,7 +180,8 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
     return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibration,
                        rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound, calls=calls_made(store, runs),
                        allowance=allowance, stratified=_stratified(stratum, weights, top_ups),
-                       size=pilot_size(full.header, stats, inputs, spent, rows))
+                       size=pilot_size(full.header, stats, inputs, spent, rows, target), spent_before=spent_before,
+                       earlier_runs=before)
 
 
 def finished(outcome: RunOutcome) -> bool:
@@ -187,18 +206,20 @@ def top_up_bound(spec: api.SpecLike, sampled: CompiledPlan,
     return TopUpBound(steps, plan.header.totals.rows, plan), None
 
 
-def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome, int], bounds: tuple[TopUpBound, Stratum | None],
-            options: dict[str, Any], run: tuple[float | None, Callable[[Event], None] | None, bool]) -> list[TopUp]:
+def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome, int, list[str]],
+            bounds: tuple[TopUpBound, Stratum | None], options: dict[str, Any],
+            run: tuple[float | None, Callable[[Event], None] | None, bool]) -> list[TopUp]:
     """Draw more rows, with the calls the pilot has left, until every starved step has N answers
     (or the calls, or the bound, run out): rows of the seeded sample, or where a stratum's `when:`
     holds (counted in its rows: the pilot's own there, then its top-up's); a round the budget cannot
     cover is not started."""
-    (rows, first, allowance), (max_cost, on_event, handle_signals), (bound, stratum) = pilot, run, bounds
+    (rows, first, allowance, before), (max_cost, on_event, handle_signals), (bound, stratum) = pilot, run, bounds
     store = open_state(state_location(options["state"], bound.plan.header.state_location))
     done: list[TopUp] = []
-    drawn, spent = (rows, first.cost_usd) if stratum is None else (stratum.pilot_inside, first.cost_usd)
+    drawn, spent = (rows, first.cost_usd) if stratum is None else (_drawn_inside(store, before, stratum),
+                                                                   first.cost_usd)
     for _ in range(ROUNDS):
-        runs = [first.run_id, *(t.outcome.run_id for t in done)]
+        runs = [*before, first.run_id, *(t.outcome.run_id for t in done)]
         now = Drawn(drawn, calls_made(store, runs), answers_per_step(store, runs, bound.steps))
         wanted = _wanted(rows, now, allowance, bound, (store, runs, stratum))
         if wanted <= drawn:
@@ -216,6 +237,17 @@ def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome, int], bounds: tupl
         if not finished(outcome) or outcome.status == "budget":
             break  # stopped, or the allowance is spent
     return done
+
+
+def _drawn_inside(store: Any, before: list[str], stratum: Stratum) -> int:
+    """The stratum's rows drawn so far: the pilot's own there, and the rows a smaller pilot of the
+    same seed (--pilot auto's earlier round) drew there (the first of its candidates: nested)."""
+    if not before:
+        return stratum.pilot_inside
+    marks = ", ".join("?" * len(before))
+    earlier = {str(k) for (k,) in store.execute(f"SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r "
+                                                 f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})", before)}
+    return stratum.pilot_inside + sum(1 for key in stratum.candidates if key in earlier)
 
 
 def _wanted(rows: int, now: Drawn, allowance: int, bound: TopUpBound, stratified: tuple[Any, list[str],

@@ -101,12 +101,14 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
          max_cost: Optional[float] = PlanMaxCostOpt,
          detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode",
                                                 help="Exit 0 when nothing would run, 2 when work is pending"),
-         pilot: Optional[int] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
+         pilot: Optional[str] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
+         pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt,
          yes: bool = typer.Option(False, "--yes", "-y", help="Approve a pilot's spend without asking")) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
     if pilot is not None:  # spends: approved like apply, then the calibrated plan is printed
         pilot_cmd.pilot(spec, pilot, pilot_seed, state=state, model=model, mock=mock, mode=choice_value(mode),
-                        max_cost=max_cost, as_json=as_json, approve=lambda: _approve(yes, max_cost))
+                        max_cost=max_cost, as_json=as_json, approve=lambda: _approve(yes, max_cost),
+                        target=pilot_target)
         return
     compiled = api.plan(spec, state=state, model=model, mock=mock, mode=choice_value(mode), refresh=set(refresh),
                         no_cache=no_cache, save=out or True, limit=limit, sample=sample,
@@ -135,16 +137,17 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
           limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
           no_wait: bool = typer.Option(False, "--no-wait", help="Submit provider batches and exit (code 7); "
                                        "a later apply collects them"),
-          pilot: Optional[int] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt) -> None:
+          pilot: Optional[str] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
+          pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
     api.ensure_unlocked(state, target)
     from_file = api.is_plan_file(target)
     forced = set(refresh) | ({"*"} if no_cache else set())  # "*": every step, as in plan --no-cache
     if pilot is not None:  # the pilot first; then the full plan it calibrated, approved again
-        api.check_arguments(limit=limit, sample=sample, pilot=pilot)
+        api.check_arguments(limit=limit, sample=sample, pilot=pilot_cmd.pilot_rows(pilot)[0])
         piloted = pilot_cmd.pilot(target, pilot, pilot_seed, state=state, model=model, mock=mock,
                                   mode=choice_value(mode), max_cost=max_cost, as_json=as_json,
-                                  approve=lambda: _approve(yes, max_cost))
+                                  approve=lambda: _approve(yes, max_cost), target=pilot_target)
         compiled, budget, from_file = piloted.plan, pilot_cmd.remaining_budget(max_cost, piloted), False
     else:
         compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),

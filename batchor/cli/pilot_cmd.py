@@ -16,20 +16,48 @@ from batchor.plan.budget import effective_max_cost
 
 if TYPE_CHECKING:
     from batchor import pilot as pilots
+    from batchor import pilot_auto
     from batchor.cli import render
     from batchor.pilot import PilotResult
+    from batchor.pilot_auto import AutoBound, AutoPilot
     from batchor.pilot_topup import TopUpBound
     from batchor.plan import calibrate
     from batchor.plan.plan_file import CompiledPlan
 else:  # the engine loads only when a pilot runs
     pilots, calibrate = Deferred("batchor.pilot"), Deferred("batchor.plan.calibrate")
+    pilot_auto = Deferred("batchor.pilot_auto")
     render = Deferred("batchor.cli.render")
 
-PilotOpt = typer.Option(None, "--pilot", min=1, help="Run N sampled rows for real first (cached, not paid twice), "
-                        "then print the plan calibrated by their answers (expected cost with a 90% interval)")
+PilotOpt = typer.Option(None, "--pilot", metavar="N|auto",
+                        help="Run N sampled rows for real first (cached, not paid twice), then print the plan "
+                        "calibrated by their answers (expected cost with a 90% interval); `auto`: 50 rows, grown "
+                        "(at most twice, to 8 x 50) while the whole job's interval is wider than --pilot-target")
+PilotTargetOpt = typer.Option(None, "--pilot-target", min=1.0, max=50.0, metavar="PERCENT",
+                              help="The whole job's 90% interval a pilot aims at, +- this percent (default 10): "
+                              "the plan says which pilot reaches it; --pilot auto grows until it does")
 PilotSeedOpt = typer.Option(None, "--pilot-seed", help="Seed of the pilot's sample (default: the spec's input "
                             "seed; the same seed draws the same rows)")
 STOPPED = ("interrupted", "budget", "paused", "in_flight")  # the pilot did not finish: nothing to calibrate
+
+
+def pilot_rows(value: str) -> tuple[int, bool]:
+    """`--pilot N` or `--pilot auto`: the (first) rows and whether the pilot grows by itself."""
+    text = value.strip().lower()
+    if text == "auto":
+        return pilot_auto.START, True
+    if text.isdigit() and int(text) >= 1:
+        return int(text), False
+    raise UsageError(f"--pilot {value!r}: give a number of rows (1 or more) or `auto`",
+                     hint="e.g. --pilot 50, or --pilot auto (50 rows, grown until the whole job is within +-10%)")
+
+
+def auto_text(auto: AutoBound, target: float) -> str:
+    """What an auto pilot may add to its first round, at most (announced before anything is sent)."""
+    bound, money = auto.to_dict(), render.money
+    return (f"  auto        if the whole job's 90% interval is then wider than +-{target:.0%}, the same sample grows "
+            f"(at most {pilot_auto.ROUNDS} more rounds; rows answered stay cached) up to {bound['rows_most']:,} rows: "
+            f"at most {bound['most_calls']:,} requests in all, {money(bound['cost_upper_usd'])} at most in all "
+            f"({money(bound['cost_upper_all_attempts_usd'])} with every attempt)")
 
 
 def announce_text(sampled: CompiledPlan, bound: TopUpBound | None = None) -> str:
@@ -53,34 +81,50 @@ def announce_text(sampled: CompiledPlan, bound: TopUpBound | None = None) -> str
     return "\n".join(lines)
 
 
-def pilot(spec: Path, rows: int, seed: int | None, *, state: str | None, model: str | None, mock: bool,
-          mode: str | None, max_cost: float | None, as_json: bool, approve: Callable[[], None]) -> PilotResult:
-    """Announce, approve, run the pilot; print its run and the calibrated plan. Exits when it stopped."""
+def pilot(spec: Path, value: str, seed: int | None, *, state: str | None, model: str | None, mock: bool,
+          mode: str | None, max_cost: float | None, as_json: bool, approve: Callable[[], None],
+          target: float | None = None) -> PilotResult:
+    """Announce, approve, run the pilot (`value`: N rows or `auto`); print its run and the calibrated
+    plan. Exits when it stopped."""
     from batchor import api
 
     if api.is_plan_file(spec):
         raise UsageError("--pilot needs a spec, not a saved plan", hint="run `batchor apply SPEC --pilot N`")
+    rows, auto = pilot_rows(value)
+    share = (target if target is not None else 10.0) / 100
 
-    def announce(sampled: CompiledPlan, bound: TopUpBound | None) -> None:
+    def announce(sampled: CompiledPlan, bound: TopUpBound | None, most: AutoBound | None = None) -> None:
         if not as_json:
-            typer.echo(announce_text(sampled, bound), err=True)
+            lines = [announce_text(sampled, bound), *([auto_text(most, share)] if most is not None else [])]
+            typer.echo("\n".join(lines), err=True)
         if sampled.header.totals.to_run:
             approve()
 
+    def say(text: str) -> None:
+        if not as_json:
+            typer.echo(text, err=True)
+
     printer = render.EventPrinter(as_json)
+    options: dict[str, Any] = {"seed": seed, "state": state, "model": model, "mock": mock, "mode": mode,
+                               "max_cost": max_cost, "on_event": printer, "announce": announce, "target": share}
+    grown: AutoPilot | None = None
     try:
-        result = pilots.run_pilot(spec, rows, seed=seed, state=state, model=model, mock=mock, mode=mode,
-                                 max_cost=max_cost, on_event=printer, announce=announce)
+        if auto:
+            grown = pilot_auto.run_auto(spec, start=rows, report=say, **options)
+            result = grown.result
+        else:
+            result = pilots.run_pilot(spec, rows, **options)
     finally:
         printer.close()
-    _print(result, as_json, max_cost)
+    _print(result, as_json, max_cost, grown)
     return result
 
 
-def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
+def _print(result: PilotResult, as_json: bool, max_cost: float | None, grown: AutoPilot | None = None) -> None:
     outcome = result.last_outcome
     if as_json:
-        data: dict[str, Any] = {"event": "pilot", **result.to_dict(), "plan": render.plan_dict(result.plan)}
+        data: dict[str, Any] = {"event": "pilot", **result.to_dict(), "plan": render.plan_dict(result.plan),
+                                "auto": grown.to_dict() if grown is not None else None}
         sys.stdout.write(json.dumps(data, default=str) + "\n")
         sys.stdout.flush()
     else:
@@ -94,6 +138,10 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None) -> None:
         typer.echo(f"pilot calls: {result.calls:,} of {result.allowance:,} allowed ({result.rows:,} rows x "
                    f"{len(pilots.llm_steps(result.pilot))} LLM step(s); every billed attempt, re-asks included)",
                    err=True)
+        if grown is not None:
+            sizes = " -> ".join(f"{r.rows:,}" for r in grown.rounds)
+            typer.echo(f"pilot auto: {sizes} rows, {render.money(result.cost_usd)} in all; stopped: {grown.stop}",
+                       err=True)
     if outcome.status in STOPPED and not pilots.finished(outcome):
         typer.echo(f"pilot stopped: {outcome.stop_reason}; nothing calibrated", err=True)
         raise typer.Exit(exit_code_for_status(outcome.status))
