@@ -1,6 +1,6 @@
 """How close the plan is after a pilot: the whole job's expected cost (and its 90 % interval) vs what it spent.
 
-    python benchmarks/pilot_accuracy.py [--rows 400] [--pilot 50] [--sigma 0.6] [--seeds 0-11] [--only pipeline]
+    python benchmarks/pilot_accuracy.py [--rows 400] [--pilot 50|auto] [--sigma 0.6] [--seeds 0-11] [--only pipeline]
 
 For each spec (the example reviews spec; long free-text answers; a pipeline with `when:`), against
 the fake provider answering text with log-normal lengths (median 120 words, `--sigma`: 0.6 for
@@ -23,6 +23,11 @@ every run; the re-ask (the rejected answer and the validator's message sent back
 validly but for a share of them (0.1), up to max_attempts. Each step then shows the re-asks per
 request and the input tokens per request (re-asks included) the pilot (or history) measured
 against the job's; `upper_all_attempts` is the plan's bound if every request used all its attempts.
+
+`--pilot auto`: the pilot of `plan --pilot auto` (batchor/pilot_auto.py): 50 rows, grown (at most
+twice) while the whole job's interval is wider than +-10 %; each line says the rows it ended with
+(`pilot_rows`), its rounds and why it stopped (`auto`), and `within_10` (|actual/expected - 1| <=
+10 %); `size_rows_needed`: the pilot the plan said would reach +-10 % (None: within, or none can).
 
 `--follow-input BETA`: answer lengths that grow with the input's. Each row's text is padded to a
 log-normal number of words (median 60, sigma 0.5, drawn per row) and the fake's text answers
@@ -58,6 +63,7 @@ from conftest import make_spec, write_csv  # noqa: E402
 
 from batchor import api  # noqa: E402
 from batchor.pilot import run_pilot  # noqa: E402
+from batchor.pilot_auto import run_auto  # noqa: E402
 from batchor.plan.summary import reask_upper  # noqa: E402
 from batchor.state import open_state, state_location  # noqa: E402
 from tests.fakes import FakeServer  # noqa: E402
@@ -153,7 +159,7 @@ def decomposition(calibration: Any, pilot: dict[str, dict[str, float]],
     return out
 
 
-def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServer, seed: int | None = None,
+def measure(make: Any, rows: int, pilot_rows: int | str, sigma: float, fake: FakeServer, seed: int | None = None,
             whole: dict[str, Any] | None = None, reject: list[float] | None = None) -> dict[str, Any]:
     """One pilot (seeded sample) and the run after it. `whole`: the whole job's cost measured once
     by a plain run of the same spec (the fake answers each prompt alike whatever the seed, so the
@@ -176,7 +182,11 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
     cpu, started = time.process_time(), time.perf_counter()
     api.apply_compiled = timed_run  # type: ignore[assignment]
     try:
-        piloted = run_pilot(spec, pilot_rows, seed=seed, handle_signals=False)
+        if pilot_rows == "auto":  # --pilot auto: 50 rows, grown while the whole job is wider than +-10 %
+            auto = run_auto(spec, seed=seed, handle_signals=False)
+            piloted, grown = auto.result, {"rounds": [r.rows for r in auto.rounds], "stop": auto.stop}
+        else:
+            piloted, grown = run_pilot(spec, int(pilot_rows), seed=seed, handle_signals=False), None
     finally:
         api.apply_compiled = run  # type: ignore[assignment]
     elapsed = time.perf_counter() - started
@@ -191,7 +201,10 @@ def measure(make: Any, rows: int, pilot_rows: int, sigma: float, fake: FakeServe
         rest, steps = whole["job_actual"] - piloted.cost_usd, whole["steps_actual"]
     job, low, high = calibration.job
     actual = piloted.cost_usd + rest
+    size = piloted.size.to_dict() if piloted.size is not None else {}
     return {"spec": make.__name__, "rows": full.header.totals.rows, "pilot": pilot_rows, "sigma": sigma, "seed": seed,
+            "pilot_rows": piloted.rows, "auto": grown, "within_10": bool(job and abs(actual / job - 1) <= 0.1),
+            "size_rows_needed": size.get("rows_needed"), "size_within": size.get("within"),
             "job_expected": round(job, 6), "job_interval_90": [round(low, 6), round(high, 6)],
             "job_actual": round(actual, 6), "job_ratio": round(actual / job, 4) if job else None,
             "in_interval": low <= actual <= high, "rest_ratio": round(rest / calibration.expected, 4)
@@ -317,7 +330,7 @@ def seeds(text: str) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=400)
-    parser.add_argument("--pilot", type=int, default=50)
+    parser.add_argument("--pilot", default="50", help="pilot rows, or `auto` (50 rows grown to +-10 %%: --pilot auto)")
     parser.add_argument("--sigma", type=float, default=0.6, help="log-normal sigma of text answer lengths")
     parser.add_argument("--seeds", default="0", help="pilot sample seeds, e.g. 0-11")
     parser.add_argument("--only", action="append", choices=[m.__name__ for m in SPECS])
@@ -332,6 +345,7 @@ def main() -> None:
     if args.follow_input is not None:
         FOLLOW["text_words_follow"] = [args.follow_input, INPUT_WORDS]
     reject = [float(x) for x in (args.reject + ",0").split(",")[:2]] if args.reject else None
+    pilot: int | str = args.pilot if args.pilot == "auto" else int(args.pilot)
     with FakeServer.start({}) as fake:
         os.environ.update(ANTHROPIC_API_KEY="sk-ant-bench-123456", ANTHROPIC_BASE_URL=fake.anthropic_base_url,
                           GEMINI_API_KEY="gemini-bench-123456", GOOGLE_GEMINI_BASE_URL=fake.gemini_base_url)
@@ -341,7 +355,7 @@ def main() -> None:
             whole, make = None, varied(make) if FOLLOW else make
             for n, seed in enumerate(seeds(args.seeds)):
                 result = (measure_history(make, args.rows, args.sigma, fake, seed, whole, reject) if args.history
-                          else measure(make, args.rows, args.pilot, args.sigma, fake, seed, whole, reject))
+                          else measure(make, args.rows, pilot, args.sigma, fake, seed, whole, reject))
                 print(json.dumps(result), flush=True)
                 if n == 0:  # the first seed ran the rest for real: the whole job's cost, for the others
                     whole = result
