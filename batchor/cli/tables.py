@@ -162,7 +162,8 @@ def workers_table(workers: list[dict[str, Any]]) -> Table:
         table.add_column(name, justify="left" if name in ("worker", "status") else "right", no_wrap=name == "worker")
     for w in workers:
         table.add_row(w["worker_id"], w["status"], str(w["pid"]), duration(w.get("heartbeat_age_s")) + " ago",
-                      count(w.get("leases")), count(w.get("succeeded")), count(w.get("failed")), f"{w['per_s']}/s")
+                      count(w.get("leases")), count(w.get("succeeded")), count(w.get("failed")),
+                      NOTHING if w.get("per_s") is None else f"{w['per_s']}/s")
     return table
 
 
@@ -172,7 +173,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     running) shows the requests it answered and failed instead, in parentheses: another unit, said
     in the caption, but what a user asks of a dead run is what it did before it died."""
     unwritten = [r["run_id"] for r in rows if OUTPUT_NOT_WRITTEN in (r.get("paused_reason") or "")]
-    notes = [f"{run}: output file not written (`batchor status {run}`)" for run in unwritten]
+    notes = ["*: its output file was not written (`batchor status RUN` says why and how)"] if unwritten else []
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False, caption_justify="left",
                   caption="\n".join(["ok, failed: output rows at the end ((n): requests, if it never ended)", *notes]))
     for name in ("run", "name", "status", "ok", "failed", "cost", "vs plan", "started", "took"):

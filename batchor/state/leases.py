@@ -88,32 +88,31 @@ class LeaseBook:
             _exact_totals(conn, run)
             run.status = _settled_status(run)
             update_run(conn, run, final=True)
+            _settle_workers(conn, run.run_id)  # the items go: keep what each worker committed
             conn.execute("DELETE FROM work_items WHERE run_id = %s", [run.run_id])
         return True
 
     def list_workers(self, run_id: str) -> list[dict[str, Any]]:
         """The run's workers with what each committed: its done work items' stored results (not
-        its heartbeat's counters, which a worker killed between heartbeats never sent)."""
+        its heartbeat's counters, which a worker killed between heartbeats never sent); once the
+        run is closed and its items are gone, the same figures as kept then (`_settle_workers`)."""
         with self.store.pg() as conn:
+            live = conn.execute("SELECT 1 FROM work_items WHERE run_id = %s LIMIT 1", [run_id]).fetchone()
+            counts = ("coalesce(d.ok, 0), coalesce(d.failed, 0), coalesce(d.cost, 0)::float8, "
+                      "coalesce(d.ok + d.failed, 0), greatest(o.heartbeat_at, d.last_at)" if live else
+                      # a lost worker's last commit is not kept: its rate is not known
+                      "o.succeeded, o.failed, o.cost_usd, o.succeeded + o.failed, "
+                      "CASE WHEN o.status IN ('lost', 'running') THEN NULL ELSE o.heartbeat_at END")
             cur = conn.execute(
-                # `status` and `attempts` are the result's: work items have neither column.
-                f"WITH d AS (SELECT w.worker_id, count(*) FILTER (WHERE {ANSWERED_SQL}) AS ok,"
-                " count(*) FILTER (WHERE r.status = 'failed') AS failed, sum(r.cost_usd) AS cost, "
-                "max(r.finished_at) AS last_at FROM work_items w JOIN results r "
-                "ON r.request_key = w.request_key AND r.run_id = w.run_id "
-                "WHERE w.run_id = %s AND w.done GROUP BY w.worker_id) "
-                "SELECT o.worker_id, o.host, o.pid, CASE WHEN o.status = 'running' AND o.lease_until < now() "
-                "THEN 'lost' ELSE o.status END, o.started_at, o.heartbeat_at, "
+                f"WITH d AS ({_COMMITTED}) SELECT o.worker_id, o.host, o.pid, CASE WHEN o.status = 'running' "
+                "AND o.lease_until < now() THEN 'lost' ELSE o.status END, o.started_at, o.heartbeat_at, "
                 "round(extract(epoch FROM now() - o.heartbeat_at)::numeric, 1)::float8, "
-                "(SELECT count(*) FROM work_items w WHERE w.worker_id = o.worker_id AND NOT w.done), "
-                "coalesce(d.ok, 0), coalesce(d.failed, 0), coalesce(d.cost, 0)::float8, "
-                "round((coalesce(d.ok + d.failed, 0) / greatest(extract(epoch FROM "
-                "greatest(o.heartbeat_at, d.last_at) - o.started_at), 1e-3))::numeric, 2)::float8 "
+                f"(SELECT count(*) FROM work_items w WHERE w.worker_id = o.worker_id AND NOT w.done), {counts} "
                 "FROM workers o LEFT JOIN d USING (worker_id) WHERE o.run_id = %s ORDER BY o.started_at",
                 [run_id, run_id])
             names = ("worker_id", "host", "pid", "status", "started_at", "heartbeat_at", "heartbeat_age_s",
-                     "leases", "succeeded", "failed", "cost_usd", "per_s")
-            return [dict(zip(names, row)) for row in cur.fetchall()]
+                     "leases", "succeeded", "failed", "cost_usd")
+            return [{**dict(zip(names, row)), "per_s": _rate(row[-2], row[4], row[-1])} for row in cur.fetchall()]
 
     def live_counts(self, run_id: str) -> dict[str, Any]:
         """The run's answers so far, counted from the stored results: the run row only sums the
@@ -313,6 +312,30 @@ def _save_worker(conn: Any, worker_id: str, counters: dict[str, float], lease_s:
     conn.execute(f"UPDATE workers SET {sets}{state}, heartbeat_at = now(), "
                  "lease_until = now() + make_interval(secs => %s) WHERE worker_id = %s",
                  args + ([status] if status else []) + [lease_s, worker_id])
+
+
+# Per worker of a run: what it committed, from its done work items' stored results (a done item
+# keeps the worker that closed it; `status` and `attempts` are the result's, items have neither).
+_COMMITTED = (f"SELECT w.worker_id, count(*) FILTER (WHERE {ANSWERED_SQL}) AS ok, "
+              "count(*) FILTER (WHERE r.status = 'failed') AS failed, sum(r.cost_usd) AS cost, "
+              "max(r.finished_at) AS last_at FROM work_items w JOIN results r "
+              "ON r.request_key = w.request_key AND r.run_id = w.run_id WHERE w.run_id = %s AND w.done "
+              "GROUP BY w.worker_id")
+
+
+def _settle_workers(conn: Any, run_id: str) -> None:
+    """Before a closed run's work items go: each worker's row keeps what it committed."""
+    conn.execute(f"WITH d AS ({_COMMITTED}) UPDATE workers o SET succeeded = coalesce(d.ok, 0), "
+                 "failed = coalesce(d.failed, 0), cost_usd = coalesce(d.cost, 0) "
+                 "FROM workers x LEFT JOIN d USING (worker_id) WHERE x.run_id = %s AND o.worker_id = x.worker_id",
+                 [run_id, run_id])
+
+
+def _rate(done: Any, started: Any, last: Any) -> float | None:
+    """Answers per second between a worker's start and its last commit or heartbeat (None: unknown)."""
+    if started is None or last is None:
+        return None
+    return round(float(done or 0) / max(float((last - started).total_seconds()), 1e-3), 2)
 
 
 def _sum_run(conn: Any, run_id: str) -> None:
