@@ -154,7 +154,7 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
                                     refresh=forced, limit=limit, sample=sample, retry_failed=retry_failed)
         budget = max_cost
         if not as_json and not basics.is_quiet():
-            typer.echo(coloured(render.plan_text(compiled, max_cost), sys.stderr), err=True)
+            typer.echo(coloured(render.plan_text(compiled, max_cost, output), sys.stderr), err=True)
     if not from_file and compiled.header.totals.to_run > 0:
         _approve(yes, max_cost)
     printer = render.EventPrinter(as_json, plan=compiled, max_cost=budget)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchor.humanize import money as humanize_money
@@ -37,13 +38,13 @@ def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
     }
 
 
-def plan_text(plan: "CompiledPlan", max_cost: float | None = None) -> str:
+def plan_text(plan: "CompiledPlan", max_cost: float | None = None, output: str | Path | None = None) -> str:
     """The five-second summary: rows, work, cache, tokens, cost, budget; then each step, then where
-    the output, the state and the saved plan are."""
+    the output (`output`: where `--output` sends it), the state and the saved plan are."""
     lines = _total_lines(plan, max_cost)
     for step in plan.header.steps:
         lines += _step_lines(step)
-    return "\n".join(lines + _place_lines(plan))
+    return "\n".join(lines + _place_lines(plan, output))
 
 
 def _total_lines(plan: "CompiledPlan", max_cost: float | None) -> list[str]:
@@ -98,9 +99,11 @@ def _step_lines(s: Any) -> list[str]:
     return lines + [f"    note: {n}" for n in s.schema_notes]
 
 
-def _place_lines(plan: "CompiledPlan") -> list[str]:
+def _place_lines(plan: "CompiledPlan", output: str | Path | None = None) -> list[str]:
     h, lines = plan.header, []
-    if h.output.variant:
+    if output is not None:
+        lines.append(f"  output      {output} (--output)")
+    elif h.output.variant:
         lines.append(f"  output      {h.output.path} ({variant_reason(tuple(h.output.variant))}: "
                      f"the spec's {h.output.spec_path} is left as it is)")
     if h.state_location:

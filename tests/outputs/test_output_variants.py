@@ -67,7 +67,8 @@ def test_output_says_where_even_for_a_partial_run(fake, workdir, spec):
     target = workdir / "elsewhere.csv"
     printed = apply_cli(str(spec), "--limit", "2", "--output", str(target))
     assert target.exists() and str(target) in printed
-    assert not (workdir / "out" / "results.limit-2.csv").exists()
+    assert f"output      {target} (--output)" in printed  # the plan says so too, not the variant's name
+    assert "results.limit-2.csv" not in printed and not (workdir / "out" / "results.limit-2.csv").exists()
     assert (workdir / "out" / "results.csv").read_text(encoding="utf-8") == SENTINEL
 
 
