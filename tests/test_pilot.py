@@ -215,6 +215,20 @@ def test_the_specs_budget_covers_the_pilot_and_the_rest_together(fake, workdir, 
     assert fake.stats()["answered"] - before == 10  # the pilot's rows, not one more
 
 
+def test_a_pilot_whose_answers_were_all_rejected_plans_their_re_asks_and_says_so(fake, workdir):
+    """Every answer rejected, at every attempt: no accepted answer gives a length, but the billed
+    first asks and re-asks say what a request costs (max_attempts 3: two re-asks each, none accepted).
+    The plan counted one attempt per request (heuristic) and printed an interval of +-0 %."""
+    fake.configure(reject_share=[1.0, 1.0])
+    result = run_pilot(make_spec(workdir, rows=ROWS), 10, handle_signals=False)
+    step = result.plan.header.steps[0]
+    assert step.output_source == "pilot: 0 answers" and step.input_factor == pytest.approx(3.0)
+    assert step.answer_share == 0.0 and step.reask_input_tokens > 0
+    text = "\n".join(calibration_lines(result.calibration))
+    assert "first asks rejected or failed" in text and "check the prompt and the schema" in text
+    assert "without step(s) classify (no answers to learn from)" in text
+
+
 def test_a_row_only_when_is_decided_for_every_row(fake, workdir):
     piloted = run_pilot(chain_spec(workdir), 20, handle_signals=False)
     second = next(s for s in piloted.calibration.steps if s.step == "second")

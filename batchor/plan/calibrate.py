@@ -268,12 +268,13 @@ def calibration_lines(calibration: Calibration, rehearsal: bool = False) -> list
     note = " (REHEARSAL numbers: --mock answers, not the model's)" if rehearsal else ""
     rest = (calibration.expected, calibration.low, calibration.high)
     lines = [f"Calibrated plan{note}:",
-             f"  cost        {money(rest[0])} expected, 90% interval {interval_text(*rest)} "
+             f"  cost        {money(rest[0])} expected, 90% interval {interval_text(*rest)}{_unmeasured(calibration)} "
              f"(at most {money(calibration.upper)}, one attempt per request)"]
     if calibration.spent:
         job = calibration.job
-        lines.append(f"  whole job   {money(job[0])} expected, 90% interval {interval_text(*job)} "
-                     f"(the pilot's {money(calibration.spent)} spent, its rows cached, plus the rest's)")
+        lines.append(f"  whole job   {money(job[0])} expected, 90% interval {interval_text(*job)}"
+                     f"{_unmeasured(calibration)} (the pilot's {money(calibration.spent)} spent, its rows "
+                     "cached, plus the rest's)")
     for s in calibration.steps:
         lines.append(f"  step {s.step}: {money(s.expected)} ({interval_text(s.expected, s.low, s.high)}); "
                      f"{_measured_text(s)}")
@@ -290,9 +291,20 @@ def interval_text(expected: float, low: float, high: float) -> str:
     return f"{money(low)} .. {money(high)} ({spread_text((expected - low) / expected, (high - expected) / expected)})"
 
 
+def _unmeasured(calibration: Calibration) -> str:
+    """' without step(s) X (no answers to learn from)': steps whose cost the interval cannot count,
+    so an interval of +-0 % is not read as certainty."""
+    names = [s.step for s in calibration.steps if s.expected > 0 and s.measured.answers < 2]
+    return f" without step(s) {', '.join(names)} (no answers to learn from)" if names else ""
+
+
 def _measured_text(s: StepInterval) -> str:
     m = s.measured
-    if not m.answers:
+    if not m.answers and m.first_asks:
+        parts = [f"{s.source}: all {m.first_asks:,} first asks rejected or failed, {m.reasks:,} re-asks "
+                 f"({m.reasks_rejected:,} rejected again): no answer to learn from, no interval; check the "
+                 "prompt and the schema"]
+    elif not m.answers:
         parts = [f"{s.source}: too few answers to learn from, no interval"]
     else:
         parts = [f"{s.source}, ~{m.mean:,.0f} output tokens each (sd {m.stdev:,.0f})", f"re-asks {s.reask_rate:.0%}"]

@@ -96,8 +96,8 @@ def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 
     `max_attempts`; each re-ask sends the planned input again (`input_factor`) plus the rejected
     answer and the feedback (`reask_input_tokens`), and answers anew."""
     total = stats.total if stats else None
-    if total is None or stats is None or total.answers < least_answers(stats):
-        return step
+    if total is None or stats is None or max(total.answers, total.first_asks) < least_answers(stats):
+        return step  # (first asks: a step whose answers were all rejected learns what they cost)
     reasks = total.reasks_per_request(max_attempts)
     output = total.first_tokens_each + reasks * total.reask_tokens_each
     failing = total.reject_first * total.reject_again ** max(0, max_attempts - 1)  # rejected at every attempt
@@ -114,7 +114,7 @@ def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 
 def least_answers(stats: KeyStats) -> int:
     """Answers a learned mean needs: fewer when a pilot measured some (MIN_PILOT_ANSWERS)."""
     pilot = stats.by_kind.get("pilot")
-    return MIN_PILOT_ANSWERS if pilot is not None and pilot.answers else MIN_ANSWERS
+    return MIN_PILOT_ANSWERS if pilot is not None and (pilot.answers or pilot.first_asks) else MIN_ANSWERS
 
 
 def mean_ends(stats: OutputStats) -> tuple[float, float] | None:
@@ -139,7 +139,7 @@ def _source(stats: KeyStats | None) -> str:
     if stats is None:
         return "heuristic"
     parts = [f"{'history' if kind == 'apply' else kind}: {s.answers:,} answers"
-             for kind, s in sorted(stats.by_kind.items(), key=lambda item: item[0] != "pilot") if s.answers]
+             for kind, s in sorted(stats.by_kind.items(), key=lambda item: item[0] != "pilot") if s.first_asks]
     return ", ".join(parts) or "heuristic"
 
 
