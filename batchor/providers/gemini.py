@@ -24,7 +24,6 @@ from typing import Any
 
 from batchor.errors import (
     AuthenticationError,
-    ContentRefusedError,
     ContextLengthError,
     NoApiKeyError,
     ProviderError,
@@ -99,10 +98,11 @@ def _get(node: dict[str, Any], camel: str, snake: str) -> Any:
 
 def parse_result(data: dict[str, Any]) -> Completion:
     """A Completion from a generateContent JSON body; a blocked answer is a ContentRefusedError."""
+    usage = _get(data, "usageMetadata", "usage_metadata") or {}
     feedback = _get(data, "promptFeedback", "prompt_feedback") or {}
     blocked = _get(feedback, "blockReason", "block_reason")
-    if blocked:
-        raise ContentRefusedError(f"Gemini blocked the prompt (blockReason: {blocked})")
+    if blocked:  # a 200, not a failed 400/500 (those Google does not bill): its usage says what it cost
+        raise refused(f"Gemini blocked the prompt (blockReason: {blocked})", _completion(data, usage, "", blocked))
     candidates = data.get("candidates") or []
     if not candidates:
         raise TransientProviderError("answer has no candidates")
@@ -110,19 +110,22 @@ def parse_result(data: dict[str, Any]) -> Completion:
     finish = _get(candidate, "finishReason", "finish_reason")
     parts = (candidate.get("content") or {}).get("parts") or []
     text = "".join(p.get("text") or "" for p in parts if not p.get("thought"))
-    usage = _get(data, "usageMetadata", "usage_metadata") or {}
-    # Thinking tokens are billed as output.
-    output = int(_get(usage, "candidatesTokenCount", "candidates_token_count") or 0)
-    output += int(_get(usage, "thoughtsTokenCount", "thoughts_token_count") or 0)
-    completion = Completion(text=text, input_tokens=int(_get(usage, "promptTokenCount", "prompt_token_count") or 0),
-                            output_tokens=output,
-                            cached_input_tokens=int(_get(usage, "cachedContentTokenCount",
-                                                         "cached_content_token_count") or 0),
-                            finish_reason=finish, model=_get(data, "modelVersion", "model_version"), raw=data,
-                            usage_known=bool(usage))
+    completion = _completion(data, usage, text, finish)
     if finish in _REFUSALS:
         raise refused(f"Gemini withheld the answer (finishReason: {finish})", completion)
     return completion
+
+
+def _completion(data: dict[str, Any], usage: dict[str, Any], text: str, finish: str | None) -> Completion:
+    """The answer's text and usage (none reported: usage_known False, the cost estimated)."""
+    # Thinking tokens are billed as output.
+    output = int(_get(usage, "candidatesTokenCount", "candidates_token_count") or 0)
+    output += int(_get(usage, "thoughtsTokenCount", "thoughts_token_count") or 0)
+    cached = int(_get(usage, "cachedContentTokenCount", "cached_content_token_count") or 0)
+    return Completion(text=text, input_tokens=int(_get(usage, "promptTokenCount", "prompt_token_count") or 0),
+                      output_tokens=output, cached_input_tokens=cached,
+                      finish_reason=finish, model=_get(data, "modelVersion", "model_version"), raw=data,
+                      usage_known=bool(usage))
 
 
 def error_for(status: int | None, body: Any, message: str) -> ProviderError:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .core import Fake, Provider, Route, build_answer
+from .core import Fake, Provider, Route, blocked_answer, build_answer, refusal_body
 
 _ids = itertools.count(1)
 
@@ -157,7 +157,7 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
     action = action if action is not None else (fake.scripted_malformed(call) or fake._draw_fault())
     if action == "timeout":
         action = 500  # a batch row has no client to time out: the provider reports a server error
-    if action is not None and action != "malformed":
+    if action is not None and action not in ("malformed", "blocked"):
         status = int(action.removeprefix("error_")) if isinstance(action, str) else int(action)
         fake.stats.faults[str(action)] += 1
         # A rate-limited row says when to retry (Gemini: RetryInfo); a spent quota is the "quota" fault.
@@ -165,10 +165,14 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
                                            call, 1.0 if status == 429 else 0.0)
     answer = build_answer(call, malformed=action == "malformed", words=fake.config["text_words"],
                           config=fake.config)
+    if action == "blocked":
+        fake.stats.faults["blocked"] += 1
+        answer = blocked_answer(provider.name, answer)
     fake.count_answer(call)
     fake.stats.input_tokens += answer.input_tokens
     fake.stats.output_tokens += answer.output_tokens
-    return 200, route.render(call, answer, f"{next(fake.ids):012d}")
+    payload = route.render(call, answer, f"{next(fake.ids):012d}")
+    return 200, refusal_body(provider.name, payload) if action == "blocked" else payload
 
 
 def create_refusal(fake: Fake, provider: Provider) -> tuple[int, dict[str, Any]] | None:

@@ -61,7 +61,8 @@ DEFAULTS: dict[str, Any] = {
     "quota_exhausted": False,  # true; Anthropic also "credit_balance" or "spend_limit"
     # {substring of the last user message: status code | "timeout" | "malformed" | "quota" | "garbled"
     # (answered, billed, and a 200 whose JSON body is cut short) | "cut" (answered, billed, and the
-    # connection dropped halfway through the body)}
+    # connection dropped halfway through the body) | "blocked" (a billed refusal: OpenAI's `refusal`,
+    # Anthropic's stop_reason "refusal", Gemini's promptFeedback.blockReason with the prompt's usage only)}
     "fail_matching": {},
     # Error messages quote the caller's API key, as some providers do: "full" (the whole key) or
     # "part" (OpenAI's style, "Incorrect API key provided: sk-test-secr*******3456"); None: never
@@ -89,8 +90,8 @@ DEFAULTS: dict[str, Any] = {
     "scripted_answers": [],
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
-FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut")
-ANSWERED_ACTIONS = ("malformed", "garbled", "cut")  # forced actions that still answer (and bill) the call
+FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut", "blocked")
+ANSWERED_ACTIONS = ("malformed", "garbled", "cut", "blocked")  # forced actions that still answer (and bill) the call
 
 
 def merge_config(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -414,12 +415,17 @@ class Fake:
             answer = build_answer(call, words=self.config["text_words"], config=self.config, mistake=True)
         elif action in ("garbled", "cut"):
             self.stats.faults[str(action)] += 1
+        elif action == "blocked":
+            self.stats.faults["blocked"] += 1
+            answer = blocked_answer(provider.name, answer)
         elif action is not None:
             return await self._fault(provider, call, action, headers)
         self.count_answer(call)
         self.stats.input_tokens += answer.input_tokens
         self.stats.output_tokens += answer.output_tokens
         payload = route.render(call, answer, f"{next(self.ids):012d}")
+        if action == "blocked":
+            payload = refusal_body(provider.name, payload)
         return _spoiled(self._reply(provider, 200, payload, headers), action)
 
     def _rate_limit(
@@ -547,6 +553,26 @@ class Fake:
         headers = dict(headers or {})
         headers[provider.request_id_header] = f"req_fake{next(self.ids):012d}"
         return json_response(status, payload, headers)
+
+
+def blocked_answer(provider: str, answer: Answer) -> Answer:
+    """What a refused call bills: Gemini blocks the prompt before generating anything."""
+    if provider != "gemini":
+        return answer
+    return Answer(text="", value=None, input_tokens=answer.input_tokens, output_tokens=0)
+
+
+def refusal_body(provider: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """An answer rendered as the provider's refusal, its usage kept (Gemini: the prompt's only)."""
+    if provider == "gemini":
+        usage = payload["usageMetadata"]
+        return {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "modelVersion": payload["modelVersion"],
+                "usageMetadata": {"promptTokenCount": usage["promptTokenCount"],
+                                  "totalTokenCount": usage["promptTokenCount"]}}
+    if provider == "anthropic":
+        return {**payload, "content": [], "stop_reason": "refusal"}
+    message = {"role": "assistant", "content": None, "refusal": "I'm sorry, I can't help with that."}
+    return {**payload, "choices": [{**payload["choices"][0], "message": message}]}
 
 
 def _with_key(message: str, echo: str | None) -> str:
