@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from batchor.humanize import count, duration, elapsed, money
+from batchor.state.answer_stats import report_totals
 
 
 def headline(report: dict[str, Any]) -> str:
@@ -15,8 +16,19 @@ def headline(report: dict[str, Any]) -> str:
     budget = plan.get("budget_usd")
     took = elapsed(run.get("started_at"), run.get("finished_at"))
     return (f"{run.get('status')}: {_counts(run, plan)}; spend {money(spend)}"
-            + (f" of budget {money(budget)}" if budget is not None else "")
+            + (f" of budget {money(budget)}" if budget is not None else "") + _versus_plan(run)
             + (f"; took {duration(took)}" if took is not None else "; not finished"))
+
+
+def _versus_plan(run: dict[str, Any]) -> str:
+    """'; 0.48x the plan's expected $0.0046 for the 33 of 60 requests it settled': the spend against the
+    estimate of the part the run got through (state/answer_stats.run_step_report), as `status` says."""
+    totals = report_totals(run.get("steps") or [])
+    if totals["ratio"] is None:
+        return ""
+    settled, requests = totals["settled_requests"], totals["requests"]
+    part = f" for the {count(settled)} of {count(requests)} requests it settled" if settled < requests else ""
+    return f"; {totals['ratio']:.2f}x the plan's expected {money(totals['settled_expected_usd'])}{part}"
 
 
 def _counts(run: dict[str, Any], plan: dict[str, Any]) -> str:

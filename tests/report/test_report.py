@@ -88,6 +88,8 @@ def test_markdown_for_a_pull_request(reported):
     text = render_markdown(gather(None, None))
     assert f"`{status['run_id']}`" in text
     assert "partial: 11 of 12 rows succeeded, 1 failed" in text
+    ratio = status["spend"]["total_usd"] / sum(s["expected_usd"] for s in status["steps"])  # every row settled
+    assert f"; {ratio:.2f}x the plan's expected $" in text  # the estimate against the spend, as `status` says
     assert re.search(r"\| classify \| 12 \| 11 \| 1 \| 8\.3 % \|", text)
     assert "invalid_request: 1 row(s)" in text and "<script>" not in text.split("| step |")[0]
 
