@@ -205,4 +205,5 @@ def _stages(billed: list[PilotAttempt]) -> tuple[int, ...]:
     return (len(firsts), sum(a.outcome == "invalid_output" for a in firsts),
             sum(a.outcome not in ("ok", "invalid_output") for a in firsts), len(reasks),
             sum(a.outcome == "invalid_output" for _, a in reasks), sum(a.output_tokens for _, a in reasks),
-            sum(a.input_tokens - first.input_tokens for first, a in reasks))
+            sum(a.input_tokens - first.input_tokens for first, a in reasks),
+            sum(a.outcome == "truncated" for a in firsts), sum(a.outcome == "truncated" for _, a in reasks))

@@ -56,6 +56,7 @@ class StepInterval:
     half: float = 0.0  # half the interval's width before the skewness shift (1.645 standard deviations)
     shift: float = 0.0  # how far the answers' skewness moves the interval (up for right-skewed lengths)
     reasks: float = 0.0  # re-asks expected per request (OutputStats.reasks_per_request)
+    unseen: float = 0.0  # how far re-asks no first ask showed may raise the upper end (`unseen_reasks`)
 
     @property
     def reask_rate(self) -> float:
@@ -90,34 +91,37 @@ def calibrate(header: PlanHeader, stats: dict[str, KeyStats],
     `inputs`: per `provider:model`, the input calibration behind a `calibrated` input count."""
     inputs = inputs or {}
     attempts = int(header.limits.get("max_attempts") or 1)
-    steps = tuple(_interval(step, stats.get(step.length_key), inputs.get(f"{step.provider}:{step.model}"), attempts)
+    truncations = header.limits.get("on_truncation") == "reask"
+    steps = tuple(_interval(step, _measured(step, stats.get(step.length_key), truncations),
+                            inputs.get(f"{step.provider}:{step.model}"), attempts)
                   for step in header.steps if step.provider != "sql")
     expected = sum(s.expected for s in steps)
     squares = sum(s.half ** 2 for s in steps)
     half = math.sqrt(squares)
     shift = sum(s.shift * s.half ** 2 for s in steps) / squares if squares else 0.0
-    return Calibration(steps, expected, max(0.0, expected - half + shift), expected + half + shift,
+    above = math.sqrt(squares + sum(s.unseen ** 2 for s in steps))
+    return Calibration(steps, expected, max(0.0, expected - half + shift), expected + above + shift,
                        header.totals.cost_upper)
 
 
-def _measured(step: StepPlan, stats: KeyStats | None) -> OutputStats:
-    """The answers the step's estimate learned from (none while it is the heuristic's)."""
+def _measured(step: StepPlan, stats: KeyStats | None, reask_truncated: bool = False) -> OutputStats:
+    """The answers the step's estimate learned from (none while it is the heuristic's), truncated
+    ones counted as rejected where they are asked again (`limits.on_truncation: reask`)."""
     if stats is None or step.output_source == "heuristic":
         return OutputStats()
-    return stats.total
+    return stats.total.truncations_reasked() if reask_truncated else stats.total
 
 
-def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration | None = None,
+def _interval(step: StepPlan, measured: OutputStats, inputs: InputCalibration | None = None,
               max_attempts: int = 1) -> StepInterval:
     counts = step.counts
-    measured = _measured(step, stats)
     reasks = measured.reasks_per_request(max_attempts)
     tokens_each = output_per_request(step)
     requests = counts.output_tokens_expected / tokens_each if tokens_each else 0.0
     evaluated, ran = counts.when_evaluated, counts.when_ran  # the rows its share was measured on
     if counts.when_decided:  # a `when:` on the row alone was evaluated on every row
         evaluated, ran = counts.rows, max(0, counts.rows - counts.skipped)
-    half = shift = 0.0
+    half = shift = unseen = 0.0
     if step.price is not None and measured.answers >= 2 and requests > 0:
         price = ModelPrice.from_dict(step.price)
         rate_out = price.cost(0, 1_000_000, batch=step.mode == "batch") / 1e6
@@ -129,25 +133,44 @@ def _interval(step: StepPlan, stats: KeyStats | None, inputs: InputCalibration |
         run_var = _selectivity_variance(step, evaluated, requests) + _run_count_variance(step, requests)
         half = Z90 * math.sqrt(out_var + in_var + run_var * per_request ** 2
                                + _reask_variance(step, price, measured, requests, max_attempts))
+        unseen = unseen_reasks(step, measured, max_attempts) * requests * _reask_cost(step, price, measured,
+                                                                                      max_attempts)
     expected = counts.cost_expected
-    return StepInterval(step.name, requests, expected, max(0.0, expected - half + shift), expected + half + shift,
-                        measured, step.output_source, evaluated, ran, counts.when_source, half, shift, reasks)
+    high = expected + math.sqrt(half ** 2 + unseen ** 2) + shift
+    return StepInterval(step.name, requests, expected, max(0.0, expected - half + shift), high,
+                        measured, step.output_source, evaluated, ran, counts.when_source, half, shift, reasks,
+                        unseen)
+
+
+def unseen_reasks(step: StepPlan, measured: OutputStats, max_attempts: int) -> float:
+    """Re-asks per request the upper end allows for where no first ask of a structured step was
+    rejected: none seen in n first asks still leaves a share up to 3/n (the rule of three: the
+    one-sided 95 % bound of a share never seen, the interval's upper end), one re-ask each. The
+    expected cost keeps none; a step that cannot be asked again (max_attempts 1) adds nothing."""
+    if step.schema is None or max_attempts < 2 or not measured.first_asks or measured.first_rejected:
+        return 0.0
+    return min(1.0, 3 / measured.first_asks)
 
 
 def _reask_variance(step: StepPlan, price: ModelPrice, measured: OutputStats, requests: float,
                     max_attempts: int) -> float:
     """Variance of the rest's cost from how many re-asks it sends: the error of the rejection shares
-    measured (R^2 var(q) C^2) plus the requests' own spread (R var(K) C^2), C what one re-ask costs
-    (its request's input again, the rejected answer and the feedback, and a new answer)."""
+    measured (R^2 var(q) C^2) plus the requests' own spread (R var(K) C^2), C what one re-ask costs."""
     own, error = measured.reask_spread(max_attempts)
     if not (own or error) or not step.counts.to_run:
         return 0.0
-    batch = step.mode == "batch"
+    return (requests ** 2 * error + requests * own) * _reask_cost(step, price, measured, max_attempts) ** 2
+
+
+def _reask_cost(step: StepPlan, price: ModelPrice, measured: OutputStats, max_attempts: int) -> float:
+    """What one re-ask costs: its request's input again, the rejected answer and the feedback, and
+    a new answer (the first ask's where no re-ask was answered yet)."""
+    if not step.counts.to_run:
+        return 0.0
     planned = step.counts.input_tokens - step.counts.to_run * step.reask_input_tokens
     first_in = planned / step.counts.to_run / (1.0 + measured.reasks_per_request(max_attempts))
-    each = price.cost(round(1_000 * (first_in + measured.reask_input_each)),
-                      round(1_000 * measured.reask_tokens_each), batch=batch) / 1_000
-    return (requests ** 2 * error + requests * own) * each ** 2
+    return price.cost(round(1_000 * (first_in + measured.reask_input_each)),
+                      round(1_000 * measured.reask_tokens_each), batch=step.mode == "batch") / 1_000
 
 
 SKEW_LIMIT = 3.0
@@ -308,6 +331,9 @@ def _measured_text(s: StepInterval) -> str:
         parts = [f"{s.source}: too few answers to learn from, no interval"]
     else:
         parts = [f"{s.source}, ~{m.mean:,.0f} output tokens each (sd {m.stdev:,.0f})", f"re-asks {s.reask_rate:.0%}"]
+        if s.unseen:
+            parts[-1] += (f" (none in {m.first_asks:,} first asks; the upper end allows up to "
+                          f"{min(1.0, 3 / m.first_asks):.0%})")
     if s.selectivity is not None:
         parts.append(f"when: runs on {s.ran:,} of {s.evaluated:,} rows evaluated ({s.selectivity:.0%}; "
                      f"{s.when_source})")

@@ -72,7 +72,7 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     with _state_held_if_small(state, reader):
         try:
             steps = with_estimates(typed_steps(loaded, steps, templates, reader.columns), state,
-                                   spec.limits.max_attempts)
+                                   spec.limits.max_attempts, spec.limits.on_truncation == "reask")
             roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
             fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
             os.close(fd)

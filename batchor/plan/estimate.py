@@ -52,9 +52,11 @@ def model_id(step: StepPlan) -> str:
     return f"{step.provider}:{step.model}"
 
 
-def with_estimates(steps: list[StepPlan], state: Any, max_attempts: int = 4) -> list[StepPlan]:
+def with_estimates(steps: list[StepPlan], state: Any, max_attempts: int = 4,
+                   reask_truncated: bool = False) -> list[StepPlan]:
     """Each LLM step with its length key, its expected output and input per request, and their
-    sources; re-asks up to `max_attempts` (the spec's limits) at the rejection shares measured."""
+    sources; re-asks up to `max_attempts` (the spec's limits) at the rejection shares measured,
+    truncated answers among them where they are asked again (`reask_truncated`)."""
     llm = [s for s in steps if s.provider != "sql"]
     keys = {s.name: length_key(s) for s in llm}
     history: dict[str, KeyStats] = {}
@@ -66,7 +68,8 @@ def with_estimates(steps: list[StepPlan], state: Any, max_attempts: int = 4) -> 
     for step in steps:
         if step.provider != "sql":
             key = keys[step.name]
-            step = _learned_output(step.model_copy(update={"length_key": key}), history.get(key), max_attempts)
+            step = _learned_output(step.model_copy(update={"length_key": key}), history.get(key), max_attempts,
+                                   reask_truncated)
             step = _calibrated_input(step, calibration.get(model_id(step)))
             step = _learned_when(step, keys, state)
         out.append(step)
@@ -90,7 +93,8 @@ def _learned_when(step: StepPlan, length_keys: dict[str, str], state: Any) -> St
     return step.model_copy(update={"when_key": key, "when_history": history})
 
 
-def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 4) -> StepPlan:
+def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 4,
+                    reask_truncated: bool = False) -> StepPlan:
     """The measured answers' output per request and what their re-asks add. Re-asks are billed
     too: a share p1 of first asks is rejected and asked again, a share p2 of those again, up to
     `max_attempts`; each re-ask sends the planned input again (`input_factor`) plus the rejected
@@ -98,6 +102,8 @@ def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 
     total = stats.total if stats else None
     if total is None or stats is None or max(total.answers, total.first_asks) < least_answers(stats):
         return step  # (first asks: a step whose answers were all rejected learns what they cost)
+    if reask_truncated:
+        total = total.truncations_reasked()
     reasks = total.reasks_per_request(max_attempts)
     output = total.first_tokens_each + reasks * total.reask_tokens_each
     failing = total.reject_first * total.reject_again ** max(0, max_attempts - 1)  # rejected at every attempt

@@ -24,8 +24,9 @@ from typing import Iterator
 
 from batchor.state.answer_stats import KeyStats, OutputStats
 
+# re-asks in stages (state/answer_stats.py): weighted like the answers
 _STAGES = ("first_asks", "first_rejected", "first_failed", "reasks", "reasks_rejected", "reask_tokens",
-           "reask_added_input")  # re-asks in stages (state/answer_stats.py): weighted like the answers
+           "reask_added_input", "first_truncated", "reasks_truncated")
 _FIT = ("fit_answers", "fit_input", "fit_input_sq", "fit_output", "fit_output_sq", "fit_cross")  # plan/length_fit.py
 _ADDITIVE = ("answers", "attempts", "answer_tokens", "answer_tokens_sq", "attempt_tokens", "requests",
              "answer_tokens_cu", "answer_logs", "answer_logs_sq", "answer_logs_cu", *_STAGES, *_FIT)

@@ -79,6 +79,8 @@ class OutputStats:
     reasks_rejected: int = 0
     reask_tokens: int = 0  # output tokens of the re-asks
     reask_added_input: int = 0  # input tokens a re-ask read beyond its request's first attempt (reported)
+    first_truncated: int = 0  # first attempts cut by the token limit (in first_failed; see truncations_reasked)
+    reasks_truncated: int = 0  # re-asks cut by it again
     # sums of the accepted answers' log output tokens, squared and cubed: the logs' spread and skewness
     # (plan/calibrate.py: a sample that missed the long answers shows a low skewness, its logs do not)
     answer_logs: float = 0.0
@@ -183,6 +185,15 @@ class OutputStats:
         and the feedback turn (the rejected answer's length until a re-ask was answered)."""
         return self.reask_added_input / self.reasks if self.reasks else self.first_tokens_each
 
+    def truncations_reasked(self) -> OutputStats:
+        """These statistics where a truncated answer is asked again (`limits.on_truncation: reask`):
+        a truncated first ask is rejected, not failed for good, and a re-ask truncated again is too,
+        so the re-ask share and its cost count them (a truncation re-ask bills like a re-ask)."""
+        return dataclasses.replace(self, first_rejected=self.first_rejected + self.first_truncated,
+                                   first_failed=max(0, self.first_failed - self.first_truncated),
+                                   reasks_rejected=self.reasks_rejected + self.reasks_truncated,
+                                   first_truncated=0, reasks_truncated=0)
+
     def __add__(self, other: OutputStats) -> OutputStats:
         sums = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)}
         sums["max_tokens"] = max(self.max_tokens, other.max_tokens)
@@ -285,7 +296,7 @@ def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
     for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes, *sums in rows:
         stats = OutputStats(int(answers), int(attempts), int(tokens), float(squares), int(attempt_tokens), int(most),
                             int(requests), float(cubes), int(requests),  # each request: one first ask
-                            *stages.get((key, kind), (0,) * 6), *(float(v) for v in sums[:3]))
+                            *stages.get((key, kind), (0,) * 8), *(float(v) for v in sums[:3]))
         fit: dict[str, Any] = {f: float(v) for f, v in zip(_FIT_FIELDS, sums[3:])}
         found[key][kind] = dataclasses.replace(stats, **(fit | {"fit_answers": int(sums[3])}))
     return {key: KeyStats(kinds) for key, kinds in found.items()}
@@ -293,12 +304,15 @@ def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
 
 REJECTED = "a.outcome = 'invalid_output'"
 """A billed answer the validator rejected: asked again with feedback (schema/feedback.py)."""
+TRUNCATED = "outcome = 'truncated'"
+"""A billed answer cut by the token limit: asked again only with `limits.on_truncation: reask`."""
 
 
 def reask_stats(store: Any, length_keys: list[str]) -> dict[tuple[str, str], tuple[int, ...]]:
     """Per (length key, run kind): first attempts rejected and failed for good, re-asks (rejected
     again), the re-asks' output tokens and the input they added beyond their request's first
-    attempt. A request's billed attempts in order: the first is its first ask, the rest re-asks.
+    attempt, first attempts and re-asks truncated. A request's billed attempts in order: the first
+    is its first ask, the rest re-asks.
     Only requests with a billed attempt not accepted can have any of these: the others (nearly all)
     are left out before the window (a 2M-attempt ledger, 2 % rejected: 0.9 s instead of 5.3 s)."""
     if not length_keys:
@@ -310,7 +324,8 @@ def reask_stats(store: Any, length_keys: list[str]) -> dict[tuple[str, str], tup
         "SELECT k, kind, count(*) FILTER (WHERE n = 1 AND rejected), "
         "count(*) FILTER (WHERE n = 1 AND NOT rejected AND outcome <> 'ok'), count(*) FILTER (WHERE n > 1), "
         "count(*) FILTER (WHERE n > 1 AND rejected), coalesce(sum(tokens_out) FILTER (WHERE n > 1), 0), "
-        "coalesce(sum(tokens_in - first_in) FILTER (WHERE n > 1), 0) FROM (SELECT s.length_key AS k, "
+        "coalesce(sum(tokens_in - first_in) FILTER (WHERE n > 1), 0), count(*) FILTER (WHERE n = 1 AND "
+        f"{TRUNCATED}), count(*) FILTER (WHERE n > 1 AND {TRUNCATED}) FROM (SELECT s.length_key AS k, "
         f"coalesce(s.kind, 'apply') AS kind, a.outcome, {REJECTED} AS rejected, a.output_tokens AS tokens_out, "
         "coalesce(a.input_tokens, 0) AS tokens_in, row_number() OVER w AS n, "
         "first_value(coalesce(a.input_tokens, 0)) OVER w AS first_in FROM run_steps s JOIN attempts a "

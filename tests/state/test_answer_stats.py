@@ -165,3 +165,23 @@ def test_re_asks_are_counted_in_stages_whatever_the_attempt_numbers(store):
     assert stats.first_tokens_each == pytest.approx((40 + 20 + 30 + 20 + 5) / 5)
     assert stats.reask_input_each == pytest.approx(120 / 3) and stats.reask_tokens_each == pytest.approx(50 / 3)
     assert (stats + stats).reasks_per_request(4) == pytest.approx(stats.reasks_per_request(4))
+
+
+def test_truncated_answers_are_counted_apart_and_count_as_re_asked_where_the_spec_says_so(store):
+    """A truncated first ask fails for good by default; with `limits.on_truncation: reask` it was
+    asked again with a larger limit (`truncations_reasked`: rejected, not failed), and a re-ask
+    truncated again is rejected again."""
+    record_run_steps(store, "r1", [estimate("a", "k1")])
+    store.record_results(no_results(), attempts("r1", "a", [
+        ("t", 1, "truncated", 100, 50, 90, 0.1), ("t", 2, "truncated", 100, 100, None, 0.1),
+        ("t", 3, "ok", 100, 130, None, 0.1),
+        ("u", 1, "truncated", 80, 50, 70, 0.1),  # cut (or on_truncation: fail): no second attempt
+        ("y", 1, "ok", 120, 20, 100, 0.1),
+        ("x", 1, "invalid_output", 60, 20, 50, 0.1), ("x", 2, "ok", 90, 25, None, 0.1)]))
+    stats = output_stats(store, ["k1"])["k1"].total
+    assert (stats.first_asks, stats.first_rejected, stats.first_failed, stats.first_truncated) == (4, 1, 2, 2)
+    assert (stats.reasks, stats.reasks_rejected, stats.reasks_truncated) == (3, 0, 1)
+    asked = stats.truncations_reasked()
+    assert (asked.first_rejected, asked.first_failed, asked.reasks_rejected) == (3, 0, 1)
+    assert asked.reject_first == pytest.approx(3 / 4) and asked.reject_again == pytest.approx(1 / 3)
+    assert stats.reasks_per_request(3) == pytest.approx(1 / 4)  # only the rejection asked again
