@@ -144,6 +144,20 @@ async def _job_tagged(jobs: AsyncIterator[Any], tag: BatchTag) -> RemoteBatch | 
     return None
 
 
+# google.rpc.Code -> the HTTP status the API answers it with (unlisted codes: 500)
+_HTTP_OF_RPC = {3: 400, 4: 504, 5: 404, 7: 403, 8: 429, 9: 400, 11: 400, 12: 501, 14: 503, 16: 401}
+
+
+def job_error(name: str, status: dict[str, Any] | None) -> ProviderError:
+    """A failed job's error, classified like a call's: a request the API refused (INVALID_ARGUMENT,
+    ...) fails its rows at once, as OpenAI's failed validation does (nothing ran, nothing billed);
+    an internal error, or none given, is sent again (up to `max_attempts`)."""
+    if not status:
+        return TransientProviderError(f"Gemini batch job {name} failed (no reason given)")
+    message = f"Gemini batch job {name} failed: {status.get('message') or status.get('code')}"
+    return error_for(_HTTP_OF_RPC.get(int(status.get("code") or 13), 500), {"error": status}, message)
+
+
 def remote_from(job: Any) -> RemoteBatch:
     state_name = str(getattr(job.state, "value", job.state) or "")
     suffix = state_name.rsplit("_", 1)[-1]
@@ -262,7 +276,22 @@ class GeminiBatchProvider:
                 return
 
     async def poll(self, remote_id: str) -> RemoteBatch:
-        return remote_from(await self._call("gemini.batches.get", lambda: self._get_job(remote_id)))
+        job = await self._call("gemini.batches.get", lambda: self._get_job(remote_id))
+        remote = remote_from(job)
+        if remote.state == FAILED:
+            status = job.error.model_dump(exclude_none=True) if getattr(job, "error", None) else None
+            if status is None and not self.client.vertexai:
+                status = await self._call("gemini.batches.get", lambda: self._operation_error(remote.remote_id))
+            remote.error = job_error(remote.remote_id, status)
+        return remote
+
+    async def _operation_error(self, name: str) -> dict[str, Any] | None:
+        """A failed job's google.rpc.Status, read from its operation (the SDK's BatchJob keeps it on
+        Vertex AI only): tells a request the API refused from an internal failure."""
+        path = name if name.startswith("batches/") else f"batches/{name}"
+        response = await self.client.aio._api_client.async_request("get", path, {}, None)
+        status = (json.loads(response.body or "{}") or {}).get("error")
+        return status if isinstance(status, dict) else None
 
     async def _get_job(self, name: str) -> Any:
         try:

@@ -93,9 +93,10 @@ def _rows(requests: Any) -> tuple[list[Row], str | None]:
 
 
 def _result(job: Job, row: Row) -> dict[str, Any]:
-    if job.state == "failed":
-        return {"type": "errored", "error": {"type": "error", "error": {"type": "api_error",
-                                                                        "message": "batch failed"}}}
+    if job.state == "failed":  # Anthropic has no failed batch: every request errored alike
+        kind = "invalid_request_error" if job.error_code == "invalid_request" else "api_error"
+        return {"type": "errored", "error": {"type": "error", "error": {"type": kind,
+                                                                        "message": f"batch failed: {job.error_code}"}}}
     if row.status is None:
         return {"type": "canceled" if job.state == "cancelled" else "expired"}
     if row.status == 200:

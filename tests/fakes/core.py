@@ -74,7 +74,10 @@ DEFAULTS: dict[str, Any] = {
     "batch_done_fraction": 1.0,  # share of rows answered before an expiry or a cancel
     "batch_answers_ahead": False,  # true: rows are answered while the job runs, not all at its end
     "batch_progress": False,  # true: each status read before the end answers 1/batch_polls of the rows
-    "batch_fail_code": "invalid_request",  # the error code of a failed batch
+    # the error code of a failed batch: "invalid_request" (validation: OpenAI's errors, Gemini's
+    # INVALID_ARGUMENT, Anthropic's rows invalid_request_error) or e.g. "server_error" (Gemini INTERNAL,
+    # Anthropic's rows api_error; OpenAI's `failed` is validation only, whatever the code)
+    "batch_fail_code": "invalid_request",
     "batch_create_delay_s": 0.0,  # answer a create this late (it is created at once)
     "batch_create_status": None,  # refuse creates with this status, without creating
     "batch_broken_lines": 0,  # the first N lines of each results file are cut short (not JSON) ...

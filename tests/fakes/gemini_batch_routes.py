@@ -133,6 +133,11 @@ def operation(fake: Any, job: Job) -> dict[str, Any]:
     }
     if "input_file" in job.extra:
         metadata["inputConfig"] = {"fileName": job.extra["input_file"]}
+    if job.state == "failed":  # a failed operation carries a google.rpc.Status, and no output
+        metadata["endTime"] = _iso(time.time())
+        code = 3 if job.error_code == "invalid_request" else 13  # INVALID_ARGUMENT, else INTERNAL
+        return {"name": job.id, "metadata": metadata, "done": True,
+                "error": {"code": code, "message": f"batch failed: {job.error_code}"}}
     if job.ended:
         metadata["endTime"] = _iso(time.time())
         metadata["output"] = _output(fake, job)
