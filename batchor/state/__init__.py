@@ -38,14 +38,15 @@ def open_existing_state(explicit: str | None = None, spec_state: str | None = No
     if not state_exists(choice.location):
         raise NoStateError(
             f"no batchor state yet: {choice.location} does not exist (its location comes from {choice.source})",
-            hint=missing_state_hint(choice))
+            hint=missing_state_hint(choice, searched=spec_dir is None and not spec_state))
     return open_state(choice.location)
 
 
-def missing_state_hint(choice: StateChoice) -> str:
+def missing_state_hint(choice: StateChoice, searched: bool = True) -> str:
     """How to reach the state a command did not find: the states below the working folder when
-    it searched from there (outside a git repository a spec's state sits in the spec's folder)."""
-    searched = choice.source not in ("--state", "BATCHOR_STATE", "the spec's `state:`")
+    it searched from there (`searched`: no spec; outside a git repository a spec's state sits in
+    the spec's folder). A state named by --state or BATCHOR_STATE was not searched for."""
+    searched = searched and choice.source not in ("--state", "BATCHOR_STATE")
     found = states_below(Path.cwd()) if searched else []
     if found:
         named = ", ".join(_relative(p) for p in found)

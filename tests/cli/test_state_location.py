@@ -152,4 +152,7 @@ def test_runs_from_above_a_spec_outside_git_says_where_it_looked_and_names_the_s
     assert code == 0 and "small" in out and "succeeded" in out, out
     code, _, err = cli(workdir, "status")  # the readers' no_state error names it too
     assert code == 1 and "--state specs/.batchor/state.duckdb" in err, err
+    make_spec(workdir / "other", rows=3)  # a spec never applied: its own state is missing, no other is offered
+    code, _, err = cli(workdir, "check", "other/spec.yaml")
+    assert code == 1 and "no_state" in err and "specs/.batchor" not in err and "batchor apply SPEC" in err, err
     assert not (workdir / ".batchor").exists()
