@@ -129,6 +129,20 @@ def test_reasks_stay_bounded_by_max_attempts_and_are_all_paid(fake, workdir, mod
     assert result.wasted_usd == pytest.approx(result.cost_usd, rel=1e-9) and result.cost_usd > 0
 
 
+@pytest.mark.parametrize("mode", ["realtime", "batch"])
+def test_a_plausible_mistake_is_re_asked_with_the_validators_message(fake, workdir, mode):
+    """The fake's realistic rejections (`reject_share`: a field left out, a value off its enum or
+    bound) in both modes: the re-ask names the mistake and the next answer is accepted (the batch
+    fake raised on them: a batch re-ask walk could not run)."""
+    fake.configure(reject_share=[1.0, 0.0])
+    result = api.apply(reask_spec(workdir, "openai", "gpt-4.1-mini", None, mode), handle_signals=False)
+    assert (result.status, result.succeeded) == ("succeeded", 4)
+    assert set(query("SELECT attempts FROM results")) == {(2,)}
+    reasks = fake.stats()["reasks"]
+    assert len(reasks) == 4 and fake.stats()["faults"]["mistake"] == 4
+    assert all("rejected" in r["feedback"] and r["rejected"] for r in reasks)
+
+
 def test_a_reasked_answer_is_cached_under_the_rows_request_key(fake, workdir):
     fake.configure(malformed_until_feedback=True)
     spec = reask_spec(workdir, "anthropic", "claude-haiku-4-5", None, "realtime")

@@ -157,14 +157,16 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
     action = action if action is not None else (fake.scripted_malformed(call) or fake._draw_fault())
     if action == "timeout":
         action = 500  # a batch row has no client to time out: the provider reports a server error
-    if action is not None and action not in ("malformed", "blocked"):
+    if action is not None and action not in ("malformed", "blocked", "mistake"):
         status = int(action.removeprefix("error_")) if isinstance(action, str) else int(action)
         fake.stats.faults[str(action)] += 1
         # A rate-limited row says when to retry (Gemini: RetryInfo); a spent quota is the "quota" fault.
         return status, provider.error_body(status, f"Request failed with status {status} (injected fault).",
                                            call, 1.0 if status == 429 else 0.0)
     answer = build_answer(call, malformed=action == "malformed", words=fake.config["text_words"],
-                          config=fake.config)
+                          config=fake.config, mistake=action == "mistake")  # reject_share: as realtime
+    if action == "mistake":
+        fake.stats.faults["mistake"] += 1
     if action == "blocked":
         fake.stats.faults["blocked"] += 1
         answer = blocked_answer(provider.name, answer)
