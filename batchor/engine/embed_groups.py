@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
+from batchor.engine.retry import maybe_billed
 from batchor.engine.types import StepRuntime, WorkItem
 from batchor.errors import (
     ContextLengthError,
@@ -231,9 +232,14 @@ class GroupSender:
         return provider
 
     def _call_failed(self, items: list[WorkItem], attempt: int, exc: ProviderError, started: float) -> None:
+        """Each text's attempt. An answer cut off or unreadable was billed (each text at an estimate),
+        and a call lost after sending may have been: the reservation is spent at the call's worst
+        case, as realtime.py does (a refusal or a 429 billed nothing: it stays for the next try)."""
         ms = int((time.monotonic() - started) * 1000)
-        for item in items:  # nothing billed: the reservation stays for the next try
-            self.ex.recorder.call_failed(item, self.runtime, attempt, exc, duration_ms=ms)
+        costs = [self.ex.recorder.call_failed(item, self.runtime, attempt, exc, duration_ms=ms) for item in items]
+        billed = sum(c for c in costs if c is not None)
+        if any(c is not None for c in costs) or maybe_billed(exc):
+            self.hold.settle(max(billed, self.hold.amount if self.hold.active else 0.0))
 
     def _record(self, items: list[WorkItem], attempt: int, answer: Embeddings, ms: int) -> list[WorkItem]:
         """Every text's share of the billed call; the texts without a good vector are returned."""

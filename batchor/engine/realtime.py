@@ -25,7 +25,7 @@ from batchor.engine.reachability import STOP_REASON as UNREACHABLE
 from batchor.engine.reachability import Reachability
 from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.resume import interrupted_reasks, rejection, resumed_request
-from batchor.engine.retry import backoff_delay
+from batchor.engine.retry import backoff_delay, maybe_billed
 from batchor.engine.seats import Seat, Seats
 from batchor.engine.sink import ResultSink
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
@@ -226,7 +226,7 @@ class RealtimeExecutor:
         cost = self.recorder.call_failed(item, step, attempt, exc, duration_ms=_ms(started))
         if cost is not None and exc.completion.usage_known:  # billed (a refusal): the reservation is used up
             hold.settle(cost)
-        elif cost is not None or _maybe_billed(exc):  # sent, answer lost or unreadable (its cost unknown, at
+        elif cost is not None or maybe_billed(exc):  # sent, answer lost or unreadable (its cost unknown, at
             # most its worst case): the budget counts the worst case, the ledger an estimate (or nothing)
             hold.settle(max(cost or 0.0, hold.amount if hold.active else 0.0))
 
@@ -253,10 +253,3 @@ class RealtimeExecutor:
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
-
-
-def _maybe_billed(exc: ProviderError) -> bool:
-    """A call that was sent and got no answer (a timeout, a connection dropped after sending): the
-    provider may have run and billed it. An HTTP error, a 429 or a connection never made was not."""
-    return (isinstance(exc, TransientProviderError) and exc.status is None
-            and not isinstance(exc, (RateLimitedError, ProviderUnreachableError)))

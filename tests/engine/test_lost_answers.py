@@ -88,3 +88,19 @@ def test_a_batch_results_download_cut_in_transit_is_read_again_and_bills_nothing
     assert (outcome.status, outcome.succeeded) == ("succeeded", 3)
     assert fake.stats()["faults"][f"{DOWNLOADS[provider]}:cut"] == 1
     assert query(workdir, "SELECT count(*), bool_or(estimated) FROM attempts") == [(3, False)]
+
+
+def test_embedding_answers_cut_in_transit_count_at_their_worst_case_against_the_budget(fake, workdir):
+    """An embedding call's texts go in one call: a cut answer bills them all (each recorded at an
+    estimate); the reservation was kept for the next try, so every try was sent on one reservation."""
+    from tests.providers.test_embeddings_http import embed_job, texts
+
+    spec = embed_job(workdir, texts(10))
+    per_call = api.plan(spec, save=False).header.totals.cost_upper  # the ten texts go in one call
+    budget = per_call * 1.5
+    fake.configure(fault_plan={"openai.embeddings": ["cut"] * 3})
+    outcome = api.apply(spec, max_cost=budget, handle_signals=False)
+    calls = fake.stats()["endpoint_calls"]["openai.embeddings"]
+    assert calls * per_call <= budget * (1 + 1e-9), f"{calls} calls may have cost {calls * per_call} > {budget}"
+    assert outcome.status == "budget" and outcome.cost_usd > 0
+    assert query(workdir, "SELECT count(*), bool_and(estimated) FROM attempts") == [(10 * calls, True)]
