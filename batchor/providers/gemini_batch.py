@@ -289,7 +289,10 @@ class GeminiBatchProvider:
         """A failed job's google.rpc.Status, read from its operation (the SDK's BatchJob keeps it on
         Vertex AI only): tells a request the API refused from an internal failure."""
         path = name if name.startswith("batches/") else f"batches/{name}"
-        response = await self.client.aio._api_client.async_request("get", path, {}, None)
+        request = getattr(getattr(self.client.aio, "_api_client", None), "async_request", None)
+        if request is None:  # an SDK without this private client: no reason, as before (sent again)
+            return None
+        response = await request("get", path, {}, None)
         status = (json.loads(response.body or "{}") or {}).get("error")
         return status if isinstance(status, dict) else None
 
