@@ -256,6 +256,14 @@ def test_plan_pilot_prints_the_cost_before_and_the_calibrated_plan_after(fake, w
     assert "pilot calls: 10 of 10 allowed" in out and "whole job" in out  # the pilot's spend + the rest's
 
 
+def test_a_pilot_larger_than_the_input_says_it_is_the_whole_input(fake, workdir):
+    spec = make_spec(workdir, rows=3)
+    result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "10", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "Pilot: 3 rows (the whole input: it has fewer than 10) (seed 0)" in result.output  # it said 10 rows
+    assert fake.stats()["answered"] == 3
+
+
 def test_plan_pilot_announces_the_top_up_bound_and_prints_its_rounds(fake, workdir):
     chain = chain_spec(workdir, when="first.tone == 'angry'")  # reads an answer: the plain top-up
     result = CliRunner().invoke(app, ["plan", chain, "--pilot", "10", "--yes"])

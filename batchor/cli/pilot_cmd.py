@@ -63,7 +63,10 @@ def auto_text(auto: AutoBound, target: float) -> str:
 def announce_text(sampled: CompiledPlan, bound: TopUpBound | None = None) -> str:
     """What the pilot will do and cost at most, printed before anything is sent."""
     p, money = pilots.pilot_dict(sampled, bound), render.money
-    lines = [f"Pilot: {p['rows']:,} rows (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
+    drawn = sampled.header.input.rows  # fewer than asked for when the input is smaller
+    rows = f"{drawn:,} rows (the whole input: it has fewer than {p['rows']:,})" if drawn < p["rows"] else \
+        f"{p['rows']:,} rows"
+    lines = [f"Pilot: {rows} (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
              f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests ({p['rows']:,} x {len(p['steps'])}, "
              f"re-asks included), {money(p['cost_upper_usd'])} at most (one attempt each; "
              f"{money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
