@@ -147,8 +147,13 @@ def _grow(spec: api.SpecLike, last: PilotResult, wanted: int, options: dict[str,
 
 
 def _last_words(last: PilotResult, bound: AutoBound, target: float) -> str:
+    """Why the pilot stopped after its last growth round: within, or why not, or still wider."""
     wanted, why = _next_size(last, bound, target)
-    return why if wanted is None else f"{ROUNDS} growth rounds done: {why.split(':')[0]}"
+    if wanted is None:
+        return why
+    needed = last.size.rows if last.size is not None else wanted
+    return (f"{ROUNDS} growth rounds done: {_ends(last)} after {last.rows:,} rows is still wider than "
+            f"+-{target:.0%} (a pilot of ~{needed:,} rows should reach it)")
 
 
 def _ends(result: PilotResult) -> str:
