@@ -107,6 +107,9 @@ def test_pilot_takes_a_number_or_auto(fake, workdir, batchor_cli):
     result = batchor_cli(workdir, "plan", str(make_spec(workdir)), "--pilot", "lots", "--yes")
     assert result.returncode == 64 and "--pilot 'lots': give a number of rows (1 or more) or `auto`" in result.stderr
     assert fake.stats()["requests"] == 0
+    result = batchor_cli(workdir, "apply", str(make_spec(workdir)), "--pilot-target", "5", "--yes")
+    assert result.returncode == 64 and "--pilot-target needs a pilot" in result.stderr
+    assert fake.stats()["requests"] == 0
 
 
 @pytest.mark.slow  # an auto pilot and the full run through the CLI

@@ -105,6 +105,7 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
          pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt,
          yes: bool = typer.Option(False, "--yes", "-y", help="Approve a pilot's spend without asking")) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
+    pilot_cmd.check_target(pilot, pilot_target)
     if pilot is not None:  # spends: approved like apply, then the calibrated plan is printed
         pilot_cmd.pilot(spec, pilot, pilot_seed, state=state, model=model, mock=mock, mode=choice_value(mode),
                         max_cost=max_cost, as_json=as_json, approve=lambda: _approve(yes, max_cost),
@@ -141,6 +142,7 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
           pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
     api.ensure_unlocked(state, target)
+    pilot_cmd.check_target(pilot, pilot_target)
     from_file = api.is_plan_file(target)
     forced = set(refresh) | ({"*"} if no_cache else set())  # "*": every step, as in plan --no-cache
     if pilot is not None:  # the pilot first; then the full plan it calibrated, approved again

@@ -51,6 +51,12 @@ def pilot_rows(value: str) -> tuple[int, bool]:
                      hint="e.g. --pilot 50, or --pilot auto (50 rows, grown until the whole job is within +-10%)")
 
 
+def check_target(pilot: str | None, target: float | None) -> None:
+    """`--pilot-target` sets what a pilot aims at: without `--pilot` it would be silently ignored."""
+    if target is not None and pilot is None:
+        raise UsageError("--pilot-target needs a pilot", hint="add --pilot N or --pilot auto")
+
+
 def auto_text(auto: AutoBound, target: float) -> str:
     """What an auto pilot may add to its first round, at most (announced before anything is sent)."""
     bound, money = auto.to_dict(), render.money
