@@ -67,7 +67,9 @@ def main() -> None:
     print(f"{applies} small applies: {cpu / applies:.3f} CPU-s per apply, {wall / applies:.3f} s wall, "
           f"{INSTANCES['n'] / applies:.1f} DuckDB instances per apply")
     if profiler:
-        pstats.Stats(profiler).sort_stats(sys.argv[-1] if sys.argv[-1] in ("tottime", "cumulative") else "cumulative").print_stats(int(next((a[6:] for a in sys.argv if a.startswith("--top=")), "45")))
+        order = sys.argv[-1] if sys.argv[-1] in ("tottime", "cumulative") else "cumulative"
+        top = int(next((a[6:] for a in sys.argv if a.startswith("--top=")), "45"))
+        pstats.Stats(profiler).sort_stats(order).print_stats(top)
 
 
 if __name__ == "__main__":
