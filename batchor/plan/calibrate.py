@@ -19,7 +19,7 @@ sigma 0.6, 22 answers: 10.4 % above, 2.2 % below). The shift is the Edgeworth co
 studentized mean (Hall 1992: both ends up by G (2z^2 + 1) / 6n of the mean's R s) plus the
 Cornish-Fisher one of the rest's own sum (G s (z^2 - 1) / 6), and the mean's part is widened by
 the second-order term (mean_quantile), G the answers' skewness, at least a log-normal's where they
-look log-normal (capped_skewness): 5-6 % above and 3-6 % below for log-normal sigma 0.35-0.8 and
+look log-normal (capped_skewness): 5-6 % above and 2-6 % below for log-normal sigma 0.35-0.8 and
 15-50 answers (benchmarks/interval_coverage.py); little change for symmetric lengths. Steps' shifts
 combine weighted by their variances (third cumulants add, so a sum of independent steps is less
 skewed than each).
