@@ -23,7 +23,7 @@ from batchor.engine.events import Event
 from batchor.errors import CostLimitError
 from batchor.pilot import PilotResult, finished, pilot_plan, run_pilot, top_up_bound
 from batchor.pilot_size import TARGET
-from batchor.pilot_topup import TopUpBound, call_allowance
+from batchor.pilot_topup import TopUpBound, llm_steps
 from batchor.plan.budget import effective_max_cost
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.summary import reask_upper
@@ -74,8 +74,8 @@ def auto_bound(spec: api.SpecLike, start: int, options: dict[str, Any]) -> AutoB
     """The largest auto pilot (GROWTH x `start` rows, at most the input's) and its upper bound."""
     largest = pilot_plan(spec, GROWTH * start, **options)
     bound, _ = top_up_bound(spec, largest, options)
-    rows = largest.header.totals.rows
-    return AutoBound(rows, call_allowance(largest), bound.plan if bound is not None else largest)
+    rows = largest.header.totals.rows  # the input's, where it has fewer
+    return AutoBound(rows, rows * len(llm_steps(largest)), bound.plan if bound is not None else largest)
 
 
 def run_auto(spec: api.SpecLike, *, start: int = START, target: float = TARGET, seed: int | None = None,

@@ -59,6 +59,8 @@ def test_a_pilot_already_within_10_percent_does_not_grow(fake, workdir):
     data = json.loads(result.stdout.splitlines()[-1])
     assert data["auto"]["rounds"] == [50] and data["auto"]["stop"].startswith("within +-10% after 50 rows")
     assert fake.stats()["requests"] == 50 == data["pilot"]["calls"] and data["pilot"]["size"]["within"]
+    bound = data["auto"]["bound"]  # the largest auto pilot: 8 x 50 rows, but the input has 300
+    assert (bound["rows_most"], bound["most_calls"]) == (300, 300) and bound["cost_upper_usd"] > 0
 
 
 def test_an_auto_pilot_stops_at_its_largest_size(fake, workdir):
