@@ -470,6 +470,14 @@ class RunFailedError(BatchorError):
     exit_code = EXIT_ROWS_FAILED
 
 
+class PilotUnansweredError(BatchorError):
+    """`apply --pilot`: a step's pilot answers were all rejected, re-asks included, so the rest
+    would most likely pay for the same rejections on every row: it is not started."""
+
+    code = "pilot_unanswered"
+    exit_code = EXIT_ROWS_FAILED
+
+
 class InterruptedRunError(BatchorError):
     """Ctrl+C or SIGTERM stopped the run; what finished is kept."""
 

@@ -619,3 +619,27 @@ def test_a_pilot_cut_by_its_allowance_leaves_a_random_part_of_its_sample_unasked
         answers = store.execute("SELECT count(*), count(DISTINCT request_key) FROM attempts WHERE outcome = 'ok'")[0]
         store.close()
         assert tuple(answers) == (ROWS, ROWS)  # each row answered once: the pilot's answers were reused
+
+
+def test_apply_pilot_does_not_start_the_rest_when_no_pilot_answer_was_accepted(fake, workdir, batchor_cli):
+    """Every answer rejected, re-asks included: the rest would pay for the same rejections on every
+    row. `apply --pilot --yes` stops after the pilot with a clear error instead (exit 3)."""
+    fake.configure(reject_share=[1.0, 1.0])
+    spec = make_spec(workdir, rows=ROWS)
+    done = batchor_cli(workdir, "apply", str(spec), "--pilot", "10", "--yes")
+    err = done.stderr
+    assert done.returncode == 3, done.stdout + err
+    assert "pilot_unanswered" in err and "no valid answer from step(s) classify" in err
+    assert "export --attempts" in err and "Traceback" not in err
+    sent = fake.stats()["answered"]
+    assert 0 < sent <= 10  # the pilot's calls (10 rows x 1 step), nothing for the rest
+    assert not (workdir / "out" / "results.csv").exists()
+
+
+def test_apply_pilot_runs_the_rest_when_re_asks_fix_the_answers(fake, workdir):
+    """Every first answer rejected, every re-ask accepted: the pilot has answers, the rest runs."""
+    fake.configure(reject_share=[1.0, 0.0])
+    spec = make_spec(workdir, rows=ROWS)
+    result = CliRunner().invoke(app, ["apply", str(spec), "--pilot", "10", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert (workdir / "out" / "results.csv").exists()

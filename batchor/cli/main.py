@@ -150,6 +150,7 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
         piloted = pilot_cmd.pilot(target, pilot, pilot_seed, state=state, model=model, mock=mock,
                                   mode=choice_value(mode), max_cost=max_cost, as_json=as_json,
                                   approve=lambda: _approve(yes, max_cost), target=pilot_target)
+        pilot_cmd.refuse_unanswered(piloted)
         compiled, budget, from_file = piloted.plan, pilot_cmd.remaining_budget(max_cost, piloted), False
     else:
         compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),

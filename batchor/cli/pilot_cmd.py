@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 
-from batchor.errors import CostLimitError, UsageError, exit_code_for_status
+from batchor.errors import CostLimitError, PilotUnansweredError, UsageError, exit_code_for_status
 from batchor.lazy import Deferred
 from batchor.plan.budget import effective_max_cost
 
@@ -210,6 +210,23 @@ def rest_refused(error: CostLimitError, max_cost: float | None, result: PilotRes
     upper, left, spent = (render.money(v) for v in (result.plan.header.totals.cost_upper,
                                                     remaining_budget(max_cost, result) or 0.0, result.cost_usd))
     return CostLimitError(f"the rest may cost up to {upper}, above the {left} the pilot's {spent} left of {source} "
-                          f"{budget:g} (it covers the pilot and the rest together); nothing more was sent",
+                          f"{render.money(budget or 0.0)} (it covers the pilot and the rest together); nothing more was sent",
                           hint=f"raise {source}, lower max_tokens, or add input.limit (the pilot's answers stay "
                                "cached)", plan=error.plan)
+
+
+def refuse_unanswered(result: PilotResult) -> None:
+    """`apply --pilot`: stop before the rest when a step's pilot answers were all rejected and
+    re-asking did not fix one: the same prompt and schema would pay for rejections on every row.
+    A step whose re-asks never got their turn (the pilot's allowance ran out) is not judged."""
+    failed = [s for s in result.calibration.steps
+              if not s.measured.answers and s.measured.first_asks and s.measured.reasks]
+    if not failed:
+        return
+    parts = [f"{s.step} ({s.measured.first_asks:,} first asks and {s.measured.reasks:,} re-asks, none accepted)"
+             for s in failed]
+    raise PilotUnansweredError(
+        f"the pilot got no valid answer from step(s) {'; '.join(parts)}: the rest would most likely pay for the "
+        f"same rejections on every row, so it was not started (the pilot spent {render.money(result.cost_usd)})",
+        hint="see the rejected answers and the validator's messages (`batchor export --attempts -o attempts.jsonl`), "
+             "fix the prompt or the output schema, then run the pilot again")
