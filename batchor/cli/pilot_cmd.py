@@ -209,8 +209,9 @@ def rest_refused(error: CostLimitError, max_cost: float | None, result: PilotRes
     budget, source = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
     upper, left, spent = (render.money(v) for v in (result.plan.header.totals.cost_upper,
                                                     remaining_budget(max_cost, result) or 0.0, result.cost_usd))
+    whole = render.money(budget or 0.0)
     return CostLimitError(f"the rest may cost up to {upper}, above the {left} the pilot's {spent} left of {source} "
-                          f"{render.money(budget or 0.0)} (it covers the pilot and the rest together); nothing more was sent",
+                          f"{whole} (it covers the pilot and the rest together); nothing more was sent",
                           hint=f"raise {source}, lower max_tokens, or add input.limit (the pilot's answers stay "
                                "cached)", plan=error.plan)
 
