@@ -539,7 +539,7 @@ def test_a_pilot_cut_by_its_allowance_mid_re_ask_reads_the_rejection_share_of_ev
     """Eight rows in flight, every first answer rejected, 20 calls allowed: rows whose re-ask the
     allowance cut stay pending. Their rejected first asks count (re-asks are measured in stages),
     so the plan expects one re-ask per request, not the share the cut rows would dilute."""
-    fake.configure(malformed_until_feedback=True)
+    fake.configure(malformed_until_feedback=True, latency_ms=100)  # eight really in flight, even on a busy machine
     spec = make_spec(workdir, rows=ROWS, limits={"concurrency": 8, "max_attempts": 3, "request_timeout_s": 10})
     result = run_pilot(spec, 20, handle_signals=False)
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
