@@ -54,7 +54,8 @@ from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.strata import Reweighting, reweighed, reweighing
 from batchor.plan.summary import reask_upper
 from batchor.state import open_state, state_location
-from batchor.state.answer_stats import InputCalibration, KeyStats, input_calibration, output_stats
+from batchor.state.answer_stats import input_calibration, output_stats
+from batchor.state.length_stats import InputCalibration, KeyStats
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from batchor.plan.calibrate import Calibration, calibrate
 from batchor.plan.model import PlanHeader, StepPlan
-from batchor.state.answer_stats import InputCalibration, KeyStats
+from batchor.state.length_stats import InputCalibration, KeyStats
 
 TARGET = 0.10
 """The whole job's 90 % interval the pilot size aims at: within +-10 % of the expected cost."""

@@ -32,7 +32,7 @@ from batchor.plan.strata import Reweighting, post_stratified
 from batchor.spec.inputs import ROW_KEY, InputReader, input_source
 from batchor.spec.load import load_spec
 from batchor.spec.templates import StepTemplates
-from batchor.state.answer_stats import OutputStats, length_fit_sums
+from batchor.state.length_stats import OutputStats, length_fit_sums
 
 SCAN_ROWS = 20
 """Rows of the seeded sample looked through for rows where the `when:` holds, times the pilot's N."""

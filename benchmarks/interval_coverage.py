@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from batchor.plan.calibrate import Z90, output_spread  # noqa: E402
-from batchor.state.answer_stats import OutputStats  # noqa: E402
+from batchor.state.length_stats import OutputStats  # noqa: E402
 
 Draw = Callable[[random.Random], float]
 KINDS: dict[str, Draw] = {

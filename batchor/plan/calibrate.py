@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from batchor.plan.length_fit import fitted_sd
 from batchor.plan.model import PlanHeader, StepPlan, output_per_request
 from batchor.plan.prices import ModelPrice
-from batchor.state.answer_stats import InputCalibration, KeyStats, OutputStats
+from batchor.state.length_stats import InputCalibration, KeyStats, OutputStats
 
 Z90 = 1.645  # two-sided 90 % of a normal distribution
 T90_FEW = (Z90, 6.314, 2.920, 2.353, 2.132)  # Student's t, two-sided 90 %, 1-4 degrees of freedom (tables)

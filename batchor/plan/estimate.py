@@ -21,15 +21,8 @@ from batchor.plan.length_fit import length_fit, source_text
 from batchor.plan.model import PlanHeader, StepPlan
 from batchor.plan.strata import reweighed
 from batchor.plan.tokens import FALLBACK_ENCODING, get_counter
-from batchor.state.answer_stats import (
-    InputCalibration,
-    KeyStats,
-    OutputStats,
-    StepEstimate,
-    input_calibration,
-    output_stats,
-    when_share,
-)
+from batchor.state.answer_stats import StepEstimate, input_calibration, output_stats, when_share
+from batchor.state.length_stats import InputCalibration, KeyStats, OutputStats
 
 MIN_ANSWERS = 10
 """Fewer accepted answers than this for a length key: the schema heuristic decides."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from batchor.plan.model import LengthFit, StepPlan
-from batchor.state.answer_stats import OutputStats
+from batchor.state.length_stats import OutputStats
 
 MIN_FIT_ANSWERS = 10
 """Fewer accepted first answers with a counted input than this: no regression, the plain mean."""

@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Iterator
 
-from batchor.state.answer_stats import KeyStats, OutputStats
+from batchor.state.length_stats import KeyStats, OutputStats
 
 # re-asks in stages (state/answer_stats.py): weighted like the answers
 _STAGES = ("first_asks", "first_rejected", "first_failed", "reasks", "reasks_rejected", "reask_tokens",

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from batchor.plan.calibrate import SECOND_ORDER, Z90, capped_skewness, output_spread, t90
-from batchor.state.answer_stats import OutputStats
+from batchor.state.length_stats import OutputStats
 
 
 def stats_of(lengths: list[float]) -> OutputStats:

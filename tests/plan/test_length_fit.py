@@ -13,7 +13,7 @@ import pytest
 from batchor.plan.calibrate import Z90, mean_quantile, output_spread
 from batchor.plan.length_fit import MIN_FIT_ANSWERS, adjusted_for_input, fitted_sd, length_fit, t975
 from batchor.plan.model import StepPlan
-from batchor.state.answer_stats import OutputStats, length_fit_sums
+from batchor.state.length_stats import OutputStats, length_fit_sums
 
 
 def stats_of(pairs: list[tuple[float, float]]) -> OutputStats:

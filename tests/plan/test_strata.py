@@ -8,7 +8,7 @@ import math
 import pytest
 
 from batchor.plan.strata import Reweighting, post_stratified, reweighed, reweighing
-from batchor.state.answer_stats import KeyStats, OutputStats
+from batchor.state.length_stats import KeyStats, OutputStats
 
 
 def stats(lengths: list[int]) -> OutputStats:
