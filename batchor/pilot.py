@@ -28,6 +28,7 @@ from batchor.engine.events import Event
 from batchor.engine.run import RunOutcome
 from batchor.errors import CostLimitError
 from batchor.pilot_size import TARGET, PilotSize, pilot_size
+from batchor.pilot_spent import pilots_spent
 from batchor.pilot_strata import (
     Stratum,
     calls_per_row,
@@ -173,10 +174,10 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
     runs = [*before, outcome.run_id, *(t.outcome.run_id for t in top_ups)]
     weights = _weights(store, runs, stratum, sampled) if (top_ups or before) and stratum is not None else {}
     spent_before = prior.cost_usd if prior is not None else 0.0
-    spent = spent_before + outcome.cost_usd + sum(t.outcome.cost_usd for t in top_ups)
     with reweighing(weights):
         full = api.plan(spec, state=state, model=model, mock=mock, mode=mode)
         stats, inputs = measured(full, state)
+    spent = pilots_spent(store, full)  # every pilot's of this job's rows: an earlier `--pilot N`'s too
     calibration = dataclasses.replace(calibrate(full.header, stats, inputs), spent=spent)
     return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibration,
                        rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound, calls=calls_made(store, runs),

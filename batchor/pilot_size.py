@@ -1,6 +1,6 @@
 """How many pilot rows would bring the whole job's 90 % interval within +-10 %.
 
-After a pilot of N rows the whole job's interval is the pilot's spend (exact) plus the rest's
+After a pilot of N rows the whole job's interval is its pilots' spend (exact) plus the rest's
 interval (plan/calibrate.py). A larger pilot of the same seed (its rows are the smaller one's and
 more: pilot_strata.py, spec/inputs.py) narrows it two ways: each step's answers grow (the mean's
 error shrinks as 1/n), and the rows it answers leave the rest (their cost becomes exact spend).

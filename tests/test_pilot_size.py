@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from batchor.cli.main import app
 from batchor.pilot import pilot_plan, run_pilot, top_up_bound
+from batchor.pilot_auto import run_auto
 from batchor.state import open_state
 from tests.conftest import make_spec
 from tests.test_pilot import tickets
@@ -127,3 +128,44 @@ def test_a_larger_pilots_stratified_top_up_rows_hold_the_smaller_ones(workdir, s
     assert small is not None and large is not None and len(large.candidates) > len(small.candidates) > 20
     for k in range(len(small.candidates) + 1):
         assert set(small.keys(k)) <= set(large.keys(k))
+
+
+def _ledger_cost(workdir) -> float:
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    (cost,), = store.execute("SELECT sum(cost_usd) FROM attempts")
+    store.close()
+    return float(cost)
+
+
+def test_a_second_pilot_counts_the_first_ones_spend_in_the_whole_job(fake, workdir):
+    """`--pilot 60` after `--pilot 20` (the same seed): the 20 rows are cached in it and part of
+    the job, so the whole job (and the pilot size it reads) counts what they cost, from the ledger."""
+    fake.configure(text_words=[40, 1.0])
+    spec = long_answers(workdir, rows=200)
+    small = run_pilot(spec, 20, handle_signals=False)
+    large = run_pilot(spec, 60, handle_signals=False)
+    assert large.calls == 40 and large.cost_usd < _ledger_cost(workdir)  # it paid only its new rows
+    calibration = large.calibration
+    assert calibration.spent == pytest.approx(small.cost_usd + large.cost_usd) == pytest.approx(_ledger_cost(workdir))
+    assert calibration.job[0] == pytest.approx(calibration.spent + calibration.expected)
+    assert large.size is not None and large.size.ends == pytest.approx(
+        ((calibration.job[0] - calibration.job[1]) / calibration.job[0],
+         (calibration.job[2] - calibration.job[0]) / calibration.job[0]))
+
+
+def test_a_pilot_of_an_earlier_prompt_is_not_part_of_the_job(fake, workdir):
+    spec = long_answers(workdir, rows=100)
+    run_pilot(spec, 20, handle_signals=False)
+    data = yaml.safe_load(spec.read_text())
+    data["steps"]["classify"]["prompt"] = "Another review: {{ row.text }}"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    again = run_pilot(spec, 20, handle_signals=False)
+    assert again.calls == 20 and again.cost_usd > 0 and again.calibration.spent == pytest.approx(again.cost_usd)
+    assert again.calibration.spent < _ledger_cost(workdir)
+
+
+def test_an_auto_pilots_rounds_are_counted_once(fake, workdir):
+    fake.configure(text_words=[40, 1.0])
+    auto = run_auto(long_answers(workdir, rows=400), handle_signals=False)
+    assert len(auto.rounds) > 1  # it grew: its last round's sample holds the earlier rounds' rows
+    assert auto.result.calibration.spent == pytest.approx(auto.result.cost_usd) == pytest.approx(_ledger_cost(workdir))

@@ -77,7 +77,7 @@ class Calibration:
     low: float
     high: float
     upper: float  # the plan's bound (one attempt per request)
-    spent: float = 0.0  # what the pilot already paid for the rows it answered (part of the job, cached)
+    spent: float = 0.0  # what the job's pilots paid for its rows (part of the job, cached: pilot_spent.py)
 
     @property
     def job(self) -> tuple[float, float, float]:
@@ -296,7 +296,7 @@ def calibration_lines(calibration: Calibration, rehearsal: bool = False) -> list
     if calibration.spent:
         job = calibration.job
         lines.append(f"  whole job   {money(job[0])} expected, 90% interval {interval_text(*job)}"
-                     f"{_unmeasured(calibration)} (the pilot's {money(calibration.spent)} spent, its rows "
+                     f"{_unmeasured(calibration)} (the pilots' {money(calibration.spent)} spent on its rows, "
                      "cached, plus the rest's)")
     for s in calibration.steps:
         lines.append(f"  step {s.step}: {money(s.expected)} ({interval_text(s.expected, s.low, s.high)}); "
