@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "engine": 4,
     # 5 application: what the CLI and Python users call
     "api": 5, "operations": 5, "report": 5, "result": 5, "quality": 5, "scaffold": 5, "__init__": 5, "pilot": 5,
-    "pilot_topup": 5, "pilot_strata": 5, "pilot_size": 5, "pilot_auto": 5,
+    "pilot_topup": 5, "pilot_strata": 5, "pilot_size": 5, "pilot_spent": 5, "pilot_auto": 5,
     "draft": 5,
     # 6 the command line: imported by nothing
     "cli": 6,
