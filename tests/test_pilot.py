@@ -20,6 +20,7 @@ from batchor.errors import CostLimitError, UsageError
 from batchor.pilot import pilot_plan, run_pilot, top_up_bound
 from batchor.plan.calibrate import calibrate, calibration_lines
 from batchor.plan.model import output_per_request
+from batchor.plan.prices import ModelPrice
 from batchor.plan.summary import money, plan_text
 from batchor.spec.inputs import ROW_KEY
 from batchor.state import open_state
@@ -370,6 +371,25 @@ def test_a_step_below_a_when_step_expects_only_the_rows_its_upstream_will_answer
     assert third.counts.projected == 40 and third.counts.output_tokens_upper == 40 * third.max_tokens
     expected = 40 * output_per_request(third) * (sent / ROWS) * (answered / sent)
     assert third.counts.output_tokens_expected == pytest.approx(expected, abs=1)
+
+
+def test_a_projected_steps_input_tokens_count_the_rows_it_is_expected_to_run_on_as_its_cost_does(fake, workdir):
+    """After a pilot, the step below a `when:` that reads an answer runs on a measured share of the
+    rows not answered yet: its input tokens (the plan's `tokens ~N in`) are counted at that share,
+    as its cost and output tokens are, not for every projected row."""
+    chain = chain_spec(workdir, when="first.tone == 'angry'")
+    result = run_pilot(chain, 20, handle_signals=False)
+    plan = result.plan
+    second = next(s for s in plan.header.steps if s.name == "second")
+    counts = second.counts
+    assert counts.projected > 0 and 0 < counts.when_ran < counts.when_evaluated  # a share measured on its rows
+    price = ModelPrice.from_dict(second.price or {})
+    assert price.cost(counts.input_tokens, counts.output_tokens_expected) == pytest.approx(counts.cost_expected,
+                                                                                            rel=1e-3)
+    total = plan.header.totals.input_tokens
+    assert total == sum(s.counts.input_tokens for s in plan.header.steps)
+    assert f"{total:,} in," in plan_text(plan)
+    assert result.calibration.low <= result.calibration.expected <= result.calibration.high
 
 
 NOTE = {"type": "object", "additionalProperties": False, "required": ["note"],

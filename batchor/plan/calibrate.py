@@ -134,7 +134,7 @@ def _interval(step: StepPlan, measured: OutputStats, inputs: InputCalibration | 
         half = Z90 * math.sqrt(out_var + in_var + run_var * per_request ** 2
                                + _reask_variance(step, price, measured, requests, max_attempts))
         unseen = unseen_reasks(step, measured, max_attempts) * requests * _reask_cost(step, price, measured,
-                                                                                      max_attempts)
+                                                                                      max_attempts, requests)
     expected = counts.cost_expected
     high = expected + math.sqrt(half ** 2 + unseen ** 2) + shift
     return StepInterval(step.name, requests, expected, max(0.0, expected - half + shift), high,
@@ -159,16 +159,18 @@ def _reask_variance(step: StepPlan, price: ModelPrice, measured: OutputStats, re
     own, error = measured.reask_spread(max_attempts)
     if not (own or error) or not step.counts.to_run:
         return 0.0
-    return (requests ** 2 * error + requests * own) * _reask_cost(step, price, measured, max_attempts) ** 2
+    return (requests ** 2 * error + requests * own) * _reask_cost(step, price, measured, max_attempts, requests) ** 2
 
 
-def _reask_cost(step: StepPlan, price: ModelPrice, measured: OutputStats, max_attempts: int) -> float:
+def _reask_cost(step: StepPlan, price: ModelPrice, measured: OutputStats, max_attempts: int,
+                requests: float) -> float:
     """What one re-ask costs: its request's input again, the rejected answer and the feedback, and
     a new answer (the first ask's where no re-ask was answered yet)."""
-    if not step.counts.to_run:
+    asks = _counted_requests(step, requests)
+    if not asks:
         return 0.0
-    planned = step.counts.input_tokens - step.counts.to_run * step.reask_input_tokens
-    first_in = planned / step.counts.to_run / (1.0 + measured.reasks_per_request(max_attempts))
+    planned = step.counts.input_tokens - asks * step.reask_input_tokens
+    first_in = planned / asks / (1.0 + measured.reasks_per_request(max_attempts))
     return price.cost(round(1_000 * (first_in + measured.reask_input_each)),
                       round(1_000 * measured.reask_tokens_each), batch=step.mode == "batch") / 1_000
 
@@ -252,10 +254,17 @@ def _input_variance(step: StepPlan, price: ModelPrice, requests: float, inputs: 
     """Variance of the input cost when it is the counted tokens scaled by a measured ratio."""
     if inputs is None or not step.input_source.startswith("calibrated") or inputs.answers < 2:
         return 0.0
-    planned = step.counts.input_tokens - step.counts.to_run * step.reask_input_tokens  # re-asks' feedback left out
+    planned = step.counts.input_tokens - _counted_requests(step, requests) * step.reask_input_tokens  # no feedback
     counted = planned / step.input_factor if step.input_factor else 0.0
     cost = price.cost(round(counted), 0, batch=step.mode == "batch")  # the input at ratio 1
     return (cost * inputs.spread) ** 2 * (1 / inputs.answers + 1 / max(requests, 1.0))
+
+
+def _counted_requests(step: StepPlan, requests: float) -> float:
+    """The requests the step's input tokens count: every one to run, or where rows are projected
+    below a `when:` or another step, the expected ones (plan/compile.py counts their input at the
+    expected share, as their cost)."""
+    return requests if step.counts.projected else float(step.counts.to_run)
 
 
 def _selectivity_variance(step: StepPlan, evaluated: int, requests: float) -> float:

@@ -196,7 +196,8 @@ def _rest_input_mean(tally: RowTally | DependentTally) -> float | None:
 
 def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: DependentTally,
                       answered: dict[str, float]) -> StepCounts:
-    """Known requests priced exactly; projected rows at the upper bound, expected x selectivity.
+    """Known requests priced exactly; projected rows at the upper bound, expected (cost, input and
+    output tokens) x selectivity.
     `answered`: per step counted so far, the share of its projected rows it answers (this step's is added)."""
     known = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run, tally.input_tokens,
                     estimated=not step.token_count_exact)
@@ -216,7 +217,7 @@ def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: Dependent
     share = selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
     share *= tally.distinct_share  # rows that will render the same request send it once
     return known.model_copy(update={
-        "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + mean.input_tokens,
+        "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + round(mean.input_tokens * share),
         "output_tokens_expected": known.output_tokens_expected + int(mean.output_tokens_expected * share),
         "output_tokens_upper": known.output_tokens_upper + upper.output_tokens_upper,
         "cost_expected": known.cost_expected + mean.cost_expected * share,

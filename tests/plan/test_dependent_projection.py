@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 import batchor
+from batchor.plan.model import output_per_request
 from tests.conftest import write_csv
 
 ROWS = 30
@@ -47,7 +48,8 @@ def test_projected_input_is_rendered_from_many_rows_not_the_first(workdir):
     texts = ["short"] + [("a long ticket about a broken order " * (1 + i % 9)).strip() for i in range(1, ROWS)]
     write_csv(workdir / "data.csv", [{"id": f"t{i}", "text": text} for i, text in enumerate(texts)])
     reply = batchor.plan(workdir / "spec.yaml", save=False).header.steps[1]
-    per_row = reply.counts.input_tokens / reply.counts.projected
+    expected = reply.counts.output_tokens_expected / output_per_request(reply)  # requests (repeats sent once)
+    per_row = reply.counts.input_tokens / expected  # input tokens count the expected requests, as the cost
     first = batchor.plan(workdir / "spec.yaml", save=False, limit=1).header.steps[1]
     assert per_row > first.counts.input_tokens + 20  # the first (short) row is not all rows
     assert reply.counts.cost_upper > reply.counts.cost_expected
