@@ -51,7 +51,7 @@ def _total_lines(plan: "CompiledPlan", max_cost: float | None) -> list[str]:
     h, t = plan.header, plan.header.totals
     lines = [f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
              f"  rows        {t.rows:,}",
-             f"  requests    {_to_run(t, split=False)}{_sharing(plan)}, {t.cached:,} cached, {t.skipped:,} skipped"
+             f"  requests    {_to_run(t, split=False)}{_sharing(plan)}, {t.cached:,} rows cached, {t.skipped:,} skipped"
              + _failed_earlier(t)]
     approx = "~" if t.estimates else ""
     lines.append(f"  tokens      {approx}{t.input_tokens:,} in, ~{t.output_tokens_expected:,} out expected "
@@ -83,7 +83,7 @@ def _step_lines(s: Any) -> list[str]:
         bound = f"at most {s.max_fanout:,} per row" if s.max_fanout else "unbounded"
         est += f" fan-out: {c.elements:,} elements known ({bound})"
     mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
-    lines = [f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} cached, "
+    lines = [f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} rows cached, "
              f"{c.skipped:,} skipped, {_step_cost(s)}{est}"]
     if c.too_long:
         lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
@@ -206,7 +206,8 @@ def _reask_note(header: Any) -> str:
 
 def plan_markdown(plan: "CompiledPlan") -> str:
     h, t = plan.header, plan.header.totals
-    rows = ["| step | model | to run | of which changed | cached | skipped | cost (expected) | cost (at most) |",
+    rows = ["| step | model | requests to run | of which changed | rows cached | rows skipped | cost (expected) "
+            "| cost (at most) |",
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for s in h.steps:
         c = s.counts
@@ -215,7 +216,7 @@ def plan_markdown(plan: "CompiledPlan") -> str:
                     f"| {c.skipped:,} | "
                     f"{'no price' if unpriced(s) else money(c.cost_expected)} | {_upper(s)} |")
     head = (f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
-            f"{t.cached:,} cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n")
+            f"{t.cached:,} rows cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n")
     return head + "\n" + "\n".join(rows) + "\n"
 
 
