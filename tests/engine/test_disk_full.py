@@ -83,7 +83,7 @@ def test_a_full_disk_is_a_clear_error_and_the_run_finishes_once_there_is_room(wo
     finished = _apply(workdir, state)
     assert finished.returncode == 0, finished.stderr
     assert f"{ROWS - stored:,} answered" in finished.stdout + finished.stderr
-    assert f"{stored:,} cached" in finished.stdout + finished.stderr
+    assert f"{stored:,} rows cached" in finished.stdout + finished.stderr
     assert _stored(state) == ROWS
     lines = (workdir / "out" / "results.mock.csv").read_text(encoding="utf-8").splitlines()  # a --mock run
     assert len(lines) == ROWS + 1
