@@ -57,10 +57,7 @@ class OutputStats:
 
     @property
     def stdev(self) -> float:
-        if self.answers < 2:
-            return 0.0
-        var = (self.answer_tokens_sq - self.answers * self.mean**2) / (self.answers - 1)
-        return math.sqrt(max(var, 0.0))
+        return math.sqrt(sample_variance(self.answers, self.answer_tokens, self.answer_tokens_sq))
 
     @property
     def skewness(self) -> float:
@@ -72,10 +69,7 @@ class OutputStats:
     @property
     def log_variance(self) -> float:
         """The sample variance of the accepted answers' log output tokens (0 below two answers)."""
-        n = self.answers
-        if n < 2:
-            return 0.0
-        return max(0.0, (self.answer_logs_sq - self.answer_logs ** 2 / n) / (n - 1))
+        return sample_variance(self.answers, self.answer_logs, self.answer_logs_sq)
 
     @property
     def log_skewness(self) -> float:
@@ -155,6 +149,14 @@ class OutputStats:
         return OutputStats(**sums)
 
 
+def sample_variance(n: int, total: float, squares: float) -> float:
+    """The sample variance (n - 1 in the denominator) of n values from their sum and sum of squares,
+    as the ledger keeps them (0 below two values; never below 0 from rounding)."""
+    if n < 2:
+        return 0.0
+    return max(0.0, (squares - total * total / n) / (n - 1))
+
+
 def _skewness(n: int, total: float, squares: float, cubes: float) -> float:
     """Adjusted Fisher-Pearson sample skewness G1 from power sums (0 below three values or without spread)."""
     if n < 3:
@@ -213,7 +215,4 @@ class InputCalibration:
     @property
     def spread(self) -> float:
         """Standard deviation of the answers' own reported / counted ratios (0 below two answers)."""
-        if self.answers < 2:
-            return 0.0
-        squares = self.ratio_sq - self.ratio_sum * self.ratio_sum / self.answers
-        return math.sqrt(max(0.0, squares / (self.answers - 1)))
+        return math.sqrt(sample_variance(self.answers, self.ratio_sum, self.ratio_sq))
