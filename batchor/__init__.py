@@ -1,10 +1,10 @@
 """batchor: run LLM prompts over every row of a dataset, declaratively.
 
-    import batchor
-    plan = batchor.plan("specs/reviews.yaml")          # priced, saved, replayable
-    result = batchor.apply(plan, max_cost=5)            # durable, resumable
-    result.data                                         # the rows with their answers
-    batchor.status(), batchor.runs(), batchor.export("out.parquet"), batchor.prune()
+import batchor
+plan = batchor.plan("specs/reviews.yaml")          # priced, saved, replayable
+result = batchor.apply(plan, max_cost=5)            # durable, resumable
+result.data                                         # the rows with their answers
+batchor.status(), batchor.runs(), batchor.export("out.parquet"), batchor.prune()
 """
 
 import importlib

@@ -40,11 +40,24 @@ def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) ->
     return validate_loaded(load_spec(spec), Overrides(model=model, mock=mock))
 
 
-def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: str | None = None,
-         mock: bool = False, mode: str | None = None, refresh: frozenset[str] | set[str] = frozenset(),
-         no_cache: bool = False, limit: int | None = None, sample: int | None = None, seed: int | None = None,
-         save: bool | str | Path = True, retry_failed: bool = False, pilot: int | None = None,
-         row_keys: list[str] | None = None) -> CompiledPlan:
+def plan(
+    spec: SpecLike,
+    data: Any = None,
+    *,
+    state: str | None = None,
+    model: str | None = None,
+    mock: bool = False,
+    mode: str | None = None,
+    refresh: frozenset[str] | set[str] = frozenset(),
+    no_cache: bool = False,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int | None = None,
+    save: bool | str | Path = True,
+    retry_failed: bool = False,
+    pilot: int | None = None,
+    row_keys: list[str] | None = None,
+) -> CompiledPlan:
     """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`.
     `retry_failed` plans requests that failed for good earlier (deterministic errors) again.
     `row_keys` keeps the input to those rows (a pilot's top-up drawn where a `when:` holds).
@@ -52,9 +65,14 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     beside the spec's (`out.limit-100.csv`, ...), never over it (plan/variants.py)."""
     check_arguments(mode=mode, limit=limit, sample=sample, pilot=pilot)
     loaded = load_spec(spec)
-    variant = variant_tags(pilot=pilot, limit=limit, sample=sample, data=data is not None,
-                           model=model if changes_the_model(loaded.spec, model) else None,
-                           mock=changes_the_provider(loaded.spec, mock))
+    variant = variant_tags(
+        pilot=pilot,
+        limit=limit,
+        sample=sample,
+        data=data is not None,
+        model=model if changes_the_model(loaded.spec, model) else None,
+        mock=changes_the_provider(loaded.spec, mock),
+    )
     sample = pilot or sample  # a pilot is a seeded sample that writes beside the spec's output
     found = find_state(state, loaded.spec.state, loaded.base_dir)
     location = found.location
@@ -63,9 +81,16 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     with disk_full_reported(location):
         store = open_state(location)
-        compiled = compile_plan(loaded, overrides=Overrides(model=model, mock=mock, mode=mode), state=store,
-                                refresh=refresh, state_location=location, retry_failed=retry_failed,
-                                variant=variant, state_source=found.source)
+        compiled = compile_plan(
+            loaded,
+            overrides=Overrides(model=model, mock=mock, mode=mode),
+            state=store,
+            refresh=refresh,
+            state_location=location,
+            retry_failed=retry_failed,
+            variant=variant,
+            state_source=found.source,
+        )
         compiled.source_data = data  # apply(plan) returns results in the type of this input
         if save:
             target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
@@ -76,8 +101,14 @@ def plan(spec: SpecLike, data: Any = None, *, state: str | None = None, model: s
 MODES = ("realtime", "batch", "auto")
 
 
-def check_arguments(*, mode: str | None = None, max_cost: float | None = None, limit: int | None = None,
-                    sample: int | None = None, pilot: int | None = None) -> None:
+def check_arguments(
+    *,
+    mode: str | None = None,
+    max_cost: float | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    pilot: int | None = None,
+) -> None:
     """Refuse argument values no command could mean (the CLI's parser already stops most of them)."""
     if mode is not None and mode not in MODES:
         raise UsageError(f"mode '{mode}' is not one of {', '.join(MODES)}", hint="pass --mode realtime, batch or auto")
@@ -87,8 +118,10 @@ def check_arguments(*, mode: str | None = None, max_cost: float | None = None, l
         if value is not None and value < 1:
             raise UsageError(f"{name} {value} must be at least 1", hint=f"give --{name} N with N >= 1")
     if pilot is not None and (limit is not None or sample is not None):
-        raise UsageError("--pilot draws its own seeded sample: it does not combine with --limit or --sample",
-                         hint="drop --limit/--sample (choose the pilot's rows with --pilot N and --pilot-seed S)")
+        raise UsageError(
+            "--pilot draws its own seeded sample: it does not combine with --limit or --sample",
+            hint="drop --limit/--sample (choose the pilot's rows with --pilot N and --pilot-seed S)",
+        )
 
 
 def _with_input(loaded: LoadedSpec, data: Any, location: str, **changes: Any) -> LoadedSpec:
@@ -125,24 +158,58 @@ def is_plan_file(path: str | Path) -> bool:
         return False
 
 
-def apply(spec_or_plan: SpecLike | CompiledPlan, data: Any = None, *, max_cost: float | None = None,
-          state: str | None = None, model: str | None = None, mock: bool = False, mode: str | None = None,
-          refresh: frozenset[str] | set[str] = frozenset(), no_cache: bool = False, limit: int | None = None,
-          sample: int | None = None, output: str | Path | None = None, on_event: Callable[[Event], None] | None = None,
-          handle_signals: bool = True, limits: dict[str, Any] | None = None, wait: bool = True,
-          retry_failed: bool = False, progress: bool = True) -> Result:
+def apply(
+    spec_or_plan: SpecLike | CompiledPlan,
+    data: Any = None,
+    *,
+    max_cost: float | None = None,
+    state: str | None = None,
+    model: str | None = None,
+    mock: bool = False,
+    mode: str | None = None,
+    refresh: frozenset[str] | set[str] = frozenset(),
+    no_cache: bool = False,
+    limit: int | None = None,
+    sample: int | None = None,
+    output: str | Path | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    handle_signals: bool = True,
+    limits: dict[str, Any] | None = None,
+    wait: bool = True,
+    retry_failed: bool = False,
+    progress: bool = True,
+) -> Result:
     """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
     check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume.
     `no_cache=True` asks every request again, like `refresh` naming every step. `progress` shows
     the live view in a notebook or on a terminal (never into a pipe or a file); False turns it off."""
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
-    compiled = load_or_plan(spec_or_plan, data=data, state=state, model=model, mock=mock, mode=mode,
-                            refresh=refresh, limit=limit, sample=sample, retry_failed=retry_failed)
+    compiled = load_or_plan(
+        spec_or_plan,
+        data=data,
+        state=state,
+        model=model,
+        mock=mock,
+        mode=mode,
+        refresh=refresh,
+        limit=limit,
+        sample=sample,
+        retry_failed=retry_failed,
+    )
     view = _live_view(compiled, max_cost) if progress else None
     try:
-        outcome = apply_compiled(compiled, max_cost=max_cost, state=state, refresh=refresh, output=output,
-                                 on_event=_both(view, on_event), handle_signals=handle_signals, limits=limits,
-                                 wait=wait, retry_failed=retry_failed)
+        outcome = apply_compiled(
+            compiled,
+            max_cost=max_cost,
+            state=state,
+            refresh=refresh,
+            output=output,
+            on_event=_both(view, on_event),
+            handle_signals=handle_signals,
+            limits=limits,
+            wait=wait,
+            retry_failed=retry_failed,
+        )
     finally:
         if view is not None:
             view.close()
@@ -162,8 +229,9 @@ def _live_view(compiled: CompiledPlan, max_cost: float | None) -> Any:
     return LiveView(compiled, max_cost) if wanted() else None
 
 
-def _both(view: Callable[[Event], None] | None,
-          on_event: Callable[[Event], None] | None) -> Callable[[Event], None] | None:
+def _both(
+    view: Callable[[Event], None] | None, on_event: Callable[[Event], None] | None
+) -> Callable[[Event], None] | None:
     """The live view and the caller's callback, each given every event."""
     if view is None or on_event is None:
         return view or on_event
@@ -171,19 +239,33 @@ def _both(view: Callable[[Event], None] | None,
     def both(event: Event) -> None:
         view(event)
         on_event(event)
+
     return both
 
 
 def to_result(outcome: RunOutcome, compiled: CompiledPlan, kind: str = "path", original: Any = None) -> Result:
     p = outcome.progress
-    return Result(run_id=outcome.run_id, status=outcome.status, succeeded=p["succeeded"], failed=p["failed"],
-                  cached=outcome.cached, skipped=outcome.skipped, input_tokens=p["input_tokens"],
-                  output_tokens=p["output_tokens"], cost_usd=outcome.cost_usd, duration_s=outcome.duration_s,
-                  output_path=outcome.output_path, stop_reason=outcome.stop_reason,
-                  wasted_usd=p.get("wasted_usd", 0.0), estimated_usd=p.get("estimated_usd", 0.0), steps=outcome.steps,
-                  rows=dict(p.get("rows") or {}),
-                  answer_columns=output_columns(compiled.header.steps) + ["_row_key", "_status", "_error"],
-                  _kind=kind, _original=original)
+    return Result(
+        run_id=outcome.run_id,
+        status=outcome.status,
+        succeeded=p["succeeded"],
+        failed=p["failed"],
+        cached=outcome.cached,
+        skipped=outcome.skipped,
+        input_tokens=p["input_tokens"],
+        output_tokens=p["output_tokens"],
+        cost_usd=outcome.cost_usd,
+        duration_s=outcome.duration_s,
+        output_path=outcome.output_path,
+        stop_reason=outcome.stop_reason,
+        wasted_usd=p.get("wasted_usd", 0.0),
+        estimated_usd=p.get("estimated_usd", 0.0),
+        steps=outcome.steps,
+        rows=dict(p.get("rows") or {}),
+        answer_columns=output_columns(compiled.header.steps) + ["_row_key", "_status", "_error"],
+        _kind=kind,
+        _original=original,
+    )
 
 
 def load_or_plan(spec_or_plan: SpecLike | CompiledPlan, **plan_args: Any) -> CompiledPlan:
@@ -209,11 +291,21 @@ def ensure_unlocked(state: str | None = None, target: str | Path | None = None) 
             pass
 
 
-def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, state: str | None = None,
-                   refresh: frozenset[str] | set[str] = frozenset(), output: str | Path | None = None,
-                   on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
-                   limits: dict[str, Any] | None = None, wait: bool = True, retry_failed: bool = False,
-                   run_kind: str = "apply", max_calls: int | None = None) -> RunOutcome:
+def apply_compiled(
+    compiled: CompiledPlan,
+    *,
+    max_cost: float | None = None,
+    state: str | None = None,
+    refresh: frozenset[str] | set[str] = frozenset(),
+    output: str | Path | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    handle_signals: bool = True,
+    limits: dict[str, Any] | None = None,
+    wait: bool = True,
+    retry_failed: bool = False,
+    run_kind: str = "apply",
+    max_calls: int | None = None,
+) -> RunOutcome:
     """Execute a compiled plan; `run_kind` "pilot" marks its answers as a pilot's (plan/estimate.py);
     `max_calls` holds it to that many attempts, re-asks included (a pilot's allowance)."""
     check_arguments(max_cost=max_cost)
@@ -225,10 +317,18 @@ def apply_compiled(compiled: CompiledPlan, *, max_cost: float | None = None, sta
     with disk_full_reported(location), apply_lock(location):
         store = open_state(location)
         replay = frozenset(refresh) | frozenset(compiled.header.refresh)  # a saved --refresh/--no-cache plan
-        options = ApplyOptions(max_cost=max_cost, refresh=replay, emit=logged(on_event),
-                               output_path=Path(output) if output else None, handle_signals=handle_signals,
-                               limits=limits or {}, wait=wait, retry_failed=retry_failed, run_kind=run_kind,
-                               max_calls=max_calls)
+        options = ApplyOptions(
+            max_cost=max_cost,
+            refresh=replay,
+            emit=logged(on_event),
+            output_path=Path(output) if output else None,
+            handle_signals=handle_signals,
+            limits=limits or {},
+            wait=wait,
+            retry_failed=retry_failed,
+            run_kind=run_kind,
+            max_calls=max_calls,
+        )
         with kept_attached_if_small(compiled, store):
             if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead
                 close_dead_runs(store)
@@ -244,17 +344,28 @@ def _check_state_present(compiled: CompiledPlan, location: str) -> None:
     if cached and not is_postgres(location) and not Path(location).exists():
         raise StalePlanError(
             f"plan {compiled.plan_id} counted {cached:,} cached answer(s) in state {planned_with}, but the state "
-            f"{location} does not exist", hint="re-plan with `batchor plan SPEC`, or pass --state with the "
-                                              "state the plan was made with")
+            f"{location} does not exist",
+            hint="re-plan with `batchor plan SPEC`, or pass --state with the state the plan was made with",
+        )
 
 
 def _naming_states(exc: StalePlanError, compiled: CompiledPlan, location: str) -> StalePlanError:
     planned_with = compiled.header.state_location
     if not planned_with or planned_with == location:
         return exc
-    return StalePlanError(f"{exc.message} (the plan was made with state {planned_with}; this apply uses {location})",
-                          hint=exc.hint)
+    return StalePlanError(
+        f"{exc.message} (the plan was made with state {planned_with}; this apply uses {location})", hint=exc.hint
+    )
 
 
-__all__ = ["Plan", "Result", "ValidationReport", "apply", "apply_compiled", "is_plan_file", "load_or_plan",
-           "plan", "validate"]
+__all__ = [
+    "Plan",
+    "Result",
+    "ValidationReport",
+    "apply",
+    "apply_compiled",
+    "is_plan_file",
+    "load_or_plan",
+    "plan",
+    "validate",
+]

@@ -39,4 +39,3 @@ def use_returning_pool() -> None:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except NotImplementedError:  # a build without jemalloc (Windows): keep the default
         pass
-

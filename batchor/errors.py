@@ -281,7 +281,8 @@ def as_disk_full(exc: BaseException, where: str) -> DiskFullError | None:
     return DiskFullError(
         f"no space left while writing {where}: {str(exc).splitlines()[0]}",
         hint="free disk space (or raise the quota) and run the same command again: every answer "
-             "stored before the failure is kept and will not be paid for again")
+        "stored before the failure is kept and will not be paid for again",
+    )
 
 
 @contextmanager
@@ -343,9 +344,7 @@ class ProviderError(BatchorError):
     deterministic: ClassVar[bool] = False
     completion: Any = None  # the billed answer behind the error (refused, invalid, truncated), if any
 
-    def __init__(
-        self, message: str, *, status: int | None = None, retry_after: float | None = None, **kw: Any
-    ) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.status = status
         self.retry_after = retry_after
@@ -494,8 +493,12 @@ class RunPausedError(BatchorError):
 
 # How a run ended -> the error it amounts to (its exit code); README "Exit codes" lists each.
 RUN_STATUS_ERRORS: dict[str, type[BatchorError]] = {
-    "partial": RunFailedError, "failed": RunFailedError, "budget": CostLimitError,
-    "paused": RunPausedError, "interrupted": InterruptedRunError, "in_flight": BatchesInFlightError,
+    "partial": RunFailedError,
+    "failed": RunFailedError,
+    "budget": CostLimitError,
+    "paused": RunPausedError,
+    "interrupted": InterruptedRunError,
+    "in_flight": BatchesInFlightError,
 }
 
 
@@ -524,7 +527,7 @@ def redact(text: str, secrets: list[str]) -> str:
 
 def _unless_part_of(secret: str, word: re.Match[str]) -> str:
     found = word.group()
-    if any(found[i:i + _KEY_PART] in secret for i in range(len(found) - _KEY_PART + 1)):
+    if any(found[i : i + _KEY_PART] in secret for i in range(len(found) - _KEY_PART + 1)):
         return "[REDACTED]"
     return found
 

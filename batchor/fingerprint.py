@@ -33,9 +33,7 @@ def request_key(
     return request_key_from_parts(request_prefix(provider, model, params, schema), messages)
 
 
-def request_prefix(
-    provider: str, model: str, params: dict[str, Any], schema: dict[str, Any] | None
-) -> str:
+def request_prefix(provider: str, model: str, params: dict[str, Any], schema: dict[str, Any] | None) -> str:
     """The per-step part of the request key, computed once per step rather than per row."""
     return canonical_json({"provider": provider, "model": model, "params": params, "schema": schema})
 

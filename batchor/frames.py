@@ -31,8 +31,10 @@ def frame_kind(data: Any) -> str:
         return "pandas"
     if module == "polars":
         return "polars"
-    raise InputError(f"data: unsupported type {type(data).__name__}",
-                     hint="pass a pandas or polars DataFrame, a pyarrow Table, or a file path")
+    raise InputError(
+        f"data: unsupported type {type(data).__name__}",
+        hint="pass a pandas or polars DataFrame, a pyarrow Table, or a file path",
+    )
 
 
 def to_arrow(data: Any, kind: str) -> pa.Table:
@@ -47,8 +49,10 @@ def materialize(data: Any, folder: Path) -> Path:
     """Write a frame to `folder/<content hash>.parquet` (reused when the same data comes again)."""
     table = to_arrow(data, frame_kind(data))
     if table.num_rows == 0:
-        raise InputEmptyError("data: the DataFrame has no rows",
-                              hint="pass data with at least one row (or data=None to read the spec's input)")
+        raise InputEmptyError(
+            "data: the DataFrame has no rows",
+            hint="pass data with at least one row (or data=None to read the spec's input)",
+        )
     private_dir(folder)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
@@ -68,8 +72,13 @@ def read_output(path: str | Path) -> pa.Table:
         if path.suffix == ".duckdb":
             with attached(db, str(path), read_only=True) as out:
                 return db.sql(f"SELECT * FROM {out}.results").to_arrow_table()
-        reader = {".parquet": "read_parquet", ".pq": "read_parquet", ".jsonl": "read_json_auto",
-                  ".json": "read_json_auto", ".ndjson": "read_json_auto"}.get(path.suffix, "read_csv_auto")
+        reader = {
+            ".parquet": "read_parquet",
+            ".pq": "read_parquet",
+            ".jsonl": "read_json_auto",
+            ".json": "read_json_auto",
+            ".ndjson": "read_json_auto",
+        }.get(path.suffix, "read_csv_auto")
         return db.sql(f"SELECT * FROM {reader}('{path}')").to_arrow_table()
 
 

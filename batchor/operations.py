@@ -24,15 +24,19 @@ from batchor.state.raw import unpack
 from batchor.state.runs import LIVE, shown_runs
 from batchor.state.spend import failure_costs, run_spend
 
-CANCELLED_REASON = ("its provider batches were cancelled (`batchor cancel`); "
-                    "the next apply collects what they finished and sends the rest")
+CANCELLED_REASON = (
+    "its provider batches were cancelled (`batchor cancel`); "
+    "the next apply collects what they finished and sends the rest"
+)
 
 
 def _run(store: StateStore, run_id: str | None) -> RunRecord:
     run = store.get_run(run_id)
     if run is None:
-        raise RunNotFoundError(f"no run {run_id!r} in state {store.location}" if run_id else
-                               f"no runs yet in state {store.location}", hint="see `batchor runs`")
+        raise RunNotFoundError(
+            f"no run {run_id!r} in state {store.location}" if run_id else f"no runs yet in state {store.location}",
+            hint="see `batchor runs`",
+        )
     return run
 
 
@@ -82,8 +86,9 @@ def _latest_of_job(store: StateStore, run: RunRecord) -> bool:
 
 def _later_runs(store: StateStore, run: RunRecord) -> list[str]:
     """Runs of the same job started after `run`, oldest first: what may have changed its rows since."""
-    rows = store.execute("SELECT run_id FROM runs WHERE job_id = ? AND started_at > ? ORDER BY started_at",
-                         [run.job_id, run.started_at])
+    rows = store.execute(
+        "SELECT run_id FROM runs WHERE job_id = ? AND started_at > ? ORDER BY started_at", [run.job_id, run.started_at]
+    )
     return [r[0] for r in rows]
 
 
@@ -92,8 +97,10 @@ def rows_now_note(run_id: str, later: list[str]) -> str | None:
     if not later:
         return None
     shown = ", ".join(later[:3]) + (f" and {len(later) - 3} more" if len(later) > 3 else "")
-    return (f"run {run_id} is not the latest run of its job: these are its plan's rows with the answers stored "
-            f"now, after {len(later)} later run(s) ({shown}); what it ended with: `batchor status {run_id}`")
+    return (
+        f"run {run_id} is not the latest run of its job: these are its plan's rows with the answers stored "
+        f"now, after {len(later)} later run(s) ({shown}); what it ended with: `batchor status {run_id}`"
+    )
 
 
 def migrate_state(target: str, source: str | None = None) -> dict[str, Any]:
@@ -116,8 +123,10 @@ def _migration_source(source: str) -> StateStore:
 
     store = PostgresStore(source, migrate=False) if is_postgres(source) else None
     if (store.schema_version() == 0) if store is not None else not state_exists(source):
-        raise NoStateError(f"no batchor state at {without_password(source)} to migrate from; nothing was created",
-                           hint="check the --from path or URL (`batchor runs --state SOURCE` lists its runs)")
+        raise NoStateError(
+            f"no batchor state at {without_password(source)} to migrate from; nothing was created",
+            hint="check the --from path or URL (`batchor runs --state SOURCE` lists its runs)",
+        )
     return store if store is not None else open_state(source)
 
 
@@ -149,12 +158,12 @@ def runs(*, state: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
     store = open_existing_state(state)
     records = shown_runs(store, store.list_runs(limit))
     spend = run_spend(store, [r.run_id for r in records])
-    return [{**_record(r), "spend": spend[r.run_id],
-             "steps": run_step_report(store, r.run_id)} for r in records]
+    return [{**_record(r), "spend": spend[r.run_id], "steps": run_step_report(store, r.run_id)} for r in records]
 
 
-def export(output: str | Path, run_id: str | None = None, *, state: str | None = None,
-           fmt: str | None = None) -> dict[str, Any]:
+def export(
+    output: str | Path, run_id: str | None = None, *, state: str | None = None, fmt: str | None = None
+) -> dict[str, Any]:
     """Write a run's results: the rows of the plan it ran, with the answers stored now (finished or
     not: unanswered rows show `_status` pending). The state keeps one answer per request, not one
     per run, so an earlier run's rows show what later runs of its job made of them: `note` says so."""
@@ -164,13 +173,20 @@ def export(output: str | Path, run_id: str | None = None, *, state: str | None =
     store = open_existing_state(state)
     run = _run(store, run_id)
     if not run.plan_path or not Path(run.plan_path).exists():
-        raise PlanFileError(f"the plan of run {run.run_id} is not available ({run.plan_path})",
-                            hint="export needs the saved plan file the run was applied from")
+        raise PlanFileError(
+            f"the plan of run {run.run_id} is not available ({run.plan_path})",
+            hint="export needs the saved plan file the run was applied from",
+        )
     plan = load_plan(Path(run.plan_path))
     path = write_output(plan, store, Path(output), fmt)
     later = _later_runs(store, run)
-    return {"run_id": run.run_id, "output": str(path), "rows_as_of": "now", "later_runs": later,
-            "note": rows_now_note(run.run_id, later)}
+    return {
+        "run_id": run.run_id,
+        "output": str(path),
+        "rows_as_of": "now",
+        "later_runs": later,
+        "note": rows_now_note(run.run_id, later),
+    }
 
 
 def export_attempts(output: str | Path, run_id: str | None = None, *, state: str | None = None) -> dict[str, Any]:
@@ -183,21 +199,45 @@ def export_attempts(output: str | Path, run_id: str | None = None, *, state: str
     with output.open("w", encoding="utf-8") as handle:
         for key, attempt, outcome, status, error, ms, raw, at, tokens_in, tokens_out, cost, estimated in rows:
             body = json.loads(unpack(raw)) if raw else None
-            handle.write(json.dumps({"request_key": key, "attempt": attempt, "outcome": outcome, "status": status,
-                                     "error": error, "duration_ms": ms, "at": str(at), "input_tokens": tokens_in,
-                                     "output_tokens": tokens_out, "cost_usd": cost, "estimated": bool(estimated),
-                                     "raw": body}, ensure_ascii=False) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "request_key": key,
+                        "attempt": attempt,
+                        "outcome": outcome,
+                        "status": status,
+                        "error": error,
+                        "duration_ms": ms,
+                        "at": str(at),
+                        "input_tokens": tokens_in,
+                        "output_tokens": tokens_out,
+                        "cost_usd": cost,
+                        "estimated": bool(estimated),
+                        "raw": body,
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return {"run_id": run.run_id, "output": str(output), "attempts": len(rows)}
 
 
-def prune(*, state: str | None = None, older_than_days: float | None = None, finished: bool = False,
-          answers: bool = False, compact: bool = False) -> dict[str, int]:
+def prune(
+    *,
+    state: str | None = None,
+    older_than_days: float | None = None,
+    finished: bool = False,
+    answers: bool = False,
+    compact: bool = False,
+) -> dict[str, int]:
     """Drop raw payloads (and, only when asked, answers); with `compact`, rewrite the DuckDB file
     so it shrinks (DuckDB reuses freed space but never returns it to the file system)."""
     location = state_location(state)
     if compact and is_postgres(location):
-        raise StateError("--compact rewrites a DuckDB state file; PostgreSQL reclaims space itself",
-                         hint="drop --compact; to return space to the OS run VACUUM FULL in PostgreSQL")
+        raise StateError(
+            "--compact rewrites a DuckDB state file; PostgreSQL reclaims space itself",
+            hint="drop --compact; to return space to the OS run VACUUM FULL in PostgreSQL",
+        )
     size_before = None if is_postgres(location) else state_bytes(Path(location))
     store = open_existing_state(state)
     before = None if older_than_days is None else dt.datetime.now() - dt.timedelta(days=older_than_days)

@@ -68,8 +68,13 @@ class TopUp:
     outcome: RunOutcome
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": self.rows, "answers_before": self.answers_before, "run_id": self.outcome.run_id,
-                "status": self.outcome.status, "cost_usd": self.outcome.cost_usd}
+        return {
+            "rows": self.rows,
+            "answers_before": self.answers_before,
+            "run_id": self.outcome.run_id,
+            "status": self.outcome.status,
+            "cost_usd": self.outcome.cost_usd,
+        }
 
 
 @dataclass
@@ -117,40 +122,86 @@ class PilotResult:
         return self.outcome.duration_s + sum(t.outcome.duration_s for t in self.top_ups)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pilot": {**pilot_dict(self.pilot, self.bound), "run_id": self.outcome.run_id,
-                          "status": self.last_outcome.status, "cost_usd": self.cost_usd,
-                          "output": self.last_outcome.output_path, "rehearsal": self.rehearsal,
-                          "top_ups": [t.to_dict() for t in self.top_ups], "calls": self.calls,
-                          "calls_allowed": self.allowance, "stratified": self.stratified,
-                          "size": self.size.to_dict() if self.size is not None else None},
-                "plan_id": self.plan.plan_id, "plan_file": str(self.plan.saved_path) if self.plan.saved_path else None,
-                "calibration": calibration_dict(self.calibration)}
+        return {
+            "pilot": {
+                **pilot_dict(self.pilot, self.bound),
+                "run_id": self.outcome.run_id,
+                "status": self.last_outcome.status,
+                "cost_usd": self.cost_usd,
+                "output": self.last_outcome.output_path,
+                "rehearsal": self.rehearsal,
+                "top_ups": [t.to_dict() for t in self.top_ups],
+                "calls": self.calls,
+                "calls_allowed": self.allowance,
+                "stratified": self.stratified,
+                "size": self.size.to_dict() if self.size is not None else None,
+            },
+            "plan_id": self.plan.plan_id,
+            "plan_file": str(self.plan.saved_path) if self.plan.saved_path else None,
+            "calibration": calibration_dict(self.calibration),
+        }
 
 
-def pilot_plan(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: str | None = None,
-               model: str | None = None, mock: bool = False, mode: str | None = None,
-               row_keys: list[str] | None = None) -> CompiledPlan:
+def pilot_plan(
+    spec: api.SpecLike,
+    rows: int,
+    *,
+    seed: int | None = None,
+    state: str | None = None,
+    model: str | None = None,
+    mock: bool = False,
+    mode: str | None = None,
+    row_keys: list[str] | None = None,
+) -> CompiledPlan:
     """The pilot's plan: `rows` input rows of a seeded sample (or the rows `row_keys` names: a
     stratified top-up's), realtime unless `mode` says otherwise."""
-    return api.plan(spec, state=state, model=model, mock=mock, mode=mode or "realtime",
-                    pilot=len(row_keys) if row_keys else rows, seed=seed, save=False, row_keys=row_keys)
+    return api.plan(
+        spec,
+        state=state,
+        model=model,
+        mock=mock,
+        mode=mode or "realtime",
+        pilot=len(row_keys) if row_keys else rows,
+        seed=seed,
+        save=False,
+        row_keys=row_keys,
+    )
 
 
 def pilot_dict(sampled: CompiledPlan, bound: TopUpBound | None = None) -> dict[str, Any]:
     """What a pilot is about to do and may cost at most, before it starts (`top_up`: what drawing
     more rows for steps a `when:` starves may add, at most; its bound covers the pilot too)."""
     h = sampled.header
-    return {"rows": h.input.sample, "seed": h.input.seed, "steps": llm_steps(sampled), "requests": h.totals.to_run,
-            "most_calls": call_allowance(sampled), "cost_upper_usd": h.totals.cost_upper,
-            "cost_upper_all_attempts_usd": reask_upper(h), "output": h.output.path, "mocked": h.mocked,
-            "top_up": bound.to_dict() if bound is not None else None}
+    return {
+        "rows": h.input.sample,
+        "seed": h.input.seed,
+        "steps": llm_steps(sampled),
+        "requests": h.totals.to_run,
+        "most_calls": call_allowance(sampled),
+        "cost_upper_usd": h.totals.cost_upper,
+        "cost_upper_all_attempts_usd": reask_upper(h),
+        "output": h.output.path,
+        "mocked": h.mocked,
+        "top_up": bound.to_dict() if bound is not None else None,
+    }
 
 
-def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: str | None = None,
-              model: str | None = None, mock: bool = False, mode: str | None = None, max_cost: float | None = None,
-              on_event: Callable[[Event], None] | None = None, handle_signals: bool = True,
-              announce: Callable[[CompiledPlan, TopUpBound | None], None] | None = None,
-              prior: PilotResult | None = None, target: float = TARGET) -> PilotResult:
+def run_pilot(
+    spec: api.SpecLike,
+    rows: int,
+    *,
+    seed: int | None = None,
+    state: str | None = None,
+    model: str | None = None,
+    mock: bool = False,
+    mode: str | None = None,
+    max_cost: float | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    handle_signals: bool = True,
+    announce: Callable[[CompiledPlan, TopUpBound | None], None] | None = None,
+    prior: PilotResult | None = None,
+    target: float = TARGET,
+) -> PilotResult:
     """Run a pilot of `rows` rows (topped up for steps a `when:` starved), then plan the full job
     from its answers. `announce` sees the pilot's plan and the top-up's bound before anything is sent.
     `prior`: the smaller pilot of the same seed this one grows (--pilot auto): its calls count
@@ -163,14 +214,21 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
     allowance = call_allowance(sampled)
     store = open_state(state_location(state, sampled.header.state_location))
     before = prior.run_ids_all if prior is not None else []
-    outcome = api.apply_compiled(sampled, max_cost=max_cost, state=state, on_event=on_event,
-                                 handle_signals=handle_signals, run_kind="pilot",
-                                 max_calls=max(0, allowance - calls_made(store, before)))
+    outcome = api.apply_compiled(
+        sampled,
+        max_cost=max_cost,
+        state=state,
+        on_event=on_event,
+        handle_signals=handle_signals,
+        run_kind="pilot",
+        max_calls=max(0, allowance - calls_made(store, before)),
+    )
     top_ups: list[TopUp] = []
     if bound is not None and finished(outcome):
         budget, _ = effective_max_cost(max_cost, sampled.header.limits.get("max_cost_usd"))  # rounds share it
-        top_ups = _top_up(spec, (rows, outcome, allowance, before), (bound, stratum), options,
-                          (budget, on_event, handle_signals))
+        top_ups = _top_up(
+            spec, (rows, outcome, allowance, before), (bound, stratum), options, (budget, on_event, handle_signals)
+        )
     runs = [*before, outcome.run_id, *(t.outcome.run_id for t in top_ups)]
     weights = _weights(store, runs, stratum, sampled) if (top_ups or before) and stratum is not None else {}
     spent_before = prior.cost_usd if prior is not None else 0.0
@@ -179,21 +237,35 @@ def run_pilot(spec: api.SpecLike, rows: int, *, seed: int | None = None, state: 
         stats, inputs = measured(full, state)
     spent = pilots_spent(store, full)  # every pilot's of this job's rows: an earlier `--pilot N`'s too
     calibration = dataclasses.replace(calibrate(full.header, stats, inputs), spent=spent)
-    return PilotResult(rows, sampled.header.input.seed, sampled, outcome, full, calibration,
-                       rehearsal=sampled.header.mocked, top_ups=top_ups, bound=bound, calls=calls_made(store, runs),
-                       allowance=allowance, stratified=_stratified(stratum, weights, top_ups),
-                       size=pilot_size(full.header, stats, inputs, spent, rows, target), spent_before=spent_before,
-                       earlier_runs=before)
+    return PilotResult(
+        rows,
+        sampled.header.input.seed,
+        sampled,
+        outcome,
+        full,
+        calibration,
+        rehearsal=sampled.header.mocked,
+        top_ups=top_ups,
+        bound=bound,
+        calls=calls_made(store, runs),
+        allowance=allowance,
+        stratified=_stratified(stratum, weights, top_ups),
+        size=pilot_size(full.header, stats, inputs, spent, rows, target),
+        spent_before=spent_before,
+        earlier_runs=before,
+    )
 
 
 def finished(outcome: RunOutcome) -> bool:
     """The pilot's run ended by itself or by its call allowance (not by the budget, Ctrl+C, quota)."""
     return outcome.status in ("succeeded", "partial") or (
-        outcome.status == "budget" and CALL_LIMIT in (outcome.stop_reason or ""))
+        outcome.status == "budget" and CALL_LIMIT in (outcome.stop_reason or "")
+    )
 
 
-def top_up_bound(spec: api.SpecLike, sampled: CompiledPlan,
-                 options: dict[str, Any]) -> tuple[TopUpBound | None, Stratum | None]:
+def top_up_bound(
+    spec: api.SpecLike, sampled: CompiledPlan, options: dict[str, Any]
+) -> tuple[TopUpBound | None, Stratum | None]:
     """The largest sample a top-up may draw, planned now so its cost is announced with the pilot's,
     and where a row-only `when:` allows it, the stratum its rows are drawn from (pilot_strata.py)."""
     steps = filtered_steps(sampled)
@@ -208,9 +280,13 @@ def top_up_bound(spec: api.SpecLike, sampled: CompiledPlan,
     return TopUpBound(steps, plan.header.totals.rows, plan), None
 
 
-def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome, int, list[str]],
-            bounds: tuple[TopUpBound, Stratum | None], options: dict[str, Any],
-            run: tuple[float | None, Callable[[Event], None] | None, bool]) -> list[TopUp]:
+def _top_up(
+    spec: api.SpecLike,
+    pilot: tuple[int, RunOutcome, int, list[str]],
+    bounds: tuple[TopUpBound, Stratum | None],
+    options: dict[str, Any],
+    run: tuple[float | None, Callable[[Event], None] | None, bool],
+) -> list[TopUp]:
     """Draw more rows, with the calls the pilot has left, until every starved step has N answers
     (or the calls, or the bound, run out): rows of the seeded sample, or where a stratum's `when:`
     holds (counted in its rows: the pilot's own there, then its top-up's); a round the budget cannot
@@ -218,20 +294,30 @@ def _top_up(spec: api.SpecLike, pilot: tuple[int, RunOutcome, int, list[str]],
     (rows, first, allowance, before), (max_cost, on_event, handle_signals), (bound, stratum) = pilot, run, bounds
     store = open_state(state_location(options["state"], bound.plan.header.state_location))
     done: list[TopUp] = []
-    drawn, spent = (rows, first.cost_usd) if stratum is None else (_drawn_inside(store, before, stratum),
-                                                                   first.cost_usd)
+    drawn, spent = (
+        (rows, first.cost_usd) if stratum is None else (_drawn_inside(store, before, stratum), first.cost_usd)
+    )
     for _ in range(ROUNDS):
         runs = [*before, first.run_id, *(t.outcome.run_id for t in done)]
         now = Drawn(drawn, calls_made(store, runs), answers_per_step(store, runs, bound.steps))
         wanted = _wanted(rows, now, allowance, bound, (store, runs, stratum))
         if wanted <= drawn:
             break
-        larger = (pilot_plan(spec, wanted, **options) if stratum is None else
-                  pilot_plan(spec, rows, row_keys=stratum.keys(wanted - stratum.pilot_inside), **options))
+        larger = (
+            pilot_plan(spec, wanted, **options)
+            if stratum is None
+            else pilot_plan(spec, rows, row_keys=stratum.keys(wanted - stratum.pilot_inside), **options)
+        )
         try:
-            outcome = api.apply_compiled(larger, max_cost=None if max_cost is None else max(0.0, max_cost - spent),
-                                         state=options["state"], on_event=on_event, handle_signals=handle_signals,
-                                         run_kind="pilot", max_calls=allowance - now.calls)
+            outcome = api.apply_compiled(
+                larger,
+                max_cost=None if max_cost is None else max(0.0, max_cost - spent),
+                state=options["state"],
+                on_event=on_event,
+                handle_signals=handle_signals,
+                run_kind="pilot",
+                max_calls=allowance - now.calls,
+            )
         except CostLimitError:
             break  # nothing was sent: the plan calibrates on the answers it has
         done.append(TopUp(larger.header.totals.rows, now.answers, outcome))
@@ -247,13 +333,20 @@ def _drawn_inside(store: Any, before: list[str], stratum: Stratum) -> int:
     if not before:
         return stratum.pilot_inside
     marks = ", ".join("?" * len(before))
-    earlier = {str(k) for (k,) in store.execute(f"SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r "
-                                                 f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})", before)}
+    earlier = {
+        str(k)
+        for (k,) in store.execute(
+            f"SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r "
+            f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})",
+            before,
+        )
+    }
     return stratum.pilot_inside + sum(1 for key in stratum.candidates if key in earlier)
 
 
-def _wanted(rows: int, now: Drawn, allowance: int, bound: TopUpBound, stratified: tuple[Any, list[str],
-            Stratum | None]) -> int:
+def _wanted(
+    rows: int, now: Drawn, allowance: int, bound: TopUpBound, stratified: tuple[Any, list[str], Stratum | None]
+) -> int:
     """The next round's rows: of the sample, or of the stratum at the calls its rows take so far."""
     store, runs, stratum = stratified
     if stratum is None:
@@ -270,15 +363,21 @@ def _weights(store: Any, runs: list[str], stratum: Stratum, sampled: CompiledPla
     return reweightings(pilot_attempts(store, runs, stratum), stratum, stratum_share(stratum), keys)
 
 
-def _stratified(stratum: Stratum | None, weights: dict[str, Reweighting],
-                top_ups: list[TopUp]) -> dict[str, Any] | None:
+def _stratified(
+    stratum: Stratum | None, weights: dict[str, Reweighting], top_ups: list[TopUp]
+) -> dict[str, Any] | None:
     """What a stratified top-up drew and how it weighted the steps above it (None: not stratified)."""
     if stratum is None or not top_ups:
         return None
-    return {"where": stratum.step, "rows_drawn": top_ups[-1].rows - len(stratum.pilot_keys),
-            "share": next((w.share for w in weights.values()), None),
-            "weighted": {w.step: {"inside": w.inside, "outside": w.outside, "effective": w.weighted.answers}
-                         for w in weights.values()}}
+    return {
+        "where": stratum.step,
+        "rows_drawn": top_ups[-1].rows - len(stratum.pilot_keys),
+        "share": next((w.share for w in weights.values()), None),
+        "weighted": {
+            w.step: {"inside": w.inside, "outside": w.outside, "effective": w.weighted.answers}
+            for w in weights.values()
+        },
+    }
 
 
 def calibrated(full: CompiledPlan, state: str | None = None) -> Calibration:
@@ -286,13 +385,11 @@ def calibrated(full: CompiledPlan, state: str | None = None) -> Calibration:
     return calibrate(full.header, *measured(full, state))
 
 
-def measured(full: CompiledPlan, state: str | None = None) -> tuple[dict[str, KeyStats],
-                                                                     dict[str, InputCalibration]]:
+def measured(full: CompiledPlan, state: str | None = None) -> tuple[dict[str, KeyStats], dict[str, InputCalibration]]:
     """The answers behind each step's estimate (a stratified pilot's weighted back) and the input
     calibrations of the models counted with another tokenizer: what the interval reads."""
     location = state_location(state, full.header.state_location)
     llm = [s for s in full.header.steps if s.provider != "sql"]
     store = open_state(location)
     models = sorted({f"{s.provider}:{s.model}" for s in llm if not s.token_count_exact})
-    return (reweighed(output_stats(store, sorted({s.length_key for s in llm}))),
-            input_calibration(store, models))
+    return (reweighed(output_stats(store, sorted({s.length_key for s in llm}))), input_calibration(store, models))

@@ -46,8 +46,12 @@ class AutoBound:
 
     def to_dict(self) -> dict[str, Any]:
         header = self.plan.header
-        return {"rows_most": self.rows, "most_calls": self.calls, "cost_upper_usd": header.totals.cost_upper,
-                "cost_upper_all_attempts_usd": reask_upper(header)}
+        return {
+            "rows_most": self.rows,
+            "most_calls": self.calls,
+            "cost_upper_usd": header.totals.cost_upper,
+            "cost_upper_all_attempts_usd": reask_upper(header),
+        }
 
 
 @dataclass
@@ -65,9 +69,15 @@ class AutoPilot:
         return self.rounds[-1]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "rounds": [r.rows for r in self.rounds], "rows": self.result.rows,
-                "calls": self.result.calls, "cost_usd": self.result.cost_usd, "stop": self.stop,
-                "bound": self.bound.to_dict()}
+        return {
+            "target": self.target,
+            "rounds": [r.rows for r in self.rounds],
+            "rows": self.result.rows,
+            "calls": self.result.calls,
+            "cost_usd": self.result.cost_usd,
+            "stop": self.stop,
+            "bound": self.bound.to_dict(),
+        }
 
 
 def auto_bound(spec: api.SpecLike, start: int, options: dict[str, Any]) -> AutoBound:
@@ -78,11 +88,22 @@ def auto_bound(spec: api.SpecLike, start: int, options: dict[str, Any]) -> AutoB
     return AutoBound(rows, rows * len(llm_steps(largest)), bound.plan if bound is not None else largest)
 
 
-def run_auto(spec: api.SpecLike, *, start: int = START, target: float = TARGET, seed: int | None = None,
-             state: str | None = None, model: str | None = None, mock: bool = False, mode: str | None = None,
-             max_cost: float | None = None, on_event: Callable[[Event], None] | None = None,
-             handle_signals: bool = True, report: Callable[[str], None] | None = None,
-             announce: Callable[[CompiledPlan, TopUpBound | None, AutoBound], None] | None = None) -> AutoPilot:
+def run_auto(
+    spec: api.SpecLike,
+    *,
+    start: int = START,
+    target: float = TARGET,
+    seed: int | None = None,
+    state: str | None = None,
+    model: str | None = None,
+    mock: bool = False,
+    mode: str | None = None,
+    max_cost: float | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    handle_signals: bool = True,
+    report: Callable[[str], None] | None = None,
+    announce: Callable[[CompiledPlan, TopUpBound | None, AutoBound], None] | None = None,
+) -> AutoPilot:
     """Pilot `start` rows, then grow the same seeded sample while the whole job's interval is wider
     than `target` (see the module's docstring). `announce` sees the first round's plan, its top-up's
     bound and the auto pilot's before anything is sent; `report` each round's reason."""
@@ -95,8 +116,18 @@ def run_auto(spec: api.SpecLike, *, start: int = START, target: float = TARGET, 
         if announce is not None:
             announce(sampled, top_up, bound)
 
-    rounds = [run_pilot(spec, start, **options, max_cost=budget, on_event=on_event, handle_signals=handle_signals,
-                        announce=first_announce, target=target)]
+    rounds = [
+        run_pilot(
+            spec,
+            start,
+            **options,
+            max_cost=budget,
+            on_event=on_event,
+            handle_signals=handle_signals,
+            announce=first_announce,
+            target=target,
+        )
+    ]
     for _ in range(ROUNDS):
         last = rounds[-1]
         wanted, why = _next_size(last, bound, target)
@@ -120,16 +151,27 @@ def _next_size(last: PilotResult, bound: AutoBound, target: float) -> tuple[int 
         return None, f"{ends} after {last.rows:,} rows; {size.text()}"
     wanted = min(size.rows, bound.rows)
     if wanted <= last.rows:
-        return None, (f"{ends} after {last.rows:,} rows is wider than +-{target:.0%}, and that is the largest auto "
-                      f"pilot ({bound.rows:,} rows; a pilot of ~{size.rows:,} rows should reach it)")
+        return None, (
+            f"{ends} after {last.rows:,} rows is wider than +-{target:.0%}, and that is the largest auto "
+            f"pilot ({bound.rows:,} rows; a pilot of ~{size.rows:,} rows should reach it)"
+        )
     capped = f", capped at the largest auto pilot ({bound.rows:,} rows)" if wanted < size.rows else ""
-    return wanted, (f"{last.rows:,} rows ({last.calls:,} calls, {_money(last.cost_usd)} in all): {ends} is wider "
-                    f"than +-{target:.0%}, a pilot of ~{size.rows:,} rows should reach it{capped}")
+    return wanted, (
+        f"{last.rows:,} rows ({last.calls:,} calls, {_money(last.cost_usd)} in all): {ends} is wider "
+        f"than +-{target:.0%}, a pilot of ~{size.rows:,} rows should reach it{capped}"
+    )
 
 
-def _grow(spec: api.SpecLike, last: PilotResult, wanted: int, options: dict[str, Any], budget: float | None,
-          run: tuple[Callable[[Event], None] | None, bool], say: Callable[[str], None],
-          why: str) -> PilotResult | str:
+def _grow(
+    spec: api.SpecLike,
+    last: PilotResult,
+    wanted: int,
+    options: dict[str, Any],
+    budget: float | None,
+    run: tuple[Callable[[Event], None] | None, bool],
+    say: Callable[[str], None],
+    why: str,
+) -> PilotResult | str:
     """One growth round to `wanted` rows within the budget left (at half the growth when that is too
     little), or why none ran."""
     on_event, handle_signals = run
@@ -139,8 +181,9 @@ def _grow(spec: api.SpecLike, last: PilotResult, wanted: int, options: dict[str,
             break
         say(f"pilot auto: {why}; growing the same sample to {rows:,} rows ({rows - last.rows:,} more)")
         try:
-            return run_pilot(spec, rows, **options, max_cost=left, on_event=on_event,
-                             handle_signals=handle_signals, prior=last)
+            return run_pilot(
+                spec, rows, **options, max_cost=left, on_event=on_event, handle_signals=handle_signals, prior=last
+            )
         except CostLimitError:  # nothing was sent
             say(f"pilot auto: {rows:,} rows may cost more than the budget left ({_money(left)})")
     return f"the budget left ({_money(left)}) covers no larger pilot; stopped at {last.rows:,} rows"
@@ -152,8 +195,10 @@ def _last_words(last: PilotResult, bound: AutoBound, target: float) -> str:
     if wanted is None:
         return why
     needed = last.size.rows if last.size is not None else wanted
-    return (f"{ROUNDS} growth rounds done: {_ends(last)} after {last.rows:,} rows is still wider than "
-            f"+-{target:.0%} (a pilot of ~{needed:,} rows should reach it)")
+    return (
+        f"{ROUNDS} growth rounds done: {_ends(last)} after {last.rows:,} rows is still wider than "
+        f"+-{target:.0%} (a pilot of ~{needed:,} rows should reach it)"
+    )
 
 
 def _ends(result: PilotResult) -> str:

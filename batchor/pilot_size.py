@@ -29,8 +29,15 @@ from batchor.state.length_stats import InputCalibration, KeyStats
 
 TARGET = 0.10
 """The whole job's 90 % interval the pilot size aims at: within +-10 % of the expected cost."""
-_SCALED_COUNTS = ("to_run", "input_tokens", "output_tokens_expected", "output_tokens_upper", "cost_expected",
-                  "cost_upper", "projected")  # the rest's counts that shrink as the pilot takes requests
+_SCALED_COUNTS = (
+    "to_run",
+    "input_tokens",
+    "output_tokens_expected",
+    "output_tokens_upper",
+    "cost_expected",
+    "cost_upper",
+    "projected",
+)  # the rest's counts that shrink as the pilot takes requests
 _EXACT = 1e6  # answers' scale standing for a mean known exactly (the rest's own spread alone)
 
 
@@ -56,11 +63,18 @@ class PilotSize:
         return max(0, (self.rows or self.pilot_rows) - self.pilot_rows)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "within": self.within, "interval_ends": list(self.ends),
-                "pilot_rows": self.pilot_rows, "rows_needed": self.rows, "more_rows": self.more_rows,
-                "more_cost_upper_usd": self.more_cost_upper,
-                "projected_interval_ends": list(self.projected) if self.projected else None,
-                "reachable": self.within or self.rows is not None, "reason": self.reason}
+        return {
+            "target": self.target,
+            "within": self.within,
+            "interval_ends": list(self.ends),
+            "pilot_rows": self.pilot_rows,
+            "rows_needed": self.rows,
+            "more_rows": self.more_rows,
+            "more_cost_upper_usd": self.more_cost_upper,
+            "projected_interval_ends": list(self.projected) if self.projected else None,
+            "reachable": self.within or self.rows is not None,
+            "reason": self.reason,
+        }
 
     def text(self) -> str | None:
         """The line the calibrated plan prints when the whole job is not within the target."""
@@ -72,8 +86,10 @@ class PilotSize:
         from batchor.plan.summary import money, spread_text
 
         projected = f" ({spread_text(*self.projected)})" if self.projected else ""
-        return (f"a pilot of ~{self.rows:,} rows would bring this within {target}{projected} "
-                f"({self.more_rows:,} more rows, at most {money(self.more_cost_upper)}; cached, part of the job)")
+        return (
+            f"a pilot of ~{self.rows:,} rows would bring this within {target}{projected} "
+            f"({self.more_rows:,} more rows, at most {money(self.more_cost_upper)}; cached, part of the job)"
+        )
 
 
 def job_ends(calibration: Calibration) -> tuple[float, float]:
@@ -84,8 +100,14 @@ def job_ends(calibration: Calibration) -> tuple[float, float]:
     return (expected - low) / expected, (high - expected) / expected
 
 
-def pilot_size(header: PlanHeader, stats: dict[str, KeyStats], inputs: dict[str, InputCalibration] | None,
-               spent: float, pilot_rows: int, target: float = TARGET) -> PilotSize:
+def pilot_size(
+    header: PlanHeader,
+    stats: dict[str, KeyStats],
+    inputs: dict[str, InputCalibration] | None,
+    spent: float,
+    pilot_rows: int,
+    target: float = TARGET,
+) -> PilotSize:
     """The smallest pilot (rows of the same seeded sample) whose whole-job interval lies within
     `target`, asked of `calibrate` with the answers and the rest that pilot would leave."""
     input_rows = header.totals.rows
@@ -108,13 +130,26 @@ def pilot_size(header: PlanHeader, stats: dict[str, KeyStats], inputs: dict[str,
     return dataclasses.replace(found, rows=rows, more_cost_upper=more_upper, projected=job_ends(calibration))
 
 
-def _reaches(header: PlanHeader, stats: dict[str, KeyStats], inputs: dict[str, InputCalibration] | None,
-             spent: float, pilot_rows: int, rows: int, target: float) -> bool:
+def _reaches(
+    header: PlanHeader,
+    stats: dict[str, KeyStats],
+    inputs: dict[str, InputCalibration] | None,
+    spent: float,
+    pilot_rows: int,
+    rows: int,
+    target: float,
+) -> bool:
     return max(job_ends(_grown(header, stats, inputs, spent, pilot_rows, rows)[0])) <= target
 
 
-def _why_not(header: PlanHeader, stats: dict[str, KeyStats], inputs: dict[str, InputCalibration] | None,
-             spent: float, target: float, most: int) -> str:
+def _why_not(
+    header: PlanHeader,
+    stats: dict[str, KeyStats],
+    inputs: dict[str, InputCalibration] | None,
+    spent: float,
+    target: float,
+    most: int,
+) -> str:
     """The rest's own spread alone (its mean known exactly) is wider than the target, or else the
     input has too few rows for a pilot of at most half of it to measure the mean well enough."""
     exact = {key: _scaled_stats(found, _EXACT) for key, found in stats.items()}
@@ -122,13 +157,21 @@ def _why_not(header: PlanHeader, stats: dict[str, KeyStats], inputs: dict[str, I
     if max(own) > target:
         from batchor.plan.summary import spread_text
 
-        return (f"the rest's own spread alone is {spread_text(*own)} (its requests' costs vary that much "
-                "even with their mean known exactly)")
+        return (
+            f"the rest's own spread alone is {spread_text(*own)} (its requests' costs vary that much "
+            "even with their mean known exactly)"
+        )
     return f"the input has too few rows ({header.totals.rows:,}) for a pilot to measure the mean that well"
 
 
-def _grown(header: PlanHeader, stats: dict[str, KeyStats], inputs: dict[str, InputCalibration] | None,
-           spent: float, pilot_rows: int, rows: int) -> tuple[Calibration, float]:
+def _grown(
+    header: PlanHeader,
+    stats: dict[str, KeyStats],
+    inputs: dict[str, InputCalibration] | None,
+    spent: float,
+    pilot_rows: int,
+    rows: int,
+) -> tuple[Calibration, float]:
     """The calibration a pilot of `rows` rows would give (and what its extra rows cost at most)."""
     factor = rows / pilot_rows
     steps, grown, more, more_upper = [], dict(stats), 0.0, 0.0
@@ -155,8 +198,10 @@ def _rest(step: StepPlan, kept: float, measured: float) -> StepPlan:
     counts = step.counts
     update: dict[str, Any] = {name: _times(getattr(counts, name), kept) for name in _SCALED_COUNTS}
     if (counts.when_source or "").startswith("this input"):
-        update |= {"when_evaluated": round(counts.when_evaluated * measured),
-                   "when_ran": round(counts.when_ran * measured)}
+        update |= {
+            "when_evaluated": round(counts.when_evaluated * measured),
+            "when_ran": round(counts.when_ran * measured),
+        }
     return step.model_copy(update={"counts": counts.model_copy(update=update)})
 
 
@@ -167,8 +212,11 @@ def _scaled_stats(found: KeyStats, factor: float) -> KeyStats:
 def _scaled(stats: Any, factor: float) -> Any:
     """Every sum of `stats` (answers and their totals, re-ask stages, input ratios) times `factor`:
     the statistics they make keep their values, measured on `factor` times as many. Maxima stay."""
-    values = {f.name: _times(getattr(stats, f.name), factor) for f in dataclasses.fields(stats)
-              if not f.name.startswith("max_")}
+    values = {
+        f.name: _times(getattr(stats, f.name), factor)
+        for f in dataclasses.fields(stats)
+        if not f.name.startswith("max_")
+    }
     return dataclasses.replace(stats, **values)
 
 
@@ -176,4 +224,3 @@ def _times(value: Any, factor: float) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return value
     return round(value * factor) if isinstance(value, int) else value * factor
-

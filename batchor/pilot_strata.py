@@ -63,8 +63,9 @@ def find_stratum(spec: Any, sampled: CompiledPlan, options: dict[str, Any], most
     """The stratum a pilot's top-up may draw from (at most `most` rows beyond the pilot's), or None
     where the pilot's `when:`s do not allow it (see the module's docstring)."""
     loaded = load_spec(spec)
-    _, templates = resolve_steps(loaded, Overrides(model=options.get("model"), mock=bool(options.get("mock")),
-                                                   mode=options.get("mode")))
+    _, templates = resolve_steps(
+        loaded, Overrides(model=options.get("model"), mock=bool(options.get("mock")), mode=options.get("mode"))
+    )
     steps = {s.name: s for s in sampled.header.steps}
     top = stratum_step(steps, templates)
     if top is None:
@@ -151,16 +152,34 @@ def pilot_attempts(store: Any, run_ids: list[str], stratum: Stratum) -> list[Pil
     if not run_ids:
         return []
     marks = ", ".join("?" * len(run_ids))
-    rows = store.execute(f"SELECT DISTINCT j.step, j.request_key, j.row_key FROM job_requests j JOIN runs r "
-                         f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})", list(run_ids))
+    rows = store.execute(
+        f"SELECT DISTINCT j.step, j.request_key, j.row_key FROM job_requests j JOIN runs r "
+        f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})",
+        list(run_ids),
+    )
     inside = {(str(step), str(request)) for step, request, row in rows if row in stratum.inside}
-    found = store.execute(f"SELECT step, run_id, request_key, outcome, coalesce(output_tokens, 0), "
-                          f"coalesce(estimated, false), attempt, coalesce(input_tokens, 0), "
-                          f"coalesce(counted_input_tokens, 0) FROM attempts "
-                          f"WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL", list(run_ids))
-    return [PilotAttempt(str(step), str(run), str(request), str(outcome), int(tokens), bool(estimated),
-                         (str(step), str(request)) in inside, int(attempt or 1), int(tokens_in), int(counted))
-            for step, run, request, outcome, tokens, estimated, attempt, tokens_in, counted in found]
+    found = store.execute(
+        f"SELECT step, run_id, request_key, outcome, coalesce(output_tokens, 0), "
+        f"coalesce(estimated, false), attempt, coalesce(input_tokens, 0), "
+        f"coalesce(counted_input_tokens, 0) FROM attempts "
+        f"WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL",
+        list(run_ids),
+    )
+    return [
+        PilotAttempt(
+            str(step),
+            str(run),
+            str(request),
+            str(outcome),
+            int(tokens),
+            bool(estimated),
+            (str(step), str(request)) in inside,
+            int(attempt or 1),
+            int(tokens_in),
+            int(counted),
+        )
+        for step, run, request, outcome, tokens, estimated, attempt, tokens_in, counted in found
+    ]
 
 
 def calls_per_row(attempts: list[PilotAttempt], rows_inside: int, steps: int) -> float:
@@ -169,16 +188,18 @@ def calls_per_row(attempts: list[PilotAttempt], rows_inside: int, steps: int) ->
     return calls / rows_inside if rows_inside and calls else float(steps)
 
 
-def reweightings(attempts: list[PilotAttempt], stratum: Stratum, share: float,
-                 length_keys: dict[str, str]) -> dict[str, Reweighting]:
+def reweightings(
+    attempts: list[PilotAttempt], stratum: Stratum, share: float, length_keys: dict[str, str]
+) -> dict[str, Reweighting]:
     """Per length key of a step that runs on every row, its pilot answers post-stratified."""
     out = {}
     for step in stratum.weighted_steps:
         sides = [_stats([a for a in attempts if a.step == step and a.inside is side]) for side in (True, False)]
         weighted = post_stratified(sides[0], sides[1], share)
         if weighted is not None and step in length_keys:
-            out[length_keys[step]] = Reweighting(step, sides[0] + sides[1], weighted, share, sides[0].answers,
-                                                 sides[1].answers)
+            out[length_keys[step]] = Reweighting(
+                step, sides[0] + sides[1], weighted, share, sides[0].answers, sides[1].answers
+            )
     return out
 
 
@@ -186,12 +207,24 @@ def _stats(attempts: list[PilotAttempt]) -> OutputStats:
     """The ledger's statistics of these attempts (as state/answer_stats.py output_stats counts them)."""
     billed = [a for a in attempts if a.output_tokens > 0 and not a.estimated]
     answers = [a.output_tokens for a in billed if a.outcome == "ok"]
-    stats = OutputStats(len(answers), len(billed), sum(answers), float(sum(t * t for t in answers)),
-                        sum(a.output_tokens for a in billed), max((a.output_tokens for a in billed), default=0),
-                        len({(a.run_id, a.request_key) for a in billed}), float(sum(t ** 3 for t in answers)),
-                        *_stages(billed), *(sum(math.log(t) ** k for t in answers) for k in (1, 2, 3)))
-    return dataclasses.replace(stats, **length_fit_sums([(a.counted_input, a.output_tokens) for a in billed
-                                                         if a.outcome == "ok" and a.counted_input > 0]))
+    stats = OutputStats(
+        len(answers),
+        len(billed),
+        sum(answers),
+        float(sum(t * t for t in answers)),
+        sum(a.output_tokens for a in billed),
+        max((a.output_tokens for a in billed), default=0),
+        len({(a.run_id, a.request_key) for a in billed}),
+        float(sum(t**3 for t in answers)),
+        *_stages(billed),
+        *(sum(math.log(t) ** k for t in answers) for k in (1, 2, 3)),
+    )
+    return dataclasses.replace(
+        stats,
+        **length_fit_sums(
+            [(a.counted_input, a.output_tokens) for a in billed if a.outcome == "ok" and a.counted_input > 0]
+        ),
+    )
 
 
 def _stages(billed: list[PilotAttempt]) -> tuple[int, ...]:
@@ -202,8 +235,14 @@ def _stages(billed: list[PilotAttempt]) -> tuple[int, ...]:
         requests.setdefault((a.run_id, a.request_key), []).append(a)
     firsts = [tries[0] for tries in requests.values()]
     reasks = [(tries[0], a) for tries in requests.values() for a in tries[1:]]
-    return (len(firsts), sum(a.outcome == "invalid_output" for a in firsts),
-            sum(a.outcome not in ("ok", "invalid_output") for a in firsts), len(reasks),
-            sum(a.outcome == "invalid_output" for _, a in reasks), sum(a.output_tokens for _, a in reasks),
-            sum(a.input_tokens - first.input_tokens for first, a in reasks),
-            sum(a.outcome == "truncated" for a in firsts), sum(a.outcome == "truncated" for _, a in reasks))
+    return (
+        len(firsts),
+        sum(a.outcome == "invalid_output" for a in firsts),
+        sum(a.outcome not in ("ok", "invalid_output") for a in firsts),
+        len(reasks),
+        sum(a.outcome == "invalid_output" for _, a in reasks),
+        sum(a.output_tokens for _, a in reasks),
+        sum(a.input_tokens - first.input_tokens for first, a in reasks),
+        sum(a.outcome == "truncated" for a in firsts),
+        sum(a.outcome == "truncated" for _, a in reasks),
+    )

@@ -38,8 +38,13 @@ class TopUpBound:
 
     def to_dict(self) -> dict[str, Any]:
         totals = self.plan.header.totals
-        return {"steps": list(self.steps), "rows_most": self.rows, "cost_upper_usd": totals.cost_upper,
-                "cost_upper_all_attempts_usd": reask_upper(self.plan.header), "drawn_where": self.where}
+        return {
+            "steps": list(self.steps),
+            "rows_most": self.rows,
+            "cost_upper_usd": totals.cost_upper,
+            "cost_upper_all_attempts_usd": reask_upper(self.plan.header),
+            "drawn_where": self.where,
+        }
 
 
 def llm_steps(sampled: CompiledPlan) -> list[str]:
@@ -72,8 +77,9 @@ def calls_made(store: Any, run_ids: list[str]) -> int:
     if not run_ids:
         return 0
     marks = ", ".join("?" * len(run_ids))
-    found = store.execute(f"SELECT count(*) FROM attempts WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL",
-                          list(run_ids))
+    found = store.execute(
+        f"SELECT count(*) FROM attempts WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL", list(run_ids)
+    )
     return int(found[0][0])
 
 
@@ -82,8 +88,11 @@ def answers_per_step(store: Any, run_ids: list[str], steps: tuple[str, ...]) -> 
     if not run_ids or not steps:
         return {}
     marks_runs, marks_steps = ", ".join("?" * len(run_ids)), ", ".join("?" * len(steps))
-    rows = store.execute(f"SELECT step, count(DISTINCT request_key) FROM attempts WHERE run_id IN ({marks_runs}) "
-                         f"AND step IN ({marks_steps}) AND outcome = 'ok' GROUP BY step", [*run_ids, *steps])
+    rows = store.execute(
+        f"SELECT step, count(DISTINCT request_key) FROM attempts WHERE run_id IN ({marks_runs}) "
+        f"AND step IN ({marks_steps}) AND outcome = 'ok' GROUP BY step",
+        [*run_ids, *steps],
+    )
     found = {str(step): int(n) for step, n in rows}
     return {step: found.get(step, 0) for step in steps}
 

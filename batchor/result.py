@@ -56,8 +56,13 @@ class Result:
 
     @property
     def spend(self) -> dict[str, float | bool]:
-        return {"total_usd": self.cost_usd, "accepted_usd": self.accepted_usd, "wasted_usd": self.wasted_usd,
-                "estimated_usd": self.estimated_usd, "estimated": self.estimated_usd > 0}
+        return {
+            "total_usd": self.cost_usd,
+            "accepted_usd": self.accepted_usd,
+            "wasted_usd": self.wasted_usd,
+            "estimated_usd": self.estimated_usd,
+            "estimated": self.estimated_usd > 0,
+        }
 
     @property
     def estimate(self) -> dict[str, float | None]:
@@ -79,8 +84,9 @@ class Result:
         return self._table
 
     def to_pandas(self) -> Any:
-        return as_kind(self.to_arrow(), "pandas", self._original if self._kind == "pandas" else None,
-                       self.answer_columns)
+        return as_kind(
+            self.to_arrow(), "pandas", self._original if self._kind == "pandas" else None, self.answer_columns
+        )
 
     def to_polars(self) -> Any:
         return as_kind(self.to_arrow(), "polars")
@@ -103,6 +109,8 @@ class Result:
     def __repr__(self) -> str:
         rows = ", ".join(f"{n} {status}" for status, n in self.rows.items() if n) or "none"
         cost = money(self.cost_usd, estimated=bool(self.estimated_usd))
-        return (f"<Result {self.run_id} {self.status}: rows {rows}; requests {self.succeeded} answered, "
-                f"{self.failed} failed, {self.cached} cached; {cost}"
-                f"{f' ({money(self.wasted_usd)} wasted)' if self.wasted_usd else ''}>")
+        return (
+            f"<Result {self.run_id} {self.status}: rows {rows}; requests {self.succeeded} answered, "
+            f"{self.failed} failed, {self.cached} cached; {cost}"
+            f"{f' ({money(self.wasted_usd)} wasted)' if self.wasted_usd else ''}>"
+        )

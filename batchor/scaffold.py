@@ -35,9 +35,12 @@ limits:
 
 SCHEMA = {
     "type": "object",
-    "properties": {"label": {"type": "string", "enum": ["positive", "negative", "neutral"]},
-                   "reason": {"type": "string", "description": "One short sentence"}},
-    "required": ["label", "reason"], "additionalProperties": False,
+    "properties": {
+        "label": {"type": "string", "enum": ["positive", "negative", "neutral"]},
+        "reason": {"type": "string", "description": "One short sentence"},
+    },
+    "required": ["label", "reason"],
+    "additionalProperties": False,
 }
 
 ROWS = "id,text\n1,I love this product\n2,The delivery was late and the box was damaged\n3,It is a chair\n"
@@ -46,8 +49,11 @@ ROWS = "id,text\n1,I love this product\n2,The delivery was late and the box was 
 def init_project(folder: Path, name: str | None = None, force: bool = False) -> list[Path]:
     """Write job.yaml, output.schema.json and rows.csv into `folder` (refuses to overwrite)."""
     folder.mkdir(parents=True, exist_ok=True)
-    files = {folder / "job.yaml": SPEC.format(name=name or _name(folder), folder=folder),
-             folder / "output.schema.json": json.dumps(SCHEMA, indent=2) + "\n", folder / "rows.csv": ROWS}
+    files = {
+        folder / "job.yaml": SPEC.format(name=name or _name(folder), folder=folder),
+        folder / "output.schema.json": json.dumps(SCHEMA, indent=2) + "\n",
+        folder / "rows.csv": ROWS,
+    }
     existing = [p for p in files if p.exists()]
     if existing and not force:
         raise BatchorError(f"{', '.join(str(p) for p in existing)} already exist(s)", hint="use --force to overwrite")

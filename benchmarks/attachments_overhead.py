@@ -69,8 +69,9 @@ def _in_process(folder: Path, rows: int) -> dict[str, float]:
     for name, to_body in (("openai", openai.to_body), ("anthropic", anthropic.to_body), ("gemini", gemini.to_body)):
         started = time.process_time()
         for i, row in enumerate(refs):
-            request = LLMRequest(str(i), "m", ({"role": "user", "content": "x"},), {"max_tokens": 5},
-                                 attachments=load(row))
+            request = LLMRequest(
+                str(i), "m", ({"role": "user", "content": "x"},), {"max_tokens": 5}, attachments=load(row)
+            )
             json.dumps(to_body(request))
         figures[f"apply_{name}_ms"] = (time.process_time() - started) / rows * 1000
     return {k: round(v, 3) for k, v in figures.items()}
@@ -84,8 +85,11 @@ def run_attachments_overhead(rows: int = 2_000) -> dict[str, Any]:
             plain = _cpu(fresh_dir(f"attach-plain-{mode}"), text, server.openai_base_url, False, mode)
             folder = fresh_dir(f"attach-image-{mode}")
             images = _cpu(folder, _with_photos(text, folder), server.openai_base_url, True, mode)
-            figures[mode] = {"cpu_s_text": round(plain, 2), "cpu_s_image": round(images, 2),
-                             "overhead_ms_per_image_row": round((images - plain) / rows * 1000, 3)}
+            figures[mode] = {
+                "cpu_s_text": round(plain, 2),
+                "cpu_s_image": round(images, 2),
+                "overhead_ms_per_image_row": round((images - plain) / rows * 1000, 3),
+            }
         figures["images_received"] = len(server.stats()["media"])
     figures["in_process_per_image_row"] = _in_process(folder, rows)  # the last run's photos
     return figures

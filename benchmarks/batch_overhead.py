@@ -36,9 +36,12 @@ def run_batch_overhead(rows: int = 100_000) -> dict[str, Any]:
         fake_cpu = _cpu_seconds(server.process.pid)
     answered = count_rows(folder / ".batchor" / "state.duckdb", "results")
     return {
-        "rows": rows, "answered": answered, "batches": stats["batches_created"],
+        "rows": rows,
+        "answered": answered,
+        "batches": stats["batches_created"],
         "duplicated_rows": len(stats["batch_rows_duplicated"]),
-        "wall_s": round(measured.wall_s, 2), "cpu_s": round(measured.cpu_s, 2),
+        "wall_s": round(measured.wall_s, 2),
+        "cpu_s": round(measured.cpu_s, 2),
         "max_rss_mb": round(measured.max_rss_mb, 1),
         "fake_cpu_s": round(fake_cpu, 2),  # the fake answering every row: most of the wall time
         "wall_us_per_row": round(measured.wall_s / rows * 1e6, 1),

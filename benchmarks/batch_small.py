@@ -39,10 +39,17 @@ def run_batch_small(rows: int = 5000, batch_seconds: float = 2.0) -> dict[str, A
         measured = batchor(["apply", str(spec), "--yes", "--json"], cwd=folder).check()
         stats = server.stats()
     polls = [e for e in measured.events if e.get("event") == "batch_waiting"]
-    return {"rows": rows, "batch_seconds": batch_seconds, "wall_s": round(measured.wall_s, 2),
-            "cpu_s": round(measured.cpu_s, 2), "batches": stats["batches_created"],
-            "polls": len(polls), "waits_s": [p.get("next_poll_s") for p in polls],
-            "phases_s": phases(measured, started), "succeeded": measured.event("run_finished")["succeeded"]}
+    return {
+        "rows": rows,
+        "batch_seconds": batch_seconds,
+        "wall_s": round(measured.wall_s, 2),
+        "cpu_s": round(measured.cpu_s, 2),
+        "batches": stats["batches_created"],
+        "polls": len(polls),
+        "waits_s": [p.get("next_poll_s") for p in polls],
+        "phases_s": phases(measured, started),
+        "succeeded": measured.event("run_finished")["succeeded"],
+    }
 
 
 def phases(measured: Any, started: float) -> dict[str, float]:
@@ -54,13 +61,18 @@ def phases(measured: Any, started: float) -> dict[str, float]:
     last_wait = [e for e in measured.events if e.get("event") == "batch_waiting"][-1]
     seen = last_wait["at"] - started + last_wait["next_poll_s"]
     collected = measured.event("batch_collected")["at"] - started
-    return {"to_submitted": round(first["batch_submitted"], 2), "waiting": round(seen - first["batch_submitted"], 2),
-            "collecting": round(collected - seen, 2), "output_and_exit": round(measured.wall_s - collected, 2)}
+    return {
+        "to_submitted": round(first["batch_submitted"], 2),
+        "waiting": round(seen - first["batch_submitted"], 2),
+        "collecting": round(collected - seen, 2),
+        "output_and_exit": round(measured.wall_s - collected, 2),
+    }
 
 
 if __name__ == "__main__":
-    found = run_batch_small(*(int(sys.argv[1]),) if len(sys.argv) > 1 else (),
-                            *(float(sys.argv[2]),) if len(sys.argv) > 2 else ())
+    found = run_batch_small(
+        *(int(sys.argv[1]),) if len(sys.argv) > 1 else (), *(float(sys.argv[2]),) if len(sys.argv) > 2 else ()
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "batch_small.json").write_text(json.dumps(found, indent=2) + "\n")
     print(json.dumps(found, indent=2))

@@ -45,8 +45,12 @@ def run_embed_overhead(rows: int = 5_000) -> dict[str, Any]:
             run = _apply(f"embed-{mode}", data, server.openai_base_url, EMBED, mode)
             stats = server.stats()
             calls = stats["embed_calls"]
-            run.update(embeddings_calls=len(calls) if mode == "realtime" else 0, batches=stats["batches_created"],
-                       texts=sum(calls), cpu_ms_per_row=round(run["cpu_s"] / rows * 1000, 3))
+            run.update(
+                embeddings_calls=len(calls) if mode == "realtime" else 0,
+                batches=stats["batches_created"],
+                texts=sum(calls),
+                cpu_ms_per_row=round(run["cpu_s"] / rows * 1000, 3),
+            )
             figures[f"embed_{mode}"] = run
         server.reset()
         text = _apply("embed-yardstick", data, server.openai_base_url, TEXT, "realtime")

@@ -41,8 +41,14 @@ if str(ROOT) not in sys.path:
 
 from tests.fakes import FakeServer  # noqa: E402
 
-REALISTIC = {"text_words": [110, 0.45], "string_words": [9, 0.6], "token_counter": "o200k",
-             "input_token_ratio": {"anthropic": 1.2, "gemini": 1.1}, "malformed": 0.02, "seed": 3}
+REALISTIC = {
+    "text_words": [110, 0.45],
+    "string_words": [9, 0.6],
+    "token_counter": "o200k",
+    "input_token_ratio": {"anthropic": 1.2, "gemini": 1.1},
+    "malformed": 0.02,
+    "seed": 3,
+}
 EXAMPLES = ["reviews", "reviews_aspects", "review_replies", "reviews_judged", "tickets_pipeline"]
 SAMPLE_SHARE = 0.3
 UNLIMITED = {"rpm": 1_000_000, "concurrency": 32}  # the fake answers at once: no need to pace
@@ -52,32 +58,56 @@ ROWS = [300]  # --rows: rows of the earlier run and of this run
 SMALL = [False]  # --small-history: the earlier run is a 30 % sample of the spec's own input
 
 LONG_ANSWERS = {  # free-text answers of a few hundred tokens
-    "version": 1, "name": "long_answers",
+    "version": 1,
+    "name": "long_answers",
     "input": {"path": str(ROOT / "examples/data/reviews.csv"), "key": "review_id"},
     "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"temperature": 0, "max_tokens": 800}},
-    "steps": {"essay": {"system": "You are a product analyst.",
-                        "prompt": "Write a detailed analysis of this review for the product team:\n{{ row.text }}",
-                        "output": "text"}},
+    "steps": {
+        "essay": {
+            "system": "You are a product analyst.",
+            "prompt": "Write a detailed analysis of this review for the product team:\n{{ row.text }}",
+            "output": "text",
+        }
+    },
     "limits": {"concurrency": 16, "max_attempts": 3},
 }
 PIPELINE_WHEN = {  # classify everything (Claude), then explain only the negative ones (structured prose)
-    "version": 1, "name": "pipeline_when",
+    "version": 1,
+    "name": "pipeline_when",
     "input": {"path": str(ROOT / "examples/data/reviews.csv"), "key": "review_id"},
     "model": {"provider": "anthropic", "name": "claude-haiku-4-5", "params": {"temperature": 0, "max_tokens": 300}},
     "steps": {
-        "classify": {"system": "Classify the review.", "prompt": "Review: {{ row.text }}",
-                     "output": {"schema": {"type": "object", "additionalProperties": False,
-                                           "required": ["sentiment", "stars"],
-                                           "properties": {"sentiment": {"enum": ["positive", "negative", "mixed"]},
-                                                          "stars": {"type": "integer", "minimum": 1,
-                                                                    "maximum": 5}}}}},
-        "explain": {"when": 'classify.sentiment == "negative"',
-                    "prompt": "Why is this review negative? {{ row.text }}",
-                    "output": {"schema": {"type": "object", "additionalProperties": False,
-                                          "required": ["reason", "fix", "quotes"],
-                                          "properties": {"reason": {"type": "string"}, "fix": {"type": "string"},
-                                                         "quotes": {"type": "array", "maxItems": 3,
-                                                                    "items": {"type": "string"}}}}}},
+        "classify": {
+            "system": "Classify the review.",
+            "prompt": "Review: {{ row.text }}",
+            "output": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["sentiment", "stars"],
+                    "properties": {
+                        "sentiment": {"enum": ["positive", "negative", "mixed"]},
+                        "stars": {"type": "integer", "minimum": 1, "maximum": 5},
+                    },
+                }
+            },
+        },
+        "explain": {
+            "when": 'classify.sentiment == "negative"',
+            "prompt": "Why is this review negative? {{ row.text }}",
+            "output": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["reason", "fix", "quotes"],
+                    "properties": {
+                        "reason": {"type": "string"},
+                        "fix": {"type": "string"},
+                        "quotes": {"type": "array", "maxItems": 3, "items": {"type": "string"}},
+                    },
+                }
+            },
+        },
     },
     "limits": {"concurrency": 16, "max_attempts": 3},
 }
@@ -133,8 +163,9 @@ def history(spec: Path, state: str, out: Path) -> dict[str, Any]:
     from batchor.plan.summary import reask_upper
 
     if SMALL[0]:
-        earlier = api.plan(spec, state=state, sample=max(10, int(rows_of(spec) * SAMPLE_SHARE)), seed=SEED[0],
-                           save=False)
+        earlier = api.plan(
+            spec, state=state, sample=max(10, int(rows_of(spec) * SAMPLE_SHARE)), seed=SEED[0], save=False
+        )
         this: Any = None
     else:
         rows = ROWS[0]  # as `limit` too: a spec's own limit (review_replies: 100) would cut both runs short
@@ -148,9 +179,16 @@ def history(spec: Path, state: str, out: Path) -> dict[str, Any]:
     llm = [s for s in planned.header.steps if s.provider != "sql"]
     sources = sorted({s.output_source.split(":")[0] + "/" + s.input_source.split(" ")[0].rstrip(":") for s in llm})
     answers = min(s.measured.answers for s in interval.steps) if interval.steps else 0
-    return {"heuristic_ratio": first.cost_usd / earlier.header.totals.cost_expected,
-            "expected": totals.cost_expected, "low": interval.low, "high": interval.high, "actual": rest.cost_usd,
-            "upper": reask_upper(planned.header), "answers": answers, "sources": ", ".join(sources)}
+    return {
+        "heuristic_ratio": first.cost_usd / earlier.header.totals.cost_expected,
+        "expected": totals.cost_expected,
+        "low": interval.low,
+        "high": interval.high,
+        "actual": rest.cost_usd,
+        "upper": reask_upper(planned.header),
+        "answers": answers,
+        "sources": ", ".join(sources),
+    }
 
 
 MEASUREMENTS: dict[str, Callable[[Path, str, Path], dict[str, Any]]] = {"history": history}
@@ -166,18 +204,22 @@ def measure(name: str, spec: Path, fake: FakeServer, work: Path) -> dict[str, An
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| spec | heuristic ratio | fewest answers | expected (history) | 90 % interval | actual | ratio "
-            "| in interval | upper bound (re-asks incl.) | within 15 % | upper >= actual | sources (output/input) |")
+    head = (
+        "| spec | heuristic ratio | fewest answers | expected (history) | 90 % interval | actual | ratio "
+        "| in interval | upper bound (re-asks incl.) | within 15 % | upper >= actual | sources (output/input) |"
+    )
     lines = [head, "|" + "---|" * 12]
     for row in rows:
         h = row["history"]
         ratio = h["actual"] / h["expected"] if h["expected"] else float("nan")
         inside = h["low"] <= h["actual"] <= h["high"]
-        lines.append(f"| {row['spec']} | {h['heuristic_ratio']:.2f} | {h['answers']} | ${h['expected']:.4f} | "
-                     f"${h['low']:.4f}..${h['high']:.4f} | ${h['actual']:.4f} | {ratio:.3f} | "
-                     f"{'yes' if inside else 'no'} | ${h['upper']:.4f} | "
-                     f"{'yes' if abs(ratio - 1) <= TARGET else 'NO'} | "
-                     f"{'yes' if h['upper'] >= h['actual'] else 'NO'} | {h['sources']} |")
+        lines.append(
+            f"| {row['spec']} | {h['heuristic_ratio']:.2f} | {h['answers']} | ${h['expected']:.4f} | "
+            f"${h['low']:.4f}..${h['high']:.4f} | ${h['actual']:.4f} | {ratio:.3f} | "
+            f"{'yes' if inside else 'no'} | ${h['upper']:.4f} | "
+            f"{'yes' if abs(ratio - 1) <= TARGET else 'NO'} | "
+            f"{'yes' if h['upper'] >= h['actual'] else 'NO'} | {h['sources']} |"
+        )
     return "\n".join(lines)
 
 
@@ -193,19 +235,32 @@ def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="batchor-estimate-") as tmp, FakeServer.start(fake_config) as fake:
         work = Path(tmp)
-        os.environ.update({"OPENAI_API_KEY": "sk-bench", "ANTHROPIC_API_KEY": "sk-ant-bench",
-                           "GEMINI_API_KEY": "gemini-bench", "OPENAI_BASE_URL": fake.openai_base_url,
-                           "ANTHROPIC_BASE_URL": fake.anthropic_base_url,
-                           "GOOGLE_GEMINI_BASE_URL": fake.gemini_base_url, "BATCHOR_CACHE_DIR": str(work / "cache")})
+        os.environ.update(
+            {
+                "OPENAI_API_KEY": "sk-bench",
+                "ANTHROPIC_API_KEY": "sk-ant-bench",
+                "GEMINI_API_KEY": "gemini-bench",
+                "OPENAI_BASE_URL": fake.openai_base_url,
+                "ANTHROPIC_BASE_URL": fake.anthropic_base_url,
+                "GOOGLE_GEMINI_BASE_URL": fake.gemini_base_url,
+                "BATCHOR_CACHE_DIR": str(work / "cache"),
+            }
+        )
         os.environ.pop("BATCHOR_STATE", None)
         fake.configure(**fake_config)
         rows = [measure(name, path, fake, work) for name, path in spec_paths(work, args.only).items()]
     print(table(rows))
     kind = "30 % sample of the spec's input" if SMALL[0] else f"{ROWS[0]} other rows"
-    print(f"\n{len(rows)} specs in {time.monotonic() - started:.0f} s; seed {args.seed}; earlier run: {kind}; "
-          f"fake: {fake_config}")
-    missed = [r["spec"] for r in rows if abs(r["history"]["actual"] / r["history"]["expected"] - 1) > TARGET
-              or r["history"]["upper"] < r["history"]["actual"]]
+    print(
+        f"\n{len(rows)} specs in {time.monotonic() - started:.0f} s; seed {args.seed}; earlier run: {kind}; "
+        f"fake: {fake_config}"
+    )
+    missed = [
+        r["spec"]
+        for r in rows
+        if abs(r["history"]["actual"] / r["history"]["expected"] - 1) > TARGET
+        or r["history"]["upper"] < r["history"]["actual"]
+    ]
     if missed:
         print("targets missed: " + ", ".join(missed))
     return 1 if missed else 0

@@ -181,9 +181,7 @@ class Measured:
 
     def check(self) -> "Measured":
         if self.returncode != 0:
-            raise RuntimeError(
-                f"`{' '.join(self.args)}` exited {self.returncode}:\n{self.stderr[-3000:]}"
-            )
+            raise RuntimeError(f"`{' '.join(self.args)}` exited {self.returncode}:\n{self.stderr[-3000:]}")
         return self
 
     def event(self, name: str) -> dict[str, Any]:
@@ -214,14 +212,10 @@ def batchor(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) ->
     stdout, stderr = out_path.read_text(), err_path.read_text()
     events = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"event"')]
     cpu = usage.ru_utime + usage.ru_stime
-    return Measured(
-        command, wall, usage.ru_maxrss / 1024, cpu, process.returncode, stdout, stderr, events
-    )
+    return Measured(command, wall, usage.ru_maxrss / 1024, cpu, process.returncode, stdout, stderr, events)
 
 
-def steady_rate(
-    events: list[dict[str, Any]], low: float = 0.1, high: float = 0.9, skip_s: float = 0.0
-) -> float | None:
+def steady_rate(events: list[dict[str, Any]], low: float = 0.1, high: float = 0.9, skip_s: float = 0.0) -> float | None:
     """Answers per second between `low` and `high` of the work done (and not in the first
     `skip_s` seconds, when a rate limiter spends its initial burst), from progress events."""
     points = [(e["at"], e["done"]) for e in events if e.get("event") == "progress"]
@@ -245,9 +239,7 @@ def table_bytes(state: Path) -> dict[str, int]:
     sizes: dict[str, int] = {}
     try:
         db.execute("CHECKPOINT")
-        tables = [
-            r[0] for r in db.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall()
-        ]
+        tables = [r[0] for r in db.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall()]
         ddl = dict(db.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall())
         for name in tables:
             target = state.with_name(f".size-{name}.duckdb")

@@ -47,13 +47,21 @@ def stats_of(lengths: list[float]) -> OutputStats:
     """The statistics the ledger query returns for these accepted answers (log sums where the
     OutputStats of this checkout has them: the script runs on older commits too)."""
     n, total = len(lengths), sum(lengths)
-    fields = {"answers": n, "attempts": n, "answer_tokens": round(total), "attempt_tokens": round(total),
-              "answer_tokens_sq": sum(v * v for v in lengths), "answer_tokens_cu": sum(v ** 3 for v in lengths),
-              "max_tokens": round(max(lengths)), "requests": n}
+    fields = {
+        "answers": n,
+        "attempts": n,
+        "answer_tokens": round(total),
+        "attempt_tokens": round(total),
+        "answer_tokens_sq": sum(v * v for v in lengths),
+        "answer_tokens_cu": sum(v**3 for v in lengths),
+        "max_tokens": round(max(lengths)),
+        "requests": n,
+    }
     if hasattr(OutputStats(), "answer_logs"):
         logs = [math.log(v) for v in lengths]
-        fields.update(answer_logs=sum(logs), answer_logs_sq=sum(v * v for v in logs),
-                      answer_logs_cu=sum(v ** 3 for v in logs))
+        fields.update(
+            answer_logs=sum(logs), answer_logs_sq=sum(v * v for v in logs), answer_logs_cu=sum(v**3 for v in logs)
+        )
     return OutputStats(**fields)  # type: ignore[arg-type]
 
 
@@ -65,8 +73,7 @@ def interval(measured: OutputStats, requests: int) -> tuple[float, float, float]
     return expected, expected - half + shift, expected + half + shift
 
 
-def misses(draw: Draw, answers: int, rest: int, trials: int, seed: int,
-           fixed: int = 0) -> tuple[float, float, float]:
+def misses(draw: Draw, answers: int, rest: int, trials: int, seed: int, fixed: int = 0) -> tuple[float, float, float]:
     """Shares of trials whose actual lies above / below the interval, and its mean half-width
     (as a share of the estimate). `fixed`: the pilot and the rest split one set of that many rows."""
     rng = random.Random(seed)
@@ -99,10 +106,13 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name in args.only or list(KINDS):
         for answers in (15, 30, 50):
-            for rest in ((args.fixed - answers,) if args.fixed else (100, 400)):
+            for rest in (args.fixed - answers,) if args.fixed else (100, 400):
                 above, below, width = misses(KINDS[name], answers, rest, args.trials, args.seed, args.fixed)
-                print(f"| {name} | {answers} | {rest} | {above:.1%} | {below:.1%} | {1 - above - below:.1%} "
-                      f"| {width:.1%} |", flush=True)
+                print(
+                    f"| {name} | {answers} | {rest} | {above:.1%} | {below:.1%} | {1 - above - below:.1%} "
+                    f"| {width:.1%} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

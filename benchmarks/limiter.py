@@ -29,20 +29,28 @@ def apply_once(name: str, rows: int, concurrency: int, **fake: Any) -> dict[str,
     folder = fresh_dir(f"limiter-{name}")
     with fake_server(**fake) as server:
         spec = write_spec(folder, reviews_csv(rows), base_url=server.openai_base_url, concurrency=concurrency)
-        run = batchor(["apply", str(spec), "--state", str(folder / "state.duckdb"), "--json", "--yes"],
-                      cwd=folder).check()
+        run = batchor(
+            ["apply", str(spec), "--state", str(folder / "state.duckdb"), "--json", "--yes"], cwd=folder
+        ).check()
         stats = server.stats()
-    return {"steady_per_s": steady_rate(run.events), "wall_s": round(run.wall_s, 2),
-            "requests": stats["requests"], "sent_429": stats["sent_429"],
-            "succeeded": run.event("run_finished")["succeeded"]}
+    return {
+        "steady_per_s": steady_rate(run.events),
+        "wall_s": round(run.wall_s, 2),
+        "requests": stats["requests"],
+        "sent_429": stats["sent_429"],
+        "succeeded": run.event("run_finished")["succeeded"],
+    }
 
 
 def noise(rows: int, concurrency: int, latency_ms: float) -> dict[str, Any]:
     clean = apply_once("clean", rows, concurrency, latency_ms=latency_ms)
     noisy = apply_once("noisy", rows, concurrency, latency_ms=latency_ms, error_429=0.1, retry_after_s=1.0)
     ratio = noisy["steady_per_s"] / clean["steady_per_s"]
-    print(f"noise: clean {clean['steady_per_s']:.0f} req/s, with 10 % 429s {noisy['steady_per_s']:.0f} req/s "
-          f"({noisy['sent_429']} x 429), ratio {ratio:.3f} (target >= 0.85)", flush=True)
+    print(
+        f"noise: clean {clean['steady_per_s']:.0f} req/s, with 10 % 429s {noisy['steady_per_s']:.0f} req/s "
+        f"({noisy['sent_429']} x 429), ratio {ratio:.3f} (target >= 0.85)",
+        flush=True,
+    )
     return {"clean": clean, "noisy": noisy, "ratio": round(ratio, 3)}
 
 
@@ -50,8 +58,11 @@ def enforced_limit(rows: int, concurrency: int, latency_ms: float, rpm: int) -> 
     found = apply_once("limit", rows, concurrency, latency_ms=latency_ms, rpm=rpm)
     share = found["steady_per_s"] / (rpm / 60)
     share_429 = found["sent_429"] / max(1, found["requests"])
-    print(f"limit: {found['steady_per_s']:.1f} req/s against a {rpm} rpm server = {share:.3f} of the limit "
-          f"(target >= 0.95), {found['sent_429']} x 429 = {share_429:.2%} (target < 1 %)", flush=True)
+    print(
+        f"limit: {found['steady_per_s']:.1f} req/s against a {rpm} rpm server = {share:.3f} of the limit "
+        f"(target >= 0.95), {found['sent_429']} x 429 = {share_429:.2%} (target < 1 %)",
+        flush=True,
+    )
     return {**found, "limit_rpm": rpm, "share_of_limit": round(share, 3), "share_429": round(share_429, 4)}
 
 

@@ -91,29 +91,44 @@ def long_text(folder: Path, rows: int) -> Path:
     path = make_spec(folder, rows=rows, provider="gemini", model="gemini-2.5-flash", schema=None)
     spec = yaml.safe_load(path.read_text())
     spec["model"]["params"]["max_tokens"] = 2000
-    spec["steps"] = {"summary": {"system": "Summarise the review for a support agent.",
-                                 "prompt": "Review: {{ row.text }}", "output": "text"}}
+    spec["steps"] = {
+        "summary": {
+            "system": "Summarise the review for a support agent.",
+            "prompt": "Review: {{ row.text }}",
+            "output": "text",
+        }
+    }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
 def pipeline(folder: Path, rows: int) -> Path:
     """Classify every ticket, then draft a long reply only where `when:` holds (about 30 %)."""
-    write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i} about order {i * 7919 % 10007}"}
-                                    for i in range(rows)])
+    write_csv(
+        folder / "data.csv",
+        [{"id": f"t{i}", "text": f"ticket {i} about order {i * 7919 % 10007}"} for i in range(rows)],
+    )
     spec = {
-        "version": 1, "name": "tickets", "input": {"path": "data.csv", "key": "id"},
+        "version": 1,
+        "name": "tickets",
+        "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "anthropic", "name": "claude-haiku-4-5", "params": {"max_tokens": 1500}},
         "steps": {
-            "triage": {"prompt": "Classify: {{ row.text }}",
-                       "output": {"schema": {"type": "object", "additionalProperties": False,
-                                             "required": ["urgent", "topic"],
-                                             "properties": {"urgent": {"type": "boolean"},
-                                                            "topic": {"type": "string", "maxLength": 40}}}}},
-            "reply": {"prompt": "Draft a reply to: {{ row.text }} ({{ triage.topic }})",
-                      "when": "row.id[-1] in '147'"},
+            "triage": {
+                "prompt": "Classify: {{ row.text }}",
+                "output": {
+                    "schema": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["urgent", "topic"],
+                        "properties": {"urgent": {"type": "boolean"}, "topic": {"type": "string", "maxLength": 40}},
+                    }
+                },
+            },
+            "reply": {"prompt": "Draft a reply to: {{ row.text }} ({{ triage.topic }})", "when": "row.id[-1] in '147'"},
         },
-        "output": {"path": "out/tickets.csv"}, "limits": {"concurrency": 16},
+        "output": {"path": "out/tickets.csv"},
+        "limits": {"concurrency": 16},
     }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -125,42 +140,66 @@ def per_step(plan: Any, run_id: str | None = None) -> dict[str, dict[str, float]
     their answers' output tokens (count, mean, input tokens per answer), re-asks per request and
     input tokens per request (re-asks included): the decomposition of the estimate's error."""
     store = open_state(state_location(None, plan.header.state_location))
-    found = store.execute("SELECT step, sum(cost_usd), count(*) FILTER (WHERE outcome = 'ok'), "
-                          "avg(output_tokens) FILTER (WHERE outcome = 'ok'), "
-                          "avg(input_tokens) FILTER (WHERE outcome = 'ok'), count(*), "
-                          "count(DISTINCT request_key), sum(input_tokens) FROM attempts "
-                          "WHERE cost_usd IS NOT NULL AND (run_id = ? OR ? IS NULL) GROUP BY step", [run_id, run_id])
-    return {str(step): {"cost": round(float(cost), 6), "answers": int(n), "mean_out": round(float(out or 0), 1),
-                        "mean_in": round(float(inp or 0), 1), "reask_rate": round(tries / asked - 1, 4),
-                        "in_per_request": round(float(tokens_in) / asked, 1)}
-            for step, cost, n, out, inp, tries, asked, tokens_in in found}
+    found = store.execute(
+        "SELECT step, sum(cost_usd), count(*) FILTER (WHERE outcome = 'ok'), "
+        "avg(output_tokens) FILTER (WHERE outcome = 'ok'), "
+        "avg(input_tokens) FILTER (WHERE outcome = 'ok'), count(*), "
+        "count(DISTINCT request_key), sum(input_tokens) FROM attempts "
+        "WHERE cost_usd IS NOT NULL AND (run_id = ? OR ? IS NULL) GROUP BY step",
+        [run_id, run_id],
+    )
+    return {
+        str(step): {
+            "cost": round(float(cost), 6),
+            "answers": int(n),
+            "mean_out": round(float(out or 0), 1),
+            "mean_in": round(float(inp or 0), 1),
+            "reask_rate": round(tries / asked - 1, 4),
+            "in_per_request": round(float(tokens_in) / asked, 1),
+        }
+        for step, cost, n, out, inp, tries, asked, tokens_in in found
+    }
 
 
-def decomposition(calibration: Any, pilot: dict[str, dict[str, float]],
-                  whole: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+def decomposition(
+    calibration: Any, pilot: dict[str, dict[str, float]], whole: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
     """Per step: expected (the pilot's spend on it plus the rest's estimate) against actual, and the
     pilot's mean output tokens against the whole job's (where the step's error comes from)."""
     out = {}
     for s in calibration.steps:
         spent, actual = pilot.get(s.step, {}), whole.get(s.step, {})
         expected = spent.get("cost", 0.0) + s.expected
-        out[s.step] = {"expected": round(expected, 6), "actual": actual.get("cost"),
-                       "ratio": round(actual["cost"] / expected, 4) if actual and expected else None,
-                       "answers": s.measured.answers, "pilot_mean_out": round(s.measured.mean, 1),
-                       "job_mean_out": actual.get("mean_out"),
-                       "out_ratio": round(actual["mean_out"] / s.measured.mean, 4)
-                       if actual and s.measured.mean else None,
-                       "pilot_mean_in": spent.get("mean_in"), "job_mean_in": actual.get("mean_in"),
-                       "requests_expected": round(s.requests + spent.get("answers", 0), 1),
-                       "requests_actual": actual.get("answers"),
-                       "pilot_reask_rate": round(s.reask_rate, 4), "job_reask_rate": actual.get("reask_rate"),
-                       "pilot_in_per_request": spent.get("in_per_request"),
-                       "job_in_per_request": actual.get("in_per_request")}
+        out[s.step] = {
+            "expected": round(expected, 6),
+            "actual": actual.get("cost"),
+            "ratio": round(actual["cost"] / expected, 4) if actual and expected else None,
+            "answers": s.measured.answers,
+            "pilot_mean_out": round(s.measured.mean, 1),
+            "job_mean_out": actual.get("mean_out"),
+            "out_ratio": round(actual["mean_out"] / s.measured.mean, 4) if actual and s.measured.mean else None,
+            "pilot_mean_in": spent.get("mean_in"),
+            "job_mean_in": actual.get("mean_in"),
+            "requests_expected": round(s.requests + spent.get("answers", 0), 1),
+            "requests_actual": actual.get("answers"),
+            "pilot_reask_rate": round(s.reask_rate, 4),
+            "job_reask_rate": actual.get("reask_rate"),
+            "pilot_in_per_request": spent.get("in_per_request"),
+            "job_in_per_request": actual.get("in_per_request"),
+        }
     return out
 
 
-def measure(make: Any, rows: int, pilot_rows: int | str, sigma: float, fake: FakeServer, seed: int | None = None,
-            whole: dict[str, Any] | None = None, reject: list[float] | None = None) -> dict[str, Any]:
+def measure(
+    make: Any,
+    rows: int,
+    pilot_rows: int | str,
+    sigma: float,
+    fake: FakeServer,
+    seed: int | None = None,
+    whole: dict[str, Any] | None = None,
+    reject: list[float] | None = None,
+) -> dict[str, Any]:
     """One pilot (seeded sample) and the run after it. `whole`: the whole job's cost measured once
     by a plain run of the same spec (the fake answers each prompt alike whatever the seed, so the
     whole job costs the same); given, the rest is not run again."""
@@ -202,24 +241,42 @@ def measure(make: Any, rows: int, pilot_rows: int | str, sigma: float, fake: Fak
     job, low, high = calibration.job
     actual = piloted.cost_usd + rest
     size = piloted.size.to_dict() if piloted.size is not None else {}
-    return {"spec": make.__name__, "rows": full.header.totals.rows, "pilot": pilot_rows, "sigma": sigma, "seed": seed,
-            "pilot_rows": piloted.rows, "auto": grown, "within_10": bool(job and abs(actual / job - 1) <= 0.1),
-            "size_rows_needed": size.get("rows_needed"), "size_within": size.get("within"),
-            "job_expected": round(job, 6), "job_interval_90": [round(low, 6), round(high, 6)],
-            "job_actual": round(actual, 6), "job_ratio": round(actual / job, 4) if job else None,
-            "in_interval": low <= actual <= high, "rest_ratio": round(rest / calibration.expected, 4)
-            if calibration.expected else None, "rest_measured": whole is None,
-            "upper": round(full.header.totals.cost_upper + piloted.cost_usd, 6),
-            "upper_all_attempts": round(reask_upper(full.header) + piloted.cost_usd, 6),
-            "under_upper": actual <= full.header.totals.cost_upper + piloted.cost_usd, "reject": reject,
-            "pilot_cost": round(piloted.cost_usd, 6),
-            "pilot_calls": received, "pilot_calls_counted": piloted.calls, "pilot_call_bound": piloted.allowance,
-            "top_up_rows": [t.rows for t in piloted.top_ups], "stratified": piloted.stratified,
-            "answers": {s.step: s.measured.answers for s in calibration.steps},
-            "pilot_cpu_s": round(cpu, 2), "pilot_overhead_cpu_s": round(cpu - in_runs[0], 2),
-            "pilot_wall_s": round(elapsed, 2),
-            "pilot_run_s": round(piloted.duration_s, 2),
-            "steps": decomposition(calibration, in_pilot, steps), "steps_actual": steps}
+    return {
+        "spec": make.__name__,
+        "rows": full.header.totals.rows,
+        "pilot": pilot_rows,
+        "sigma": sigma,
+        "seed": seed,
+        "pilot_rows": piloted.rows,
+        "auto": grown,
+        "within_10": bool(job and abs(actual / job - 1) <= 0.1),
+        "size_rows_needed": size.get("rows_needed"),
+        "size_within": size.get("within"),
+        "job_expected": round(job, 6),
+        "job_interval_90": [round(low, 6), round(high, 6)],
+        "job_actual": round(actual, 6),
+        "job_ratio": round(actual / job, 4) if job else None,
+        "in_interval": low <= actual <= high,
+        "rest_ratio": round(rest / calibration.expected, 4) if calibration.expected else None,
+        "rest_measured": whole is None,
+        "upper": round(full.header.totals.cost_upper + piloted.cost_usd, 6),
+        "upper_all_attempts": round(reask_upper(full.header) + piloted.cost_usd, 6),
+        "under_upper": actual <= full.header.totals.cost_upper + piloted.cost_usd,
+        "reject": reject,
+        "pilot_cost": round(piloted.cost_usd, 6),
+        "pilot_calls": received,
+        "pilot_calls_counted": piloted.calls,
+        "pilot_call_bound": piloted.allowance,
+        "top_up_rows": [t.rows for t in piloted.top_ups],
+        "stratified": piloted.stratified,
+        "answers": {s.step: s.measured.answers for s in calibration.steps},
+        "pilot_cpu_s": round(cpu, 2),
+        "pilot_overhead_cpu_s": round(cpu - in_runs[0], 2),
+        "pilot_wall_s": round(elapsed, 2),
+        "pilot_run_s": round(piloted.duration_s, 2),
+        "steps": decomposition(calibration, in_pilot, steps),
+        "steps_actual": steps,
+    }
 
 
 def other_number(digits: str, draw: random.Random) -> str:
@@ -249,7 +306,7 @@ def other_rows(spec: Path, rows: int, seed: int, folder: Path) -> Path:
         for i in range(rows):
             row, draw = dict(original[i % len(original)]), random.Random(f"{seed}-{i}")
             words = re.sub(r"\d+", lambda m, d=draw: other_number(m[0], d), row["text"]).split()
-            words = words[:max(2, len(words) // 2)] if FOLLOW else words  # last month's: shorter
+            words = words[: max(2, len(words) // 2)] if FOLLOW else words  # last month's: shorter
             turn = draw.randrange(1, max(2, len(words)))
             rotated = " ".join(words[turn:] + words[:turn])
             if rotated != row["text"]:
@@ -258,8 +315,15 @@ def other_rows(spec: Path, rows: int, seed: int, folder: Path) -> Path:
     return target
 
 
-def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: int,
-                    whole: dict[str, Any] | None = None, reject: list[float] | None = None) -> dict[str, Any]:
+def measure_history(
+    make: Any,
+    rows: int,
+    sigma: float,
+    fake: FakeServer,
+    seed: int,
+    whole: dict[str, Any] | None = None,
+    reject: list[float] | None = None,
+) -> dict[str, Any]:
     """No pilot: an earlier run of the same spec on `rows` other rows (other_rows: every row a new
     request, its words the same as a row of the job's; `seed` draws other rows),
     then the plan of the job learning from its answers (`history: N answers`) against the job's
@@ -282,20 +346,35 @@ def measure_history(make: Any, rows: int, sigma: float, fake: FakeServer, seed: 
     else:
         actual, steps = whole["job_actual"], whole["steps_actual"]
     sources = sorted({s.output_source for s in planned.header.steps if s.provider != "sql"})
-    return {"spec": make.__name__, "mode": "history", "rows": planned.header.totals.rows, "sigma": sigma,
-            "seed": seed, "job_expected": round(job, 6), "job_interval_90": [round(interval.low, 6),
-                                                                             round(interval.high, 6)],
-            "job_actual": round(actual, 6), "job_ratio": round(actual / job, 4) if job else None,
-            "in_interval": interval.low <= actual <= interval.high,
-            "upper": round(planned.header.totals.cost_upper, 6),
-            "upper_all_attempts": round(reask_upper(planned.header), 6),
-            "under_upper": actual <= planned.header.totals.cost_upper, "reject": reject, "sources": sources,
-            "answers": {s.step: s.measured.answers for s in interval.steps},
-            "steps": {s.step: {"expected": round(s.expected, 6), "actual": steps.get(s.step, {}).get("cost"),
-                               "history_reask_rate": round(s.reask_rate, 4),
-                               "job_reask_rate": steps.get(s.step, {}).get("reask_rate"),
-                               "job_in_per_request": steps.get(s.step, {}).get("in_per_request")}
-                      for s in interval.steps}, "steps_actual": steps}
+    return {
+        "spec": make.__name__,
+        "mode": "history",
+        "rows": planned.header.totals.rows,
+        "sigma": sigma,
+        "seed": seed,
+        "job_expected": round(job, 6),
+        "job_interval_90": [round(interval.low, 6), round(interval.high, 6)],
+        "job_actual": round(actual, 6),
+        "job_ratio": round(actual / job, 4) if job else None,
+        "in_interval": interval.low <= actual <= interval.high,
+        "upper": round(planned.header.totals.cost_upper, 6),
+        "upper_all_attempts": round(reask_upper(planned.header), 6),
+        "under_upper": actual <= planned.header.totals.cost_upper,
+        "reject": reject,
+        "sources": sources,
+        "answers": {s.step: s.measured.answers for s in interval.steps},
+        "steps": {
+            s.step: {
+                "expected": round(s.expected, 6),
+                "actual": steps.get(s.step, {}).get("cost"),
+                "history_reask_rate": round(s.reask_rate, 4),
+                "job_reask_rate": steps.get(s.step, {}).get("reask_rate"),
+                "job_in_per_request": steps.get(s.step, {}).get("in_per_request"),
+            }
+            for s in interval.steps
+        },
+        "steps_actual": steps,
+    }
 
 
 def varied(make: Any) -> Any:
@@ -318,8 +397,27 @@ def varied(make: Any) -> Any:
     return made
 
 
-FILLER = ("the", "order", "arrived", "late", "and", "the", "box", "was", "damaged", "so", "I", "asked", "for",
-          "a", "refund", "twice", "without", "an", "answer")
+FILLER = (
+    "the",
+    "order",
+    "arrived",
+    "late",
+    "and",
+    "the",
+    "box",
+    "was",
+    "damaged",
+    "so",
+    "I",
+    "asked",
+    "for",
+    "a",
+    "refund",
+    "twice",
+    "without",
+    "an",
+    "answer",
+)
 
 
 def seeds(text: str) -> list[int]:
@@ -334,28 +432,45 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=0.6, help="log-normal sigma of text answer lengths")
     parser.add_argument("--seeds", default="0", help="pilot sample seeds, e.g. 0-11")
     parser.add_argument("--only", action="append", choices=[m.__name__ for m in SPECS])
-    parser.add_argument("--history", action="store_true",
-                        help="no pilot: plan from an earlier run of the same spec on other rows")
-    parser.add_argument("--reject", default=None, metavar="FIRST[,AGAIN]",
-                        help="shares of structured first answers (and of re-asks) the fake answers with one "
-                             "plausible mistake, so re-asks happen (e.g. 0.2,0.1)")
-    parser.add_argument("--follow-input", type=float, default=None, metavar="BETA",
-                        help="varied input lengths, and text answers whose median grows as (input words / 60)^BETA")
+    parser.add_argument(
+        "--history", action="store_true", help="no pilot: plan from an earlier run of the same spec on other rows"
+    )
+    parser.add_argument(
+        "--reject",
+        default=None,
+        metavar="FIRST[,AGAIN]",
+        help="shares of structured first answers (and of re-asks) the fake answers with one "
+        "plausible mistake, so re-asks happen (e.g. 0.2,0.1)",
+    )
+    parser.add_argument(
+        "--follow-input",
+        type=float,
+        default=None,
+        metavar="BETA",
+        help="varied input lengths, and text answers whose median grows as (input words / 60)^BETA",
+    )
     args = parser.parse_args()
     if args.follow_input is not None:
         FOLLOW["text_words_follow"] = [args.follow_input, INPUT_WORDS]
     reject = [float(x) for x in (args.reject + ",0").split(",")[:2]] if args.reject else None
     pilot: int | str = args.pilot if args.pilot == "auto" else int(args.pilot)
     with FakeServer.start({}) as fake:
-        os.environ.update(ANTHROPIC_API_KEY="sk-ant-bench-123456", ANTHROPIC_BASE_URL=fake.anthropic_base_url,
-                          GEMINI_API_KEY="gemini-bench-123456", GOOGLE_GEMINI_BASE_URL=fake.gemini_base_url)
+        os.environ.update(
+            ANTHROPIC_API_KEY="sk-ant-bench-123456",
+            ANTHROPIC_BASE_URL=fake.anthropic_base_url,
+            GEMINI_API_KEY="gemini-bench-123456",
+            GOOGLE_GEMINI_BASE_URL=fake.gemini_base_url,
+        )
         for make in SPECS:
             if args.only and make.__name__ not in args.only:
                 continue
             whole, make = None, varied(make) if FOLLOW else make
             for n, seed in enumerate(seeds(args.seeds)):
-                result = (measure_history(make, args.rows, args.sigma, fake, seed, whole, reject) if args.history
-                          else measure(make, args.rows, pilot, args.sigma, fake, seed, whole, reject))
+                result = (
+                    measure_history(make, args.rows, args.sigma, fake, seed, whole, reject)
+                    if args.history
+                    else measure(make, args.rows, pilot, args.sigma, fake, seed, whole, reject)
+                )
                 print(json.dumps(result), flush=True)
                 if n == 0:  # the first seed ran the rest for real: the whole job's cost, for the others
                     whole = result

@@ -43,9 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(render_table(outcomes))
     path = write_results(outcomes, quick=args.quick, elapsed=elapsed)
-    print(
-        f"\n{'quick' if args.quick else 'full'} run took {elapsed:.1f}s; results written to {path}"
-    )
+    print(f"\n{'quick' if args.quick else 'full'} run took {elapsed:.1f}s; results written to {path}")
     failed = [f"{o.scenario}: {f.metric}" for o in outcomes for f in o.figures if f.ok is False]
     if failed:
         print("targets missed: " + "; ".join(failed))
@@ -68,11 +66,7 @@ def render_table(outcomes: list[Outcome]) -> str:
     rows = [("scenario", "rows", "metric", "value", "target", "ok")]
     for o in outcomes:
         for f in o.figures:
-            value = (
-                "-"
-                if f.value is None
-                else (f"{f.value:,}" if isinstance(f.value, (int, float)) else f.value)
-            )
+            value = "-" if f.value is None else (f"{f.value:,}" if isinstance(f.value, (int, float)) else f.value)
             ok = {True: "yes", False: "NO", None: ""}[f.ok]
             rows.append(
                 (

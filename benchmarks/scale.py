@@ -41,8 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     folder = fresh_dir(f"scale-{args.rows}")
     started = time.perf_counter()
     data = reviews_csv(args.rows)
-    print(f"input     {args.rows:,} rows, {data.stat().st_size / 2**20:,.0f} MB CSV "
-          f"({time.perf_counter() - started:.0f} s)", flush=True)
+    print(
+        f"input     {args.rows:,} rows, {data.stat().st_size / 2**20:,.0f} MB CSV "
+        f"({time.perf_counter() - started:.0f} s)",
+        flush=True,
+    )
     spec = write_spec(folder, data, provider="mock", concurrency=64)
     state, plan = folder / "state.duckdb", folder / "p.plan"
     try:
@@ -54,8 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         run = batchor(["apply", str(plan), "--state", str(state), "--json"], cwd=folder)
         _phase("re-apply", run)
         done = run.event("run_finished")
-        print(f"          rows {done['rows']}, cached {done['cached']:,}, sent {done['total']}; "
-              f"output {Path(done['output']).stat().st_size / 2**20:,.0f} MB", flush=True)
+        print(
+            f"          rows {done['rows']}, cached {done['cached']:,}, sent {done['total']}; "
+            f"output {Path(done['output']).stat().st_size / 2**20:,.0f} MB",
+            flush=True,
+        )
         print(f"disk      state {state.stat().st_size / 2**20:,.0f} MB, plan {plan.stat().st_size / 2**20:,.0f} MB")
     finally:
         if not args.keep:
@@ -65,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _phase(name: str, run: Measured) -> None:
     run.check()
-    print(f"{name:<9} peak RSS {run.max_rss_mb:,.0f} MB, CPU {run.cpu_s:,.1f} s, wall {run.wall_s:,.1f} s",
-          flush=True)
+    print(f"{name:<9} peak RSS {run.max_rss_mb:,.0f} MB, CPU {run.cpu_s:,.1f} s, wall {run.wall_s:,.1f} s", flush=True)
 
 
 def _measured(command: list[str], cwd: Path) -> Measured:
@@ -76,8 +81,15 @@ def _measured(command: list[str], cwd: Path) -> Measured:
         started = time.perf_counter()
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(process.pid, 0)
-    return Measured(command, time.perf_counter() - started, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime,
-                    os.waitstatus_to_exitcode(status), (cwd / ".stdout").read_text(), (cwd / ".stderr").read_text())
+    return Measured(
+        command,
+        time.perf_counter() - started,
+        usage.ru_maxrss / 1024,
+        usage.ru_utime + usage.ru_stime,
+        os.waitstatus_to_exitcode(status),
+        (cwd / ".stdout").read_text(),
+        (cwd / ".stderr").read_text(),
+    )
 
 
 def _fill(plan_path: Path, state_path: Path) -> None:
@@ -99,12 +111,24 @@ def _fill(plan_path: Path, state_path: Path) -> None:
         keys = pc.unique(batch.column(0).drop_null())
         m = len(keys)
         outputs = [f'{{"sentiment":"{sentiments[(n + i) % 3]}","stars":{1 + (n + i) % 5}}}' for i in range(m)]
-        store.record_results(pa.table({
-            "request_key": keys, "step": [step.name] * m, "status": ["succeeded"] * m, "output": outputs,
-            "error_code": pa.nulls(m, pa.string()), "error": pa.nulls(m, pa.string()),
-            "attempts": pa.array([1] * m, pa.int16()), "input_tokens": pa.array([60] * m, pa.int32()),
-            "output_tokens": pa.array([10] * m, pa.int32()), "cost_usd": [0.0] * m, "run_id": ["rfill"] * m},
-            schema=RESULT_SCHEMA))
+        store.record_results(
+            pa.table(
+                {
+                    "request_key": keys,
+                    "step": [step.name] * m,
+                    "status": ["succeeded"] * m,
+                    "output": outputs,
+                    "error_code": pa.nulls(m, pa.string()),
+                    "error": pa.nulls(m, pa.string()),
+                    "attempts": pa.array([1] * m, pa.int16()),
+                    "input_tokens": pa.array([60] * m, pa.int32()),
+                    "output_tokens": pa.array([10] * m, pa.int32()),
+                    "cost_usd": [0.0] * m,
+                    "run_id": ["rfill"] * m,
+                },
+                schema=RESULT_SCHEMA,
+            )
+        )
         n += m
     store.close()
 

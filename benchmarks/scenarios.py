@@ -83,12 +83,8 @@ def realtime_zero_latency(quick: bool) -> Outcome:
     with fake_server(latency_ms=0) as fake:
         spec = write_spec(folder, reviews_csv(rows), base_url=fake.openai_base_url, concurrency=64)
         state = str(folder / "state.duckdb")
-        batchor(
-            ["plan", str(spec), "--state", state, "--out", str(folder / "p.plan")], cwd=folder
-        ).check()
-        run = batchor(
-            ["apply", str(folder / "p.plan"), "--state", state, "--json"], cwd=folder
-        ).check()
+        batchor(["plan", str(spec), "--state", state, "--out", str(folder / "p.plan")], cwd=folder).check()
+        run = batchor(["apply", str(folder / "p.plan"), "--state", state, "--json"], cwd=folder).check()
         stats = fake.stats()
     finished = run.event("run_finished")
     steady = steady_rate(run.events)
@@ -108,9 +104,7 @@ def realtime_rate_limited(quick: bool) -> Outcome:
     out = Outcome("rate-limited", rows)
     folder = fresh_dir("ratelimited")
     with fake_server(latency_ms=200, rpm=rpm) as fake:
-        spec = write_spec(
-            folder, reviews_csv(rows), base_url=fake.openai_base_url, concurrency=64, rpm=rpm
-        )
+        spec = write_spec(folder, reviews_csv(rows), base_url=fake.openai_base_url, concurrency=64, rpm=rpm)
         state = str(folder / "state.duckdb")
         run = batchor(["apply", str(spec), "--state", state, "--json", "--yes"], cwd=folder).check()
         stats = fake.stats()
@@ -140,9 +134,7 @@ def reapply_cached(quick: bool) -> Outcome:
     finished = run.event("run_finished")
     out.add("re-apply plan file", round(run.wall_s, 2), "s", None if quick else "<= 10")
     out.add("re-apply peak RSS", round(run.max_rss_mb), "MB")
-    again = batchor(
-        ["apply", str(spec), "--state", str(state), "--json", "--yes"], cwd=folder
-    ).check()
+    again = batchor(["apply", str(spec), "--state", str(state), "--json", "--yes"], cwd=folder).check()
     calls = count_rows(state, "attempts") - before  # every provider call leaves an attempt row
     for done in (finished, again.event("run_finished")):
         calls += done["succeeded"] + done["failed"]

@@ -42,8 +42,9 @@ def one_apply(folder: Path, data: Path, index: int) -> None:
     work = folder / f"run{index}"
     shutil.rmtree(work, ignore_errors=True)
     spec = write_spec(work, data, concurrency=4)
-    result = CliRunner().invoke(app, ["apply", str(spec), "--mock", "--yes", "--json",
-                                      "--state", str(work / "state.duckdb")])
+    result = CliRunner().invoke(
+        app, ["apply", str(spec), "--mock", "--yes", "--json", "--state", str(work / "state.duckdb")]
+    )
     if result.exit_code != 0:
         raise SystemExit(f"apply failed ({result.exit_code}): {result.output[-2000:]}")
 
@@ -64,8 +65,10 @@ def main() -> None:
     if profiler:
         profiler.disable()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    print(f"{applies} small applies: {cpu / applies:.3f} CPU-s per apply, {wall / applies:.3f} s wall, "
-          f"{INSTANCES['n'] / applies:.1f} DuckDB instances per apply")
+    print(
+        f"{applies} small applies: {cpu / applies:.3f} CPU-s per apply, {wall / applies:.3f} s wall, "
+        f"{INSTANCES['n'] / applies:.1f} DuckDB instances per apply"
+    )
     if profiler:
         order = sys.argv[-1] if sys.argv[-1] in ("tottime", "cumulative") else "cumulative"
         top = int(next((a[6:] for a in sys.argv if a.startswith("--top=")), "45"))

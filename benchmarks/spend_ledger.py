@@ -34,8 +34,9 @@ FAST_BATCH = {"mode": "batch", "batch_poll_s": 0.01, "batch_poll_max_s": 0.05}
 
 
 def _spec(folder: Path, rows: int, **limits: Any) -> Path:
-    spec = make_spec(folder, rows=rows, limits={"concurrency": 16, "max_attempts": 10, "request_timeout_s": 10,
-                                                **limits})
+    spec = make_spec(
+        folder, rows=rows, limits={"concurrency": 16, "max_attempts": 10, "request_timeout_s": 10, **limits}
+    )
     data = yaml.safe_load(spec.read_text())
     data["model"]["params"]["max_tokens"] = 20  # a worst case close to the real cost of an answer
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -54,12 +55,23 @@ def _run(fake: FakeServer, rows: int, malformed: float, batch: bool, max_cost: f
     stats = fake.stats()
     billed = price.cost(stats["input_tokens"], stats["output_tokens"], batch=batch)
     with duckdb.connect(str(folder / ".batchor" / "state.duckdb"), read_only=True) as db:
-        recorded, attempts = db.execute("SELECT sum(cost_usd), count(*) FILTER (WHERE cost_usd > 0) "
-                                        "FROM attempts").fetchall()[0]
-    return {"mode": "batch" if batch else "realtime", "status": result.status, "succeeded": result.succeeded,
-            "failed": result.failed, "billed_attempts": attempts, "answers_at_fake": stats["answered"],
-            "recorded_usd": recorded, "billed_usd": billed, "difference_usd": recorded - billed,
-            "wasted_usd": result.wasted_usd, "max_cost": max_cost, "plan_upper_usd": header.totals.cost_upper}
+        recorded, attempts = db.execute(
+            "SELECT sum(cost_usd), count(*) FILTER (WHERE cost_usd > 0) FROM attempts"
+        ).fetchall()[0]
+    return {
+        "mode": "batch" if batch else "realtime",
+        "status": result.status,
+        "succeeded": result.succeeded,
+        "failed": result.failed,
+        "billed_attempts": attempts,
+        "answers_at_fake": stats["answered"],
+        "recorded_usd": recorded,
+        "billed_usd": billed,
+        "difference_usd": recorded - billed,
+        "wasted_usd": result.wasted_usd,
+        "max_cost": max_cost,
+        "plan_upper_usd": header.totals.cost_upper,
+    }
 
 
 def main(rows: int = 300, malformed: float = 0.85) -> dict[str, Any]:

@@ -44,13 +44,24 @@ def first_answer_s(rows: int, extra: list[str]) -> tuple[float, float]:
     folder = fresh_dir(f"startup-{rows}")
     with fake_server(latency_ms=LATENCY_S * 1000) as fake:
         spec = write_spec(folder, reviews_csv(rows), base_url=fake.openai_base_url, concurrency=64)
-        command = [sys.executable, "-m", "batchor.cli.main", "apply", str(spec), "--state",
-                   str(folder / "state.duckdb"), "--json", "--yes", *extra]
+        command = [
+            sys.executable,
+            "-m",
+            "batchor.cli.main",
+            "apply",
+            str(spec),
+            "--state",
+            str(folder / "state.duckdb"),
+            "--json",
+            "--yes",
+            *extra,
+        ]
         env = {**os.environ, "OPENAI_API_KEY": "sk-bench"}
         env.pop("BATCHOR_STATE", None)
         started = time.time()
-        process = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                   text=True)
+        process = subprocess.Popen(
+            command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         assert process.stdout is not None
         first = None
         for line in process.stdout:

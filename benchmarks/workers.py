@@ -39,8 +39,16 @@ def run_workers(n: int, *, folder: Path, plan: Path, url: str, fake: Any, rows: 
     postmaster = _postmaster(url)
     started = time.perf_counter()
     before = {"postgres": pg_cpu_s(postmaster), "fake": process_cpu_s(fake.process.pid)}
-    procs = [subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL,
-                              stderr=open(folder / f"worker{i}.err", "w")) for i in range(n)]  # noqa: SIM115
+    procs = [
+        subprocess.Popen(
+            command,
+            cwd=folder,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(folder / f"worker{i}.err", "w"),  # noqa: SIM115
+        )
+        for i in range(n)
+    ]
     samples: list[tuple[float, int, float, float]] = []  # time, answers, workers' CPU-s, PostgreSQL's CPU-s
     ended: dict[int, tuple[int, float]] = {}
     while len(ended) < n:
@@ -51,20 +59,31 @@ def run_workers(n: int, *, folder: Path, plan: Path, url: str, fake: Any, rows: 
     wall = time.perf_counter() - started
     stats = fake.stats()
     time.sleep(0.5)  # the workers' PostgreSQL backends end just after them
-    cpu = {"postgres": pg_cpu_s(postmaster) - before["postgres"],
-           "fake": process_cpu_s(fake.process.pid) - before["fake"]}
+    cpu = {
+        "postgres": pg_cpu_s(postmaster) - before["postgres"],
+        "fake": process_cpu_s(fake.process.pid) - before["fake"],
+    }
     worker_cpu = [round(ended[p.pid][1], 2) for p in procs]
     samples.append((time.perf_counter(), stats["answered"], sum(worker_cpu), before["postgres"] + cpu["postgres"]))
     answered = max(1, stats["answered"])
     window = _steady(samples, rows)
-    return {"workers": n, "rows": rows, "wall_s": round(wall, 2), "rows_per_s": round(rows / wall, 1),
-            "steady_per_s": window.get("per_s"), "answered": stats["answered"],
-            "sent_429": stats["sent_429"], "exit_codes": [ended[p.pid][0] for p in procs],
-            "worker_cpu_s": worker_cpu, "worker_cpu_ms_per_answer": round(1000 * sum(worker_cpu) / answered, 3),
-            "steady_worker_cpu_ms_per_answer": window.get("worker_ms"),
-            "postgres_cpu_s": round(cpu["postgres"], 2),
-            "postgres_cpu_ms_per_answer": round(1000 * cpu["postgres"] / answered, 3),
-            "steady_postgres_cpu_ms_per_answer": window.get("postgres_ms"), "fake_cpu_s": round(cpu["fake"], 2)}
+    return {
+        "workers": n,
+        "rows": rows,
+        "wall_s": round(wall, 2),
+        "rows_per_s": round(rows / wall, 1),
+        "steady_per_s": window.get("per_s"),
+        "answered": stats["answered"],
+        "sent_429": stats["sent_429"],
+        "exit_codes": [ended[p.pid][0] for p in procs],
+        "worker_cpu_s": worker_cpu,
+        "worker_cpu_ms_per_answer": round(1000 * sum(worker_cpu) / answered, 3),
+        "steady_worker_cpu_ms_per_answer": window.get("worker_ms"),
+        "postgres_cpu_s": round(cpu["postgres"], 2),
+        "postgres_cpu_ms_per_answer": round(1000 * cpu["postgres"] / answered, 3),
+        "steady_postgres_cpu_ms_per_answer": window.get("postgres_ms"),
+        "fake_cpu_s": round(cpu["fake"], 2),
+    }
 
 
 def _steady(samples: list[tuple[float, int, float, float]], rows: int) -> dict[str, float]:
@@ -76,8 +95,11 @@ def _steady(samples: list[tuple[float, int, float, float]], rows: int) -> dict[s
         return {}
     if t2 <= t1 or a2 <= a1:
         return {}
-    return {"per_s": round((a2 - a1) / (t2 - t1), 1), "worker_ms": round(1000 * (w2 - w1) / (a2 - a1), 3),
-            "postgres_ms": round(1000 * (p2 - p1) / (a2 - a1), 3)}
+    return {
+        "per_s": round((a2 - a1) / (t2 - t1), 1),
+        "worker_ms": round(1000 * (w2 - w1) / (a2 - a1), 3),
+        "postgres_ms": round(1000 * (p2 - p1) / (a2 - a1), 3),
+    }
 
 
 def _reap(procs: list[subprocess.Popen], ended: dict[int, tuple[int, float]]) -> dict[int, tuple[int, float]]:
@@ -96,7 +118,7 @@ def _reap(procs: list[subprocess.Popen], ended: dict[int, tuple[int, float]]) ->
 def process_cpu_s(pid: int, children: bool = False) -> float:
     """CPU-seconds a live process used (with its waited-for children's when `children`)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    ticks = sum(int(v) for v in fields[11:15 if children else 13])
+    ticks = sum(int(v) for v in fields[11 : 15 if children else 13])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -150,13 +172,16 @@ def main(argv: list[str] | None = None) -> int:
             api.plan(spec, state=url, save=plan)
             result = run_workers(n, folder=folder, plan=plan, url=url, fake=fake, rows=args.rows)
             results.append(result)
-            print(f"{n} worker(s): {result['wall_s']:6.1f} s wall, {result['rows_per_s']:6.1f} rows/s overall, "
-                  f"{result['steady_per_s']} rows/s steady (limit {args.rpm / 60:.0f}/s), "
-                  f"{result['sent_429']} x 429, answered {result['answered']}; CPU ms per answer, steady "
-                  f"(whole run): workers {result['steady_worker_cpu_ms_per_answer']} "
-                  f"({result['worker_cpu_ms_per_answer']}), PostgreSQL {result['steady_postgres_cpu_ms_per_answer']} "
-                  f"({result['postgres_cpu_ms_per_answer']}); worker CPU-s {result['worker_cpu_s']}, "
-                  f"fake {result['fake_cpu_s']}", flush=True)
+            print(
+                f"{n} worker(s): {result['wall_s']:6.1f} s wall, {result['rows_per_s']:6.1f} rows/s overall, "
+                f"{result['steady_per_s']} rows/s steady (limit {args.rpm / 60:.0f}/s), "
+                f"{result['sent_429']} x 429, answered {result['answered']}; CPU ms per answer, steady "
+                f"(whole run): workers {result['steady_worker_cpu_ms_per_answer']} "
+                f"({result['worker_cpu_ms_per_answer']}), PostgreSQL {result['steady_postgres_cpu_ms_per_answer']} "
+                f"({result['postgres_cpu_ms_per_answer']}); worker CPU-s {result['worker_cpu_s']}, "
+                f"fake {result['fake_cpu_s']}",
+                flush=True,
+            )
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "workers.json"
     out.write_text(json.dumps({"args": vars(args), "results": results}, indent=2) + "\n")

@@ -4,14 +4,46 @@ import csv
 import random
 from pathlib import Path
 
-PRODUCTS = ["kettle", "headphones", "desk lamp", "backpack", "coffee grinder", "running shoes",
-            "phone case", "blender", "office chair", "water bottle", "e-reader", "yoga mat"]
-GOOD = ["works perfectly", "arrived early and well packed", "great value for the price", "feels solid",
-        "battery lasts for days", "my kids love it", "exactly as described", "quiet and fast"]
-BAD = ["broke after two weeks", "arrived damaged", "customer service never answered", "smells of plastic",
-       "much smaller than the photos", "stopped charging", "the zipper jammed on day one", "too loud"]
-MIXED = ["good but overpriced", "nice design, weak battery", "comfortable, though the color faded",
-         "fast shipping but the manual is useless"]
+PRODUCTS = [
+    "kettle",
+    "headphones",
+    "desk lamp",
+    "backpack",
+    "coffee grinder",
+    "running shoes",
+    "phone case",
+    "blender",
+    "office chair",
+    "water bottle",
+    "e-reader",
+    "yoga mat",
+]
+GOOD = [
+    "works perfectly",
+    "arrived early and well packed",
+    "great value for the price",
+    "feels solid",
+    "battery lasts for days",
+    "my kids love it",
+    "exactly as described",
+    "quiet and fast",
+]
+BAD = [
+    "broke after two weeks",
+    "arrived damaged",
+    "customer service never answered",
+    "smells of plastic",
+    "much smaller than the photos",
+    "stopped charging",
+    "the zipper jammed on day one",
+    "too loud",
+]
+MIXED = [
+    "good but overpriced",
+    "nice design, weak battery",
+    "comfortable, though the color faded",
+    "fast shipping but the manual is useless",
+]
 COUNTRIES = ["US", "DE", "FR", "GB", "ES", "IT", "NL", "SE", "PL", "JP"]
 
 

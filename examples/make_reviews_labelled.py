@@ -11,10 +11,20 @@ import random
 from pathlib import Path
 
 PRODUCTS = ["kettle", "headphones", "desk lamp", "backpack", "coffee grinder", "running shoes", "blender"]
-GOOD = {"works perfectly": "quality", "arrived early and well packed": "shipping", "is great value for the price": "price",
-        "has a battery that lasts for days": "battery", "is quiet and fast": "noise"}
-BAD = {"broke after two weeks": "quality", "arrived damaged": "shipping", "is overpriced for what it does": "price",
-       "stopped charging": "battery", "is far too loud": "noise"}
+GOOD = {
+    "works perfectly": "quality",
+    "arrived early and well packed": "shipping",
+    "is great value for the price": "price",
+    "has a battery that lasts for days": "battery",
+    "is quiet and fast": "noise",
+}
+BAD = {
+    "broke after two weeks": "quality",
+    "arrived damaged": "shipping",
+    "is overpriced for what it does": "price",
+    "stopped charging": "battery",
+    "is far too loud": "noise",
+}
 
 
 def review(rng: random.Random, product: str) -> tuple[str, str, list[str], int]:

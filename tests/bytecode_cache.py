@@ -43,7 +43,7 @@ def rewrite_a_share_of_the_test_modules(config: pytest.Config, root: Path) -> No
         from _pytest.assertion import rewrite
 
         state = config.stash[rewrite.assertstate_key]
-        for path in modules[int(worker[2:]) % count::count]:
+        for path in modules[int(worker[2:]) % count :: count]:
             pyc = rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
             if rewrite._read_pyc(path, pyc) is None and rewrite.try_makedirs(pyc.parent):
                 source_hash, code = rewrite._rewrite_test(path, config)

@@ -83,22 +83,38 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 SENTIMENT_SCHEMA = {
     "type": "object",
-    "properties": {"sentiment": {"type": "string", "enum": ["positive", "negative", "mixed"]},
-                   "score": {"type": "integer", "minimum": 1, "maximum": 5}},
-    "required": ["sentiment", "score"], "additionalProperties": False,
+    "properties": {
+        "sentiment": {"type": "string", "enum": ["positive", "negative", "mixed"]},
+        "score": {"type": "integer", "minimum": 1, "maximum": 5},
+    },
+    "required": ["sentiment", "score"],
+    "additionalProperties": False,
 }
 
 
-def make_spec(folder: Path, *, rows: int = 20, provider: str = "openai", model: str = "gpt-4.1-mini",
-              schema: dict | None = SENTIMENT_SCHEMA, **changes: Any) -> Path:
+def make_spec(
+    folder: Path,
+    *,
+    rows: int = 20,
+    provider: str = "openai",
+    model: str = "gpt-4.1-mini",
+    schema: dict | None = SENTIMENT_SCHEMA,
+    **changes: Any,
+) -> Path:
     """Write a small job (CSV + spec) into `folder`; `changes` update top-level spec keys."""
     write_csv(folder / "data.csv", [{"id": f"r{i}", "text": f"review number {i}"} for i in range(rows)])
     spec: dict[str, Any] = {
-        "version": 1, "name": "small",
+        "version": 1,
+        "name": "small",
         "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": provider, "name": model, "params": {"temperature": 0, "max_tokens": 50}},
-        "steps": {"classify": {"system": "Classify.", "prompt": "Review: {{ row.text }}",
-                               "output": {"schema": schema} if schema else "text"}},
+        "steps": {
+            "classify": {
+                "system": "Classify.",
+                "prompt": "Review: {{ row.text }}",
+                "output": {"schema": schema} if schema else "text",
+            }
+        },
         "output": {"path": "out/results.csv"},
         "limits": {"concurrency": 8, "max_attempts": 3, "request_timeout_s": 10},
     }

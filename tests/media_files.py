@@ -32,15 +32,16 @@ def write(path: Path, data: bytes) -> Path:
 
 def text_pdf_bytes(pages: list[str]) -> bytes:
     """A small PDF whose pages carry `pages` as real text (Helvetica), for text extraction."""
-    objects = ["<< /Type /Catalog /Pages 2 0 R >>", "",
-               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", "", "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     kids = []
     for text in pages:
         escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
         stream = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET"
         objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {len(objects)} 0 R "
-                       "/Resources << /Font << /F1 3 0 R >> >> >>")
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {len(objects)} 0 R "
+            "/Resources << /Font << /F1 3 0 R >> >> >>"
+        )
         kids.append(f"{len(objects)} 0 R")
     objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(pages)} >>"
     out, offsets = io.BytesIO(), []

@@ -50,9 +50,20 @@ def _run_as() -> list[str]:
     try:
         pwd.getpwnam(PG_USER)
     except KeyError:
-        made = subprocess.run(["useradd", "--system", "--home-dir", "/var/lib/batchor-pg", "--no-create-home",
-                               "--shell", "/usr/sbin/nologin", PG_USER],
-                              capture_output=True, text=True)
+        made = subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--home-dir",
+                "/var/lib/batchor-pg",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                PG_USER,
+            ],
+            capture_output=True,
+            text=True,
+        )
         if made.returncode != 0:
             raise PgUnavailable(f"running as root and cannot create user {PG_USER}: {made.stderr.strip()}") from None
     runuser = shutil.which("runuser")
@@ -95,16 +106,29 @@ def start(directory: Path) -> str:
         owner = pwd.getpwnam(PG_USER)
         for path in (directory, sock):
             os.chown(path, owner.pw_uid, owner.pw_gid)
-    done = subprocess.run(_as_user(prefix, [initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync",
-                                            "-E", "UTF8", "--locale=C"]), capture_output=True, text=True)
+    done = subprocess.run(
+        _as_user(
+            prefix, [initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"]
+        ),
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise PgUnavailable(f"initdb failed: {(done.stderr or done.stdout).strip()[-500:]}")
     for _ in range(5):
         port = _free_port()
-        options = (f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-                   f"-c full_page_writes=off -c max_connections=200")
-        done = subprocess.run(_as_user(prefix, [pg_ctl, "-D", str(data), "-l", str(directory / "log"), "-w",
-                                                "-t", "30", "-o", options, "start"]), capture_output=True, text=True)
+        options = (
+            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+            f"-c full_page_writes=off -c max_connections=200"
+        )
+        done = subprocess.run(
+            _as_user(
+                prefix,
+                [pg_ctl, "-D", str(data), "-l", str(directory / "log"), "-w", "-t", "30", "-o", options, "start"],
+            ),
+            capture_output=True,
+            text=True,
+        )
         if done.returncode == 0:
             return f"postgresql://postgres@127.0.0.1:{port}/postgres"
     log = (directory / "log").read_text(errors="replace")[-800:] if (directory / "log").exists() else ""
@@ -114,8 +138,13 @@ def start(directory: Path) -> str:
 def watch_owner(directory: Path, owner: int) -> None:
     """Stop the cluster in `directory` when process `owner` ends, even if it was killed (a detached
     watcher, so an interrupted test run leaves no server behind)."""
-    subprocess.Popen([sys.executable, __file__, "watch", str(directory), str(owner)], start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.Popen(
+        [sys.executable, __file__, "watch", str(directory), str(owner)],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _watch(directory: Path, owner: int) -> None:
@@ -133,8 +162,11 @@ def _watch(directory: Path, owner: int) -> None:
 def stop(directory: Path) -> None:
     data = directory / "data"
     if (data / "postmaster.pid").exists():
-        subprocess.run(_as_user(_run_as(), [_binary("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
-                       capture_output=True, text=True)
+        subprocess.run(
+            _as_user(_run_as(), [_binary("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
+            capture_output=True,
+            text=True,
+        )
     shutil.rmtree(directory, ignore_errors=True)
 
 

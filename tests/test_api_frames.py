@@ -9,22 +9,36 @@ import pytest
 
 import batchor
 
-SCHEMA = {"type": "object", "properties": {"label": {"type": "string", "enum": ["x", "y"]},
-                                          "score": {"type": "integer", "minimum": 0, "maximum": 9}},
-          "required": ["label", "score"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "enum": ["x", "y"]},
+        "score": {"type": "integer", "minimum": 0, "maximum": 9},
+    },
+    "required": ["label", "score"],
+    "additionalProperties": False,
+}
 
 
 def _spec(**input_changes) -> dict:
-    return {"name": "frames", "input": {"path": "unused.csv", **input_changes},
-            "model": {"provider": "mock", "name": "m"},
-            "steps": {"tag": {"prompt": "Tag {{ row.text }} ({{ row.n }})", "output": {"schema": SCHEMA}}},
-            "output": {"path": "out.parquet"}}
+    return {
+        "name": "frames",
+        "input": {"path": "unused.csv", **input_changes},
+        "model": {"provider": "mock", "name": "m"},
+        "steps": {"tag": {"prompt": "Tag {{ row.text }} ({{ row.n }})", "output": {"schema": SCHEMA}}},
+        "output": {"path": "out.parquet"},
+    }
 
 
 def _frame() -> pd.DataFrame:
-    frame = pd.DataFrame({"text": ["a", "b", "c", "d"], "n": pd.array([1, 2, None, 4], dtype="Int64"),
-                          "when": pd.to_datetime(["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"])},
-                         index=pd.Index([101, 205, 307, 409], name="ticket"))
+    frame = pd.DataFrame(
+        {
+            "text": ["a", "b", "c", "d"],
+            "n": pd.array([1, 2, None, 4], dtype="Int64"),
+            "when": pd.to_datetime(["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]),
+        },
+        index=pd.Index([101, 205, 307, 409], name="ticket"),
+    )
     return frame
 
 
@@ -132,8 +146,14 @@ def test_cost_limit_error_carries_the_plan(workdir, fake):
     assert fake.stats()["requests"] == 0
 
 
-@pytest.mark.parametrize("empty", [pd.DataFrame({"text": [], "n": []}), pl.DataFrame({"text": [], "n": []}),
-                                   pa.table({"text": pa.array([], pa.string())})])
+@pytest.mark.parametrize(
+    "empty",
+    [
+        pd.DataFrame({"text": [], "n": []}),
+        pl.DataFrame({"text": [], "n": []}),
+        pa.table({"text": pa.array([], pa.string())}),
+    ],
+)
 def test_an_empty_frame_is_refused_like_an_empty_input_file(workdir, empty):
     with pytest.raises(batchor.InputError) as raised:
         batchor.plan(_spec(), empty)

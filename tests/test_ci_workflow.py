@@ -55,8 +55,12 @@ def test_workflow_passes_actionlint_with_shellcheck():
             pytest.fail("actionlint is missing: it comes with the test extra (pip install -e '.[test]')")
         pytest.skip("actionlint not installed (pip install -e '.[test]')")
     shellcheck = tool("shellcheck")
-    result = subprocess.run([actionlint, f"-shellcheck={shellcheck or ''}", "-no-color", str(WORKFLOW)],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [actionlint, f"-shellcheck={shellcheck or ''}", "-no-color", str(WORKFLOW)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -72,8 +76,14 @@ def run_step(script: str, tmp_path: Path, stderr: str = "", **codes: int) -> int
     (tmp_path / "specs").mkdir(exist_ok=True)
     (tmp_path / "specs" / "job.yaml").write_text("version: 1\n")
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return done.returncode
 
 

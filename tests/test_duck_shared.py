@@ -26,8 +26,10 @@ def _databases() -> set[str]:
 def _shared_objects() -> list[tuple[str, str]]:
     """Views and tables any user of the shared instance could see (TEMP ones are per cursor)."""
     with shared_db() as db:
-        return db.execute("SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal UNION ALL "
-                          "SELECT schema_name, table_name FROM duckdb_tables()").fetchall()
+        return db.execute(
+            "SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal UNION ALL "
+            "SELECT schema_name, table_name FROM duckdb_tables()"
+        ).fetchall()
 
 
 def _in_threads(work, count: int = 2) -> list:
@@ -39,6 +41,7 @@ def _in_threads(work, count: int = 2) -> list:
             results[i] = work(i, barrier)
         except BaseException as exc:  # noqa: BLE001 - handed to the test thread
             errors.append(exc)
+
     threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
     for thread in threads:
         thread.start()
@@ -56,10 +59,13 @@ def test_concurrent_users_with_the_same_names_see_only_their_own_objects():
             db.execute(f"CREATE TEMP VIEW input AS SELECT {i} AS n")
             db.execute("CREATE TEMP TABLE source AS SELECT n * 10 AS n FROM rows")
             barrier.wait()  # both users hold all three names now
-            seen = (db.execute("SELECT n FROM input UNION ALL SELECT n FROM rows").fetchall(),
-                    db.execute("SELECT n FROM source").fetchall())
+            seen = (
+                db.execute("SELECT n FROM input UNION ALL SELECT n FROM rows").fetchall(),
+                db.execute("SELECT n FROM source").fetchall(),
+            )
             barrier.wait()
             return seen
+
     first, second = _in_threads(work)
     assert first == ([(0,), (0,), (0,)], [(0,), (0,)])
     assert second == ([(1,), (1,), (1,)], [(10,), (10,)])
@@ -70,8 +76,9 @@ def test_a_cursor_does_not_change_settings_for_others():
     with shared_db() as first, shared_db() as second:
         first.execute("SET enable_progress_bar = true")
         first.execute("SET file_search_path = '/tmp'")
-        assert second.execute("SELECT current_setting('enable_progress_bar'), "
-                              "current_setting('file_search_path')").fetchall() == [(False, "")]
+        assert second.execute(
+            "SELECT current_setting('enable_progress_bar'), current_setting('file_search_path')"
+        ).fetchall() == [(False, "")]
 
 
 def test_attached_files_get_unique_aliases_and_are_detached_after_a_failure(tmp_path):
@@ -80,6 +87,7 @@ def test_attached_files_get_unique_aliases_and_are_detached_after_a_failure(tmp_
             db.execute(f"CREATE TABLE {alias}.results AS SELECT {i} AS n")
             barrier.wait()  # both files attached at once
             return alias
+
     first, second = _in_threads(work)
     assert first != second
     db = shared_cursor()
@@ -103,14 +111,16 @@ def test_two_small_input_readers_in_threads_read_their_own_file(tmp_path):
     files = [_csv(tmp_path, "a.csv", ["a1", "a2", "a3"]), _csv(tmp_path, "b.csv", ["b1", "b2"])]
 
     def work(i: int, barrier: threading.Barrier) -> list[str]:
-        reader = InputReader(resolve_input(str(files[i]), tmp_path, None, "SELECT * FROM input ORDER BY id",
-                                           None, ["id"]))
+        reader = InputReader(
+            resolve_input(str(files[i]), tmp_path, None, "SELECT * FROM input ORDER BY id", None, ["id"])
+        )
         try:
             assert reader.small  # served by the shared instance
             barrier.wait()  # both readers' `input` and `source` views exist now
             return [row["text"] for batch in reader.batches() for row in batch.to_pylist()]
         finally:
             reader.close()
+
     assert _in_threads(work) == [["a1", "a2", "a3"], ["b1", "b2"]]
     assert _shared_objects() == []
 
@@ -125,15 +135,20 @@ def test_a_failing_input_query_leaves_nothing_in_the_shared_instance(tmp_path):
 def test_a_small_apply_with_a_duckdb_output_leaves_the_shared_instance_clean(workdir):
     (workdir / "teams.csv").write_text("text,team\np,red\nq,blue\n", encoding="utf-8")
     route = {"sql": "SELECT _row_key, t.team FROM rows JOIN 'teams.csv' t USING (text)"}  # relative to the spec
-    spec = {"name": "shared", "input": {"path": str(_csv(workdir, "in.csv", ["p", "q"])), "key": "id"},
-            "model": {"provider": "mock", "name": "m"}, "output": {"path": "out.duckdb"},
-            "steps": {"route": route, "echo": {"prompt": "Say {{ row.text }} to {{ route.team }}"}},
-            "checks": [{"name": "said", "sql": "length(echo) > 0"}]}
+    spec = {
+        "name": "shared",
+        "input": {"path": str(_csv(workdir, "in.csv", ["p", "q"])), "key": "id"},
+        "model": {"provider": "mock", "name": "m"},
+        "output": {"path": "out.duckdb"},
+        "steps": {"route": route, "echo": {"prompt": "Say {{ row.text }} to {{ route.team }}"}},
+        "checks": [{"name": "said", "sql": "length(echo) > 0"}],
+    }
     result = batchor.apply(spec)
     assert result.succeeded == 2 and result.checks.passed
     assert sorted(result.data["route.team"].to_pylist()) == ["blue", "red"]
     assert read_output(result.output_path).num_rows == 2
     assert _shared_objects() == [] and _databases() == DEFAULT_DATABASES
     with shared_db() as db:
-        assert db.execute("SELECT current_setting('threads') > 0, current_setting('preserve_insertion_order')"
-                          ).fetchall() == [(True, True)]
+        assert db.execute(
+            "SELECT current_setting('threads') > 0, current_setting('preserve_insertion_order')"
+        ).fetchall() == [(True, True)]

@@ -29,8 +29,12 @@ def test_every_error_code_is_unique():
 def _exit_calls(tree: ast.AST) -> list[ast.Call]:
     """Calls that set the process exit code: typer.Exit(..), sys.exit(..), SystemExit(..)."""
     names = {"Exit", "exit", "SystemExit"}
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and (getattr(node.func, "attr", None) in names or getattr(node.func, "id", None) in names)]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "attr", None) in names or getattr(node.func, "id", None) in names)
+    ]
 
 
 def test_cli_exit_codes_come_from_the_error_tree():
@@ -39,8 +43,10 @@ def test_cli_exit_codes_come_from_the_error_tree():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for call in _exit_calls(tree):
             for arg in [*call.args, *(k.value for k in call.keywords)]:
-                literals += [f"{path.name}:{n.lineno}" for n in ast.walk(arg)
-                             if isinstance(n, ast.Constant) and isinstance(n.value, int)
-                             and not isinstance(n.value, bool)]
+                literals += [
+                    f"{path.name}:{n.lineno}"
+                    for n in ast.walk(arg)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool)
+                ]
     assert not literals, f"exit codes written as numbers in cli/ (use errors.EXIT_*): {literals}"
     assert sorted(CLI.glob("*.py")), "the cli package moved: update this test"

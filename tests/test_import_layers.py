@@ -15,10 +15,21 @@ PACKAGE = Path(__file__).resolve().parents[1] / "batchor"
 
 LAYERS: dict[str, int] = {
     # 0 foundation: no knowledge of any stage
-    "errors": 0, "version": 0, "fingerprint": 0, "file_modes": 0, "duck": 0, "arrow_pool": 0, "schema": 0,
-    "humanize": 0, "lazy": 0, "sigint": 0,
+    "errors": 0,
+    "version": 0,
+    "fingerprint": 0,
+    "file_modes": 0,
+    "duck": 0,
+    "arrow_pool": 0,
+    "schema": 0,
+    "humanize": 0,
+    "lazy": 0,
+    "sigint": 0,
     # 1 what the stages stand on: the spec model, the state, the provider seam, frame adapters
-    "spec": 1, "state": 1, "providers": 1, "frames": 1,
+    "spec": 1,
+    "state": 1,
+    "providers": 1,
+    "frames": 1,
     # 2 compile a spec into a plan
     "plan": 2,
     # 3 write a plan's results out
@@ -26,8 +37,19 @@ LAYERS: dict[str, int] = {
     # 4 run a plan
     "engine": 4,
     # 5 application: what the CLI and Python users call
-    "api": 5, "operations": 5, "report": 5, "result": 5, "quality": 5, "scaffold": 5, "__init__": 5, "pilot": 5,
-    "pilot_topup": 5, "pilot_strata": 5, "pilot_size": 5, "pilot_spent": 5, "pilot_auto": 5,
+    "api": 5,
+    "operations": 5,
+    "report": 5,
+    "result": 5,
+    "quality": 5,
+    "scaffold": 5,
+    "__init__": 5,
+    "pilot": 5,
+    "pilot_topup": 5,
+    "pilot_strata": 5,
+    "pilot_size": 5,
+    "pilot_spent": 5,
+    "pilot_auto": 5,
     "draft": 5,
     # 6 the command line: imported by nothing
     "cli": 6,
@@ -94,8 +116,13 @@ def test_duckdb_is_first_imported_only_through_batchor_duck():
     direct = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             if any(name.split(".")[0] in ("duckdb", "_duckdb") for name in names):
                 direct.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     elsewhere = [where for where in direct if not where.startswith("batchor/duck.py:")]

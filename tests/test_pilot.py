@@ -30,8 +30,12 @@ from tests.conftest import make_spec, write_csv
 ROWS = 60
 
 
-TONE = {"type": "object", "additionalProperties": False, "required": ["tone"],
-        "properties": {"tone": {"enum": ["calm", "angry", "sad"]}}}
+TONE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["tone"],
+    "properties": {"tone": {"enum": ["calm", "angry", "sad"]}},
+}
 
 
 def chain_spec(folder, rows: int = ROWS, when: str = "row.id[-1] in '02468'") -> str:
@@ -42,10 +46,12 @@ def chain_spec(folder, rows: int = ROWS, when: str = "row.id[-1] in '02468'") ->
     if "first." in when:
         first["output"] = {"schema": TONE}
     spec = {
-        "name": "chain", "input": {"path": "data.csv", "key": "id"},
+        "name": "chain",
+        "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
         "steps": {"first": first, "second": {"prompt": "Second {{ row.text }}: {{ first }}", "when": when}},
-        "output": {"path": "out/chain.csv"}, "limits": {"concurrency": 4},
+        "output": {"path": "out/chain.csv"},
+        "limits": {"concurrency": 4},
     }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(folder / "spec.yaml")
@@ -113,8 +119,9 @@ def test_the_interval_holds_the_input_calibrations_spread(fake, workdir):
     """A model whose input is counted with another tokenizer is scaled by the measured ratio; the
     ratio's own spread widens the interval (the fake counts characters/4, the plan o200k)."""
     spec = make_spec(workdir, rows=ROWS, provider="anthropic", model="claude-haiku-4-5")
-    write_csv(workdir / "data.csv", [{"id": f"r{i}", "text": "1234 " * i + "a fine review " * (i % 5)}
-                                     for i in range(ROWS)])  # texts whose characters/4 and o200k counts differ
+    write_csv(
+        workdir / "data.csv", [{"id": f"r{i}", "text": "1234 " * i + "a fine review " * (i % 5)} for i in range(ROWS)]
+    )  # texts whose characters/4 and o200k counts differ
     result = run_pilot(spec, 20, handle_signals=False)
     step = result.plan.header.steps[0]
     assert step.input_source.startswith("calibrated")
@@ -162,12 +169,16 @@ def three_steps(folder, rows: int = ROWS) -> str:
     3 (a tenth of the rows), `third` on every row."""
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(rows)])
     spec = {
-        "name": "three", "input": {"path": "data.csv", "key": "id"},
+        "name": "three",
+        "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
-        "steps": {"first": {"prompt": "First {{ row.text }}", "output": {"schema": TONE}},
-                  "rare": {"prompt": "Rare {{ row.text }}: {{ first.tone }}", "when": "row.id[-1] == '3'"},
-                  "third": {"prompt": "Third {{ row.text }}"}},
-        "output": {"path": "out/three.csv"}, "limits": {"concurrency": 4},
+        "steps": {
+            "first": {"prompt": "First {{ row.text }}", "output": {"schema": TONE}},
+            "rare": {"prompt": "Rare {{ row.text }}: {{ first.tone }}", "when": "row.id[-1] == '3'"},
+            "third": {"prompt": "Third {{ row.text }}"},
+        },
+        "output": {"path": "out/three.csv"},
+        "limits": {"concurrency": 4},
     }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(folder / "spec.yaml")
@@ -281,8 +292,10 @@ def test_after_a_pilot_of_few_spread_answers_the_plan_advises_a_larger_pilot(fak
     result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "10", "--yes"])
     assert result.exit_code == 0, result.output
     assert re.search(r"\(pilot: 10 answers, (\+-\d+%|-\d+% / \+\d+%): few answers", result.output)
-    assert "few answers, a larger pilot (--pilot N) measures more" \
-        in result.output and "a pilot (--pilot N)" not in result.output
+    assert (
+        "few answers, a larger pilot (--pilot N) measures more" in result.output
+        and "a pilot (--pilot N)" not in result.output
+    )
 
 
 def test_plan_pilot_needs_approval(fake, workdir):
@@ -360,8 +373,10 @@ def test_a_step_below_a_when_step_expects_only_the_rows_its_upstream_will_answer
     fake.configure(fail_matching={"Second ticket 1": "malformed"})  # tickets 1, 10..19: never valid
     assert batchor.apply(chain, handle_signals=False).status != "running"
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
-    sent, answered = store.execute("SELECT count(DISTINCT request_key), count(DISTINCT request_key) FILTER "
-                                   "(WHERE outcome = 'ok') FROM attempts WHERE step = 'second'")[0]
+    sent, answered = store.execute(
+        "SELECT count(DISTINCT request_key), count(DISTINCT request_key) FILTER "
+        "(WHERE outcome = 'ok') FROM attempts WHERE step = 'second'"
+    )[0]
     store.close()
     assert 0 < answered < sent < ROWS
     write_csv(workdir / "data.csv", [{"id": f"n{i}", "text": f"another ticket {i}"} for i in range(40)])
@@ -384,16 +399,21 @@ def test_a_projected_steps_input_tokens_count_the_rows_it_is_expected_to_run_on_
     counts = second.counts
     assert counts.projected > 0 and 0 < counts.when_ran < counts.when_evaluated  # a share measured on its rows
     price = ModelPrice.from_dict(second.price or {})
-    assert price.cost(counts.input_tokens, counts.output_tokens_expected) == pytest.approx(counts.cost_expected,
-                                                                                            rel=1e-3)
+    assert price.cost(counts.input_tokens, counts.output_tokens_expected) == pytest.approx(
+        counts.cost_expected, rel=1e-3
+    )
     total = plan.header.totals.input_tokens
     assert total == sum(s.counts.input_tokens for s in plan.header.steps)
     assert f"{total:,} in," in plan_text(plan)
     assert result.calibration.low <= result.calibration.expected <= result.calibration.high
 
 
-NOTE = {"type": "object", "additionalProperties": False, "required": ["note"],
-        "properties": {"note": {"type": "string"}}}
+NOTE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["note"],
+    "properties": {"note": {"type": "string"}},
+}
 
 
 def test_a_new_inputs_projection_reads_earlier_runs_answers(fake, workdir):
@@ -434,7 +454,7 @@ def test_the_interval_of_skewed_answer_lengths_reaches_further_above_than_below(
     assert len(tokens) == step.measured.answers == 25
     mean = sum(tokens) / 25
     m2, m3 = (sum((t - mean) ** k for t in tokens) / 25 for k in (2, 3))
-    assert step.measured.skewness == pytest.approx(m3 / m2 ** 1.5 * (25 * 24) ** 0.5 / 23) and m3 > 0
+    assert step.measured.skewness == pytest.approx(m3 / m2**1.5 * (25 * 24) ** 0.5 / 23) and m3 > 0
     above, below = step.high - step.expected, step.expected - step.low
     assert above > 1.1 * below and (above + below) / 2 == pytest.approx(step.half)
     assert (above - below) / 2 == pytest.approx(step.shift)
@@ -457,14 +477,20 @@ def tickets(folder, rows: int = TICKETS) -> str:
     the row). Those rows' texts are long, the others' short: the fake echoes the prompt, so `first`
     answers the tenth three to four times longer than the rest."""
     long = "a long and winding complaint about the parcel"
-    write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"{i} {long[:20 + i % 17]}" if i % 10 == 1 else f"t{i}"}
-                                    for i in range(rows)])
+    write_csv(
+        folder / "data.csv",
+        [{"id": f"t{i}", "text": f"{i} {long[: 20 + i % 17]}" if i % 10 == 1 else f"t{i}"} for i in range(rows)],
+    )
     spec = {
-        "name": "tickets", "input": {"path": "data.csv", "key": "id"},
+        "name": "tickets",
+        "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 40}},
-        "steps": {"first": {"prompt": "{{ row.text }}"},
-                  "second": {"prompt": "Reply {{ row.text }}: {{ first }}", "when": "row.id[-1] == '1'"}},
-        "output": {"path": "out/tickets.csv"}, "limits": {"concurrency": 4},
+        "steps": {
+            "first": {"prompt": "{{ row.text }}"},
+            "second": {"prompt": "Reply {{ row.text }}: {{ first }}", "when": "row.id[-1] == '1'"},
+        },
+        "output": {"path": "out/tickets.csv"},
+        "limits": {"concurrency": 4},
     }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(folder / "spec.yaml")
@@ -473,8 +499,12 @@ def tickets(folder, rows: int = TICKETS) -> str:
 def _rows_asked(workdir, run_ids) -> set[str]:
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
     marks = ", ".join("?" * len(run_ids))
-    return {key for (key,) in store.execute("SELECT DISTINCT a.request_key FROM attempts a "
-                                            f"WHERE a.run_id IN ({marks})", list(run_ids))}
+    return {
+        key
+        for (key,) in store.execute(
+            f"SELECT DISTINCT a.request_key FROM attempts a WHERE a.run_id IN ({marks})", list(run_ids)
+        )
+    }
 
 
 def test_a_row_only_when_tops_up_with_rows_where_it_holds_within_n_x_steps_calls(fake, workdir):
@@ -497,8 +527,10 @@ def test_a_row_only_when_tops_up_with_rows_where_it_holds_within_n_x_steps_calls
     assert piloted.cost_usd <= seen[0].plan.header.totals.cost_upper  # the announced bound held
     assert first.measured.answers <= n + len(extra)  # weighted: counted as its effective answers
     options = {"state": None, "model": None, "mock": True, "mode": None}
-    bounds = [top_up_bound(spec, pilot_plan(spec, n, seed=seed, mock=True), {**options, "seed": seed})[0]
-              for seed in (0, 0, 1)]  # the same seed draws the same rows, another seed others
+    bounds = [
+        top_up_bound(spec, pilot_plan(spec, n, seed=seed, mock=True), {**options, "seed": seed})[0]
+        for seed in (0, 0, 1)
+    ]  # the same seed draws the same rows, another seed others
     assert sampled_keys(bounds[0].plan) == sampled_keys(bounds[1].plan) != sampled_keys(bounds[2].plan)
     assert sampled_keys(bounds[0].plan) >= pilot_rows | extra
     batchor.apply(spec, handle_signals=False)
@@ -512,9 +544,14 @@ def _top_up_keys(workdir, piloted) -> set[str]:
     if not runs:
         return set()
     marks = ", ".join("?" * len(runs))
-    return {key for (key,) in store.execute(
-        f"SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r ON r.job_id = j.job_id WHERE r.run_id IN ({marks})",
-        runs)}
+    return {
+        key
+        for (key,) in store.execute(
+            "SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r ON r.job_id = j.job_id "
+            f"WHERE r.run_id IN ({marks})",
+            runs,
+        )
+    }
 
 
 def test_the_steps_above_a_stratified_top_up_are_weighted_back_to_its_share(fake, workdir):
@@ -537,9 +574,13 @@ def test_the_steps_above_a_stratified_top_up_are_weighted_back_to_its_share(fake
     batchor.apply(spec, handle_signals=False)
     truth = output_stats(store, [key])[key].total.mean  # every row's answer once
     assert abs(plain / truth - 1) > 0.25  # the bias a plain mean would carry
-    rest = [tokens for request, tokens in store.execute(
-        "SELECT request_key, output_tokens FROM attempts WHERE step = 'first' AND outcome = 'ok'")
-        if request not in piloted_keys]
+    rest = [
+        tokens
+        for request, tokens in store.execute(
+            "SELECT request_key, output_tokens FROM attempts WHERE step = 'first' AND outcome = 'ok'"
+        )
+        if request not in piloted_keys
+    ]
     # post-stratified, and (the fake echoes the prompt: longer rows, longer answers) at the rest's
     # input length, which the pilot's many long rows left shorter than the whole job's (plan/length_fit.py)
     assert estimate == pytest.approx(sum(rest) / len(rest), rel=0.08)
@@ -550,8 +591,11 @@ def test_plan_pilot_says_where_its_top_up_drew_rows_and_how_it_weighted_the_answ
     assert result.exit_code == 0, result.output
     out = result.output
     assert "the calls left buy rows where second's `when:` holds (it reads only the row)" in out
-    assert re.search(r"pilot top-up drew \d+ rows where second's `when:` holds \(10\.0% of all rows\); first's "
-                     r"answers weighted to that share \(\d+ from those rows, \d+ from others: as \d+ answers\)", out)
+    assert re.search(
+        r"pilot top-up drew \d+ rows where second's `when:` holds \(10\.0% of all rows\); first's "
+        r"answers weighted to that share \(\d+ from those rows, \d+ from others: as \d+ answers\)",
+        out,
+    )
     assert out.index("pilot top-up drew") < out.index("Calibrated plan")
 
 
@@ -615,18 +659,27 @@ def test_a_pilot_cut_by_its_allowance_leaves_a_random_part_of_its_sample_unasked
     fake.configure(malformed_until_feedback=True)
     for seed in range(2):
         folder = workdir / f"seed{seed}"
-        spec = make_spec(folder, rows=ROWS, limits={"concurrency": 4, "max_attempts": 3, "request_timeout_s": 10},
-                         input={"path": "data.csv", "key": "id", "seed": seed})
+        spec = make_spec(
+            folder,
+            rows=ROWS,
+            limits={"concurrency": 4, "max_attempts": 3, "request_timeout_s": 10},
+            input={"path": "data.csv", "key": "id", "seed": seed},
+        )
         drawn = [k for b in pilot_plan(spec, 20, mock=True).iter_batches([ROW_KEY]) for k in b.column(0).to_pylist()]
-        assert drawn == [k for b in pilot_plan(spec, 20, mock=True).iter_batches([ROW_KEY])
-                         for k in b.column(0).to_pylist()]  # the same seed, the same rows in the same order
+        assert drawn == [
+            k for b in pilot_plan(spec, 20, mock=True).iter_batches([ROW_KEY]) for k in b.column(0).to_pylist()
+        ]  # the same seed, the same rows in the same order
         before = fake.stats()["requests"]
         result = run_pilot(spec, 20, handle_signals=False)
         assert fake.stats()["requests"] - before == result.calls <= 20
         store = open_state(str(folder / ".batchor" / "state.duckdb"))
-        asked = {str(k) for (k,) in store.execute(
-            "SELECT DISTINCT j.row_key FROM job_requests j JOIN attempts a USING (request_key) WHERE a.run_id = ?",
-            [result.outcome.run_id])}
+        asked = {
+            str(k)
+            for (k,) in store.execute(
+                "SELECT DISTINCT j.row_key FROM job_requests j JOIN attempts a USING (request_key) WHERE a.run_id = ?",
+                [result.outcome.run_id],
+            )
+        }
         store.close()
         position = {key: int(key[1:]) for key in drawn}
         unasked = set(drawn) - asked

@@ -37,9 +37,12 @@ def test_plan_pilot_auto_grows_the_sample_until_the_whole_job_is_within_10_perce
     assert result.exit_code == 0, result.output
     out = result.output
     assert re.search(r"auto        .* up to 400 rows: at most 400 requests in all, \$[\d.]+ at most in all", out)
-    grew = re.search(r"pilot auto: 50 rows \(50 calls, \$[\d.]+ in all\): the whole job's interval -\d+% / \+(\d+)% "
-                     r"is wider than \+-10%, a pilot of ~([\d,]+) rows should reach it; growing the same sample to "
-                     r"([\d,]+) rows", out)
+    grew = re.search(
+        r"pilot auto: 50 rows \(50 calls, \$[\d.]+ in all\): the whole job's interval -\d+% / \+(\d+)% "
+        r"is wider than \+-10%, a pilot of ~([\d,]+) rows should reach it; growing the same sample to "
+        r"([\d,]+) rows",
+        out,
+    )
     assert grew and int(grew[1]) > 10 and int(grew[2]) == int(grew[3]) > 50, out
     stopped = re.search(r"pilot auto: 50 -> ([\d, >-]+) rows, \$[\d.]+ in all; stopped: (.+)", out)
     assert stopped, out
@@ -53,8 +56,7 @@ def test_plan_pilot_auto_grows_the_sample_until_the_whole_job_is_within_10_perce
 
 
 def test_a_pilot_already_within_10_percent_does_not_grow(fake, workdir):
-    result = CliRunner().invoke(app, ["plan", str(make_spec(workdir, rows=300)), "--pilot", "auto", "--yes",
-                                      "--json"])
+    result = CliRunner().invoke(app, ["plan", str(make_spec(workdir, rows=300)), "--pilot", "auto", "--yes", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout.splitlines()[-1])
     assert data["auto"]["rounds"] == [50] and data["auto"]["stop"].startswith("within +-10% after 50 rows")
@@ -71,8 +73,11 @@ def test_an_auto_pilot_stops_at_its_largest_size(fake, workdir):
     result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "auto", "--pilot-target", "5", "--yes"])
     assert result.exit_code == 0, result.output
     assert "capped at the largest auto pilot (400 rows); growing the same sample to 400 rows" in result.output
-    assert re.search(r"pilot auto: 50 -> 400 rows, .* stopped: .* is wider than \+-5%, and that is the largest "
-                     r"auto pilot \(400 rows; a pilot of ~[\d,]+ rows should reach it\)", result.output)
+    assert re.search(
+        r"pilot auto: 50 -> 400 rows, .* stopped: .* is wider than \+-5%, and that is the largest "
+        r"auto pilot \(400 rows; a pilot of ~[\d,]+ rows should reach it\)",
+        result.output,
+    )
     assert fake.stats()["requests"] == 400 and sent_once(workdir)
 
 
@@ -101,8 +106,9 @@ def test_an_auto_pilot_of_a_when_pipeline_stays_within_its_calls_and_asks_nothin
     assert len(auto.rounds) > 1 and any(r.stratified is not None for r in auto.rounds)
     assert fake.stats()["requests"] == result.calls <= result.allowance == 2 * result.rows
     assert sent_once(workdir)
-    assert result.cost_usd == pytest.approx(sum(r.outcome.cost_usd + sum(t.outcome.cost_usd for t in r.top_ups)
-                                                 for r in auto.rounds))
+    assert result.cost_usd == pytest.approx(
+        sum(r.outcome.cost_usd + sum(t.outcome.cost_usd for t in r.top_ups) for r in auto.rounds)
+    )
 
 
 def test_pilot_takes_a_number_or_auto(fake, workdir, batchor_cli):

@@ -31,8 +31,7 @@ def test_a_pilot_that_saw_no_rejection_keeps_none_expected_but_allows_for_three_
     assert step.low == pytest.approx(step.expected - step.half + step.shift)  # the lower end as before
     total = result.calibration  # one step: the total's ends are the step's
     assert (total.expected, total.low, total.high) == pytest.approx((step.expected, step.low, step.high))
-    assert "re-asks 0% (none in 20 first asks; the upper end allows up to 15%)" in "\n".join(
-        calibration_lines(total))
+    assert "re-asks 0% (none in 20 first asks; the upper end allows up to 15%)" in "\n".join(calibration_lines(total))
     header = result.plan.header
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
     stats = output_stats(store, [header.steps[0].length_key])

@@ -32,8 +32,14 @@ def pilot_rows(workdir, run_ids: list[str]) -> set[str]:
     """Input rows the pilot's runs' jobs held (its sample and its top-up's rows)."""
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
     marks = ", ".join("?" * len(run_ids))
-    found = {str(k) for (k,) in store.execute("SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r "
-                                              f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})", run_ids)}
+    found = {
+        str(k)
+        for (k,) in store.execute(
+            "SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r "
+            f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})",
+            run_ids,
+        )
+    }
     store.close()
     return found
 
@@ -50,8 +56,11 @@ def test_the_plan_says_how_many_pilot_rows_bring_the_whole_job_within_10_percent
     spec = long_answers(workdir)
     result = CliRunner().invoke(app, ["plan", str(spec), "--pilot", "20", "--yes"])
     assert result.exit_code == 0, result.output
-    line = re.search(r"pilot size  a pilot of ~([\d,]+) rows would bring this within \+-10% \((.+)\) "
-                     r"\(([\d,]+) more rows, at most \$([\d.]+); cached, part of the job\)", result.output)
+    line = re.search(
+        r"pilot size  a pilot of ~([\d,]+) rows would bring this within \+-10% \((.+)\) "
+        r"\(([\d,]+) more rows, at most \$([\d.]+); cached, part of the job\)",
+        result.output,
+    )
     assert line, result.output
     rows, more, upper = int(line[1]), int(line[3]), float(line[4])
     assert 20 < rows <= 200 and more == rows - 20 and upper > 0
@@ -132,7 +141,7 @@ def test_a_larger_pilots_stratified_top_up_rows_hold_the_smaller_ones(workdir, s
 
 def _ledger_cost(workdir) -> float:
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
-    (cost,), = store.execute("SELECT sum(cost_usd) FROM attempts")
+    ((cost,),) = store.execute("SELECT sum(cost_usd) FROM attempts")
     store.close()
     return float(cost)
 
@@ -149,8 +158,11 @@ def test_a_second_pilot_counts_the_first_ones_spend_in_the_whole_job(fake, workd
     assert calibration.spent == pytest.approx(small.cost_usd + large.cost_usd) == pytest.approx(_ledger_cost(workdir))
     assert calibration.job[0] == pytest.approx(calibration.spent + calibration.expected)
     assert large.size is not None and large.size.ends == pytest.approx(
-        ((calibration.job[0] - calibration.job[1]) / calibration.job[0],
-         (calibration.job[2] - calibration.job[0]) / calibration.job[0]))
+        (
+            (calibration.job[0] - calibration.job[1]) / calibration.job[0],
+            (calibration.job[2] - calibration.job[0]) / calibration.job[0],
+        )
+    )
 
 
 def test_a_pilot_of_an_earlier_prompt_is_not_part_of_the_job(fake, workdir):

@@ -56,8 +56,13 @@ def _imports() -> list[tuple[str, str, bool]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top_level = {id(node) for node in tree.body}
-        guarded = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Try) and _catches_import(node)
-                   for handler in node.handlers for inner in ast.walk(handler)}
+        guarded = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Try) and _catches_import(node)
+            for handler in node.handlers
+            for inner in ast.walk(handler)
+        }
         for node in ast.walk(tree):
             names: list[str] = []
             if isinstance(node, ast.Import):
@@ -98,9 +103,10 @@ def test_every_import_is_a_runtime_dependency_or_a_lazy_optional_one():
         if dists & optional and not at_module_level:
             continue
         wrong.append(f"{where} imports {module} ({', '.join(sorted(dists)) or 'not installed'})")
-    assert not wrong, ("imports that `pip install -e .` does not provide (add the package to "
-                       "pyproject's dependencies, or import it lazily from an optional extra):\n"
-                       + "\n".join(wrong))
+    assert not wrong, (
+        "imports that `pip install -e .` does not provide (add the package to "
+        "pyproject's dependencies, or import it lazily from an optional extra):\n" + "\n".join(wrong)
+    )
 
 
 def test_the_check_sees_a_test_only_package():

@@ -50,8 +50,9 @@ def log_level(verbose: int, quiet: bool, env: str | None) -> int:
         return int(value)
     level = logging.getLevelName(value)
     if not isinstance(level, int):
-        raise typer.BadParameter(f"{LOG_ENV}={env!r} is not a log level; use DEBUG, INFO, WARNING, ERROR or a number",
-                                 param_hint=LOG_ENV)
+        raise typer.BadParameter(
+            f"{LOG_ENV}={env!r} is not a log level; use DEBUG, INFO, WARNING, ERROR or a number", param_hint=LOG_ENV
+        )
     return level
 
 
@@ -76,10 +77,12 @@ def _show_version(value: bool) -> None:
 
 
 def common_options(
-    version: Optional[bool] = typer.Option(None, "--version", callback=_show_version, is_eager=True,
-                                           help="Print the version and exit"),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True,
-                                help=f"Log more: -v info, -vv debug (default: ${LOG_ENV} or warnings)"),
+    version: Optional[bool] = typer.Option(
+        None, "--version", callback=_show_version, is_eager=True, help="Print the version and exit"
+    ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help=f"Log more: -v info, -vv debug (default: ${LOG_ENV} or warnings)"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors and the data asked for"),
 ) -> None:
     """Run LLM prompts over every row of a dataset, declaratively."""

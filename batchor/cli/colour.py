@@ -39,7 +39,7 @@ def coloured(text: str, stream: IO[str]) -> str:
 
 def _paint(line: str) -> str:
     stripped = line.lstrip()
-    indent = line[:len(line) - len(stripped)]
+    indent = line[: len(line) - len(stripped)]
     for pattern, style in _RULES:
         stripped = pattern.sub(lambda m, s=style: typer.style(m.group(0), **s), stripped)  # type: ignore[misc]
     return indent + stripped

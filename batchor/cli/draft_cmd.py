@@ -19,41 +19,70 @@ if TYPE_CHECKING:
     from batchor.draft import Attempt, Draft
 
 
-def draft(task: str = typer.Argument(..., help="What you want done to each row, in a sentence"),
-          data: Path = typer.Option(..., "--data", help="The data file (CSV, TSV, JSONL, Parquet, XLSX)"),
-          model: Optional[str] = typer.Option(None, "--model", help="Who drafts, provider:name (default: by the "
-                                              "API key set: openai:gpt-4.1, anthropic:claude-sonnet-4-5, "
-                                              "gemini:gemini-2.5-flash)"),
-          output: Path = typer.Option(Path("spec.yaml"), "--output", "-o", help="Spec file to write (its schema "
-                                      "goes beside it: SPEC.schema.json)"),
-          rows: int = typer.Option(5, "--rows", min=1, max=50, help="Sample rows the model is shown"),
-          no_rows: bool = typer.Option(False, "--no-rows", help="Show the model column names and types only, "
-                                       "no row values"),
-          mock: bool = typer.Option(False, "--mock", help="Offline: a template draft from the columns (a rehearsal "
-                                    "of the flow; no model reads the task)"),
-          yes: bool = typer.Option(False, "--yes", "-y", help="Write without asking (a terminal asks)"),
-          force: bool = typer.Option(False, "--force", help="Overwrite existing files"),
-          attempts: int = typer.Option(3, "--attempts", min=1, max=10, help="Drafts asked for at most "
-                                       "(each invalid one is sent back with its problems)"),
-          no_cache: bool = typer.Option(False, "--no-cache", help="Ask the model again even for a request it "
-                                        "answered before"),
-          max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0.0, help="Budget in USD for the "
-                                                   "drafting calls (a call that could pass it is not made)"),
-          state: Optional[str] = typer.Option(None, "--state", help="State recording the drafter's calls "
-                                              "(default: the project's)"),
-          as_json: bool = typer.Option(False, "--json", help="Machine-readable output")) -> None:
+def draft(
+    task: str = typer.Argument(..., help="What you want done to each row, in a sentence"),
+    data: Path = typer.Option(..., "--data", help="The data file (CSV, TSV, JSONL, Parquet, XLSX)"),
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        help="Who drafts, provider:name (default: by the "
+        "API key set: openai:gpt-4.1, anthropic:claude-sonnet-4-5, "
+        "gemini:gemini-2.5-flash)",
+    ),
+    output: Path = typer.Option(
+        Path("spec.yaml"), "--output", "-o", help="Spec file to write (its schema goes beside it: SPEC.schema.json)"
+    ),
+    rows: int = typer.Option(5, "--rows", min=1, max=50, help="Sample rows the model is shown"),
+    no_rows: bool = typer.Option(False, "--no-rows", help="Show the model column names and types only, no row values"),
+    mock: bool = typer.Option(
+        False,
+        "--mock",
+        help="Offline: a template draft from the columns (a rehearsal of the flow; no model reads the task)",
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Write without asking (a terminal asks)"),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing files"),
+    attempts: int = typer.Option(
+        3,
+        "--attempts",
+        min=1,
+        max=10,
+        help="Drafts asked for at most (each invalid one is sent back with its problems)",
+    ),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Ask the model again even for a request it answered before"
+    ),
+    max_cost: Optional[float] = typer.Option(
+        None, "--max-cost", min=0.0, help="Budget in USD for the drafting calls (a call that could pass it is not made)"
+    ),
+    state: Optional[str] = typer.Option(
+        None, "--state", help="State recording the drafter's calls (default: the project's)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output"),
+) -> None:
     """Draft a spec and its output schema from one sentence and a data file: a model writes it,
     batchor validates it (asking again with the problems), rehearses it with the mock provider,
     shows the plan, then writes the files."""
     from batchor.draft import DraftRequest
     from batchor.draft import draft as make_draft
 
-    request = DraftRequest(task=task, data=data, output=output, model=model, mock=mock, rows=0 if no_rows else rows,
-                           attempts=attempts, force=force, fresh=no_cache, state=state, max_cost=max_cost)
+    request = DraftRequest(
+        task=task,
+        data=data,
+        output=output,
+        model=model,
+        mock=mock,
+        rows=0 if no_rows else rows,
+        attempts=attempts,
+        force=force,
+        fresh=no_cache,
+        state=state,
+        max_cost=max_cost,
+    )
     if not as_json:
         _announce(request)
-    result = make_draft(request, confirm=lambda d: _show_and_confirm(d, yes, as_json),
-                        on_attempt=None if as_json else _attempt_line)
+    result = make_draft(
+        request, confirm=lambda d: _show_and_confirm(d, yes, as_json), on_attempt=None if as_json else _attempt_line
+    )
     if as_json:
         sys.stdout.write(json.dumps(draft_dict(result), indent=2, default=str) + "\n")
         return
@@ -66,11 +95,17 @@ def _announce(request: Any) -> None:
     drafter, (provider, name) = drafter_for(request.model, request.mock)
     shown = f"{request.rows} sample row(s)" if request.rows else "column names and types only (--no-rows)"
     if drafter == "template":
-        typer.echo(f"mock: a template draft built from the columns of {request.data} (no model reads the task): a "
-                   f"rehearsal of the draft flow, not a draft of the task; the spec names {provider}:{name}", err=True)
+        typer.echo(
+            f"mock: a template draft built from the columns of {request.data} (no model reads the task): a "
+            f"rehearsal of the draft flow, not a draft of the task; the spec names {provider}:{name}",
+            err=True,
+        )
     else:
-        typer.echo(f"drafting with {drafter}: shown the task and {shown} of {request.data}; "
-                   f"the spec will use {provider}:{name}", err=True)
+        typer.echo(
+            f"drafting with {drafter}: shown the task and {shown} of {request.data}; "
+            f"the spec will use {provider}:{name}",
+            err=True,
+        )
 
 
 def _attempt_line(attempt: Attempt) -> None:
@@ -93,8 +128,11 @@ def _show_and_confirm(result: Draft, yes: bool, as_json: bool) -> bool:
 
     typer.echo(result.spec_text)
     r = result.rehearsal
-    typer.echo(f"rehearsal: {r.succeeded + r.failed} row(s) through the mock provider: {r.succeeded} answered, "
-               f"{r.failed} failed (mock answers follow the schema; they say nothing of the model)", err=True)
+    typer.echo(
+        f"rehearsal: {r.succeeded + r.failed} row(s) through the mock provider: {r.succeeded} answered, "
+        f"{r.failed} failed (mock answers follow the schema; they say nothing of the model)",
+        err=True,
+    )
     plan = [line for line in render.plan_text(result.plan, None).splitlines() if not line.startswith("  state ")]
     typer.echo(coloured("\n".join(plan), sys.stderr), err=True)  # its state was a scratch one: nothing cached
     if yes or not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -108,8 +146,11 @@ def _show_and_confirm(result: Draft, yes: bool, as_json: bool) -> bool:
 def _written_line(result: Draft) -> str:
     names = ", ".join(str(p) for p in result.written)
     runs = [a.run_id for a in result.attempts if a.run_id]
-    cost = (f"drafting cost {money(result.cost_usd)} in {len(runs)} call(s) (runs {', '.join(runs)})" if runs
-            else "drafting cost $0 (mock: no model was called)")
+    cost = (
+        f"drafting cost {money(result.cost_usd)} in {len(runs)} call(s) (runs {', '.join(runs)})"
+        if runs
+        else "drafting cost $0 (mock: no model was called)"
+    )
     upper = result.plan.header.totals.cost_upper
     return f"wrote {names}; {cost}\nnext: batchor apply {result.request.output} --max-cost {_budget(upper)}"
 
@@ -126,11 +167,23 @@ def draft_dict(result: Draft) -> dict[str, Any]:
     from batchor.cli import render
 
     r, totals = result.rehearsal, result.plan.header.totals
-    return {"spec": str(result.request.output), "written": [str(p) for p in result.written],
-            "drafter": result.drafter, "mocked": result.drafter == "template", "cost_usd": result.cost_usd,
-            "attempts": [{"number": a.number, "run_id": a.run_id, "cost_usd": a.cost_usd, "problems": a.problems}
-                         for a in result.attempts],
-            "rehearsal": {"run_id": r.run_id, "status": r.status, "succeeded": r.succeeded, "failed": r.failed},
-            "plan": {"rows": totals.rows, "cost_expected_usd": totals.cost_expected,
-                     "cost_upper_usd": totals.cost_upper, "steps": render.plan_dict(result.plan).get("steps")},
-            "spec_text": result.spec_text, "schema_text": result.schema_text}
+    return {
+        "spec": str(result.request.output),
+        "written": [str(p) for p in result.written],
+        "drafter": result.drafter,
+        "mocked": result.drafter == "template",
+        "cost_usd": result.cost_usd,
+        "attempts": [
+            {"number": a.number, "run_id": a.run_id, "cost_usd": a.cost_usd, "problems": a.problems}
+            for a in result.attempts
+        ],
+        "rehearsal": {"run_id": r.run_id, "status": r.status, "succeeded": r.succeeded, "failed": r.failed},
+        "plan": {
+            "rows": totals.rows,
+            "cost_expected_usd": totals.cost_expected,
+            "cost_upper_usd": totals.cost_upper,
+            "steps": render.plan_dict(result.plan).get("steps"),
+        },
+        "spec_text": result.spec_text,
+        "schema_text": result.schema_text,
+    }

@@ -31,9 +31,15 @@ def estimate_table(steps: list[dict[str, Any]]) -> Table | None:
         table.add_column(name, justify="right" if name in ("expected", "at most", "spent", "ratio") else "left")
     for s in steps:
         kind = f" [{s['kind']}]" if s.get("kind") not in (None, "apply") else ""
-        table.add_row(escape(s["step"] + kind), money(s["expected_usd"]), money(s["upper_usd"]), money(s["actual_usd"]),
-                      ratio_text(s["ratio"], s.get("settled_requests"), s["requests"]),
-                      escape(s["output_source"] or NOTHING), escape(s["input_source"] or "estimate"))
+        table.add_row(
+            escape(s["step"] + kind),
+            money(s["expected_usd"]),
+            money(s["upper_usd"]),
+            money(s["actual_usd"]),
+            ratio_text(s["ratio"], s.get("settled_requests"), s["requests"]),
+            escape(s["output_source"] or NOTHING),
+            escape(s["input_source"] or "estimate"),
+        )
     return table
 
 

@@ -31,32 +31,39 @@ def register(app: typer.Typer) -> None:
 
 def register_state(app: typer.Typer) -> None:
     """Add the `state` group (`migrate`, `check`) and `spec-schema` to the main app."""
-    state_app = typer.Typer(no_args_is_help=True,
-                            help="Manage the state itself (schema, moving it between backends).")
+    state_app = typer.Typer(no_args_is_help=True, help="Manage the state itself (schema, moving it between backends).")
     app.add_typer(state_app, name="state")
     state_app.command("migrate")(state_migrate)
     state_app.command("check")(state_check)
     app.command("spec-schema")(spec_schema)
 
 
-def prune(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
-          older_than: Optional[float] = typer.Option(None, "--older-than", min=0.0,
-                                                     help="Only attempts older than DAYS (>= 0)"),
-          finished: bool = typer.Option(False, "--finished", help="Only attempts of finished runs"),
-          answers: bool = typer.Option(False, "--answers",
-                                       help="Also delete cached answers (they will be paid again)"),
-          compact: bool = typer.Option(False, "--compact", help="Rewrite the DuckDB file so it shrinks (not while "
-                                       "an apply runs); reports bytes freed")) -> None:
+def prune(
+    state: Optional[str] = StateOpt,
+    as_json: bool = JsonOpt,
+    older_than: Optional[float] = typer.Option(
+        None, "--older-than", min=0.0, help="Only attempts older than DAYS (>= 0)"
+    ),
+    finished: bool = typer.Option(False, "--finished", help="Only attempts of finished runs"),
+    answers: bool = typer.Option(False, "--answers", help="Also delete cached answers (they will be paid again)"),
+    compact: bool = typer.Option(
+        False, "--compact", help="Rewrite the DuckDB file so it shrinks (not while an apply runs); reports bytes freed"
+    ),
+) -> None:
     """Drop raw request/response payloads to shrink the state; answers stay unless --answers."""
     from batchor import operations
 
-    data = operations.prune(state=state, older_than_days=older_than, finished=finished, answers=answers,
-                            compact=compact)
+    data = operations.prune(
+        state=state, older_than_days=older_than, finished=finished, answers=answers, compact=compact
+    )
     print_json(data) if as_json else typer.echo(", ".join(f"{k}: {v}" for k, v in data.items()))
 
 
-def prices(query: Optional[str] = typer.Argument(None, help="Model name or part of it"),
-           provider: Optional[str] = typer.Option(None, "--provider"), as_json: bool = JsonOpt) -> None:
+def prices(
+    query: Optional[str] = typer.Argument(None, help="Model name or part of it"),
+    provider: Optional[str] = typer.Option(None, "--provider"),
+    as_json: bool = JsonOpt,
+) -> None:
     """Show the price table in use (version, date) and look up models."""
     from batchor import operations
 
@@ -67,10 +74,12 @@ def prices(query: Optional[str] = typer.Argument(None, help="Model name or part 
     tables.show(tables.prices_view(data))
 
 
-def init(folder: Path = typer.Argument(Path("batchor-job"), help="Folder to create"),
-         name: Optional[str] = typer.Option(None, "--name", help="Job name (default: the folder name)"),
-         force: bool = typer.Option(False, "--force", help="Overwrite existing files"),
-         as_json: bool = JsonOpt) -> None:
+def init(
+    folder: Path = typer.Argument(Path("batchor-job"), help="Folder to create"),
+    name: Optional[str] = typer.Option(None, "--name", help="Job name (default: the folder name)"),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing files"),
+    as_json: bool = JsonOpt,
+) -> None:
     """Scaffold a spec, a JSON schema and a sample row file in a new folder."""
     from batchor.scaffold import init_project, state_marker
 
@@ -86,9 +95,11 @@ def init(folder: Path = typer.Argument(Path("batchor-job"), help="Folder to crea
     typer.echo(f"next: {follow}")
 
 
-def state_migrate(target: str = typer.Option(..., "--to", help="State to create, upgrade or fill (file or URL)"),
-                  source: Optional[str] = typer.Option(None, "--from", help="State to copy from (file or URL)"),
-                  as_json: bool = JsonOpt) -> None:
+def state_migrate(
+    target: str = typer.Option(..., "--to", help="State to create, upgrade or fill (file or URL)"),
+    source: Optional[str] = typer.Option(None, "--from", help="State to copy from (file or URL)"),
+    as_json: bool = JsonOpt,
+) -> None:
     """Bring --to up to the current schema; with --from, copy runs, answers, attempts and batches into it."""
     from batchor import operations
 
@@ -101,10 +112,12 @@ def state_migrate(target: str = typer.Option(..., "--to", help="State to create,
         typer.echo(f"  {table:15} {counts['added']:>10,} added ({counts['read']:,} read)")
 
 
-
-def spec_schema(write: bool = typer.Option(False, "--write", help="Write schemas/batchor-spec.schema.json"),
-                as_json: bool = typer.Option(False, "--json", help="The schema is JSON already; with --write: "
-                                             "what was written, as JSON")) -> None:
+def spec_schema(
+    write: bool = typer.Option(False, "--write", help="Write schemas/batchor-spec.schema.json"),
+    as_json: bool = typer.Option(
+        False, "--json", help="The schema is JSON already; with --write: what was written, as JSON"
+    ),
+) -> None:
     """Print (or write) the JSON Schema of the spec format."""
     from batchor.spec.json_schema import SCHEMA_FILE, spec_json_schema_text
 

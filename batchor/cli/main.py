@@ -63,8 +63,12 @@ else:  # the engine, the plan model and rich load with the first command that ne
     api = Deferred("batchor.api")
     render, tables = Deferred("batchor.cli.render"), Deferred("batchor.cli.tables")
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Run LLM prompts over every row of a dataset, declaratively.")
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Run LLM prompts over every row of a dataset, declaratively.",
+)
 app.callback()(basics.common_options)  # --version, -v/--verbose, -q/--quiet, logging; completion: typer's
 
 
@@ -77,8 +81,12 @@ def _cancelled() -> type[BaseException]:
 
 
 @app.command()
-def validate(specs: list[Path] = typer.Argument(..., help="Spec files"), as_json: bool = JsonOpt,
-             model: Optional[str] = ModelOpt, mock: bool = MockOpt) -> None:
+def validate(
+    specs: list[Path] = typer.Argument(..., help="Spec files"),
+    as_json: bool = JsonOpt,
+    model: Optional[str] = ModelOpt,
+    mock: bool = MockOpt,
+) -> None:
     """Check specs offline: YAML, keys, templates, input columns, schemas, prices. Reports every problem
     in every file, then exits non-zero if there was one."""
     from batchor.cli.validate_cmd import validate_all
@@ -90,30 +98,59 @@ RETRY_FAILED_HELP = "Send again the requests that failed for good earlier (inval
 
 
 @app.command()
-def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str] = StateOpt,
-         as_json: bool = JsonOpt, fmt: PlanFormat = FormatOpt,
-         model: Optional[str] = ModelOpt, mock: bool = MockOpt, mode: Optional[Mode] = ModeOpt,
-         refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
-         no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers"),
-         retry_failed: bool = typer.Option(False, "--retry-failed", help=RETRY_FAILED_HELP),
-         out: Optional[Path] = typer.Option(None, "--out", help="Where to save the plan file"),
-         limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
-         max_cost: Optional[float] = PlanMaxCostOpt,
-         detailed_exitcode: bool = typer.Option(False, "--detailed-exitcode",
-                                                help="Exit 0 when nothing would run, 2 when work is pending"),
-         pilot: Optional[str] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
-         pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt,
-         yes: bool = typer.Option(False, "--yes", "-y", help="Approve a pilot's spend without asking")) -> None:
+def plan(
+    spec: Path = typer.Argument(..., help="Spec file"),
+    state: Optional[str] = StateOpt,
+    as_json: bool = JsonOpt,
+    fmt: PlanFormat = FormatOpt,
+    model: Optional[str] = ModelOpt,
+    mock: bool = MockOpt,
+    mode: Optional[Mode] = ModeOpt,
+    refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help=RETRY_FAILED_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to save the plan file"),
+    limit: Optional[int] = LimitOpt,
+    sample: Optional[int] = SampleOpt,
+    max_cost: Optional[float] = PlanMaxCostOpt,
+    detailed_exitcode: bool = typer.Option(
+        False, "--detailed-exitcode", help="Exit 0 when nothing would run, 2 when work is pending"
+    ),
+    pilot: Optional[str] = pilot_cmd.PilotOpt,
+    pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
+    pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Approve a pilot's spend without asking"),
+) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
     pilot_cmd.check_target(pilot, pilot_target)
     if pilot is not None:  # spends: approved like apply, then the calibrated plan is printed
-        pilot_cmd.pilot(spec, pilot, pilot_seed, state=state, model=model, mock=mock, mode=choice_value(mode),
-                        max_cost=max_cost, as_json=as_json, approve=lambda: _approve(yes, max_cost),
-                        target=pilot_target)
+        pilot_cmd.pilot(
+            spec,
+            pilot,
+            pilot_seed,
+            state=state,
+            model=model,
+            mock=mock,
+            mode=choice_value(mode),
+            max_cost=max_cost,
+            as_json=as_json,
+            approve=lambda: _approve(yes, max_cost),
+            target=pilot_target,
+        )
         return
-    compiled = api.plan(spec, state=state, model=model, mock=mock, mode=choice_value(mode), refresh=set(refresh),
-                        no_cache=no_cache, save=out or True, limit=limit, sample=sample,
-                        retry_failed=retry_failed)
+    compiled = api.plan(
+        spec,
+        state=state,
+        model=model,
+        mock=mock,
+        mode=choice_value(mode),
+        refresh=set(refresh),
+        no_cache=no_cache,
+        save=out or True,
+        limit=limit,
+        sample=sample,
+        retry_failed=retry_failed,
+    )
     fmt = PlanFormat.json if as_json else fmt
     if fmt == PlanFormat.json:
         print_json(render.plan_dict(compiled))
@@ -126,20 +163,29 @@ def plan(spec: Path = typer.Argument(..., help="Spec file"), state: Optional[str
 
 
 @app.command()
-def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file, or a saved .plan file"),
-          max_cost: Optional[float] = ApplyMaxCostOpt,
-          yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation"),
-          state: Optional[str] = StateOpt, as_json: bool = JsonOpt, model: Optional[str] = ModelOpt,
-          mock: bool = MockOpt, mode: Optional[Mode] = ModeOpt,
-          refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
-          retry_failed: bool = typer.Option(False, "--retry-failed", help=RETRY_FAILED_HELP),
-          no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers (like plan --no-cache)"),
-          output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
-          limit: Optional[int] = LimitOpt, sample: Optional[int] = SampleOpt,
-          no_wait: bool = typer.Option(False, "--no-wait", help="Submit provider batches and exit (code 7); "
-                                       "a later apply collects them"),
-          pilot: Optional[str] = pilot_cmd.PilotOpt, pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
-          pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt) -> None:
+def apply(
+    ctx: typer.Context,
+    target: Path = typer.Argument(..., help="Spec file, or a saved .plan file"),
+    max_cost: Optional[float] = ApplyMaxCostOpt,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation"),
+    state: Optional[str] = StateOpt,
+    as_json: bool = JsonOpt,
+    model: Optional[str] = ModelOpt,
+    mock: bool = MockOpt,
+    mode: Optional[Mode] = ModeOpt,
+    refresh: list[str] = typer.Option([], "--refresh", help="Force new answers for STEP (repeatable)"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help=RETRY_FAILED_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore all cached answers (like plan --no-cache)"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
+    limit: Optional[int] = LimitOpt,
+    sample: Optional[int] = SampleOpt,
+    no_wait: bool = typer.Option(
+        False, "--no-wait", help="Submit provider batches and exit (code 7); a later apply collects them"
+    ),
+    pilot: Optional[str] = pilot_cmd.PilotOpt,
+    pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
+    pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt,
+) -> None:
     """Plan SPEC (or load a saved plan) and run it; results go to the state and the output file."""
     api.ensure_unlocked(state, target)
     pilot_cmd.check_target(pilot, pilot_target)
@@ -147,14 +193,33 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
     forced = set(refresh) | ({"*"} if no_cache else set())  # "*": every step, as in plan --no-cache
     if pilot is not None:  # the pilot first; then the full plan it calibrated, approved again
         api.check_arguments(limit=limit, sample=sample, pilot=pilot_cmd.pilot_rows(pilot)[0])
-        piloted = pilot_cmd.pilot(target, pilot, pilot_seed, state=state, model=model, mock=mock,
-                                  mode=choice_value(mode), max_cost=max_cost, as_json=as_json,
-                                  approve=lambda: _approve(yes, max_cost), target=pilot_target)
+        piloted = pilot_cmd.pilot(
+            target,
+            pilot,
+            pilot_seed,
+            state=state,
+            model=model,
+            mock=mock,
+            mode=choice_value(mode),
+            max_cost=max_cost,
+            as_json=as_json,
+            approve=lambda: _approve(yes, max_cost),
+            target=pilot_target,
+        )
         pilot_cmd.refuse_unanswered(piloted)
         compiled, budget, from_file = piloted.plan, pilot_cmd.remaining_budget(max_cost, piloted), False
     else:
-        compiled = api.load_or_plan(target, state=state, model=model, mock=mock, mode=choice_value(mode),
-                                    refresh=forced, limit=limit, sample=sample, retry_failed=retry_failed)
+        compiled = api.load_or_plan(
+            target,
+            state=state,
+            model=model,
+            mock=mock,
+            mode=choice_value(mode),
+            refresh=forced,
+            limit=limit,
+            sample=sample,
+            retry_failed=retry_failed,
+        )
         budget = max_cost
         if not as_json and not basics.is_quiet():
             typer.echo(coloured(render.plan_text(compiled, max_cost, output), sys.stderr), err=True)
@@ -162,8 +227,16 @@ def apply(ctx: typer.Context, target: Path = typer.Argument(..., help="Spec file
         _approve(yes, max_cost)
     printer = render.EventPrinter(as_json, plan=compiled, max_cost=budget)
     try:
-        outcome = api.apply_compiled(compiled, max_cost=budget, state=state, refresh=forced,
-                                     output=output, on_event=printer, wait=not no_wait, retry_failed=retry_failed)
+        outcome = api.apply_compiled(
+            compiled,
+            max_cost=budget,
+            state=state,
+            refresh=forced,
+            output=output,
+            on_event=printer,
+            wait=not no_wait,
+            retry_failed=retry_failed,
+        )
     except CostLimitError as error:
         raise error if pilot is None else pilot_cmd.rest_refused(error, max_cost, piloted) from None
     finally:
@@ -182,8 +255,10 @@ def _approve(yes: bool, max_cost: float | None) -> None:
         if not typer.confirm("Run this plan?", default=False, err=True):
             raise ApprovalRequiredError("not approved; nothing was sent")
         return
-    raise ApprovalRequiredError("apply needs approval: not on a terminal, and neither --yes nor --max-cost given",
-                                hint="add --max-cost USD (the budget is the approval) or --yes")
+    raise ApprovalRequiredError(
+        "apply needs approval: not on a terminal, and neither --yes nor --max-cost given",
+        hint="add --max-cost USD (the budget is the approval) or --yes",
+    )
 
 
 def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> None:
@@ -204,8 +279,11 @@ def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> N
 
 
 @app.command()
-def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
-           state: Optional[str] = StateOpt, as_json: bool = JsonOpt) -> None:
+def status(
+    run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
+    state: Optional[str] = StateOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Show a run: progress, spend, failures by reason."""
     from batchor import operations
 
@@ -217,8 +295,11 @@ def status(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 
 
 @app.command()
-def cancel(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
-           state: Optional[str] = StateOpt, as_json: bool = JsonOpt) -> None:
+def cancel(
+    run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
+    state: Optional[str] = StateOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Cancel the run's provider batches still in flight; a later apply collects what they finished."""
     from batchor import operations
 
@@ -230,8 +311,9 @@ def cancel(run: Optional[str] = typer.Argument(None, help="Run id (default: the 
 
 
 @app.command()
-def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
-         limit: int = typer.Option(20, "--limit", min=1)) -> None:
+def runs(
+    state: Optional[str] = StateOpt, as_json: bool = JsonOpt, limit: int = typer.Option(20, "--limit", min=1)
+) -> None:
     """Run history with cost."""
     from batchor import operations
 
@@ -243,17 +325,23 @@ def runs(state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
 
 
 @app.command()
-def export(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest): its plan's rows, "
-                                             "with the answers stored now"),
-           output: Path = typer.Option(..., "--output", "-o", help="File to write (.csv .parquet .jsonl .duckdb)"),
-           state: Optional[str] = StateOpt, as_json: bool = JsonOpt,
-           attempts: bool = typer.Option(False, "--attempts",
-                                         help="Export every attempt with raw payloads (JSONL)")) -> None:
+def export(
+    run: Optional[str] = typer.Argument(
+        None, help="Run id (default: the latest): its plan's rows, with the answers stored now"
+    ),
+    output: Path = typer.Option(..., "--output", "-o", help="File to write (.csv .parquet .jsonl .duckdb)"),
+    state: Optional[str] = StateOpt,
+    as_json: bool = JsonOpt,
+    attempts: bool = typer.Option(False, "--attempts", help="Export every attempt with raw payloads (JSONL)"),
+) -> None:
     """Write a run's results (also while it runs: unanswered rows are `pending`)."""
     from batchor import operations
 
-    data = (operations.export_attempts(output, run, state=state) if attempts
-            else operations.export(output, run, state=state))
+    data = (
+        operations.export_attempts(output, run, state=state)
+        if attempts
+        else operations.export(output, run, state=state)
+    )
     print_json(data) if as_json else typer.echo(f"wrote {data['output']}")
     if data.get("note") and not as_json:
         typer.echo(f"note: {data['note']}", err=True)
@@ -312,8 +400,10 @@ class _CtrlC:
         self._previous: Any = None
 
     def __enter__(self) -> "_CtrlC":
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
         return self
 

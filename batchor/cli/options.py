@@ -41,7 +41,11 @@ def choice_value(choice: Enum | None) -> str | None:
 ModeOpt = typer.Option(None, "--mode", help="realtime | batch | auto", case_sensitive=False)
 FormatOpt = typer.Option(PlanFormat.text, "--format", help="text | markdown | json", case_sensitive=False)
 PlanMaxCostOpt = typer.Option(None, "--max-cost", min=0.0, help="Show the plan against this budget (USD, >= 0)")
-ApplyMaxCostOpt = typer.Option(None, "--max-cost", min=0.0, help="Budget in USD, >= 0: refuses a plan that may "
-                               "cost more; approves the run (no question, also on a terminal)")
+ApplyMaxCostOpt = typer.Option(
+    None,
+    "--max-cost",
+    min=0.0,
+    help="Budget in USD, >= 0: refuses a plan that may cost more; approves the run (no question, also on a terminal)",
+)
 LimitOpt = typer.Option(None, "--limit", min=1, help="Only the first N rows (N >= 1)")
 SampleOpt = typer.Option(None, "--sample", min=1, help="N random rows, N >= 1 (seeded: same rows each time)")

@@ -28,15 +28,28 @@ else:  # the engine loads only when a pilot runs
     pilot_auto = Deferred("batchor.pilot_auto")
     render = Deferred("batchor.cli.render")
 
-PilotOpt = typer.Option(None, "--pilot", metavar="N|auto",
-                        help="Run N sampled rows for real first (cached, not paid twice), then print the plan "
-                        "calibrated by their answers (expected cost with a 90% interval); `auto`: 50 rows, grown "
-                        "(at most twice, to 8 x 50) while the whole job's interval is wider than --pilot-target")
-PilotTargetOpt = typer.Option(None, "--pilot-target", min=1.0, max=50.0, metavar="PERCENT",
-                              help="The whole job's 90% interval a pilot aims at, +- this percent (default 10): "
-                              "the plan says which pilot reaches it; --pilot auto grows until it does")
-PilotSeedOpt = typer.Option(None, "--pilot-seed", help="Seed of the pilot's sample (default: the spec's input "
-                            "seed; the same seed draws the same rows)")
+PilotOpt = typer.Option(
+    None,
+    "--pilot",
+    metavar="N|auto",
+    help="Run N sampled rows for real first (cached, not paid twice), then print the plan "
+    "calibrated by their answers (expected cost with a 90% interval); `auto`: 50 rows, grown "
+    "(at most twice, to 8 x 50) while the whole job's interval is wider than --pilot-target",
+)
+PilotTargetOpt = typer.Option(
+    None,
+    "--pilot-target",
+    min=1.0,
+    max=50.0,
+    metavar="PERCENT",
+    help="The whole job's 90% interval a pilot aims at, +- this percent (default 10): "
+    "the plan says which pilot reaches it; --pilot auto grows until it does",
+)
+PilotSeedOpt = typer.Option(
+    None,
+    "--pilot-seed",
+    help="Seed of the pilot's sample (default: the spec's input seed; the same seed draws the same rows)",
+)
 STOPPED = ("interrupted", "budget", "paused", "in_flight")  # the pilot did not finish: nothing to calibrate
 
 
@@ -47,8 +60,10 @@ def pilot_rows(value: str) -> tuple[int, bool]:
         return pilot_auto.START, True
     if text.isdigit() and int(text) >= 1:
         return int(text), False
-    raise UsageError(f"--pilot {value!r}: give a number of rows (1 or more) or `auto`",
-                     hint="e.g. --pilot 50, or --pilot auto (50 rows, grown until the whole job is within +-10%)")
+    raise UsageError(
+        f"--pilot {value!r}: give a number of rows (1 or more) or `auto`",
+        hint="e.g. --pilot 50, or --pilot auto (50 rows, grown until the whole job is within +-10%)",
+    )
 
 
 def check_target(pilot: str | None, target: float | None) -> None:
@@ -60,39 +75,62 @@ def check_target(pilot: str | None, target: float | None) -> None:
 def auto_text(auto: AutoBound, target: float) -> str:
     """What an auto pilot may add to its first round, at most (announced before anything is sent)."""
     bound, money = auto.to_dict(), render.money
-    return (f"  auto        if the whole job's 90% interval is then wider than +-{target:.0%}, the same sample grows "
-            f"(at most {pilot_auto.ROUNDS} more rounds; rows answered stay cached) up to {bound['rows_most']:,} rows: "
-            f"at most {bound['most_calls']:,} requests in all, {money(bound['cost_upper_usd'])} at most in all "
-            f"({money(bound['cost_upper_all_attempts_usd'])} with every attempt)")
+    return (
+        f"  auto        if the whole job's 90% interval is then wider than +-{target:.0%}, the same sample grows "
+        f"(at most {pilot_auto.ROUNDS} more rounds; rows answered stay cached) up to {bound['rows_most']:,} rows: "
+        f"at most {bound['most_calls']:,} requests in all, {money(bound['cost_upper_usd'])} at most in all "
+        f"({money(bound['cost_upper_all_attempts_usd'])} with every attempt)"
+    )
 
 
 def announce_text(sampled: CompiledPlan, bound: TopUpBound | None = None) -> str:
     """What the pilot will do and cost at most, printed before anything is sent."""
     p, money = pilots.pilot_dict(sampled, bound), render.money
     drawn = sampled.header.input.rows  # fewer than asked for when the input is smaller
-    rows = f"{drawn:,} rows (the whole input: it has fewer than {p['rows']:,})" if drawn < p["rows"] else \
-        f"{p['rows']:,} rows"
-    lines = [f"Pilot: {rows} (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
-             f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests ({p['rows']:,} x {len(p['steps'])}, "
-             f"re-asks included), {money(p['cost_upper_usd'])} at most (one attempt each; "
-             f"{money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
-             f"  output      {p['output']} (the spec's output is left as it is)"]
+    rows = (
+        f"{drawn:,} rows (the whole input: it has fewer than {p['rows']:,})"
+        if drawn < p["rows"]
+        else f"{p['rows']:,} rows"
+    )
+    lines = [
+        f"Pilot: {rows} (seed {p['seed']}) through {len(p['steps'])} LLM step(s) "
+        f"({', '.join(p['steps'])}): at most {p['most_calls']:,} requests ({p['rows']:,} x {len(p['steps'])}, "
+        f"re-asks included), {money(p['cost_upper_usd'])} at most (one attempt each; "
+        f"{money(p['cost_upper_all_attempts_usd'])} if every request used all its attempts)",
+        f"  output      {p['output']} (the spec's output is left as it is)",
+    ]
     if (top := p["top_up"]) is not None:
-        rows = (f"rows where {top['drawn_where']}'s `when:` holds (it reads only the row)" if top["drawn_where"]
-                else "more rows of the same sample")
-        lines.append(f"  top-up      step(s) {', '.join(top['steps'])} run only where `when:` holds: if one gets fewer "
-                     f"than {p['rows']:,} answers, the calls left buy {rows} (up to "
-                     f"{top['rows_most']:,} rows in all, still at most {p['most_calls']:,} requests): "
-                     f"{money(top['cost_upper_usd'])} at most ({money(top['cost_upper_all_attempts_usd'])} with "
-                     "every attempt)")
+        rows = (
+            f"rows where {top['drawn_where']}'s `when:` holds (it reads only the row)"
+            if top["drawn_where"]
+            else "more rows of the same sample"
+        )
+        lines.append(
+            f"  top-up      step(s) {', '.join(top['steps'])} run only where `when:` holds: if one gets fewer "
+            f"than {p['rows']:,} answers, the calls left buy {rows} (up to "
+            f"{top['rows_most']:,} rows in all, still at most {p['most_calls']:,} requests): "
+            f"{money(top['cost_upper_usd'])} at most ({money(top['cost_upper_all_attempts_usd'])} with "
+            "every attempt)"
+        )
     if p["mocked"]:
         lines.append("  REHEARSAL   --mock: the pilot's numbers rehearse the flow, not the model's cost")
     return "\n".join(lines)
 
 
-def pilot(spec: Path, value: str, seed: int | None, *, state: str | None, model: str | None, mock: bool,
-          mode: str | None, max_cost: float | None, as_json: bool, approve: Callable[[], None],
-          target: float | None = None) -> PilotResult:
+def pilot(
+    spec: Path,
+    value: str,
+    seed: int | None,
+    *,
+    state: str | None,
+    model: str | None,
+    mock: bool,
+    mode: str | None,
+    max_cost: float | None,
+    as_json: bool,
+    approve: Callable[[], None],
+    target: float | None = None,
+) -> PilotResult:
     """Announce, approve, run the pilot (`value`: N rows or `auto`); print its run and the calibrated
     plan. Exits when it stopped."""
     from batchor import api
@@ -114,8 +152,17 @@ def pilot(spec: Path, value: str, seed: int | None, *, state: str | None, model:
             typer.echo(text, err=True)
 
     printer = render.EventPrinter(as_json)
-    options: dict[str, Any] = {"seed": seed, "state": state, "model": model, "mock": mock, "mode": mode,
-                               "max_cost": max_cost, "on_event": printer, "announce": announce, "target": share}
+    options: dict[str, Any] = {
+        "seed": seed,
+        "state": state,
+        "model": model,
+        "mock": mock,
+        "mode": mode,
+        "max_cost": max_cost,
+        "on_event": printer,
+        "announce": announce,
+        "target": share,
+    }
     grown: AutoPilot | None = None
     try:
         if auto:
@@ -132,25 +179,35 @@ def pilot(spec: Path, value: str, seed: int | None, *, state: str | None, model:
 def _print(result: PilotResult, as_json: bool, max_cost: float | None, grown: AutoPilot | None = None) -> None:
     outcome = result.last_outcome
     if as_json:
-        data: dict[str, Any] = {"event": "pilot", **result.to_dict(), "plan": render.plan_dict(result.plan),
-                                "auto": grown.to_dict() if grown is not None else None}
+        data: dict[str, Any] = {
+            "event": "pilot",
+            **result.to_dict(),
+            "plan": render.plan_dict(result.plan),
+            "auto": grown.to_dict() if grown is not None else None,
+        }
         sys.stdout.write(json.dumps(data, default=str) + "\n")
         sys.stdout.flush()
     else:
         typer.echo("pilot " + render.run_summary(result.outcome, result.pilot), err=True)
         for top in result.top_ups:
             before = ", ".join(f"{step} {n:,}" for step, n in top.answers_before.items())
-            typer.echo(f"pilot top-up to {top.rows:,} rows (answers before: {before}): {top.outcome.status}, "
-                       f"{render.money(top.outcome.cost_usd)}", err=True)
+            typer.echo(
+                f"pilot top-up to {top.rows:,} rows (answers before: {before}): {top.outcome.status}, "
+                f"{render.money(top.outcome.cost_usd)}",
+                err=True,
+            )
         if result.stratified is not None:
             typer.echo(stratified_text(result.stratified), err=True)
-        typer.echo(f"pilot calls: {result.calls:,} of {result.allowance:,} allowed ({result.rows:,} rows x "
-                   f"{len(pilots.llm_steps(result.pilot))} LLM step(s); every billed attempt, re-asks included)",
-                   err=True)
+        typer.echo(
+            f"pilot calls: {result.calls:,} of {result.allowance:,} allowed ({result.rows:,} rows x "
+            f"{len(pilots.llm_steps(result.pilot))} LLM step(s); every billed attempt, re-asks included)",
+            err=True,
+        )
         if grown is not None:
             sizes = " -> ".join(f"{r.rows:,}" for r in grown.rounds)
-            typer.echo(f"pilot auto: {sizes} rows, {render.money(result.cost_usd)} in all; stopped: {grown.stop}",
-                       err=True)
+            typer.echo(
+                f"pilot auto: {sizes} rows, {render.money(result.cost_usd)} in all; stopped: {grown.stop}", err=True
+            )
     if outcome.status in STOPPED and not pilots.finished(outcome):
         typer.echo(f"pilot stopped: {outcome.stop_reason}; nothing calibrated", err=True)
         raise typer.Exit(exit_code_for_status(outcome.status))
@@ -180,9 +237,11 @@ def budget_left_line(max_cost: float | None, result: PilotResult) -> str | None:
     if budget is None or left is None:
         return None
     upper = result.plan.header.totals.cost_upper
-    return (f"  budget left {render.money(left)} of {render.money(budget)} ({source}) after the pilot's "
-            f"{render.money(result.cost_usd)}: the rest's {render.money(upper)} at most is "
-            f"{'within' if upper <= left + 1e-12 else 'ABOVE'} it")
+    return (
+        f"  budget left {render.money(left)} of {render.money(budget)} ({source}) after the pilot's "
+        f"{render.money(result.cost_usd)}: the rest's {render.money(upper)} at most is "
+        f"{'within' if upper <= left + 1e-12 else 'ABOVE'} it"
+    )
 
 
 def stratified_text(stratified: dict[str, Any]) -> str:
@@ -192,8 +251,10 @@ def stratified_text(stratified: dict[str, Any]) -> str:
     if stratified["share"] is not None:
         text += f" ({stratified['share']:.1%} of all rows)"
     for step, w in stratified["weighted"].items():
-        text += (f"; {step}'s answers weighted to that share ({w['inside']:,} from those rows, {w['outside']:,} "
-                 f"from others: as {w['effective']:,} answers)")
+        text += (
+            f"; {step}'s answers weighted to that share ({w['inside']:,} from those rows, {w['outside']:,} "
+            f"from others: as {w['effective']:,} answers)"
+        )
     return text
 
 
@@ -207,27 +268,35 @@ def remaining_budget(max_cost: float | None, result: PilotResult) -> float | Non
 def rest_refused(error: CostLimitError, max_cost: float | None, result: PilotResult) -> CostLimitError:
     """The rest's refusal, saying its budget is what the pilot left of the whole one."""
     budget, source = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
-    upper, left, spent = (render.money(v) for v in (result.plan.header.totals.cost_upper,
-                                                    remaining_budget(max_cost, result) or 0.0, result.cost_usd))
+    upper, left, spent = (
+        render.money(v)
+        for v in (result.plan.header.totals.cost_upper, remaining_budget(max_cost, result) or 0.0, result.cost_usd)
+    )
     whole = render.money(budget or 0.0)
-    return CostLimitError(f"the rest may cost up to {upper}, above the {left} the pilot's {spent} left of {source} "
-                          f"{whole} (it covers the pilot and the rest together); nothing more was sent",
-                          hint=f"raise {source}, lower max_tokens, or add input.limit (the pilot's answers stay "
-                               "cached)", plan=error.plan)
+    return CostLimitError(
+        f"the rest may cost up to {upper}, above the {left} the pilot's {spent} left of {source} "
+        f"{whole} (it covers the pilot and the rest together); nothing more was sent",
+        hint=f"raise {source}, lower max_tokens, or add input.limit (the pilot's answers stay cached)",
+        plan=error.plan,
+    )
 
 
 def refuse_unanswered(result: PilotResult) -> None:
     """`apply --pilot`: stop before the rest when a step's pilot answers were all rejected and
     re-asking did not fix one: the same prompt and schema would pay for rejections on every row.
     A step whose re-asks never got their turn (the pilot's allowance ran out) is not judged."""
-    failed = [s for s in result.calibration.steps
-              if not s.measured.answers and s.measured.first_asks and s.measured.reasks]
+    failed = [
+        s for s in result.calibration.steps if not s.measured.answers and s.measured.first_asks and s.measured.reasks
+    ]
     if not failed:
         return
-    parts = [f"{s.step} ({s.measured.first_asks:,} first asks and {s.measured.reasks:,} re-asks, none accepted)"
-             for s in failed]
+    parts = [
+        f"{s.step} ({s.measured.first_asks:,} first asks and {s.measured.reasks:,} re-asks, none accepted)"
+        for s in failed
+    ]
     raise PilotUnansweredError(
         f"the pilot got no valid answer from step(s) {'; '.join(parts)}: the rest would most likely pay for the "
         f"same rejections on every row, so it was not started (the pilot spent {render.money(result.cost_usd)})",
         hint="see the rejected answers and the validator's messages (`batchor export --attempts -o attempts.jsonl`), "
-             "fix the prompt or the output schema, then run the pilot again")
+        "fix the prompt or the output schema, then run the pilot again",
+    )

@@ -38,22 +38,26 @@ def _json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
 
 
-def check(target: str | None = typer.Argument(None, help="Run id (default: the latest run), .plan file or spec"),
-          state: str | None = typer.Option(None, "--state", help="State file or postgresql:// URL"),
-          fmt: str = typer.Option("text", "--format", help="text | markdown | json"),
-          as_json: bool = typer.Option(False, "--json", help="Same as --format json")) -> None:
+def check(
+    target: str | None = typer.Argument(None, help="Run id (default: the latest run), .plan file or spec"),
+    state: str | None = typer.Option(None, "--state", help="State file or postgresql:// URL"),
+    fmt: str = typer.Option("text", "--format", help="text | markdown | json"),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json"),
+) -> None:
     """Run the spec's checks and golden-label metrics over stored answers (no calls); exit 9 if one fails."""
     report = quality.check(target, state=state)
     show_checks(report, _format(fmt, as_json))
     gate(report)
 
 
-def diff(a: str = typer.Argument(..., help="Run id, .plan file or spec (its latest run)"),
-         b: str = typer.Argument(..., help="Run id, .plan file or spec (its latest run)"),
-         state: str | None = typer.Option(None, "--state", help="State file or postgresql:// URL"),
-         fmt: str = typer.Option("text", "--format", help="text | markdown | json"),
-         as_json: bool = typer.Option(False, "--json", help="Same as --format json"),
-         examples: int = typer.Option(5, "--examples", min=0, help="Changed rows to show per step")) -> None:
+def diff(
+    a: str = typer.Argument(..., help="Run id, .plan file or spec (its latest run)"),
+    b: str = typer.Argument(..., help="Run id, .plan file or spec (its latest run)"),
+    state: str | None = typer.Option(None, "--state", help="State file or postgresql:// URL"),
+    fmt: str = typer.Option("text", "--format", help="text | markdown | json"),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json"),
+    examples: int = typer.Option(5, "--examples", min=0, help="Changed rows to show per step"),
+) -> None:
     """Compare the answers of two versions of a job row by row: changes, agreement, metrics, cost."""
     report = quality.diff(a, b, state=state, examples=examples)
     fmt = _format(fmt, as_json)
@@ -78,9 +82,11 @@ def gate(report: CheckReport | None) -> None:
     """Fail with `checks_failed` (exit 9) when a check failed; no report means no checks."""
     if report is not None and not report.passed:
         names = ", ".join(c.name for c in report.failed[:5])
-        raise ChecksFailedError(f"{len(report.failed)} of {len(report.checks)} checks failed: {names}",
-                                hint="the answers are kept: fix the prompt or the checks, then "
-                                     "`batchor check SPEC` re-checks without a call")
+        raise ChecksFailedError(
+            f"{len(report.failed)} of {len(report.checks)} checks failed: {names}",
+            hint="the answers are kept: fix the prompt or the checks, then "
+            "`batchor check SPEC` re-checks without a call",
+        )
 
 
 def after_apply(compiled: Any, outcome: Any, state: str | None, as_json: bool) -> CheckReport | None:
@@ -96,4 +102,3 @@ def after_apply(compiled: Any, outcome: Any, state: str | None, as_json: bool) -
 
         typer.echo(checks_text(report), err=True)
     return report
-

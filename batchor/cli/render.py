@@ -20,8 +20,9 @@ class EventPrinter:
     """NDJSON events on stdout (--json), or the live view (batchor/report/live.py) on a terminal;
     quiet otherwise (a pipe, a file, CI, or -q)."""
 
-    def __init__(self, as_json: bool, stream: TextIO | None = None, plan: Any = None,
-                 max_cost: float | None = None) -> None:
+    def __init__(
+        self, as_json: bool, stream: TextIO | None = None, plan: Any = None, max_cost: float | None = None
+    ) -> None:
         self.as_json = as_json
         self.stream = stream or sys.stdout
         self._view: LiveView | None = None
@@ -51,7 +52,9 @@ def run_summary(outcome: Any, plan: Any) -> str:
     rows = p.get("rows") or {}
     ended = ", ".join(f"{rows[s]:,} {s}" for s in ("succeeded", "failed", "pending", "skipped") if rows.get(s))
     total = sum(rows.values()) if rows else plan.header.totals.rows
-    return (f"{outcome.status}: {total:,} rows: {outcome.requests:,} requests{sharing}; requests {p['succeeded']:,} "
-            f"answered, {p['failed']:,} failed; rows {ended or 'none'}; {outcome.cached:,} rows cached, "
-            f"{outcome.skipped:,} skipped; cost {money(outcome.cost_usd)}; {outcome.duration_s:.1f}s; "
-            f"output {outcome.output_path}")
+    return (
+        f"{outcome.status}: {total:,} rows: {outcome.requests:,} requests{sharing}; requests {p['succeeded']:,} "
+        f"answered, {p['failed']:,} failed; rows {ended or 'none'}; {outcome.cached:,} rows cached, "
+        f"{outcome.skipped:,} skipped; cost {money(outcome.cost_usd)}; {outcome.duration_s:.1f}s; "
+        f"output {outcome.output_path}"
+    )

@@ -11,13 +11,15 @@ import typer
 _FORMATS = ("html", "markdown", "json")
 
 
-def report(run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
-           output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                                 help="File to write (default: stdout for markdown/json, "
-                                                      "report.html for html)"),
-           fmt: str = typer.Option("html", "--format", help="html | markdown | json"),
-           state: Optional[str] = typer.Option(None, "--state", help="State file or postgresql:// URL"),
-           as_json: bool = typer.Option(False, "--json", help="Same as --format json")) -> None:
+def report(
+    run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="File to write (default: stdout for markdown/json, report.html for html)"
+    ),
+    fmt: str = typer.Option("html", "--format", help="html | markdown | json"),
+    state: Optional[str] = typer.Option(None, "--state", help="State file or postgresql:// URL"),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json"),
+) -> None:
     """A run's report: summary, spend, per-step tokens/cost/latency, failures, sample answers, checks, plan."""
     from batchor.report import report as build
     from batchor.report import write_report

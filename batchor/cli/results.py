@@ -19,13 +19,17 @@ import typer
 _NAME_WIDTH = 32
 
 
-def results(run: str | None = typer.Argument(None, help="Run id (default: the latest): its plan's rows, with "
-                                             "the answers stored now"),
-            output: Path | None = typer.Option(None, "--output", "-o",
-                                                  help="Write this file (.csv .parquet .jsonl .duckdb) instead"),
-            state: str | None = typer.Option(None, "--state", help="State file or postgresql:// URL"),
-            as_json: bool = typer.Option(False, "--json", help="JSON lines, one per row"),
-            head: int = typer.Option(20, "--head", help="Rows shown on a terminal (0: all)")) -> None:
+def results(
+    run: str | None = typer.Argument(
+        None, help="Run id (default: the latest): its plan's rows, with the answers stored now"
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write this file (.csv .parquet .jsonl .duckdb) instead"
+    ),
+    state: str | None = typer.Option(None, "--state", help="State file or postgresql:// URL"),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines, one per row"),
+    head: int = typer.Option(20, "--head", help="Rows shown on a terminal (0: all)"),
+) -> None:
     """Print a run's results (a table on a terminal, CSV when piped), or write them with -o."""
     from batchor import operations
 

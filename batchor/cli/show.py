@@ -20,13 +20,15 @@ else:  # the plan model loads only when `show` runs (start-up of every command)
     summary = Deferred("batchor.plan.summary")
 
 
-def show(target: Path = typer.Argument(..., help="A saved .plan file, or a spec (planned now, not saved)"),
-         prompts: int = typer.Option(0, "--prompts", min=0, help="Render N sample requests per step, exactly as sent"),
-         as_json: bool = typer.Option(False, "--json", help="Machine-readable output"),
-         state: Optional[str] = typer.Option(None, "--state", help="State file or URL (a spec only)"),
-         model: Optional[str] = typer.Option(None, "--model", help="Override the model: provider:name (a spec only)"),
-         mock: bool = typer.Option(False, "--mock", help="Plan with the offline mock (a spec only)"),
-         diff: int = typer.Option(0, "--diff", min=0, help="N changed rows per step: earlier vs new")) -> None:
+def show(
+    target: Path = typer.Argument(..., help="A saved .plan file, or a spec (planned now, not saved)"),
+    prompts: int = typer.Option(0, "--prompts", min=0, help="Render N sample requests per step, exactly as sent"),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output"),
+    state: Optional[str] = typer.Option(None, "--state", help="State file or URL (a spec only)"),
+    model: Optional[str] = typer.Option(None, "--model", help="Override the model: provider:name (a spec only)"),
+    mock: bool = typer.Option(False, "--mock", help="Plan with the offline mock (a spec only)"),
+    diff: int = typer.Option(0, "--diff", min=0, help="N changed rows per step: earlier vs new"),
+) -> None:
     """Print everything a plan holds: per step the counts, the cost and its source, the pinned model,
     prices and params; with --prompts N, N requests per step as the provider will receive them."""
     from batchor import api  # the engine loads only when a command needs it (start-up)
@@ -74,8 +76,11 @@ def _diff_lines(samples: list[dict[str, Any]]) -> list[str]:
     for sample in samples:
         before = json.dumps(sample["before"], indent=2, ensure_ascii=False).splitlines() if sample["before"] else []
         after = json.dumps(sample["after"], indent=2, ensure_ascii=False).splitlines()
-        what = (f"changed row {sample['row_key']}" if sample["row_key"] is not None
-                else "changed settings (requests rendered during apply)")
+        what = (
+            f"changed row {sample['row_key']}"
+            if sample["row_key"] is not None
+            else "changed settings (requests rendered during apply)"
+        )
         lines.append(f"  {what}" + ("" if sample["before"] else " (earlier plan file gone)"))
         lines += [f"    {line}" for line in difflib.unified_diff(before, after, "earlier", "now", lineterm="", n=1)]
     return lines
@@ -83,14 +88,16 @@ def _diff_lines(samples: list[dict[str, Any]]) -> list[str]:
 
 def view_text(view: dict[str, Any]) -> str:
     t = view["totals"]
-    lines = [f"Plan {view['plan_id']} for '{view['name']}'" + (" (mock provider)" if view["mocked"] else ""),
-             f"  made        {moment(view['created_at'])} by batchor {view['batchor_version']} from {view['spec']}",
-             f"  state       {view['state']}" + (f" ({view['state_source']})" if view["state_source"] else ""),
-             f"  input       {', '.join(view['input']['files'])} ({view['input']['rows']:,} rows, "
-             f"fingerprint {view['input']['fingerprint'][:16]})",
-             f"  output      {view['output']['path']} ({view['output']['format'] or NOTHING})",
-             f"  total       {t['to_run']:,} to run, {t['cached']:,} cached, {t['skipped']:,} skipped; "
-             f"{money(t['cost_expected'])} expected, {money(t['cost_upper'])} at most"]
+    lines = [
+        f"Plan {view['plan_id']} for '{view['name']}'" + (" (mock provider)" if view["mocked"] else ""),
+        f"  made        {moment(view['created_at'])} by batchor {view['batchor_version']} from {view['spec']}",
+        f"  state       {view['state']}" + (f" ({view['state_source']})" if view["state_source"] else ""),
+        f"  input       {', '.join(view['input']['files'])} ({view['input']['rows']:,} rows, "
+        f"fingerprint {view['input']['fingerprint'][:16]})",
+        f"  output      {view['output']['path']} ({view['output']['format'] or NOTHING})",
+        f"  total       {t['to_run']:,} to run, {t['cached']:,} cached, {t['skipped']:,} skipped; "
+        f"{money(t['cost_expected'])} expected, {money(t['cost_upper'])} at most",
+    ]
     for step in view["steps"]:
         lines += [""] + (_sql_lines(step) if step["kind"] == "sql" else _llm_lines(step))
     return "\n".join(lines)
@@ -100,27 +107,36 @@ def _sql_lines(step: dict[str, Any]) -> list[str]:
     c = step["counts"]
     most = f"at most {step['max_fanout']:,} per row" if step["max_fanout"] else "no bound per row"
     fan = f", fan-out ({most})" if step["fan_out"] else ""
-    return [f"step {step['name']} (SQL{fan})", f"  rows        {c['rows']:,}, {c['skipped']:,} skipped",
-            *[f"  sql         {line}" for line in step["sql"].strip().splitlines()]]
+    return [
+        f"step {step['name']} (SQL{fan})",
+        f"  rows        {c['rows']:,}, {c['skipped']:,} skipped",
+        *[f"  sql         {line}" for line in step["sql"].strip().splitlines()],
+    ]
 
 
 def _llm_lines(step: dict[str, Any]) -> list[str]:
     c = step["counts"]
     mode = f"{step['mode']}, {step['mode_note']}" if step["mode_note"] else step["mode"]
     approx = "" if step["token_count_exact"] else f" (estimated; upper bound x{step['token_upper_factor']:g})"
-    cost = ("cost unknown (no price)" if step["price"] is None
-            else f"{money(c['cost_expected'])} expected, {money(c['cost_upper'])} at most")
-    lines = [f"step {step['name']}: {step['provider']}:{step['model']} [{mode}]",
-             f"  counts      {c['rows']:,} rows: {c['to_run']:,} to run ({_changed(c)}), "
-             f"{c['cached']:,} cached, {c['skipped']:,} skipped, {c['failed_earlier']:,} failed earlier, "
-             f"{c['too_long']:,} too long, {c['projected']:,} projected",
-             f"  tokens      {'' if step['token_count_exact'] else '~'}{c['input_tokens']:,} in{approx}, "
-             f"~{c['output_tokens_expected']:,} out expected (<= {c['output_tokens_upper']:,}; "
-             f"max_tokens {count(step['max_tokens'])})",
-             f"  cost        {cost}", f"  price       {_price(step['price'])}",
-             f"  source      {step['cost_source']}",
-             f"  endpoint    {step['endpoint']}" + (f", api {step['api']}" if step["api"] else ""),
-             f"  params      {json.dumps(step['params'], ensure_ascii=False)}"]
+    cost = (
+        "cost unknown (no price)"
+        if step["price"] is None
+        else f"{money(c['cost_expected'])} expected, {money(c['cost_upper'])} at most"
+    )
+    lines = [
+        f"step {step['name']}: {step['provider']}:{step['model']} [{mode}]",
+        f"  counts      {c['rows']:,} rows: {c['to_run']:,} to run ({_changed(c)}), "
+        f"{c['cached']:,} cached, {c['skipped']:,} skipped, {c['failed_earlier']:,} failed earlier, "
+        f"{c['too_long']:,} too long, {c['projected']:,} projected",
+        f"  tokens      {'' if step['token_count_exact'] else '~'}{c['input_tokens']:,} in{approx}, "
+        f"~{c['output_tokens_expected']:,} out expected (<= {c['output_tokens_upper']:,}; "
+        f"max_tokens {count(step['max_tokens'])})",
+        f"  cost        {cost}",
+        f"  price       {_price(step['price'])}",
+        f"  source      {step['cost_source']}",
+        f"  endpoint    {step['endpoint']}" + (f", api {step['api']}" if step["api"] else ""),
+        f"  params      {json.dumps(step['params'], ensure_ascii=False)}",
+    ]
     if step["options"]:
         lines.append(f"  options     {json.dumps(step['options'], ensure_ascii=False)}")
     if step["depends_on"]:

@@ -9,8 +9,10 @@ from typing import Optional
 import typer
 
 
-def state_check(state: Optional[str] = typer.Option(None, "--state", help="State file or postgresql:// URL"),
-                as_json: bool = typer.Option(False, "--json", help="Machine-readable output")) -> None:
+def state_check(
+    state: Optional[str] = typer.Option(None, "--state", help="State file or postgresql:// URL"),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output"),
+) -> None:
     """Read every stored value once: damage anywhere in the state fails with `state_corrupt`."""
     from batchor.state import open_existing_state  # DuckDB loads only for this command
     from batchor.state.check import check_state

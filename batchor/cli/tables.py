@@ -21,13 +21,46 @@ from batchor.humanize import NOTHING, ago, cell, count, duration, elapsed, momen
 from batchor.state.base import OUTPUT_NOT_WRITTEN
 
 PIPE_WIDTH = 200
-STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "failed": "red", "died": "red", "budget": "yellow",
-                "paused": "yellow", "interrupted": "yellow", "in_flight": "cyan", "running": "cyan"}
+STATUS_STYLE = {
+    "succeeded": "green",
+    "partial": "yellow",
+    "failed": "red",
+    "died": "red",
+    "budget": "yellow",
+    "paused": "yellow",
+    "interrupted": "yellow",
+    "in_flight": "cyan",
+    "running": "cyan",
+}
 # `status` keys shown in their own lines below; any other key (added later) is listed as it is.
-_STATUS_SHOWN = {"run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded", "failed",
-                 "cached", "skipped", "input_tokens", "output_tokens", "cost_usd", "paused_reason", "output_path",
-                 "plan_path", "started_at", "finished_at", "failures_by_reason", "spend", "failed_rows_cost",
-                 "batches", "workers", "steps", "rows"}
+_STATUS_SHOWN = {
+    "run_id",
+    "job_id",
+    "plan_id",
+    "name",
+    "status",
+    "mocked",
+    "requests",
+    "succeeded",
+    "failed",
+    "cached",
+    "skipped",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "paused_reason",
+    "output_path",
+    "plan_path",
+    "started_at",
+    "finished_at",
+    "failures_by_reason",
+    "spend",
+    "failed_rows_cost",
+    "batches",
+    "workers",
+    "steps",
+    "rows",
+}
 
 
 def console() -> Console:
@@ -55,8 +88,11 @@ def status_view(data: dict[str, Any]) -> list[Any]:
     """`batchor status` as renderables: a summary grid, then failures, batches and workers tables."""
     spend = data.get("spend") or {}
     grid = _grid()
-    grid.add_row("run", f"{data['run_id']}  {data.get('name') or ''}  {styled_status(data.get('status'))}"
-                 + ("  (mock)" if data.get("mocked") else ""))
+    grid.add_row(
+        "run",
+        f"{data['run_id']}  {data.get('name') or ''}  {styled_status(data.get('status'))}"
+        + ("  (mock)" if data.get("mocked") else ""),
+    )
     grid.add_row("rows", _rows_line(data))
     grid.add_row("requests", _requests_line(data))
     grid.add_row("tokens", _tokens_line(data, spend))
@@ -90,17 +126,24 @@ def _rows_line(data: dict[str, Any]) -> str:
     failures table below."""
     rows = data.get("rows")
     if rows is None:
-        return ("counted when the run ends" if data.get("status") in ("running", "in_flight")
-                else "not kept for this run: it did not reach its end (killed, or stopped by an error) or was "
-                     "recorded by an older batchor")
-    return (f"{count(rows['succeeded'])} succeeded, {count(rows['failed'])} failed, {count(rows['pending'])} "
-            f"pending, {count(rows['skipped'])} skipped, of {count(sum(rows.values()))} output rows when it ended")
+        return (
+            "counted when the run ends"
+            if data.get("status") in ("running", "in_flight")
+            else "not kept for this run: it did not reach its end (killed, or stopped by an error) or was "
+            "recorded by an older batchor"
+        )
+    return (
+        f"{count(rows['succeeded'])} succeeded, {count(rows['failed'])} failed, {count(rows['pending'])} "
+        f"pending, {count(rows['skipped'])} skipped, of {count(sum(rows.values()))} output rows when it ended"
+    )
 
 
 def _requests_line(data: dict[str, Any]) -> str:
     """The model requests this run sent (a request may serve several rows; SQL steps send none)."""
-    return (f"{count(data.get('succeeded'))} answered, {count(data.get('failed'))} failed, of "
-            f"{count(data.get('requests'))} to send; {count(data.get('cached'))} rows' answers were cached")  # per step
+    return (
+        f"{count(data.get('succeeded'))} answered, {count(data.get('failed'))} failed, of "
+        f"{count(data.get('requests'))} to send; {count(data.get('cached'))} rows' answers were cached"
+    )  # per step
 
 
 def _tokens_line(data: dict[str, Any], spend: dict[str, Any]) -> str:
@@ -112,9 +155,11 @@ def _spend_line(data: dict[str, Any], spend: dict[str, Any]) -> str:
     if not spend:
         return money(data.get("cost_usd"))
     total = spend.get("total_usd") or data.get("cost_usd") or 0.0
-    line = (f"{money(total, estimated=bool(spend.get('estimated_usd')))}: {money(spend.get('accepted_usd'))} "
-            f"accepted, {money(spend.get('wasted_usd'))} wasted on {count(spend.get('attempts_rejected'))} "
-            f"rejected attempt(s) ({count(spend.get('attempts_billed'))} billed)")
+    line = (
+        f"{money(total, estimated=bool(spend.get('estimated_usd')))}: {money(spend.get('accepted_usd'))} "
+        f"accepted, {money(spend.get('wasted_usd'))} wasted on {count(spend.get('attempts_rejected'))} "
+        f"rejected attempt(s) ({count(spend.get('attempts_billed'))} billed)"
+    )
     if spend.get("estimated_usd"):
         line += f"; {money(spend['estimated_usd'])} estimated (no usage from the provider)"
     return line
@@ -142,15 +187,38 @@ def failures_table(by_reason: dict[str, int], costs: dict[str, dict[str, Any]]) 
 def batches_table(batches: list[dict[str, Any]]) -> Table:
     """One row per provider batch (`status`, `cancel`)."""
     table = Table(title=f"batches: {len(batches)}", title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("batch", "step", "provider", "state", "remote", "rows", "ok", "failed", "requeued", "created",
-                 "remote id"):
-        table.add_column(name, justify="right" if name in ("rows", "ok", "failed", "requeued") else "left",
-                         no_wrap=name in ("batch", "remote id"))
+    for name in (
+        "batch",
+        "step",
+        "provider",
+        "state",
+        "remote",
+        "rows",
+        "ok",
+        "failed",
+        "requeued",
+        "created",
+        "remote id",
+    ):
+        table.add_column(
+            name,
+            justify="right" if name in ("rows", "ok", "failed", "requeued") else "left",
+            no_wrap=name in ("batch", "remote id"),
+        )
     for b in batches:
-        table.add_row(b["batch_id"], f"{b['step']}#{b['chunk']}", b["provider"], b["state"],
-                      b.get("remote_status") or NOTHING, count(b.get("requests")), count(b.get("succeeded") or 0),
-                      count(b.get("failed") or 0), count(b.get("requeued") or 0), ago(b.get("created_at")),
-                      b.get("remote_id") or NOTHING)
+        table.add_row(
+            b["batch_id"],
+            f"{b['step']}#{b['chunk']}",
+            b["provider"],
+            b["state"],
+            b.get("remote_status") or NOTHING,
+            count(b.get("requests")),
+            count(b.get("succeeded") or 0),
+            count(b.get("failed") or 0),
+            count(b.get("requeued") or 0),
+            ago(b.get("created_at")),
+            b.get("remote_id") or NOTHING,
+        )
         if b.get("error"):
             table.add_row("", f"[red]error: {escape(str(b['error']))}[/red]", *[""] * 9)
     return table
@@ -161,9 +229,16 @@ def workers_table(workers: list[dict[str, Any]]) -> Table:
     for name in ("worker", "status", "pid", "heartbeat", "leases", "ok", "failed", "rate"):
         table.add_column(name, justify="left" if name in ("worker", "status") else "right", no_wrap=name == "worker")
     for w in workers:
-        table.add_row(w["worker_id"], w["status"], str(w["pid"]), duration(w.get("heartbeat_age_s")) + " ago",
-                      count(w.get("leases")), count(w.get("succeeded")), count(w.get("failed")),
-                      NOTHING if w.get("per_s") is None else f"{w['per_s']}/s")
+        table.add_row(
+            w["worker_id"],
+            w["status"],
+            str(w["pid"]),
+            duration(w.get("heartbeat_age_s")) + " ago",
+            count(w.get("leases")),
+            count(w.get("succeeded")),
+            count(w.get("failed")),
+            NOTHING if w.get("per_s") is None else f"{w['per_s']}/s",
+        )
     return table
 
 
@@ -174,11 +249,20 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     in the caption, but what a user asks of a dead run is what it did before it died."""
     unwritten = [r["run_id"] for r in rows if OUTPUT_NOT_WRITTEN in (r.get("paused_reason") or "")]
     notes = ["*: its output file was not written (`batchor status RUN` says why and how)"] if unwritten else []
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False, caption_justify="left",
-                  caption="\n".join(["ok, failed: output rows at the end ((n): requests, if it never ended)", *notes]))
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        padding=(0, 0),
+        pad_edge=False,
+        caption_justify="left",
+        caption="\n".join(["ok, failed: output rows at the end ((n): requests, if it never ended)", *notes]),
+    )
     for name in ("run", "name", "status", "ok", "failed", "cost", "vs plan", "started", "took"):
-        table.add_column(name, justify="right" if name in ("ok", "failed", "cost", "vs plan", "took") else "left",
-                         no_wrap=name in ("run", "status", "started"), min_width=len(name))
+        table.add_column(
+            name,
+            justify="right" if name in ("ok", "failed", "cost", "vs plan", "took") else "left",
+            no_wrap=name in ("run", "status", "started"),
+            min_width=len(name),
+        )
     for r in rows:
         spend = r.get("spend") or {}
         total = spend.get("total_usd") or r.get("cost_usd") or 0.0  # runs before the ledger: their own figure
@@ -188,10 +272,17 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
         took = elapsed(r.get("started_at"), r.get("finished_at"))
         ok, failed = _ok_failed(r)
         shown = styled_status(r.get("status")) + ("*" if r["run_id"] in unwritten else "")
-        table.add_row(r["run_id"], r.get("name") or NOTHING, shown,
-                      ok, failed, cost, run_ratio(r.get("steps") or []),
-                      short_moment(r.get("started_at")),
-                      duration(took) if took is not None else _unfinished(r.get("status")))
+        table.add_row(
+            r["run_id"],
+            r.get("name") or NOTHING,
+            shown,
+            ok,
+            failed,
+            cost,
+            run_ratio(r.get("steps") or []),
+            short_moment(r.get("started_at")),
+            duration(took) if took is not None else _unfinished(r.get("status")),
+        )
     return table
 
 
@@ -211,8 +302,10 @@ def no_runs_yet(state: str | None) -> str:
     choice = find_state(state)
     if state_exists(choice.location):
         return f"no runs yet in {choice.location}"
-    return (f"no runs yet: no state at {choice.location} (its location comes from {choice.source})\n"
-            f"  fix: {missing_state_hint(choice)}")
+    return (
+        f"no runs yet: no state at {choice.location} (its location comes from {choice.source})\n"
+        f"  fix: {missing_state_hint(choice)}"
+    )
 
 
 def _unfinished(status: str | None) -> str:
@@ -229,8 +322,9 @@ def prices_view(data: dict[str, Any]) -> list[Any]:
         return [info]
     table = Table(box=box.SIMPLE_HEAD, caption="$ per million tokens", caption_justify="left")
     for name in ("provider", "model", "input", "output", "batch input", "batch output", "as of"):
-        table.add_column(name, justify="left" if name in ("provider", "model", "as of") else "right",
-                         no_wrap=name == "model")
+        table.add_column(
+            name, justify="left" if name in ("provider", "model", "as of") else "right", no_wrap=name == "model"
+        )
     for p in data["models"]:
         prices = [per_mtok(p.get(f"{kind}_per_mtok")) for kind in ("input", "output", "batch_input", "batch_output")]
         table.add_row(p["provider"], escape(p["model"]), *prices, cell(p.get("as_of")))

@@ -62,20 +62,42 @@ def system_prompt() -> str:
     return resources.files("batchor.draft").joinpath("system.md").read_text(encoding="utf-8")
 
 
-def request_text(task: str, sample: DataSample, model: tuple[str, str], previous: str = "", errors: str = "",
-                 attempt: tuple[int, int] = (1, 1)) -> str:
+def request_text(
+    task: str,
+    sample: DataSample,
+    model: tuple[str, str],
+    previous: str = "",
+    errors: str = "",
+    attempt: tuple[int, int] = (1, 1),
+) -> str:
     """The user message: the task, the data as shown, the model to use, and a rejected draft's problems
     (with the attempt's number, so a re-ask is a new request even when the model repeats itself)."""
     template = resources.files("batchor.draft").joinpath("request.md.jinja").read_text(encoding="utf-8")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     return env.from_string(template).render(
-        task=task.strip(), file_name=sample.path.name, rows_total=f"{sample.rows_total:,}", columns=sample.columns,
-        sample_rows=sample.rows_as_json(), provider=model[0], model=model[1], previous=previous, errors=errors,
-        attempt=attempt[0], attempts=attempt[1])
+        task=task.strip(),
+        file_name=sample.path.name,
+        rows_total=f"{sample.rows_total:,}",
+        columns=sample.columns,
+        sample_rows=sample.rows_as_json(),
+        provider=model[0],
+        model=model[1],
+        previous=previous,
+        errors=errors,
+        attempt=attempt[0],
+        attempts=attempt[1],
+    )
 
 
-def ask_drafter(drafter: str, user_text: str, *, spec_dir: Path, fresh: bool = False, state: str | None = None,
-                max_cost: float | None = None) -> DraftAnswer:
+def ask_drafter(
+    drafter: str,
+    user_text: str,
+    *,
+    spec_dir: Path,
+    fresh: bool = False,
+    state: str | None = None,
+    max_cost: float | None = None,
+) -> DraftAnswer:
     """Ask `drafter` (provider:name) once, as a one-row run recorded in the project's state; with
     `max_cost`, refused (cost_limit) before the call when its upper bound is above it, like apply."""
     with tempfile.TemporaryDirectory(prefix="batchor-draft-") as tmp:
@@ -83,16 +105,29 @@ def ask_drafter(drafter: str, user_text: str, *, spec_dir: Path, fresh: bool = F
         row_file.write_text(json.dumps({"system": system_prompt(), "user": user_text}) + "\n", encoding="utf-8")
         provider, name = drafter.split(":", 1)
         job = {
-            "version": 1, "name": JOB_NAME, "input": {"path": str(row_file)},
+            "version": 1,
+            "name": JOB_NAME,
+            "input": {"path": str(row_file)},
             "model": {"provider": provider, "name": name, "params": {"temperature": 0, "max_tokens": MAX_TOKENS}},
-            "steps": {DRAFT_STEP: {"system": "{{ row.system }}", "prompt": "{{ row.user }}",
-                                   "output": {"schema": draft_schema(), "name": "batchor_draft"}}},
+            "steps": {
+                DRAFT_STEP: {
+                    "system": "{{ row.system }}",
+                    "prompt": "{{ row.user }}",
+                    "output": {"schema": draft_schema(), "name": "batchor_draft"},
+                }
+            },
             "output": {"path": str(Path(tmp) / "answer.jsonl")},
             "limits": {"concurrency": 1, "max_attempts": 3, "max_output_tokens": MAX_TOKENS},
         }
         location = find_state(state, None, spec_dir).location
-        result = api.apply(job, state=location, refresh={DRAFT_STEP} if fresh else set(), handle_signals=False,
-                           progress=False, max_cost=max_cost)
+        result = api.apply(
+            job,
+            state=location,
+            refresh={DRAFT_STEP} if fresh else set(),
+            handle_signals=False,
+            progress=False,
+            max_cost=max_cost,
+        )
         return _answer(result, Path(tmp) / "answer.jsonl")
 
 
@@ -100,9 +135,11 @@ def _answer(result: Any, path: Path) -> DraftAnswer:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     row = rows[0] if rows else {}
     if result.status != "succeeded" or row.get("_status") != "succeeded":
-        raise InvalidOutputError(f"the drafter gave no usable answer (run {result.run_id}, {result.status}): "
-                                 f"{row.get('_error') or result.stop_reason or 'no answer'}",
-                                 hint=f"see `batchor status {result.run_id}`; try again or another --model")
+        raise InvalidOutputError(
+            f"the drafter gave no usable answer (run {result.run_id}, {result.status}): "
+            f"{row.get('_error') or result.stop_reason or 'no answer'}",
+            hint=f"see `batchor status {result.run_id}`; try again or another --model",
+        )
     spec, schema = _field(row, "spec"), _field(row, "output_schema")
     return DraftAnswer(spec=spec, output_schema=schema, run_id=result.run_id, cost_usd=result.cost_usd)
 

@@ -29,10 +29,12 @@ from batchor.result import Result
 
 REHEARSAL_ROWS = 3
 # (key variable, model that drafts, model the drafted spec uses): the first key set picks the provider.
-DRAFTERS = (("OPENAI_API_KEY", "openai:gpt-4.1", "gpt-4.1-mini"),
-            ("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5", "claude-haiku-4-5"),
-            ("GEMINI_API_KEY", "gemini:gemini-2.5-flash", "gemini-2.5-flash"),
-            ("GOOGLE_API_KEY", "gemini:gemini-2.5-flash", "gemini-2.5-flash"))
+DRAFTERS = (
+    ("OPENAI_API_KEY", "openai:gpt-4.1", "gpt-4.1-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic:claude-sonnet-4-5", "claude-haiku-4-5"),
+    ("GEMINI_API_KEY", "gemini:gemini-2.5-flash", "gemini-2.5-flash"),
+    ("GOOGLE_API_KEY", "gemini:gemini-2.5-flash", "gemini-2.5-flash"),
+)
 SPEC_MODELS = {drafter.split(":")[0]: model for _, drafter, model in DRAFTERS}
 
 
@@ -97,13 +99,18 @@ def drafter_for(model: str | None, mock: bool) -> tuple[str, tuple[str, str]]:
             return ("template" if mock else drafter), (drafter.split(":")[0], spec_model)
     if mock:
         return "template", ("openai", SPEC_MODELS["openai"])
-    raise NoApiKeyError("draft needs a model to draft with: no OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY "
-                        "is set", hint="set one of them, pass --model provider:name, or --mock for an offline "
-                                       "template draft (a rehearsal)")
+    raise NoApiKeyError(
+        "draft needs a model to draft with: no OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY is set",
+        hint="set one of them, pass --model provider:name, or --mock for an offline template draft (a rehearsal)",
+    )
 
 
-def draft(request: DraftRequest, *, confirm: Callable[[Draft], bool] | None = None,
-          on_attempt: Callable[[Attempt], None] | None = None) -> Draft:
+def draft(
+    request: DraftRequest,
+    *,
+    confirm: Callable[[Draft], bool] | None = None,
+    on_attempt: Callable[[Attempt], None] | None = None,
+) -> Draft:
     """Draft, check (re-asking with the problems), rehearse, plan; write when `confirm` agrees."""
     if ":" not in (request.model or ":"):
         raise BatchorError(f"--model '{request.model}' must be provider:name", hint="e.g. --model openai:gpt-4.1")
@@ -121,8 +128,14 @@ def draft(request: DraftRequest, *, confirm: Callable[[Draft], bool] | None = No
     return result
 
 
-def _draft_loop(request: DraftRequest, drafter: str, spec_model: tuple[str, str], sample: DataSample,
-                scratch: Path, on_attempt: Callable[[Attempt], None] | None) -> Draft:
+def _draft_loop(
+    request: DraftRequest,
+    drafter: str,
+    spec_model: tuple[str, str],
+    sample: DataSample,
+    scratch: Path,
+    on_attempt: Callable[[Attempt], None] | None,
+) -> Draft:
     attempts: list[Attempt] = []
     previous = errors = ""
     for number in range(1, request.attempts + 1):
@@ -132,8 +145,9 @@ def _draft_loop(request: DraftRequest, drafter: str, spec_model: tuple[str, str]
             text = ask.request_text(request.task, sample, spec_model, previous, errors, (number, request.attempts))
             spent = sum(a.cost_usd for a in attempts)
             budget = None if request.max_cost is None else max(0.0, request.max_cost - spent)
-            answer = ask.ask_drafter(drafter, text, spec_dir=_spec_dir(request), fresh=request.fresh,
-                                     state=request.state, max_cost=budget)
+            answer = ask.ask_drafter(
+                drafter, text, spec_dir=_spec_dir(request), fresh=request.fresh, state=request.state, max_cost=budget
+            )
             spec, schema, run_id, cost = answer.spec, answer.output_schema, answer.run_id, answer.cost_usd
         attempt = Attempt(number, run_id, cost, last=number == request.attempts)
         attempts.append(attempt)
@@ -144,14 +158,23 @@ def _draft_loop(request: DraftRequest, drafter: str, spec_model: tuple[str, str]
             on_attempt(attempt)
         if not checked.problems:
             assert checked.rehearsal is not None and checked.plan is not None
-            return Draft(request, drafter, candidate.text(), candidate.schema_text(), attempts, checked.rehearsal,
-                         checked.plan, sample)
+            return Draft(
+                request,
+                drafter,
+                candidate.text(),
+                candidate.schema_text(),
+                attempts,
+                checked.rehearsal,
+                checked.plan,
+                sample,
+            )
         previous, errors = candidate.text(), "\n".join(checked.problems)
     spent = sum(a.cost_usd for a in attempts)
     raise DraftInvalidError(
         f"no valid draft in {len(attempts)} attempt(s) (drafting cost {money(spent)}); nothing was written. "
         f"Last problems: {'; '.join(attempts[-1].problems)}",
-        hint="say more precisely what you want, try another --model, or start from `batchor init`")
+        hint="say more precisely what you want, try another --model, or start from `batchor init`",
+    )
 
 
 def _spec_dir(request: DraftRequest) -> Path:
@@ -179,9 +202,11 @@ class _Candidate:
         self.final = files.placed(self.spec, data, self.schema_name)
 
     def header(self) -> list[str]:
-        return ["yaml-language-server: $schema=https://batchor.dev/schemas/batchor-spec.schema.json",
-                f"Drafted by `batchor draft`: {' '.join(self.request.task.split())}",
-                "Read it before you run it: batchor plan " + self.request.output.name]
+        return [
+            "yaml-language-server: $schema=https://batchor.dev/schemas/batchor-spec.schema.json",
+            f"Drafted by `batchor draft`: {' '.join(self.request.task.split())}",
+            "Read it before you run it: batchor plan " + self.request.output.name,
+        ]
 
     def text(self) -> str:
         return files.spec_yaml(self.final, self.header())
@@ -194,17 +219,32 @@ class _Candidate:
         folder.mkdir(parents=True)
         spec_file = folder / self.request.output.name
         scratch = files.placed(self.spec, str(self.request.data.resolve()), self.schema_name)
-        files.write_files({spec_file: files.spec_yaml(scratch, self.header()),  # lines as in the final file
-                           folder / self.schema_name: files.schema_json(self.schema)})
+        files.write_files(
+            {
+                spec_file: files.spec_yaml(scratch, self.header()),  # lines as in the final file
+                folder / self.schema_name: files.schema_json(self.schema),
+            }
+        )
         state = str(folder / "state.duckdb")
         try:
             api.validate(spec_file)
             plan = api.plan(spec_file, state=state, save=False)  # before the rehearsal: nothing cached yet
-            rehearsal = api.apply(spec_file, mock=True, limit=REHEARSAL_ROWS, state=state, handle_signals=False,
-                                  output=folder / "rehearsal.jsonl", progress=False)
+            rehearsal = api.apply(
+                spec_file,
+                mock=True,
+                limit=REHEARSAL_ROWS,
+                state=state,
+                handle_signals=False,
+                output=folder / "rehearsal.jsonl",
+                progress=False,
+            )
             if rehearsal.status != "succeeded":
-                return _Checked([f"rehearsal with the mock provider: {rehearsal.status}: "
-                                 f"{rehearsal.stop_reason or _first_error(rehearsal)}"])
+                return _Checked(
+                    [
+                        f"rehearsal with the mock provider: {rehearsal.status}: "
+                        f"{rehearsal.stop_reason or _first_error(rehearsal)}"
+                    ]
+                )
         except BatchorError as exc:
             return _Checked([_problem_text(p, spec_file, self.request.output.name) for p in problems_of(exc)])
         return _Checked([], rehearsal, plan)

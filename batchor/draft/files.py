@@ -23,8 +23,10 @@ def schema_path_for(spec_path: Path) -> Path:
 def refuse_existing(paths: list[Path], force: bool) -> None:
     existing = [str(p) for p in paths if p.exists()]
     if existing and not force:
-        raise OutputExistsError(f"{', '.join(existing)} already exist(s); draft writes new files only",
-                                hint="choose another file with -o, or pass --force to overwrite")
+        raise OutputExistsError(
+            f"{', '.join(existing)} already exist(s); draft writes new files only",
+            hint="choose another file with -o, or pass --force to overwrite",
+        )
 
 
 def placed(spec: dict[str, Any], data_path: str, schema_name: str) -> dict[str, Any]:
@@ -35,7 +37,7 @@ def placed(spec: dict[str, Any], data_path: str, schema_name: str) -> dict[str, 
     given = spec.get("input")
     spec["input"] = {**(given if isinstance(given, dict) else {}), "path": data_path}
     steps = spec.get("steps")
-    for step in (steps.values() if isinstance(steps, dict) else []):
+    for step in steps.values() if isinstance(steps, dict) else []:
         output = step.get("output") if isinstance(step, dict) else None
         if isinstance(output, dict) and isinstance(output.get("schema"), str):
             output["schema"] = schema_name
@@ -44,8 +46,10 @@ def placed(spec: dict[str, Any], data_path: str, schema_name: str) -> dict[str, 
 
 def uses_schema_file(spec: dict[str, Any], schema_name: str) -> bool:
     steps = spec.get("steps")
-    return any(isinstance(s, dict) and isinstance(s.get("output"), dict) and s["output"].get("schema") == schema_name
-               for s in (steps.values() if isinstance(steps, dict) else []))
+    return any(
+        isinstance(s, dict) and isinstance(s.get("output"), dict) and s["output"].get("schema") == schema_name
+        for s in (steps.values() if isinstance(steps, dict) else [])
+    )
 
 
 class _Dumper(yaml.SafeDumper):
@@ -88,5 +92,14 @@ def relative_data_path(data: Path, spec_dir: Path) -> str:
     return os.path.relpath(data, spec_dir) if shared != Path(shared.anchor) else str(data)
 
 
-__all__ = ["SCHEMA_FILE", "placed", "refuse_existing", "relative_data_path", "schema_json", "schema_path_for",
-           "spec_yaml", "uses_schema_file", "write_files"]
+__all__ = [
+    "SCHEMA_FILE",
+    "placed",
+    "refuse_existing",
+    "relative_data_path",
+    "schema_json",
+    "schema_path_for",
+    "spec_yaml",
+    "uses_schema_file",
+    "write_files",
+]

@@ -72,7 +72,8 @@ def _is_key(reader: InputReader, name: str) -> bool:
         return False
     column = '"' + name.replace('"', '""') + '"'
     total, distinct, empty = reader.query(
-        f"SELECT count(*), count(DISTINCT {column}), count(*) FILTER ({column} IS NULL) FROM source").fetchall()[0]
+        f"SELECT count(*), count(DISTINCT {column}), count(*) FILTER ({column} IS NULL) FROM source"
+    ).fetchall()[0]
     return bool(total) and total == distinct and not empty
 
 

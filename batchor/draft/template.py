@@ -22,19 +22,27 @@ def template_draft(task: str, sample: DataSample, model: tuple[str, str]) -> tup
     lines = [f"{column}: {{{{ {row_ref(column)} }}}}" for column in sample.column_names]
     keys = [c.name for c in sample.columns if c.unique]
     spec = {
-        "version": 1, "name": name, "input": {"path": "DATA", **({"key": keys[0]} if keys else {})},
+        "version": 1,
+        "name": name,
+        "input": {"path": "DATA", **({"key": keys[0]} if keys else {})},
         "model": {"provider": model[0], "name": model[1], "params": {"temperature": 0, "max_tokens": 300}},
-        "steps": {"answer": {
-            "system": f"You work through a dataset one row at a time. The task: {task.strip()}",
-            "prompt": "\n".join(["Row:", *lines, "", "Answer for this row only."]),
-            "output": {"schema": SCHEMA_FILE}}},
+        "steps": {
+            "answer": {
+                "system": f"You work through a dataset one row at a time. The task: {task.strip()}",
+                "prompt": "\n".join(["Row:", *lines, "", "Answer for this row only."]),
+                "output": {"schema": SCHEMA_FILE},
+            }
+        },
         "output": {"path": f"out/{name}.csv"},
     }
     schema = {
         "type": "object",
-        "properties": {"answer": {"type": "string", "description": f"The answer for this row: {task.strip()}"},
-                       "reason": {"type": "string", "description": "One short sentence saying why"}},
-        "required": ["answer", "reason"], "additionalProperties": False,
+        "properties": {
+            "answer": {"type": "string", "description": f"The answer for this row: {task.strip()}"},
+            "reason": {"type": "string", "description": "One short sentence saying why"},
+        },
+        "required": ["answer", "reason"],
+        "additionalProperties": False,
     }
     return spec, schema
 

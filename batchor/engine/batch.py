@@ -69,16 +69,29 @@ def step_fingerprint(key_prefix: str) -> str:
 def connection_of(runtime: StepRuntime) -> dict[str, Any]:
     """How to reach the provider (stored with each batch, so `cancel` can too): never a key."""
     plan = runtime.plan
-    return {"base_url": plan.base_url, "api_key_env": plan.api_key_env, "api": plan.api or "chat",
-            "strict": plan.strict, "options": plan.provider_options}
+    return {
+        "base_url": plan.base_url,
+        "api_key_env": plan.api_key_env,
+        "api": plan.api or "chat",
+        "strict": plan.strict,
+        "options": plan.provider_options,
+    }
 
 
 def batch_provider_for(provider: str, connection: dict[str, Any], timeout_s: float) -> BatchProvider:
     """The batch adapter with the realtime client's settings (spec `model.options` included)."""
-    options = {**(connection.get("options") or {}), "api": connection.get("api") or "chat",
-               "strict": connection.get("strict")}
-    config = ProviderConfig(provider=provider, base_url=connection.get("base_url"),
-                            api_key_env=connection.get("api_key_env"), timeout_s=timeout_s, options=options)
+    options = {
+        **(connection.get("options") or {}),
+        "api": connection.get("api") or "chat",
+        "strict": connection.get("strict"),
+    }
+    config = ProviderConfig(
+        provider=provider,
+        base_url=connection.get("base_url"),
+        api_key_env=connection.get("api_key_env"),
+        timeout_s=timeout_s,
+        options=options,
+    )
     return create_batch_provider(config)
 
 
@@ -101,9 +114,22 @@ class _Chunk:
 class BatchExecutor:
     """Runs the batch-mode steps of one wave until their batches are collected (or submitted)."""
 
-    def __init__(self, steps: dict[str, StepRuntime], *, store: StateStore, run_id: str, job_id: str,
-                 limits: RunLimits, budget: Budget, sink: ResultSink, progress: Progress, emit: EventSink,
-                 stop: StopSignal, options: BatchOptions, ready: ReadyClient = lambda step: None) -> None:
+    def __init__(
+        self,
+        steps: dict[str, StepRuntime],
+        *,
+        store: StateStore,
+        run_id: str,
+        job_id: str,
+        limits: RunLimits,
+        budget: Budget,
+        sink: ResultSink,
+        progress: Progress,
+        emit: EventSink,
+        stop: StopSignal,
+        options: BatchOptions,
+        ready: ReadyClient = lambda step: None,
+    ) -> None:
         self.steps, self.store, self.run_id, self.job_id = steps, store, run_id, job_id
         self.ready = ready  # a batch client built ahead for a step (engine/clients.py), else None
         self.ledger = BatchLedger(store)
@@ -123,8 +149,12 @@ class BatchExecutor:
                 if self._interrupted() or not self.options.wait or not any(lane.active for lane in self.lanes):
                     break
                 delay = self._next_poll_in()
-                self.emit(Event("batch_waiting", {"live": sum(len(lane.live) for lane in self.lanes),
-                                                  "next_poll_s": round(delay, 3)}))
+                self.emit(
+                    Event(
+                        "batch_waiting",
+                        {"live": sum(len(lane.live) for lane in self.lanes), "next_poll_s": round(delay, 3)},
+                    )
+                )
                 await self._sleep(delay)
                 if self._interrupted():
                     break
@@ -161,8 +191,9 @@ class BatchExecutor:
         """Input tokens that may still be enqueued for `model` (None: no limit set)."""
         if not self.enqueued_tokens:
             return None
-        used = sum(b.input_tokens or 0 for lane in self.lanes if lane.runtime.plan.model == model
-                   for b in lane.live.values())
+        used = sum(
+            b.input_tokens or 0 for lane in self.lanes if lane.runtime.plan.model == model for b in lane.live.values()
+        )
         return int(self.enqueued_tokens) - used
 
     def _interrupted(self) -> bool:
@@ -187,8 +218,9 @@ class BatchExecutor:
 class _Lane(Collecting):
     """One step's batches: its queue of keys, its live batches and its provider client."""
 
-    def __init__(self, ex: BatchExecutor, runtime: StepRuntime, provider: BatchProvider,
-                 connection: dict[str, Any]) -> None:
+    def __init__(
+        self, ex: BatchExecutor, runtime: StepRuntime, provider: BatchProvider, connection: dict[str, Any]
+    ) -> None:
         self.ex, self.runtime, self.provider, self.connection = ex, runtime, provider, connection
         self.plan = runtime.plan
         self.fp = step_fingerprint(self.plan.key_prefix)
@@ -222,12 +254,28 @@ class _Lane(Collecting):
         self.queue = deque(k for k in self.items if k not in in_flight)
         attempts = ledger.attempts_used(list(self.items))
         recorder = Recorder(self.ex.sink, self.ex.progress)
-        self.judge = RowJudge(self.runtime, recorder, self.ex.progress, self.ex.stop,
-                              self.ex.limits.max_attempts, attempts, ReaskPolicy.from_limits(self.ex.limits))
+        self.judge = RowJudge(
+            self.runtime,
+            recorder,
+            self.ex.progress,
+            self.ex.stop,
+            self.ex.limits.max_attempts,
+            attempts,
+            ReaskPolicy.from_limits(self.ex.limits),
+        )
         self.judge.resume_reasks(self.items, interrupted_reasks(self.ex.sink.store, [self.plan.name]))
         self.chunk = ledger.next_chunk(self.ex.job_id, self.plan.name)
-        self.ex.emit(Event("batch_step", {"step": self.plan.name, "queued": len(self.queue),
-                                          "reattached": len(self.live), "in_flight_rows": len(in_flight)}))
+        self.ex.emit(
+            Event(
+                "batch_step",
+                {
+                    "step": self.plan.name,
+                    "queued": len(self.queue),
+                    "reattached": len(self.live),
+                    "in_flight_rows": len(in_flight),
+                },
+            )
+        )
 
     # --- submitting ------------------------------------------------------------------------
 
@@ -263,8 +311,10 @@ class _Lane(Collecting):
                 self.judge.recorder.fail(item, 0, exc)
                 continue
             line = self.provider.encode(request)
-            if chunk.keys and (chunk.size + len(line) > limits.max_bytes
-                               or (room is not None and chunk.tokens + item.input_tokens > room)):
+            if chunk.keys and (
+                chunk.size + len(line) > limits.max_bytes
+                or (room is not None and chunk.tokens + item.input_tokens > room)
+            ):
                 break
             cost = self.runtime.attempt_upper_cost(item, request)  # each attempt, re-asks too
             if not self.ex.budget.try_reserve(cost):
@@ -274,8 +324,11 @@ class _Lane(Collecting):
             self.queue.popleft()
             chunk.keys.append(item.key)
             chunk.lines.append(line)
-            chunk.size, chunk.tokens, chunk.reserved = (chunk.size + len(line), chunk.tokens + item.input_tokens,
-                                                        chunk.reserved + cost)
+            chunk.size, chunk.tokens, chunk.reserved = (
+                chunk.size + len(line),
+                chunk.tokens + item.input_tokens,
+                chunk.reserved + cost,
+            )
         return chunk if chunk.keys else None
 
     def hand_back(self) -> None:
@@ -289,10 +342,20 @@ class _Lane(Collecting):
 
     def _record(self, chunk: _Chunk) -> BatchRecord:
         batch = BatchRecord(
-            batch_id=f"batchor-{uuid.uuid4().hex[:20]}", job_id=self.ex.job_id, run_id=self.ex.run_id,
-            step=self.plan.name, step_fp=self.fp, provider=self.plan.provider, model=self.plan.model,
-            connection=json.dumps(self.connection, sort_keys=True), chunk=self.chunk, requests=len(chunk.keys),
-            input_tokens=chunk.tokens, bytes=chunk.size, created_s=self.ex.options.clock())
+            batch_id=f"batchor-{uuid.uuid4().hex[:20]}",
+            job_id=self.ex.job_id,
+            run_id=self.ex.run_id,
+            step=self.plan.name,
+            step_fp=self.fp,
+            provider=self.plan.provider,
+            model=self.plan.model,
+            connection=json.dumps(self.connection, sort_keys=True),
+            chunk=self.chunk,
+            requests=len(chunk.keys),
+            input_tokens=chunk.tokens,
+            bytes=chunk.size,
+            created_s=self.ex.options.clock(),
+        )
         self.ex.ledger.record_intent(batch, chunk.keys)
         self.chunk += 1
         self.live[batch.batch_id] = batch
@@ -308,8 +371,12 @@ class _Lane(Collecting):
         try:
             remote = await self.provider.submit(self._tag(batch), lines)
         except BatchCreateUnknownError as exc:  # may exist: looked up (`find`) before anything else
-            self.ex.emit(Event("batch_create_failed", {"step": batch.step, "batch_id": batch.batch_id,
-                                                       "error": exc.message, "outcome": "unknown"}))
+            self.ex.emit(
+                Event(
+                    "batch_create_failed",
+                    {"step": batch.step, "batch_id": batch.batch_id, "error": exc.message, "outcome": "unknown"},
+                )
+            )
             return False
         except QuotaExhaustedError as exc:
             self._abandon(batch, exc.message)
@@ -349,8 +416,9 @@ class _Lane(Collecting):
         self._abandon(batch, "not created at the provider")
         self.create_failures += 1
         if self.create_failures >= self.ex.limits.max_attempts:
-            self._halt(f"batch create for {batch.batch_id}: no answer from the provider "
-                       f"{self.create_failures} times in a row")
+            self._halt(
+                f"batch create for {batch.batch_id}: no answer from the provider {self.create_failures} times in a row"
+            )
         return True
 
     def _submitted(self, batch: BatchRecord, remote: RemoteBatch, event: str = "batch_submitted") -> None:
@@ -361,8 +429,18 @@ class _Lane(Collecting):
         else:  # found again after an earlier apply's uncertain create: it may be done already
             self.due[batch.batch_id] = now
         batch.state, batch.remote_id, batch.remote_status = "submitted", remote.remote_id, remote.status
-        self.ex.emit(Event(event, {"step": batch.step, "batch_id": batch.batch_id, "remote_id": remote.remote_id,
-                                   "requests": batch.requests, "chunk": batch.chunk}))
+        self.ex.emit(
+            Event(
+                event,
+                {
+                    "step": batch.step,
+                    "batch_id": batch.batch_id,
+                    "remote_id": remote.remote_id,
+                    "requests": batch.requests,
+                    "chunk": batch.chunk,
+                },
+            )
+        )
 
     def _abandon(self, batch: BatchRecord, reason: str) -> None:
         """Nothing exists remotely for this intent: its rows go back to the front of the queue."""

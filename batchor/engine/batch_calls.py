@@ -48,8 +48,16 @@ async def default_sleep(delay: float) -> None:
 class RetryingCalls:
     """The engine's `CallRunner`: retries transient failures of one call, emits each retry."""
 
-    def __init__(self, sleep: Sleep | None = None, emit: EventSink | None = None, *, tries: int = CALL_TRIES,
-                 base_s: float = BASE_DELAY_S, cap_s: float = MAX_DELAY_S, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        sleep: Sleep | None = None,
+        emit: EventSink | None = None,
+        *,
+        tries: int = CALL_TRIES,
+        base_s: float = BASE_DELAY_S,
+        cap_s: float = MAX_DELAY_S,
+        rng: random.Random | None = None,
+    ) -> None:
         self.sleep = sleep
         self.emit = emit
         self.tries, self.base_s, self.cap_s = tries, base_s, cap_s
@@ -68,11 +76,20 @@ class RetryingCalls:
                     raise failed_call(endpoint, exc, creates=creates) from None
                 if exc.status is not None:
                     self.answered = True
-                delay = backoff_delay(attempt, base=UNREACHABLE_DELAY_S if dead else self.base_s, cap=self.cap_s,
-                                      retry_after=exc.retry_after, rng=self.rng)
+                delay = backoff_delay(
+                    attempt,
+                    base=UNREACHABLE_DELAY_S if dead else self.base_s,
+                    cap=self.cap_s,
+                    retry_after=exc.retry_after,
+                    rng=self.rng,
+                )
                 if self.emit is not None:
-                    self.emit(Event("provider_call_retry", {"endpoint": endpoint, "attempt": attempt,
-                                                            "error": exc.message, "wait_s": round(delay, 3)}))
+                    self.emit(
+                        Event(
+                            "provider_call_retry",
+                            {"endpoint": endpoint, "attempt": attempt, "error": exc.message, "wait_s": round(delay, 3)},
+                        )
+                    )
                 await (self.sleep or default_sleep)(delay)
                 continue
             self.answered = True

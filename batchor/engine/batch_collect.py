@@ -72,16 +72,23 @@ class Collecting:
         """A call about a live batch failed (after its retries): try again next round, up to a
         limit; then leave the batch live at the provider, for a later apply. Never resubmit it."""
         failures = self.troubles[batch.batch_id] = self.troubles.get(batch.batch_id, 0) + 1
-        self.ex.emit(Event("batch_call_failed", {"step": batch.step, "batch_id": batch.batch_id,
-                                                 "error": exc.message, "failures": failures}))
+        self.ex.emit(
+            Event(
+                "batch_call_failed",
+                {"step": batch.step, "batch_id": batch.batch_id, "error": exc.message, "failures": failures},
+            )
+        )
         if isinstance(exc, QuotaExhaustedError):
             self.parked.add(batch.batch_id)
             self.ex.stop.stop("quota", exc.message)
         elif failures >= self.ex.limits.max_attempts:
             self.parked.add(batch.batch_id)
-            self.ex.stop.stop("in_flight", f"batch {batch.batch_id} ({batch.remote_id or 'create not confirmed'}) "
-                                           f"is left at the provider: {exc.message}; run `batchor apply` again to "
-                                           "collect it")
+            self.ex.stop.stop(
+                "in_flight",
+                f"batch {batch.batch_id} ({batch.remote_id or 'create not confirmed'}) "
+                f"is left at the provider: {exc.message}; run `batchor apply` again to "
+                "collect it",
+            )
 
     def due_at(self, batch: BatchRecord, now: float) -> float:
         """Clock time of the batch's next poll (an intent's next reconciliation follows its age)."""
@@ -100,7 +107,8 @@ class Collecting:
         if batch.requests not in self.typical_s:
             plan = self.runtime.plan
             self.typical_s[batch.requests] = typical_seconds(
-                self.ex.ledger.durations(plan.provider, plan.model, batch.requests))
+                self.ex.ledger.durations(plan.provider, plan.model, batch.requests)
+            )
         typical = self.typical_s[batch.requests]
         return None if typical is None else self.started(batch) + typical
 
@@ -136,15 +144,25 @@ class Collecting:
         else:
             self.expected_ends[batch.batch_id] = end
         self._schedule(batch, now)
-        self.ex.emit(Event("batch_polled", {"step": batch.step, "batch_id": batch.batch_id,
-                                            "remote_status": remote.status, "requests": batch.requests,
-                                            "done": remote.done}))
+        self.ex.emit(
+            Event(
+                "batch_polled",
+                {
+                    "step": batch.step,
+                    "batch_id": batch.batch_id,
+                    "remote_status": remote.status,
+                    "requests": batch.requests,
+                    "done": remote.done,
+                },
+            )
+        )
 
     async def _collect(self, batch: BatchRecord, remote: RemoteBatch, read: bool = True) -> bool:
         """Store a finished batch's answers; queue its rows without an answer again."""
         if batch.state not in ("intent", remote.state):
-            self.ex.ledger.mark_ended(batch.batch_id, remote.state, remote.status,
-                                      remote.error.message if remote.error else None)
+            self.ex.ledger.mark_ended(
+                batch.batch_id, remote.state, remote.status, remote.error.message if remote.error else None
+            )
             batch.state = remote.state
         rows: list[RowResult] = []
         if read:
@@ -173,9 +191,19 @@ class Collecting:
             await self._delete_files(batch, remote)
         self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)
         counts = {o: sum(1 for v in outcomes.values() if v == o) for o in set(outcomes.values())}
-        self.ex.emit(Event("batch_collected", {"step": batch.step, "batch_id": batch.batch_id,
-                                               "remote_id": remote.remote_id, "state": remote.state,
-                                               "outcomes": counts, "error": error}))
+        self.ex.emit(
+            Event(
+                "batch_collected",
+                {
+                    "step": batch.step,
+                    "batch_id": batch.batch_id,
+                    "remote_id": remote.remote_id,
+                    "state": remote.state,
+                    "outcomes": counts,
+                    "error": error,
+                },
+            )
+        )
         self.ex.report()
         return True
 
@@ -190,9 +218,11 @@ class Collecting:
             if exc.status not in GONE:
                 self._trouble(batch, exc)
                 return None
-            gone = BatchResultsGoneError(f"the provider no longer has this batch's results ({exc.message}); "
-                                         "its rows may have been billed, so they are not sent again by themselves",
-                                         status=exc.status)
+            gone = BatchResultsGoneError(
+                f"the provider no longer has this batch's results ({exc.message}); "
+                "its rows may have been billed, so they are not sent again by themselves",
+                status=exc.status,
+            )
             return [], replace(remote, error=gone)
 
     async def _delete_files(self, batch: BatchRecord, remote: RemoteBatch) -> None:
@@ -201,8 +231,12 @@ class Collecting:
         errors = await asyncio.gather(*(self._delete_file(name) for name in remote.files))
         for name, error in zip(remote.files, errors):
             if error is not None:
-                self.ex.emit(Event("batch_file_kept", {"step": batch.step, "batch_id": batch.batch_id,
-                                                       "file": name, "error": error}))
+                self.ex.emit(
+                    Event(
+                        "batch_file_kept",
+                        {"step": batch.step, "batch_id": batch.batch_id, "file": name, "error": error},
+                    )
+                )
 
     async def _delete_file(self, name: str) -> str | None:
         try:

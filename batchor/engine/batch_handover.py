@@ -22,9 +22,12 @@ from batchor.state.base import StateStore
 from batchor.state.batches import BatchLedger
 
 
-async def realtime_after_batches(works: list[StepWork], store: StateStore,
-                                 send: Callable[[Iterator[WorkItem]], Awaitable[None]],
-                                 collect: Callable[[list[StepWork]], Awaitable[None]]) -> None:
+async def realtime_after_batches(
+    works: list[StepWork],
+    store: StateStore,
+    send: Callable[[Iterator[WorkItem]], Awaitable[None]],
+    collect: Callable[[list[StepWork]], Awaitable[None]],
+) -> None:
     """Run realtime `works`; rows held in live batches are collected by `collect`, not sent.
 
     `collect` runs the batch executor, which only collects for realtime steps and leaves the rows
@@ -47,8 +50,10 @@ def refuse_batched_rows(store: StateStore, works: list[StepWork]) -> None:
         steps = ", ".join(f"{name} ({n:,} rows)" for name, n in held.items())
         raise BatchesInFlightError(
             f"provider batches still running hold rows of realtime step(s) {steps}; sending them "
-            "realtime too would pay for them twice", hint="collect them first with `batchor apply SPEC "
-            "--mode batch` (it waits for the batches), then run realtime again")
+            "realtime too would pay for them twice",
+            hint="collect them first with `batchor apply SPEC "
+            "--mode batch` (it waits for the batches), then run realtime again",
+        )
 
 
 def _batched_keys(ledger: BatchLedger, work: StepWork) -> list[str]:

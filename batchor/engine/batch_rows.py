@@ -31,9 +31,16 @@ REQUEUE = ("retry", "retry_free", "missing")
 class RowJudge:
     """Settles rows of finished batches into the sink; returns each row's outcome."""
 
-    def __init__(self, runtime: StepRuntime, recorder: Recorder, progress: Progress, stop: StopSignal,
-                 max_attempts: int, attempts: dict[str, tuple[int, int]],
-                 reask: ReaskPolicy | None = None) -> None:
+    def __init__(
+        self,
+        runtime: StepRuntime,
+        recorder: Recorder,
+        progress: Progress,
+        stop: StopSignal,
+        max_attempts: int,
+        attempts: dict[str, tuple[int, int]],
+        reask: ReaskPolicy | None = None,
+    ) -> None:
         self.runtime, self.recorder, self.progress, self.stop = runtime, recorder, progress, stop
         self.max_attempts = max_attempts
         self.attempts = attempts  # key -> (attempts used, free retries)
@@ -59,8 +66,9 @@ class RowJudge:
             return self._free(item, None, counted, "missing"), 0.0
         used, _ = self.attempts.get(item.key, (0, 0))
         if row.completion is not None:
-            output, error, cost = self.recorder.answer(item, self.runtime, used + 1, row.completion, raw=row.raw,
-                                                       counted=counted)
+            output, error, cost = self.recorder.answer(
+                item, self.runtime, used + 1, row.completion, raw=row.raw, counted=counted
+            )
             if error is None:
                 self.recorder.succeed(item, used + 1, output or "", row.completion, counted)
                 self.reasks.pop(item.key, None)

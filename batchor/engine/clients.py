@@ -53,9 +53,13 @@ class DeferredProvider:
 
 def provider_config(step: StepPlan, timeout_s: float) -> ProviderConfig:
     """How to build a step's clients (realtime and batch): never a key, only where to read it."""
-    return ProviderConfig(provider=step.provider, base_url=step.base_url, api_key_env=step.api_key_env,
-                          timeout_s=timeout_s, options={**step.provider_options, "api": step.api or "chat",
-                                                        "strict": step.strict})
+    return ProviderConfig(
+        provider=step.provider,
+        base_url=step.base_url,
+        api_key_env=step.api_key_env,
+        timeout_s=timeout_s,
+        options={**step.provider_options, "api": step.api or "chat", "strict": step.strict},
+    )
 
 
 @dataclass

@@ -61,7 +61,9 @@ class Grouper:
     def __init__(self, steps: dict[str, StepRuntime]) -> None:
         self.limits: dict[str, GroupLimits] = {
             name: group_limits(r.plan.provider, provider_info(r.plan.provider).adapter, r.plan.group_size)
-            for name, r in steps.items() if r.plan.kind == "embed"}
+            for name, r in steps.items()
+            if r.plan.kind == "embed"
+        }
         self.open: dict[str, WorkGroup] = {}
 
     def add(self, item: WorkItem) -> Iterator[WorkItem | WorkGroup]:
@@ -116,8 +118,10 @@ class GroupSender:
         if not embed_text(item.messages).strip():
             return InvalidRequestError("the text to embed is empty (not sent)")
         if too_long(item.input_tokens, 0, self.plan.context_window):
-            return ContextLengthError(f"text has {item.input_tokens} tokens, more than the {self.plan.context_window} "
-                                      f"{self.plan.model} embeds (not sent)")
+            return ContextLengthError(
+                f"text has {item.input_tokens} tokens, more than the {self.plan.context_window} "
+                f"{self.plan.model} embeds (not sent)"
+            )
         return None
 
     async def _send(self, items: list[WorkItem], attempt: int, split: bool = True) -> ProviderError | None:
@@ -171,8 +175,7 @@ class GroupSender:
             else:
                 await self._split(part, attempt + 1, part_refusal)
 
-    async def _probe(self, items: list[WorkItem], attempt: int,
-                     refusal: ProviderError) -> tuple[list[WorkItem], bool]:
+    async def _probe(self, items: list[WorkItem], attempt: int, refusal: ProviderError) -> tuple[list[WorkItem], bool]:
         """Texts sent alone until one is not refused like the group: (the texts sent, whether all
         were). A text refused alone is failed, unless all were (the request's fault, failed above)."""
         picks = [items[0], items[len(items) // 2], items[-1]]
@@ -191,8 +194,12 @@ class GroupSender:
     async def _attempt(self, items: list[WorkItem], attempt: int) -> tuple[ProviderError | None, list[WorkItem]]:
         """One call (429s waited out inside it): (error, the items it leaves without a vector)."""
         waits = 0
-        request = EmbedRequest(self.plan.model, tuple(embed_text(i.messages) for i in items),
-                               self.plan.params.get("dimensions"), self.plan.dimensions)
+        request = EmbedRequest(
+            self.plan.model,
+            tuple(embed_text(i.messages) for i in items),
+            self.plan.params.get("dimensions"),
+            self.plan.dimensions,
+        )
         while True:
             sent_at = await self.ex.limiter.acquire(sum(i.input_tokens for i in items))
             started = time.monotonic()
@@ -221,8 +228,10 @@ class GroupSender:
             self.ex.limiter.on_success(answer.rate_limits)
             left = self._record(items, attempt, answer, int((time.monotonic() - started) * 1000))
             if left:
-                return InvalidOutputError(f"the answer lacked {len(left)} of {len(items)} vectors "
-                                          f"(or they were not {self.plan.dimensions} long)"), left
+                return InvalidOutputError(
+                    f"the answer lacked {len(left)} of {len(items)} vectors "
+                    f"(or they were not {self.plan.dimensions} long)"
+                ), left
             return None, []
 
     def _embedder(self) -> Embedder:
@@ -248,10 +257,15 @@ class GroupSender:
         for item, vector, tokens in zip(items, answer.vectors, shares):
             good = vector is not None and (self.plan.dimensions is None or len(vector) == self.plan.dimensions)
             text = vector_json(vector) if good and vector is not None else ""
-            completion = Completion(text=text, input_tokens=tokens, output_tokens=0, finish_reason="stop",
-                                    model=answer.model,
-                                    usage_known=answer.usage_known,
-                                    raw={"model": answer.model, "texts_in_call": len(items), "tokens": tokens})
+            completion = Completion(
+                text=text,
+                input_tokens=tokens,
+                output_tokens=0,
+                finish_reason="stop",
+                model=answer.model,
+                usage_known=answer.usage_known,
+                raw={"model": answer.model, "texts_in_call": len(items), "tokens": tokens},
+            )
             error = None if good else InvalidOutputError("the answer had no vector of the right size for this text")
             spent += self.ex.recorder.billed(item, self.runtime, attempt, completion, error, duration_ms=ms)
             if good:
@@ -285,8 +299,11 @@ def _splittable(error: ProviderError) -> bool:
 
 
 def _same_refusal(error: ProviderError | None, refusal: ProviderError) -> bool:
-    return error is not None and (type(error), error.status, str(error)) == (type(refusal), refusal.status,
-                                                                             str(refusal))
+    return error is not None and (type(error), error.status, str(error)) == (
+        type(refusal),
+        refusal.status,
+        str(refusal),
+    )
 
 
 def _backoff(ex: RealtimeExecutor, attempt: int, error: ProviderError) -> float:

@@ -28,9 +28,23 @@ def ignore(_: Event) -> None:
 log = logging.getLogger("batchor.engine")
 # Events worth a line at INFO (`-v`): what changes the run's course. The rest go to DEBUG (`-vv`).
 # None is a warning: the run reports its troubles itself, and a library must not print unasked.
-_INFO_EVENTS = frozenset({"run_started", "run_finished", "step_started", "step_finished", "batch_submitted",
-                          "batch_reattached", "batch_collected", "worker_joined", "provider_call_retry",
-                          "batch_call_failed", "batch_create_failed", "batch_file_kept", "paused"})
+_INFO_EVENTS = frozenset(
+    {
+        "run_started",
+        "run_finished",
+        "step_started",
+        "step_finished",
+        "batch_submitted",
+        "batch_reattached",
+        "batch_collected",
+        "worker_joined",
+        "provider_call_retry",
+        "batch_call_failed",
+        "batch_create_failed",
+        "batch_file_kept",
+        "paused",
+    }
+)
 
 
 def log_event(event: Event) -> None:
@@ -43,10 +57,12 @@ def log_event(event: Event) -> None:
 
 def logged(sink: EventSink | None) -> EventSink:
     """`sink` that also logs each event (the API and the CLI hand the engine this)."""
+
     def both(event: Event) -> None:
         log_event(event)
         if sink is not None:
             sink(event)
+
     return both
 
 
@@ -78,8 +94,16 @@ class Progress:
             return {"done": 0, "succeeded": 0, "failed": 0, "cost_usd": 0.0}
         return self.steps.setdefault(name, {"done": 0, "succeeded": 0, "failed": 0, "cost_usd": 0.0})
 
-    def add_spend(self, cost: float, input_tokens: int, output_tokens: int, *, wasted: bool,
-                  estimated: bool, step: str | None = None) -> None:
+    def add_spend(
+        self,
+        cost: float,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        wasted: bool,
+        estimated: bool,
+        step: str | None = None,
+    ) -> None:
         """One billed attempt (realtime or batch) in the running totals."""
         self.step(step)["cost_usd"] += cost
         self.cost_usd += cost

@@ -154,9 +154,15 @@ class _Bucket:
 class RateLimiter(Pacer):
     """This process's buckets, paced at `factor` times the configured (or advertised) rates."""
 
-    def __init__(self, rpm: float | None, tpm: float | None, *, burst_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        rpm: float | None,
+        tpm: float | None,
+        *,
+        burst_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         super().__init__(clock, sleep)
         self.burst_s = burst_s
         self.requests = _Bucket(rpm, burst_s) if rpm else None

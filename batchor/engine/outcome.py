@@ -18,8 +18,13 @@ from batchor.state.base import OUTPUT_NOT_WRITTEN, RunRecord, RunStatus
 from batchor.state.runs import run_tallies, with_tally
 
 _STOP_STATUS: dict[str, RunStatus] = {
-    "in_flight": "in_flight", "interrupted": "interrupted", "quota": "paused", "budget": "budget",
-    "unknown_model": "failed", "auth_failed": "failed"}
+    "in_flight": "in_flight",
+    "interrupted": "interrupted",
+    "quota": "paused",
+    "budget": "budget",
+    "unknown_model": "failed",
+    "auth_failed": "failed",
+}
 
 
 def derive_status(stop: StopSignal, rows: dict[str, int]) -> RunStatus:
@@ -42,8 +47,10 @@ def status_reason(status: str, stop: StopSignal, rows: dict[str, int]) -> str | 
 
 def output_not_written(run_id: str, error: BatchorError) -> str:
     """The record's note for a run whose rows were judged but whose output file was not written."""
-    return (f"{OUTPUT_NOT_WRITTEN} ({error.message}); the answers are in the state: "
-            f"`batchor export {run_id} -o FILE` writes it, or the same apply once the path is writable")
+    return (
+        f"{OUTPUT_NOT_WRITTEN} ({error.message}); the answers are in the state: "
+        f"`batchor export {run_id} -o FILE` writes it, or the same apply once the path is writable"
+    )
 
 
 def stored_counts(store: Any, run: RunRecord) -> RunRecord:
@@ -80,14 +87,16 @@ def settle_earlier_runs(store: Any, job_id: str, this: RunRecord) -> None:
     rows = store.execute(
         "SELECT run_id FROM runs r WHERE job_id = ? AND status = 'in_flight' AND run_id <> ? AND NOT EXISTS "
         "(SELECT 1 FROM batches b WHERE b.run_id = r.run_id AND b.state IN ('intent', 'submitted'))",
-        [job_id, this_run])
+        [job_id, this_run],
+    )
     for (run_id,) in rows:
         earlier = store.get_run(run_id)
         if earlier is not None:
             done = status in ("succeeded", "partial", "failed")
             earlier.status = status if done else "partial"
             earlier.paused_reason = f"its provider batches were collected by run {this_run}" + (
-                "" if done else f", which ended {status}")
+                "" if done else f", which ended {status}"
+            )
             if this.rows is not None and this.failures is not None:
                 earlier.end_with(this.rows, this.failures)
             store.finish_run(stored_counts(store, earlier))

@@ -65,8 +65,18 @@ class _Waiting:
 class Pipeline:
     """The follower rows of one stage, released as the answers they need are stored."""
 
-    def __init__(self, plan: CompiledPlan, store: StateStore, works: list[StepWork], steps: list[StepPlan], *,
-                 refresh: frozenset[str], progress: Progress, stop: StopSignal, retry_failed: bool = False) -> None:
+    def __init__(
+        self,
+        plan: CompiledPlan,
+        store: StateStore,
+        works: list[StepWork],
+        steps: list[StepPlan],
+        *,
+        refresh: frozenset[str],
+        progress: Progress,
+        stop: StopSignal,
+        retry_failed: bool = False,
+    ) -> None:
         self.plan, self.store, self.progress, self.stop = plan, store, progress, stop
         self.retry_failed = retry_failed  # False: requests that failed for good earlier are not sent
         self.error: BaseException | None = None
@@ -105,9 +115,9 @@ class Pipeline:
         table = self.store.job_results(self.plan.job_id, work.step.name)
         name = work.step.name
         awaited = work.pending.mask(table.column("request_key")).to_pylist()
-        for row_key, key, status, output, wait in zip(*(table.column(c).to_pylist()
-                                                         for c in ("row_key", "request_key", "status", "output")),
-                                                       awaited):
+        for row_key, key, status, output, wait in zip(
+            *(table.column(c).to_pylist() for c in ("row_key", "request_key", "status", "output")), awaited
+        ):
             if wait:  # (--refresh: even when an answer is stored)
                 self.rows_of_key[name].setdefault(key, []).append(row_key)
             else:
@@ -195,8 +205,9 @@ class Pipeline:
         records, self.records = self.records, defaultdict(list)
         return batch, records
 
-    def _look_up(self, batch: list[tuple[str, RenderedRequest]],
-                 records: dict[str, list]) -> tuple[dict, set[str], list[int]]:
+    def _look_up(
+        self, batch: list[tuple[str, RenderedRequest]], records: dict[str, list]
+    ) -> tuple[dict, set[str], list[int]]:
         """Off the event loop: store the row -> request records, find cached answers and requests
         that failed for good earlier, count tokens."""
         self._record(records)
@@ -220,8 +231,9 @@ class Pipeline:
                 tokens[i] = n or 0
         return tokens
 
-    def _checked(self, batch: list[tuple[str, RenderedRequest]], cached: dict[str, str], settled: set[str],
-                 tokens: list[int]) -> None:
+    def _checked(
+        self, batch: list[tuple[str, RenderedRequest]], cached: dict[str, str], settled: set[str], tokens: list[int]
+    ) -> None:
         for (step, request), n in zip(batch, tokens):
             key = request.key
             if key in settled:  # failed for good earlier: its rows stay failed, later steps skip them
@@ -257,8 +269,12 @@ class Pipeline:
 
     def _record(self, records: dict[str, list[tuple[str, str | None]]]) -> None:
         for step, pairs in records.items():
-            table = pa.table({"row_key": pa.array([r for r, _ in pairs], pa.string()),
-                              "request_key": pa.array([k for _, k in pairs], pa.string())})
+            table = pa.table(
+                {
+                    "row_key": pa.array([r for r, _ in pairs], pa.string()),
+                    "request_key": pa.array([k for _, k in pairs], pa.string()),
+                }
+            )
             self.store.add_run_requests(self.plan.job_id, step, table)
 
     # --- the executor's side ---------------------------------------------------------------
@@ -275,8 +291,9 @@ class Pipeline:
     @property
     def complete(self) -> bool:
         """Every follower row got its request (or was skipped): the followers need no wave."""
-        return self.error is None and not (self.waiters or self.queue or self.unchecked
-                                           or any(self.rows_of_key[f] for f in self.followers))
+        return self.error is None and not (
+            self.waiters or self.queue or self.unchecked or any(self.rows_of_key[f] for f in self.followers)
+        )
 
     async def more(self) -> bool:
         """Wait until follower requests are ready; False once none can come (or the run stops)."""
@@ -327,6 +344,7 @@ class PipelineSink(ResultSink):
     def add_result(self, **fields: Any) -> None:
         super().add_result(**fields)
         self._added.append((fields["step"], fields["key"], fields["status"], fields["output"]))
+
     async def flush(self) -> None:
         added, self._added = self._added, []  # all of these are written by the flush below
         await super().flush()

@@ -50,9 +50,19 @@ MAX_RATE_LIMIT_WAITS = 100  # 429s do not use attempts, but a request cannot wai
 
 
 class RealtimeExecutor:
-    def __init__(self, steps: dict[str, StepRuntime], *, limits: RunLimits, budget: Budget,
-                 sink: ResultSink, progress: Progress, emit: EventSink, stop: StopSignal,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        steps: dict[str, StepRuntime],
+        *,
+        limits: RunLimits,
+        budget: Budget,
+        sink: ResultSink,
+        progress: Progress,
+        emit: EventSink,
+        stop: StopSignal,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        seed: int | None = None,
+    ) -> None:
         self.steps = steps
         self.concurrency = limits.concurrency
         self.max_attempts = limits.max_attempts
@@ -119,9 +129,14 @@ class RealtimeExecutor:
     async def _process(self, item: WorkItem, step: StepRuntime, hold: Hold, seat: Seat) -> None:
         """Attempts of one row until it is answered, fails, or the run stops (the row stays pending)."""
         if too_long(item.input_tokens, step.plan.max_tokens, step.plan.context_window):
-            self.recorder.fail(item, 0, ContextLengthError(
-                f"prompt has {item.input_tokens} tokens; with max_tokens {step.plan.max_tokens} it exceeds the "
-                f"{step.plan.context_window}-token context window of {step.plan.model} (not sent)"))
+            self.recorder.fail(
+                item,
+                0,
+                ContextLengthError(
+                    f"prompt has {item.input_tokens} tokens; with max_tokens {step.plan.max_tokens} it exceeds the "
+                    f"{step.plan.context_window}-token context window of {step.plan.model} (not sent)"
+                ),
+            )
             return
         try:
             request, attempt = step.request(item), 0
@@ -167,8 +182,9 @@ class RealtimeExecutor:
             await asyncio.sleep(0.005)
         return True
 
-    async def _attempt(self, item: WorkItem, step: StepRuntime, request: LLMRequest, attempt: int,
-                       hold: Hold, seat: Seat) -> ProviderError | None:
+    async def _attempt(
+        self, item: WorkItem, step: StepRuntime, request: LLMRequest, attempt: int, hold: Hold, seat: Seat
+    ) -> ProviderError | None:
         """One attempt (429s waited out inside it). None: the row is settled or the run stops;
         else the error of this attempt, which may be asked again."""
         waits = 0
@@ -221,8 +237,9 @@ class RealtimeExecutor:
             return None
         return exc
 
-    def _call_failed(self, item: WorkItem, step: StepRuntime, attempt: int, exc: ProviderError, started: float,
-                     hold: Hold) -> None:
+    def _call_failed(
+        self, item: WorkItem, step: StepRuntime, attempt: int, exc: ProviderError, started: float, hold: Hold
+    ) -> None:
         cost = self.recorder.call_failed(item, step, attempt, exc, duration_ms=_ms(started))
         if cost is not None and exc.completion.usage_known:  # billed (a refusal): the reservation is used up
             hold.settle(cost)

@@ -64,9 +64,11 @@ def judge(plan: StepPlan, completion: Completion) -> str:
     match the schema."""
     if is_truncated(completion):
         limit = plan.params.get("max_tokens", plan.max_tokens)
-        raise TruncatedOutputError(f"answer cut off by the token limit (max_tokens {limit}, finish reason "
-                                   f"{completion.finish_reason}); raise max_tokens or set "
-                                   "`limits.on_truncation: reask`")
+        raise TruncatedOutputError(
+            f"answer cut off by the token limit (max_tokens {limit}, finish reason "
+            f"{completion.finish_reason}); raise max_tokens or set "
+            "`limits.on_truncation: reask`"
+        )
     if plan.schema is None:
         return completion.text
     accepted = _accepted_answers(plan.schema)
@@ -111,8 +113,9 @@ class ReaskPolicy:
 
     @classmethod
     def from_limits(cls, limits: Any) -> ReaskPolicy:
-        return cls(on_truncation=str(limits.on_truncation or "fail"),
-                   truncation_max_tokens=limits.truncation_max_tokens)
+        return cls(
+            on_truncation=str(limits.on_truncation or "fail"), truncation_max_tokens=limits.truncation_max_tokens
+        )
 
     def next_request(self, request: LLMRequest, error: ProviderError) -> LLMRequest | None:
         """The request for the next attempt after `error`, or None when asking again cannot help.
@@ -143,55 +146,109 @@ class Recorder:
         self.sink, self.progress = sink, progress
         self._spent: dict[str, float] = {}  # rows with billed attempts, until their result is written
 
-    def answer(self, item: WorkItem, runtime: StepRuntime, attempt: int, completion: Completion, *,
-               duration_ms: int = 0, raw: bytes | None = None,
-               counted: bool = True) -> tuple[str | None, ProviderError | None, float]:
+    def answer(
+        self,
+        item: WorkItem,
+        runtime: StepRuntime,
+        attempt: int,
+        completion: Completion,
+        *,
+        duration_ms: int = 0,
+        raw: bytes | None = None,
+        counted: bool = True,
+    ) -> tuple[str | None, ProviderError | None, float]:
         """Judge an answer and record it as a billed attempt: (output, rejection, cost)."""
         try:
             output, error = judge(runtime.plan, completion), None
         except (InvalidOutputError, TruncatedOutputError) as exc:
             output, error = None, exc
-        cost = self.billed(item, runtime, attempt, completion, error, duration_ms=duration_ms, raw=raw,
-                           counted=counted)
+        cost = self.billed(item, runtime, attempt, completion, error, duration_ms=duration_ms, raw=raw, counted=counted)
         return output, error, cost
 
-    def billed(self, item: WorkItem, runtime: StepRuntime, attempt: int, completion: Completion,
-               error: ProviderError | None, *, duration_ms: int = 0, raw: bytes | None = None,
-               counted: bool = True) -> float:
+    def billed(
+        self,
+        item: WorkItem,
+        runtime: StepRuntime,
+        attempt: int,
+        completion: Completion,
+        error: ProviderError | None,
+        *,
+        duration_ms: int = 0,
+        raw: bytes | None = None,
+        counted: bool = True,
+    ) -> float:
         """Record an answer the provider billed, accepted (`error` None) or not; its cost."""
         spent = bill(runtime, completion, item)
-        self.sink.add_attempt(key=item.key, attempt=attempt, outcome="ok" if error is None else error.code,
-                              status_code=(error.status if error is not None else None) or 200,
-                              error=error.message[:_ERROR_CHARS] if error is not None else None,
-                              duration_ms=duration_ms, raw=self._raw(completion, raw),
-                              input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
-                              cost_usd=spent.cost, estimated=spent.estimated, step=item.step,
-                              # a first attempt sends the planned request: its count calibrates the plan's
-                              counted_input_tokens=item.input_tokens if attempt == 1 else None,
-                              feedback=feedback_record(error))
+        self.sink.add_attempt(
+            key=item.key,
+            attempt=attempt,
+            outcome="ok" if error is None else error.code,
+            status_code=(error.status if error is not None else None) or 200,
+            error=error.message[:_ERROR_CHARS] if error is not None else None,
+            duration_ms=duration_ms,
+            raw=self._raw(completion, raw),
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cost_usd=spent.cost,
+            estimated=spent.estimated,
+            step=item.step,
+            # a first attempt sends the planned request: its count calibrates the plan's
+            counted_input_tokens=item.input_tokens if attempt == 1 else None,
+            feedback=feedback_record(error),
+        )
         self._spent[item.key] = self._spent.get(item.key, 0.0) + spent.cost
         if counted:
-            self.progress.add_spend(spent.cost, spent.input_tokens, spent.output_tokens, wasted=error is not None,
-                                    estimated=spent.estimated, step=item.step)
+            self.progress.add_spend(
+                spent.cost,
+                spent.input_tokens,
+                spent.output_tokens,
+                wasted=error is not None,
+                estimated=spent.estimated,
+                step=item.step,
+            )
         return spent.cost
 
-    def call_failed(self, item: WorkItem, runtime: StepRuntime, attempt: int, error: ProviderError, *,
-                    duration_ms: int = 0, counted: bool = True) -> float | None:
+    def call_failed(
+        self,
+        item: WorkItem,
+        runtime: StepRuntime,
+        attempt: int,
+        error: ProviderError,
+        *,
+        duration_ms: int = 0,
+        counted: bool = True,
+    ) -> float | None:
         """Record a call that raised: billed when the error carries an answer (a refusal), else
         free. Returns the cost, or None when nothing was billed."""
         if error.completion is not None:
-            return self.billed(item, runtime, attempt, error.completion, error, duration_ms=duration_ms,
-                               counted=counted)
-        self.sink.add_attempt(key=item.key, attempt=attempt, outcome=error.code, status_code=error.status,
-                              error=error.message[:_ERROR_CHARS], duration_ms=duration_ms, step=item.step)
+            return self.billed(
+                item, runtime, attempt, error.completion, error, duration_ms=duration_ms, counted=counted
+            )
+        self.sink.add_attempt(
+            key=item.key,
+            attempt=attempt,
+            outcome=error.code,
+            status_code=error.status,
+            error=error.message[:_ERROR_CHARS],
+            duration_ms=duration_ms,
+            step=item.step,
+        )
         return None
 
-    def succeed(self, item: WorkItem, attempts: int, output: str, completion: Completion,
-                counted: bool = True) -> None:
+    def succeed(self, item: WorkItem, attempts: int, output: str, completion: Completion, counted: bool = True) -> None:
         """The row's accepted answer (its cost: every attempt it took here)."""
-        self.sink.add_result(key=item.key, step=item.step, status="succeeded", output=output, error_code=None,
-                             error=None, attempts=attempts, input_tokens=completion.input_tokens or item.input_tokens,
-                             output_tokens=completion.output_tokens, cost_usd=self._spent.pop(item.key, 0.0))
+        self.sink.add_result(
+            key=item.key,
+            step=item.step,
+            status="succeeded",
+            output=output,
+            error_code=None,
+            error=None,
+            attempts=attempts,
+            input_tokens=completion.input_tokens or item.input_tokens,
+            output_tokens=completion.output_tokens,
+            cost_usd=self._spent.pop(item.key, 0.0),
+        )
         if counted:
             self.progress.count_success(item.step)
 
@@ -200,9 +257,18 @@ class Recorder:
         cost = self._spent.pop(item.key, 0.0)
         if not counted:  # a row of another job's batch: that job records its own failures
             return
-        self.sink.add_result(key=item.key, step=item.step, status="failed", output=None, error_code=error.code,
-                             error=error.message[:_ERROR_CHARS], attempts=attempts, input_tokens=0, output_tokens=0,
-                             cost_usd=cost)
+        self.sink.add_result(
+            key=item.key,
+            step=item.step,
+            status="failed",
+            output=None,
+            error_code=error.code,
+            error=error.message[:_ERROR_CHARS],
+            attempts=attempts,
+            input_tokens=0,
+            output_tokens=0,
+            cost_usd=cost,
+        )
         self.progress.count_failure(item.step)
 
     def _raw(self, completion: Completion, raw: bytes | None) -> bytes | None:

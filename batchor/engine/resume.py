@@ -45,7 +45,9 @@ def interrupted_reasks(store: Any, steps: Iterable[str]) -> dict[str, Interrupte
     rows = store.execute(
         f"SELECT a.request_key, a.attempt, a.feedback FROM attempts a WHERE a.step IN ({marks}) "
         "AND a.feedback IS NOT NULL AND NOT EXISTS (SELECT 1 FROM results r WHERE r.request_key = a.request_key) "
-        "ORDER BY a.created_at, a.attempt", names)
+        "ORDER BY a.created_at, a.attempt",
+        names,
+    )
     found: dict[str, Interrupted] = {}
     for key, attempt, feedback in rows:
         data = json.loads(feedback)

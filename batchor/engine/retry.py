@@ -7,8 +7,14 @@ import random
 from batchor.errors import ProviderError, ProviderUnreachableError, RateLimitedError, TransientProviderError
 
 
-def backoff_delay(attempt: int, *, base: float = 0.5, cap: float = 30.0, retry_after: float | None = None,
-                  rng: random.Random | None = None) -> float:
+def backoff_delay(
+    attempt: int,
+    *,
+    base: float = 0.5,
+    cap: float = 30.0,
+    retry_after: float | None = None,
+    rng: random.Random | None = None,
+) -> float:
     """Seconds to wait before retry number `attempt` (1-based)."""
     uniform = rng.uniform if rng is not None else random.uniform
     delay = uniform(0, min(cap, base * (2 ** (attempt - 1))))
@@ -20,5 +26,8 @@ def backoff_delay(attempt: int, *, base: float = 0.5, cap: float = 30.0, retry_a
 def maybe_billed(exc: ProviderError) -> bool:
     """A call that was sent and got no answer (a timeout, a connection dropped after sending): the
     provider may have run and billed it. An HTTP error, a 429 or a connection never made was not."""
-    return (isinstance(exc, TransientProviderError) and exc.status is None
-            and not isinstance(exc, (RateLimitedError, ProviderUnreachableError)))
+    return (
+        isinstance(exc, TransientProviderError)
+        and exc.status is None
+        and not isinstance(exc, (RateLimitedError, ProviderUnreachableError))
+    )

@@ -25,8 +25,9 @@ def stored_answers(store: StateStore, plan: CompiledPlan, step: str) -> dict[str
     table = store.job_results(plan.job_id, step)
     structured = plan.header.step(step).json_answers
     answers: dict[str, Any] = {}
-    for row_key, status, output in zip(table.column("row_key").to_pylist(), table.column("status").to_pylist(),
-                                       table.column("output").to_pylist()):
+    for row_key, status, output in zip(
+        table.column("row_key").to_pylist(), table.column("status").to_pylist(), table.column("output").to_pylist()
+    ):
         if status == "succeeded":
             answers[row_key] = json.loads(output) if structured else output
     return answers

@@ -100,18 +100,23 @@ def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
     if totals.unpriced_models:
         raise NoPriceError(
             f"no price known for {', '.join(totals.unpriced_models)}, so {source} cannot be enforced",
-            hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block")
+            hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block",
+        )
     if totals.unbounded:
         raise CostUnboundedError(
             f"step(s) {', '.join(totals.unbounded)} run once per element of a fan-out with no bound, so the plan "
             f"has no upper-bound cost and {source} cannot be enforced; nothing was sent",
             hint="set `max_fanout:` on the fan-out SQL step, or `maxItems` on the list it unnests "
-                 "in the upstream step's schema", plan=plan)
+            "in the upstream step's schema",
+            plan=plan,
+        )
     if totals.cost_upper > max_cost + 1e-12:
         raise CostLimitError(
             f"the plan may cost up to {money(totals.cost_upper)} (expected {money(totals.cost_expected)}), "
             f"above {source} {money(max_cost)}; nothing was sent",
-            hint=f"raise {source}, lower max_tokens, or add input.limit", plan=plan)
+            hint=f"raise {source}, lower max_tokens, or add input.limit",
+            plan=plan,
+        )
 
 
 def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> RunOutcome:
@@ -126,16 +131,24 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
         limits = limits.without_rate_limits()
     max_cost, source = effective_max_cost(options.max_cost, limits.max_cost_usd)
     options = dataclasses.replace(options, max_cost=max_cost, max_cost_source=source or CLI_SOURCE)
-    run = RunRecord(run_id=_new_run_id(), job_id=plan.job_id, plan_id=header.plan_id, name=header.name,
-                    mocked=header.mocked, plan_path=str(plan.saved_path) if plan.saved_path else None)
+    run = RunRecord(
+        run_id=_new_run_id(),
+        job_id=plan.job_id,
+        plan_id=header.plan_id,
+        name=header.name,
+        mocked=header.mocked,
+        plan_path=str(plan.saved_path) if plan.saved_path else None,
+    )
     progress = Progress()
     runner = _Runner(plan, store, options, run, progress, limits)
     # From here until the record is finished a signal stops the run; it never ends the process.
     with runner.interrupts:
         # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
-        runner.shared = (SharedRun.join(store, run, progress, limits, options.emit, options.max_cost,
-                                                     options.max_cost_source)
-                         if isinstance(store, PostgresStore) else None)
+        runner.shared = (
+            SharedRun.join(store, run, progress, limits, options.emit, options.max_cost, options.max_cost_source)
+            if isinstance(store, PostgresStore)
+            else None
+        )
         if runner.shared is None:
             store.start_run(run)
         else:
@@ -162,8 +175,15 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
 class _Runner:
     """Runs the waves of one plan; owns providers and the run's signal handling."""
 
-    def __init__(self, plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord,
-                 progress: Progress, limits: RunLimits) -> None:
+    def __init__(
+        self,
+        plan: CompiledPlan,
+        store: StateStore,
+        options: ApplyOptions,
+        run: RunRecord,
+        progress: Progress,
+        limits: RunLimits,
+    ) -> None:
         self.plan, self.store, self.options, self.run_record = plan, store, options, run
         self.shared: SharedRun | None = None  # set by apply_plan on a shared (PostgreSQL) state
         self.progress, self.limits = progress, limits
@@ -265,9 +285,16 @@ class _Runner:
         steps = followers(self.plan.header.steps, done, [w.step for w in works], set(self.runtimes))
         if not steps:
             return None
-        pipeline = Pipeline(self.plan, self.store, works, steps, refresh=self.options.refresh,
-                            progress=self.progress, stop=self.stop,
-                            retry_failed=self.options.retry_failed or self.plan.header.retry_failed)
+        pipeline = Pipeline(
+            self.plan,
+            self.store,
+            works,
+            steps,
+            refresh=self.options.refresh,
+            progress=self.progress,
+            stop=self.stop,
+            retry_failed=self.options.retry_failed or self.plan.header.retry_failed,
+        )
         for step in steps:
             self.options.emit(Event("step_started", {"step": step.name, "pipelined": True}))
         return pipeline
@@ -283,20 +310,27 @@ class _Runner:
             gone = len(work.pending) - planned
             raise StalePlanError(
                 f"plan {self.plan.plan_id} is stale: {gone} answer(s) it counted as cached for step "
-                f"'{step.name}' are no longer in the state", hint="re-plan with `batchor plan SPEC`")
+                f"'{step.name}' are no longer in the state",
+                hint="re-plan with `batchor plan SPEC`",
+            )
         p = self.progress
         p.total += len(work.pending)
         p.cached += work.cached
         p.skipped += work.skipped
-        self.options.emit(Event("step_started", {"step": step.name, "pending": len(work.pending),
-                                                 "cached": work.cached, "skipped": work.skipped}))
+        self.options.emit(
+            Event(
+                "step_started",
+                {"step": step.name, "pending": len(work.pending), "cached": work.cached, "skipped": work.skipped},
+            )
+        )
         return work
 
     def _run_sql(self, step: StepPlan) -> None:
         answered, left_out = run_sql_step(self.plan, step, self.store, self.run_record.run_id)
         self.progress.skipped += left_out
-        self.options.emit(Event("step_finished", {"step": step.name, "kind": "sql", "rows": answered,
-                                                  "left_out": left_out}))
+        self.options.emit(
+            Event("step_finished", {"step": step.name, "kind": "sql", "rows": answered, "left_out": left_out})
+        )
 
     def _create_providers(self) -> None:
         """Build clients for steps with work; a missing key fails here, before any call."""
@@ -321,15 +355,24 @@ class _Runner:
         # loses its requests in flight and its last group, which others ask again.
         feed, self._feed = self._feed, None  # a wave's pipeline feeds its first realtime run only
         sink_args = (self.store, self.run_record.run_id)
-        sink_options: dict[str, Any] = {"keep_raw": self.plan.header.keep_raw,
-                                        **(self.shared.sink_options() if self.shared is not None else {})}
+        sink_options: dict[str, Any] = {
+            "keep_raw": self.plan.header.keep_raw,
+            **(self.shared.sink_options() if self.shared is not None else {}),
+        }
         sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)
         self.sinks.append(sink)
-        options: dict[str, Any] = {"limits": self.limits, "budget": self.budget, "sink": sink,
-                                   "progress": self.progress, "emit": self.options.emit, "stop": self.stop,
-                                   "seed": self.options.seed}
-        executor = (PipelinedExecutor(feed, self.runtimes, **options) if feed
-                    else RealtimeExecutor(self.runtimes, **options))
+        options: dict[str, Any] = {
+            "limits": self.limits,
+            "budget": self.budget,
+            "sink": sink,
+            "progress": self.progress,
+            "emit": self.options.emit,
+            "stop": self.stop,
+            "seed": self.options.seed,
+        }
+        executor = (
+            PipelinedExecutor(feed, self.runtimes, **options) if feed else RealtimeExecutor(self.runtimes, **options)
+        )
         if self.shared is not None:
             executor.limiter = self.shared.limiter(executor.limiter, self.runtimes)
         ticker = asyncio.create_task(_flush_while_waiting(sink))
@@ -342,15 +385,30 @@ class _Runner:
             await feed.finish()
 
     async def _execute_batches(self, works: list[StepWork]) -> None:
-        sink = ResultSink(self.store, self.run_record.run_id, keep_raw=self.plan.header.keep_raw,
-                          flush_rows=1 << 30, flush_interval_s=1e9)  # flushed once per collected batch
+        sink = ResultSink(
+            self.store,
+            self.run_record.run_id,
+            keep_raw=self.plan.header.keep_raw,
+            flush_rows=1 << 30,
+            flush_interval_s=1e9,
+        )  # flushed once per collected batch
         self.sinks.append(sink)
-        executor = BatchExecutor(self.runtimes, store=self.store, run_id=self.run_record.run_id,
-                                 job_id=self.plan.job_id, limits=self.limits, budget=self.budget, sink=sink,
-                                 progress=self.progress, emit=self.options.emit, stop=self.stop,
-                                 ready=self.clients.take_batch,
-                                 options=BatchOptions(wait=self.options.wait, sleep=self.options.sleep,
-                                                      clock=self.options.clock or time.time))
+        executor = BatchExecutor(
+            self.runtimes,
+            store=self.store,
+            run_id=self.run_record.run_id,
+            job_id=self.plan.job_id,
+            limits=self.limits,
+            budget=self.budget,
+            sink=sink,
+            progress=self.progress,
+            emit=self.options.emit,
+            stop=self.stop,
+            ready=self.clients.take_batch,
+            options=BatchOptions(
+                wait=self.options.wait, sleep=self.options.sleep, clock=self.options.clock or time.time
+            ),
+        )
         self.in_flight += await executor.run(works)
 
     async def _close_providers(self) -> None:
@@ -372,8 +430,16 @@ def _with_emit(options: ApplyOptions, emit: EventSink) -> ApplyOptions:
     return replace(options, emit=emit)
 
 
-def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: RunRecord, progress: Progress,
-            stop: StopSignal, started: float, shared: SharedRun | None = None) -> RunOutcome:
+def _finish(
+    plan: CompiledPlan,
+    store: StateStore,
+    options: ApplyOptions,
+    run: RunRecord,
+    progress: Progress,
+    stop: StopSignal,
+    started: float,
+    shared: SharedRun | None = None,
+) -> RunOutcome:
     """Write the output, judge the run on its rows, and finish its record (and earlier ones it settled).
 
     An output that cannot be written (its folder turned read-only, a directory in its place) does
@@ -397,13 +463,33 @@ def _finish(plan: CompiledPlan, store: StateStore, options: ApplyOptions, run: R
         run = stored_counts(store, run)
         store.finish_run(run)
         settle_earlier_runs(store, plan.job_id, run)
-    outcome = RunOutcome(run_id=run.run_id, status=status, stop_reason=run.paused_reason,
-                         progress={**progress.snapshot(), "rows": rows}, output_path=run.output_path,
-                         cost_usd=progress.cost_usd, duration_s=time.monotonic() - started, cached=progress.cached,
-                         skipped=progress.skipped, requests=progress.total, steps=run_step_report(store, run.run_id),
-                         output_error=unwritten)
-    options.emit(Event("run_finished", {"run_id": run.run_id, "status": status, "output": run.output_path,
-                                        "reason": run.paused_reason, "rows": rows, **progress.snapshot()}))
+    outcome = RunOutcome(
+        run_id=run.run_id,
+        status=status,
+        stop_reason=run.paused_reason,
+        progress={**progress.snapshot(), "rows": rows},
+        output_path=run.output_path,
+        cost_usd=progress.cost_usd,
+        duration_s=time.monotonic() - started,
+        cached=progress.cached,
+        skipped=progress.skipped,
+        requests=progress.total,
+        steps=run_step_report(store, run.run_id),
+        output_error=unwritten,
+    )
+    options.emit(
+        Event(
+            "run_finished",
+            {
+                "run_id": run.run_id,
+                "status": status,
+                "output": run.output_path,
+                "reason": run.paused_reason,
+                "rows": rows,
+                **progress.snapshot(),
+            },
+        )
+    )
     return outcome
 
 
@@ -431,4 +517,3 @@ def _held_if_small(plan: CompiledPlan, store: StateStore) -> AbstractContextMana
 def _new_run_id() -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     return f"r{stamp}-{uuid.uuid4().hex[:6]}"
-

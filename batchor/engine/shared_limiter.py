@@ -21,10 +21,18 @@ from batchor.state.leases import LeaseBook
 class SharedRateLimiter(Pacer):
     """Same face as `RateLimiter`; permits come from one bucket row that all workers share."""
 
-    def __init__(self, book: LeaseBook, rate_key: str, rpm: float | None, tpm: float | None, *,
-                 burst_s: float = 1.0, slice_s: float = 0.05,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        book: LeaseBook,
+        rate_key: str,
+        rpm: float | None,
+        tpm: float | None,
+        *,
+        burst_s: float = 1.0,
+        slice_s: float = 0.05,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(clock, sleep)
         self.book, self.rate_key, self.burst_s, self.slice_s = book, rate_key, burst_s, slice_s
         self.rpm: float | None = None
@@ -49,8 +57,17 @@ class SharedRateLimiter(Pacer):
         """Draw a slice of permits from the shared bucket; the seconds until more are there."""
         need = max(0.0, tokens - self.tokens) if self.tpm else 0.0
         pause, self._pause_s = self._pause_s, 0.0
-        grant = await asyncio.to_thread(self.book.take, self.rate_key, self.rpm, self.tpm, self.burst_s,
-                                        self.want if self.requests < 1 else 0, need * self.want, need, pause)
+        grant = await asyncio.to_thread(
+            self.book.take,
+            self.rate_key,
+            self.rpm,
+            self.tpm,
+            self.burst_s,
+            self.want if self.requests < 1 else 0,
+            need * self.want,
+            need,
+            pause,
+        )
         self.requests += grant.requests
         self.tokens += grant.tokens
         return grant.wait_s

@@ -22,8 +22,15 @@ KEEP_ATTACHED_S = 2.0
 
 
 class ResultSink:
-    def __init__(self, store: StateStore, run_id: str, *, flush_rows: int = 2000, flush_interval_s: float = 0.25,
-                 keep_raw: bool = True) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        run_id: str,
+        *,
+        flush_rows: int = 2000,
+        flush_interval_s: float = 0.25,
+        keep_raw: bool = True,
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.flush_rows = flush_rows
@@ -35,30 +42,82 @@ class ResultSink:
         self._lock = asyncio.Lock()
         self.flushed = 0
 
-    def add_result(self, *, key: str, step: str, status: str, output: str | None, error_code: str | None,
-                   error: str | None, attempts: int, input_tokens: int, output_tokens: int,
-                   cost_usd: float) -> None:
-        values = (key, step, status, output, error_code, error, attempts, input_tokens, output_tokens,
-                  cost_usd, self.run_id)
+    def add_result(
+        self,
+        *,
+        key: str,
+        step: str,
+        status: str,
+        output: str | None,
+        error_code: str | None,
+        error: str | None,
+        attempts: int,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+    ) -> None:
+        values = (
+            key,
+            step,
+            status,
+            output,
+            error_code,
+            error,
+            attempts,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            self.run_id,
+        )
         for name, value in zip(self._results, values):
             self._results[name].append(value)
 
-    def add_attempt(self, *, key: str, attempt: int, outcome: str, status_code: int | None,
-                    error: str | None, duration_ms: int, raw: bytes | None = None, input_tokens: int = 0,
-                    output_tokens: int = 0, cost_usd: float = 0.0, estimated: bool = False, step: str | None = None,
-                    counted_input_tokens: int | None = None, feedback: str | None = None) -> None:
+    def add_attempt(
+        self,
+        *,
+        key: str,
+        attempt: int,
+        outcome: str,
+        status_code: int | None,
+        error: str | None,
+        duration_ms: int,
+        raw: bytes | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float = 0.0,
+        estimated: bool = False,
+        step: str | None = None,
+        counted_input_tokens: int | None = None,
+        feedback: str | None = None,
+    ) -> None:
         """One provider call of a row (see engine/recorder.py): billed tokens and cost, 0 when unanswered;
         `counted_input_tokens` is the plan's count of what was sent (None when the request differs)."""
         kept = raw if (raw and self.keep_raw) else None  # compressed by the flush, off the event loop
-        values = (key, self.run_id, attempt, outcome, status_code, error, duration_ms, kept, input_tokens,
-                  output_tokens, cost_usd, estimated, step, counted_input_tokens, feedback)
+        values = (
+            key,
+            self.run_id,
+            attempt,
+            outcome,
+            status_code,
+            error,
+            duration_ms,
+            kept,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            estimated,
+            step,
+            counted_input_tokens,
+            feedback,
+        )
         for name, value in zip(self._attempts, values):
             self._attempts[name].append(value)
 
     def due(self) -> bool:
         pending = len(self._results["request_key"])
         return pending >= self.flush_rows or (
-            pending > 0 and time.monotonic() - self._last_flush >= self.flush_interval_s)
+            pending > 0 and time.monotonic() - self._last_flush >= self.flush_interval_s
+        )
 
     def _take(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]] | None:
         if not self._results["request_key"] and not self._attempts["request_key"]:

@@ -34,12 +34,26 @@ def run_sql_step(plan: CompiledPlan, step: StepPlan, store: StateStore, run_id: 
     keys = [result_key(step, k, outputs[k]) if k in outputs else None for k in row_keys]
     answered = [(key, outputs[k]) for k, key in zip(row_keys, keys) if key is not None]
     n = len(answered)
-    results = pa.table({
-        "request_key": [a[0] for a in answered], "step": [step.name] * n, "status": ["succeeded"] * n,
-        "output": [a[1] for a in answered], "error_code": [None] * n, "error": [None] * n, "attempts": [0] * n,
-        "input_tokens": [0] * n, "output_tokens": [0] * n, "cost_usd": [0.0] * n, "run_id": [run_id] * n,
-    }, schema=RESULT_SCHEMA)
+    results = pa.table(
+        {
+            "request_key": [a[0] for a in answered],
+            "step": [step.name] * n,
+            "status": ["succeeded"] * n,
+            "output": [a[1] for a in answered],
+            "error_code": [None] * n,
+            "error": [None] * n,
+            "attempts": [0] * n,
+            "input_tokens": [0] * n,
+            "output_tokens": [0] * n,
+            "cost_usd": [0.0] * n,
+            "run_id": [run_id] * n,
+        },
+        schema=RESULT_SCHEMA,
+    )
     store.record_results(results, None)
-    store.add_run_requests(plan.job_id, step.name, pa.table({"row_key": pa.array(row_keys, pa.string()),
-                                                              "request_key": pa.array(keys, pa.string())}))
+    store.add_run_requests(
+        plan.job_id,
+        step.name,
+        pa.table({"row_key": pa.array(row_keys, pa.string()), "request_key": pa.array(keys, pa.string())}),
+    )
     return n, len(row_keys) - n

@@ -28,8 +28,15 @@ from batchor.state.cache import cached_mask, settled_failure_mask
 class StepWork:
     """Pending requests of one step of one job."""
 
-    def __init__(self, plan: CompiledPlan, step: StepPlan, store: StateStore, *, refresh: bool = False,
-                 retry_failed: bool = False) -> None:
+    def __init__(
+        self,
+        plan: CompiledPlan,
+        step: StepPlan,
+        store: StateStore,
+        *,
+        refresh: bool = False,
+        retry_failed: bool = False,
+    ) -> None:
         self.plan, self.step, self.store, self.refresh = plan, step, store, refresh
         self.retry_failed = retry_failed  # False: requests that failed for good earlier stay failed
         self.pending = PendingKeys()  # keys to send, in plan order
@@ -49,8 +56,9 @@ class StepWork:
         for row_keys, keys, _, _ in self._requests(with_messages=False):
             self.rows += len(keys)
             if record:
-                self.store.add_run_requests(self.plan.job_id, self.step.name,
-                                            pa.table({"row_key": row_keys, "request_key": keys}))
+                self.store.add_run_requests(
+                    self.plan.job_id, self.step.name, pa.table({"row_key": row_keys, "request_key": keys})
+                )
             self.skipped += keys.null_count
             present.append(keys.drop_null() if keys.null_count else keys)
         keys = pa.chunked_array(present, pa.string())

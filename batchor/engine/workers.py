@@ -58,8 +58,9 @@ def lease_seconds(limits: RunLimits) -> float:
 class SharedRun:
     """This process's membership in a run shared with other workers."""
 
-    def __init__(self, store: PostgresStore, run: RunRecord, progress: Progress, limits: RunLimits,
-                 emit: EventSink) -> None:
+    def __init__(
+        self, store: PostgresStore, run: RunRecord, progress: Progress, limits: RunLimits, emit: EventSink
+    ) -> None:
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.worker_id = f"{self.host}-{self.pid}-{uuid.uuid4().hex[:6]}"
         self.lease_s = lease_seconds(limits)
@@ -73,26 +74,45 @@ class SharedRun:
         self.budget: Budget = Budget(None)
 
     @classmethod
-    def join(cls, store: PostgresStore, run: RunRecord, progress: Progress, limits: RunLimits,
-             emit: EventSink, max_cost: float | None = None, budget_source: str = CLI_SOURCE) -> "SharedRun":
+    def join(
+        cls,
+        store: PostgresStore,
+        run: RunRecord,
+        progress: Progress,
+        limits: RunLimits,
+        emit: EventSink,
+        max_cost: float | None = None,
+        budget_source: str = CLI_SOURCE,
+    ) -> "SharedRun":
         shared = cls(store, run, progress, limits, emit)
         shared.run = shared.book.join_run(run, shared.host, shared.pid)
         limit = shared.book.set_budget(shared.run.run_id, max_cost)
-        shared.budget = (SharedBudget(shared.book, shared.run.run_id, limit, budget_source) if limit is not None
-                         else Budget(None))
+        shared.budget = (
+            SharedBudget(shared.book, shared.run.run_id, limit, budget_source) if limit is not None else Budget(None)
+        )
         shared._beat = threading.Thread(target=shared._heartbeat, name="batchor-heartbeat", daemon=True)
         shared._beat.start()
-        emit(Event("worker_joined", {"run_id": shared.run.run_id, "worker_id": shared.worker_id,
-                                     "lease_s": shared.lease_s}))
+        emit(
+            Event(
+                "worker_joined", {"run_id": shared.run.run_id, "worker_id": shared.worker_id, "lease_s": shared.lease_s}
+            )
+        )
         return shared
 
     # --- heartbeat -----------------------------------------------------------------------------
 
     def counters(self) -> dict[str, float]:
         p = self.progress
-        return {"requests": p.total, "succeeded": p.succeeded, "failed": p.failed, "cached": p.cached,
-                "skipped": p.skipped, "input_tokens": p.input_tokens, "output_tokens": p.output_tokens,
-                "cost_usd": p.cost_usd}
+        return {
+            "requests": p.total,
+            "succeeded": p.succeeded,
+            "failed": p.failed,
+            "cached": p.cached,
+            "skipped": p.skipped,
+            "input_tokens": p.input_tokens,
+            "output_tokens": p.output_tokens,
+            "cost_usd": p.cost_usd,
+        }
 
     def _heartbeat(self) -> None:
         interval = wait = self.lease_s / 3
@@ -138,8 +158,13 @@ class SharedRun:
 
     # --- one wave ------------------------------------------------------------------------------
 
-    async def run_wave(self, works: list[StepWork], realtime: Callable[[Iterator[WorkItem]], Awaitable[None]],
-                       batches: Callable[[list[StepWork]], Awaitable[None]], stop: StopSignal) -> None:
+    async def run_wave(
+        self,
+        works: list[StepWork],
+        realtime: Callable[[Iterator[WorkItem]], Awaitable[None]],
+        batches: Callable[[list[StepWork]], Awaitable[None]],
+        stop: StopSignal,
+    ) -> None:
         """Claim and run slices of the wave until nothing is pending or held by other live workers."""
         await asyncio.to_thread(refuse_batched_rows, self.book.store, works)
         await asyncio.to_thread(self._enqueue, works)
@@ -160,8 +185,9 @@ class SharedRun:
     def _enqueue(self, works: list[StepWork]) -> None:
         for work in works:
             if work.pending:
-                self.book.enqueue(self.run.run_id, work.step.name, work.pending,
-                                  widens=work.refresh or work.retry_failed)
+                self.book.enqueue(
+                    self.run.run_id, work.step.name, work.pending, widens=work.refresh or work.retry_failed
+                )
 
     async def _wait_for_others(self, steps: list[str], stop: StopSignal) -> bool:
         """True when items became claimable (a lease expired); False when the wave is done."""
@@ -230,8 +256,9 @@ class SharedRun:
     def limiter(self, local: Any, runtimes: dict[str, Any]) -> SharedRateLimiter:
         """A limiter drawing from the shared bucket of these models (keyed by provider:model)."""
         models = sorted({f"{r.plan.provider}:{r.plan.model}" for r in runtimes.values()})
-        return SharedRateLimiter(self.book, "+".join(models), self.limits.rpm, self.limits.tpm,
-                                 sleep=getattr(local, "sleep", asyncio.sleep))
+        return SharedRateLimiter(
+            self.book, "+".join(models), self.limits.rpm, self.limits.tpm, sleep=getattr(local, "sleep", asyncio.sleep)
+        )
 
 
 class Slices:

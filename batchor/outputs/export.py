@@ -32,8 +32,12 @@ from batchor.schema.core import flatten_fields
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore
 
-_COPY_OPTIONS = {"csv": "(FORMAT csv, HEADER true)", "tsv": "(FORMAT csv, HEADER true, DELIMITER '\t')",
-                 "parquet": "(FORMAT parquet, COMPRESSION zstd)", "jsonl": "(FORMAT json)"}
+_COPY_OPTIONS = {
+    "csv": "(FORMAT csv, HEADER true)",
+    "tsv": "(FORMAT csv, HEADER true, DELIMITER '\t')",
+    "parquet": "(FORMAT parquet, COMPRESSION zstd)",
+    "jsonl": "(FORMAT json)",
+}
 _CASTS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN"}
 _RESULT = "__res_{}"  # struct column of `rows` holding step i's result for the row
 _TEXT_FORMATS = ("csv", "tsv")  # formats whose vectors stay JSON text
@@ -105,13 +109,18 @@ def _status_sql(aliases: list[str]) -> str:
     pending = " OR ".join(f"({a}.request_key IS NOT NULL AND {a}.status IS NULL)" for a in aliases)
     unmapped = " OR ".join(f"{a}.row_key IS NULL" for a in aliases)
     skipped = " AND ".join(f"{a}.request_key IS NULL" for a in aliases)
-    return (f"CASE WHEN {failed} THEN 'failed' WHEN {pending} OR {unmapped} THEN 'pending' "
-            f"WHEN {skipped} THEN 'skipped' ELSE 'succeeded' END")
+    return (
+        f"CASE WHEN {failed} THEN 'failed' WHEN {pending} OR {unmapped} THEN 'pending' "
+        f"WHEN {skipped} THEN 'skipped' ELSE 'succeeded' END"
+    )
 
 
 def _error_sql(steps: list[StepPlan], aliases: list[str]) -> str:
-    parts = [f"CASE WHEN {a}.status = 'failed' THEN '{s.name}: ' || coalesce({a}.error_code, '') || ': ' "
-             f"|| coalesce({a}.error, '') END" for s, a in zip(steps, aliases)]
+    parts = [
+        f"CASE WHEN {a}.status = 'failed' THEN '{s.name}: ' || coalesce({a}.error_code, '') || ': ' "
+        f"|| coalesce({a}.error, '') END"
+        for s, a in zip(steps, aliases)
+    ]
     return f"NULLIF(concat_ws(' | ', {', '.join(parts)}), '')"
 
 
@@ -143,8 +152,9 @@ def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None
     return _write(plan, store, path, fmt, counted=False)[0]
 
 
-def write_output_and_count(plan: CompiledPlan, store: StateStore,
-                           path: Path | None = None) -> tuple[Path, dict[str, int]]:
+def write_output_and_count(
+    plan: CompiledPlan, store: StateStore, path: Path | None = None
+) -> tuple[Path, dict[str, int]]:
     """`write_output`, then `row_counts` of the rows it wrote (what an apply ends with). A small
     job's rows and results are read from the state once, as a table of a few thousand rows, for
     both (the second read was ~8 % of a 20-row apply's CPU); a big job's are streamed twice."""
@@ -153,8 +163,9 @@ def write_output_and_count(plan: CompiledPlan, store: StateStore,
     return _write(plan, store, path, None, counted=True)
 
 
-def _write(plan: CompiledPlan, store: StateStore, path: Path | None, fmt: str | None,
-           counted: bool) -> tuple[Path, dict[str, int]]:
+def _write(
+    plan: CompiledPlan, store: StateStore, path: Path | None, fmt: str | None, counted: bool
+) -> tuple[Path, dict[str, int]]:
     """Write the output file; with `counted` (small jobs only) also count its rows by status."""
     target = Path(path or plan.header.output.path)
     fmt = fmt or (_format_of_flag(target) if path else None) or plan.header.output.format
@@ -170,9 +181,11 @@ def _write(plan: CompiledPlan, store: StateStore, path: Path | None, fmt: str | 
             _copy(db, query, tmp, fmt)
             os.replace(tmp, target)
         except (duckdb.Error, OSError) as exc:
-            raise OutputError(f"cannot write output {target}: {str(exc).splitlines()[0][:300]}",
-                              hint="free disk space or fix permissions; results are safe in the state, "
-                                   "re-run apply (or `batchor export`) to write the file") from None
+            raise OutputError(
+                f"cannot write output {target}: {str(exc).splitlines()[0][:300]}",
+                hint="free disk space or fix permissions; results are safe in the state, "
+                "re-run apply (or `batchor export`) to write the file",
+            ) from None
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -327,8 +340,9 @@ def _element_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.Table:
 def _elements(result: pa.Table) -> pa.Table:
     """A fan-out step's stored lists as one row per element: parent key, n, element key and JSON."""
     parent, n, key, element = [], [], [], []
-    for row_key, status, output in zip(result.column("row_key").to_pylist(), result.column("status").to_pylist(),
-                                       result.column("output").to_pylist()):
+    for row_key, status, output in zip(
+        result.column("row_key").to_pylist(), result.column("status").to_pylist(), result.column("output").to_pylist()
+    ):
         if status != "succeeded" or output is None:
             continue
         for i, item in enumerate(json.loads(output), 1):
@@ -336,8 +350,14 @@ def _elements(result: pa.Table) -> pa.Table:
             n.append(i)
             key.append(element_key(row_key, i))
             element.append(json.dumps(item, ensure_ascii=False, separators=(",", ":")))
-    return pa.table({"parent": pa.array(parent, pa.string()), "n": pa.array(n, pa.int64()),
-                     "key": pa.array(key, pa.string()), "element": pa.array(element, pa.string())})
+    return pa.table(
+        {
+            "parent": pa.array(parent, pa.string()),
+            "n": pa.array(n, pa.int64()),
+            "key": pa.array(key, pa.string()),
+            "element": pa.array(element, pa.string()),
+        }
+    )
 
 
 def _align(result: pa.Table, row_keys: pa.ChunkedArray) -> pa.Table:
@@ -363,8 +383,16 @@ def _chain(first: pa.RecordBatch, rest: Any) -> Any:
 
 def format_for(path: Path) -> str | None:
     """Output format from a file extension (None when it says nothing)."""
-    return {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl",
-            ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}.get(path.suffix.lower())
+    return {
+        ".csv": "csv",
+        ".tsv": "tsv",
+        ".parquet": "parquet",
+        ".pq": "parquet",
+        ".jsonl": "jsonl",
+        ".ndjson": "jsonl",
+        ".json": "jsonl",
+        ".duckdb": "duckdb",
+    }.get(path.suffix.lower())
 
 
 def _format_of_flag(path: Path) -> str:
@@ -372,8 +400,10 @@ def _format_of_flag(path: Path) -> str:
     none is refused, rather than written in the spec's format under a name that says otherwise."""
     fmt = format_for(path)
     if fmt is None:
-        raise UsageError(f"--output {path}: cannot tell the format from '{path.suffix or path.name}'",
-                         hint="use .csv, .tsv, .parquet, .jsonl or .duckdb")
+        raise UsageError(
+            f"--output {path}: cannot tell the format from '{path.suffix or path.name}'",
+            hint="use .csv, .tsv, .parquet, .jsonl or .duckdb",
+        )
     return fmt
 
 
@@ -391,8 +421,9 @@ def _check_target(target: Path) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"cannot create output folder {target.parent}: {exc.strerror}",
-                          hint="fix output.path or permissions") from None
+        raise OutputError(
+            f"cannot create output folder {target.parent}: {exc.strerror}", hint="fix output.path or permissions"
+        ) from None
     if not os.access(target.parent, os.W_OK):
         raise OutputError(f"output folder {target.parent} is not writable", hint="fix permissions or output.path")
 

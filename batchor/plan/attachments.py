@@ -60,8 +60,9 @@ def input_folder(base_dir: Path, input_path: str) -> Path:
 
 def describe_row(values: list[Any], row_key: str, ctx: AttachmentContext) -> list[dict[str, Any]]:
     """References for one row's attachment values; error references where something is wrong."""
-    refs = [_reference(value, f"row {row_key}: attachment {i + 1} ({_shown(value)})", ctx)
-            for i, value in enumerate(values)]
+    refs = [
+        _reference(value, f"row {row_key}: attachment {i + 1} ({_shown(value)})", ctx) for i, value in enumerate(values)
+    ]
     good = [r for r in refs if "error" not in r and not is_text(r)]  # a PDF's text is no file
     problem = request_problem(limits_for(ctx.provider), good, ctx.provider) if ctx.check_limits else None
     if problem is not None:
@@ -72,8 +73,9 @@ def describe_row(values: list[Any], row_key: str, ctx: AttachmentContext) -> lis
 def keyed_view(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What of each reference goes into the request key: content hash and type, or the URL, or
     the error; never the path or the inline data (the hash stands for them)."""
-    return [{k: v for k, v in ref.items() if k in ("sha256", "media_type", "url", "error", "detail", "as")}
-            for ref in refs]
+    return [
+        {k: v for k, v in ref.items() if k in ("sha256", "media_type", "url", "error", "detail", "as")} for ref in refs
+    ]
 
 
 def _reference(value: Any, where: str, ctx: AttachmentContext) -> dict[str, Any]:
@@ -84,8 +86,11 @@ def _reference(value: Any, where: str, ctx: AttachmentContext) -> dict[str, Any]
     text = value.strip()
     if text.lower().startswith("https://"):
         if ctx.pdf_text and _url_type(text) == PDF:
-            return _error("attachment_unsupported", f"{where}: a PDF URL cannot be sent as text (batchor never "
-                          "downloads files): give a local path, or use `pdf: native`")
+            return _error(
+                "attachment_unsupported",
+                f"{where}: a PDF URL cannot be sent as text (batchor never "
+                "downloads files): give a local path, or use `pdf: native`",
+            )
         return _checked({"media_type": _url_type(text), "url": text}, where, ctx)
     if text.lower().startswith("http://"):
         return _error("attachment_unsupported", f"{where}: only https:// URLs are sent (never plain http)")
@@ -159,8 +164,10 @@ def _described(info: MediaInfo, digest: str, size: int, location: dict[str, Any]
 
 def _checked(ref: dict[str, Any], where: str, ctx: AttachmentContext) -> dict[str, Any]:
     if ref["media_type"] is None:
-        return _error("attachment_unsupported", f"{where}: the URL does not end in .png, .jpg, .jpeg, .gif, "
-                      ".webp or .pdf, so its type is unknown")
+        return _error(
+            "attachment_unsupported",
+            f"{where}: the URL does not end in .png, .jpg, .jpeg, .gif, .webp or .pdf, so its type is unknown",
+        )
     problem = file_problem(limits_for(ctx.provider), ref, ctx.provider) if ctx.check_limits else None
     if problem is None:
         return ref
@@ -168,8 +175,14 @@ def _checked(ref: dict[str, Any], where: str, ctx: AttachmentContext) -> dict[st
     return _error(code, f"{where}: {problem}")
 
 
-_URL_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
-              ".webp": "image/webp", ".pdf": "application/pdf"}
+_URL_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".pdf": "application/pdf",
+}
 
 
 def _url_type(url: str) -> str | None:
@@ -188,7 +201,8 @@ def _shown(value: Any) -> str:
 
 
 _ERRORS: dict[str, type[AttachmentError]] = {
-    "attachment_missing": AttachmentMissingError, "attachment_unsupported": AttachmentUnsupportedError,
+    "attachment_missing": AttachmentMissingError,
+    "attachment_unsupported": AttachmentUnsupportedError,
     "attachment_too_large": AttachmentTooLargeError,
 }
 
@@ -210,9 +224,12 @@ def _load_one(ref: dict[str, Any]) -> Attachment:
     try:
         data = Path(ref["path"]).read_bytes()
     except OSError as exc:
-        raise AttachmentMissingError(f"attachment {ref['path']} cannot be read since the plan: "
-                                     f"{exc.strerror or exc} (not sent)") from None
+        raise AttachmentMissingError(
+            f"attachment {ref['path']} cannot be read since the plan: {exc.strerror or exc} (not sent)"
+        ) from None
     if hashlib.sha256(data).hexdigest() != ref["sha256"]:
-        raise AttachmentChangedError(f"attachment {ref['path']} changed since the plan (not sent)",
-                                     hint="run `batchor plan` again to send the new content")
+        raise AttachmentChangedError(
+            f"attachment {ref['path']} changed since the plan (not sent)",
+            hint="run `batchor plan` again to send the new content",
+        )
     return Attachment(ref["media_type"], data=data)

@@ -85,23 +85,32 @@ class Calibration:
         return self.spent + self.expected, self.spent + self.low, self.spent + self.high
 
 
-def calibrate(header: PlanHeader, stats: dict[str, KeyStats],
-              inputs: dict[str, InputCalibration] | None = None) -> Calibration:
+def calibrate(
+    header: PlanHeader, stats: dict[str, KeyStats], inputs: dict[str, InputCalibration] | None = None
+) -> Calibration:
     """Every LLM step's interval and the total's (steps' errors independent, so variances add).
     `inputs`: per `provider:model`, the input calibration behind a `calibrated` input count."""
     inputs = inputs or {}
     attempts = int(header.limits.get("max_attempts") or 1)
     truncations = header.limits.get("on_truncation") == "reask"
-    steps = tuple(_interval(step, _measured(step, stats.get(step.length_key), truncations),
-                            inputs.get(f"{step.provider}:{step.model}"), attempts)
-                  for step in header.steps if step.provider != "sql")
+    steps = tuple(
+        _interval(
+            step,
+            _measured(step, stats.get(step.length_key), truncations),
+            inputs.get(f"{step.provider}:{step.model}"),
+            attempts,
+        )
+        for step in header.steps
+        if step.provider != "sql"
+    )
     expected = sum(s.expected for s in steps)
-    squares = sum(s.half ** 2 for s in steps)
+    squares = sum(s.half**2 for s in steps)
     half = math.sqrt(squares)
-    shift = sum(s.shift * s.half ** 2 for s in steps) / squares if squares else 0.0
-    above = math.sqrt(squares + sum(s.unseen ** 2 for s in steps))
-    return Calibration(steps, expected, max(0.0, expected - half + shift), expected + above + shift,
-                       header.totals.cost_upper)
+    shift = sum(s.shift * s.half**2 for s in steps) / squares if squares else 0.0
+    above = math.sqrt(squares + sum(s.unseen**2 for s in steps))
+    return Calibration(
+        steps, expected, max(0.0, expected - half + shift), expected + above + shift, header.totals.cost_upper
+    )
 
 
 def _measured(step: StepPlan, stats: KeyStats | None, reask_truncated: bool = False) -> OutputStats:
@@ -112,8 +121,9 @@ def _measured(step: StepPlan, stats: KeyStats | None, reask_truncated: bool = Fa
     return stats.total.truncations_reasked() if reask_truncated else stats.total
 
 
-def _interval(step: StepPlan, measured: OutputStats, inputs: InputCalibration | None = None,
-              max_attempts: int = 1) -> StepInterval:
+def _interval(
+    step: StepPlan, measured: OutputStats, inputs: InputCalibration | None = None, max_attempts: int = 1
+) -> StepInterval:
     counts = step.counts
     reasks = measured.reasks_per_request(max_attempts)
     tokens_each = output_per_request(step)
@@ -131,15 +141,32 @@ def _interval(step: StepPlan, measured: OutputStats, inputs: InputCalibration | 
         per_request = counts.cost_expected / requests
         in_var = _input_variance(step, price, requests, inputs)
         run_var = _selectivity_variance(step, evaluated, requests) + _run_count_variance(step, requests)
-        half = Z90 * math.sqrt(out_var + in_var + run_var * per_request ** 2
-                               + _reask_variance(step, price, measured, requests, max_attempts))
-        unseen = unseen_reasks(step, measured, max_attempts) * requests * _reask_cost(step, price, measured,
-                                                                                      max_attempts, requests)
+        half = Z90 * math.sqrt(
+            out_var + in_var + run_var * per_request**2 + _reask_variance(step, price, measured, requests, max_attempts)
+        )
+        unseen = (
+            unseen_reasks(step, measured, max_attempts)
+            * requests
+            * _reask_cost(step, price, measured, max_attempts, requests)
+        )
     expected = counts.cost_expected
-    high = expected + math.sqrt(half ** 2 + unseen ** 2) + shift
-    return StepInterval(step.name, requests, expected, max(0.0, expected - half + shift), high,
-                        measured, step.output_source, evaluated, ran, counts.when_source, half, shift, reasks,
-                        unseen)
+    high = expected + math.sqrt(half**2 + unseen**2) + shift
+    return StepInterval(
+        step.name,
+        requests,
+        expected,
+        max(0.0, expected - half + shift),
+        high,
+        measured,
+        step.output_source,
+        evaluated,
+        ran,
+        counts.when_source,
+        half,
+        shift,
+        reasks,
+        unseen,
+    )
 
 
 def unseen_reasks(step: StepPlan, measured: OutputStats, max_attempts: int) -> float:
@@ -152,18 +179,18 @@ def unseen_reasks(step: StepPlan, measured: OutputStats, max_attempts: int) -> f
     return min(1.0, 3 / measured.first_asks)
 
 
-def _reask_variance(step: StepPlan, price: ModelPrice, measured: OutputStats, requests: float,
-                    max_attempts: int) -> float:
+def _reask_variance(
+    step: StepPlan, price: ModelPrice, measured: OutputStats, requests: float, max_attempts: int
+) -> float:
     """Variance of the rest's cost from how many re-asks it sends: the error of the rejection shares
     measured (R^2 var(q) C^2) plus the requests' own spread (R var(K) C^2), C what one re-ask costs."""
     own, error = measured.reask_spread(max_attempts)
     if not (own or error) or not step.counts.to_run:
         return 0.0
-    return (requests ** 2 * error + requests * own) * _reask_cost(step, price, measured, max_attempts, requests) ** 2
+    return (requests**2 * error + requests * own) * _reask_cost(step, price, measured, max_attempts, requests) ** 2
 
 
-def _reask_cost(step: StepPlan, price: ModelPrice, measured: OutputStats, max_attempts: int,
-                requests: float) -> float:
+def _reask_cost(step: StepPlan, price: ModelPrice, measured: OutputStats, max_attempts: int, requests: float) -> float:
     """What one re-ask costs: its request's input again, the rejected answer and the feedback, and
     a new answer (the first ask's where no re-ask was answered yet)."""
     asks = _counted_requests(step, requests)
@@ -171,15 +198,21 @@ def _reask_cost(step: StepPlan, price: ModelPrice, measured: OutputStats, max_at
         return 0.0
     planned = step.counts.input_tokens - asks * step.reask_input_tokens
     first_in = planned / asks / (1.0 + measured.reasks_per_request(max_attempts))
-    return price.cost(round(1_000 * (first_in + measured.reask_input_each)),
-                      round(1_000 * measured.reask_tokens_each), batch=step.mode == "batch") / 1_000
+    return (
+        price.cost(
+            round(1_000 * (first_in + measured.reask_input_each)),
+            round(1_000 * measured.reask_tokens_each),
+            batch=step.mode == "batch",
+        )
+        / 1_000
+    )
 
 
 SKEW_LIMIT = 3.0
 """The sample skewness used at most (either sign): a few answers far from the rest can give a wild
 figure (a bimodal sample), and a larger shift than this would move the interval off the estimate."""
 
-SECOND_ORDER = 5 * Z90 * (4 * Z90 ** 2 - 1) / 72
+SECOND_ORDER = 5 * Z90 * (4 * Z90**2 - 1) / 72
 """The studentized mean's 90 % quantiles move out by SECOND_ORDER G^2 / n beyond Student's t
 (Cornish-Fisher, second order; Hall 1992, 2.6: from p1 p1' - z p1^2 / 2 - p2). Its kurtosis term,
 z (3 - z^2) kappa / 12, is 0.04 kappa: at 90 % z^2 is close to 3, so the answers' kurtosis is left out."""
@@ -196,9 +229,9 @@ def output_spread(measured: OutputStats, requests: float, sd: float) -> tuple[fl
     n^2) mu_3, the same as R new draws give, so the formula holds for the rest as it is."""
     n = measured.answers
     small = (mean_quantile(measured) / Z90) ** 2  # the mean's error at its own quantile, as a share of Z90's
-    variance = (small * requests ** 2 / n + requests) * sd ** 2
+    variance = (small * requests**2 / n + requests) * sd**2
     skew = capped_skewness(measured)
-    return variance, skew * sd * (requests * (2 * Z90 ** 2 + 1) / (6 * n) + (Z90 ** 2 - 1) / 6)
+    return variance, skew * sd * (requests * (2 * Z90**2 + 1) / (6 * n) + (Z90**2 - 1) / 6)
 
 
 def mean_quantile(measured: OutputStats) -> float:
@@ -221,8 +254,12 @@ def capped_skewness(measured: OutputStats) -> float:
     if n < 3:
         return 0.0
     skew, grown = measured.skewness, math.expm1(measured.log_variance)
-    if (skew > 0 and grown > 0 and abs(measured.log_skewness) < Z90 * math.sqrt(6 / n)
-            and measured.stdev >= 0.5 * measured.mean * math.sqrt(grown)):
+    if (
+        skew > 0
+        and grown > 0
+        and abs(measured.log_skewness) < Z90 * math.sqrt(6 / n)
+        and measured.stdev >= 0.5 * measured.mean * math.sqrt(grown)
+    ):
         skew = max(skew, (grown + 3) * math.sqrt(grown))
     return max(-SKEW_LIMIT, min(SKEW_LIMIT, skew))
 
@@ -235,7 +272,7 @@ def mean_ends(measured: OutputStats) -> tuple[float, float] | None:
     if n < 2 or mean <= 0:
         return None
     half = mean_quantile(measured) * measured.stdev / math.sqrt(n)
-    shift = capped_skewness(measured) * measured.stdev * (2 * Z90 ** 2 + 1) / (6 * n)
+    shift = capped_skewness(measured) * measured.stdev * (2 * Z90**2 + 1) / (6 * n)
     return max(0.0, half - shift) / mean, (half + shift) / mean
 
 
@@ -247,7 +284,7 @@ def t90(freedom: int) -> float:
     if freedom < len(T90_FEW):
         return T90_FEW[freedom]
     z, v = Z90, float(freedom)
-    return z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v * v)
+    return z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v * v)
 
 
 def _input_variance(step: StepPlan, price: ModelPrice, requests: float, inputs: InputCalibration | None) -> float:
@@ -273,9 +310,9 @@ def _selectivity_variance(step: StepPlan, evaluated: int, requests: float) -> fl
     share of few rows near 0 or 1 is less sure than p(1-p)/n says (17 of 17 is not certainty)."""
     if not evaluated or not step.counts.projected or step.counts.when_decided:
         return 0.0  # a `when:` that reads only the row was decided for every row: no selectivity error
-    n = evaluated + Z90 ** 2
-    p = (_run_share(step, requests) * evaluated + Z90 ** 2 / 2) / n
-    return step.counts.projected ** 2 * p * (1 - p) / n
+    n = evaluated + Z90**2
+    p = (_run_share(step, requests) * evaluated + Z90**2 / 2) / n
+    return step.counts.projected**2 * p * (1 - p) / n
 
 
 def _run_count_variance(step: StepPlan, requests: float) -> float:
@@ -299,17 +336,22 @@ def calibration_lines(calibration: Calibration, rehearsal: bool = False) -> list
 
     note = " (REHEARSAL numbers: --mock answers, not the model's)" if rehearsal else ""
     rest = (calibration.expected, calibration.low, calibration.high)
-    lines = [f"Calibrated plan{note}:",
-             f"  cost        {money(rest[0])} expected, 90% interval {interval_text(*rest)}{_unmeasured(calibration)} "
-             f"(at most {money(calibration.upper)}, one attempt per request)"]
+    lines = [
+        f"Calibrated plan{note}:",
+        f"  cost        {money(rest[0])} expected, 90% interval {interval_text(*rest)}{_unmeasured(calibration)} "
+        f"(at most {money(calibration.upper)}, one attempt per request)",
+    ]
     if calibration.spent:
         job = calibration.job
-        lines.append(f"  whole job   {money(job[0])} expected, 90% interval {interval_text(*job)}"
-                     f"{_unmeasured(calibration)} (the pilots' {money(calibration.spent)} spent on its rows, "
-                     "cached, plus the rest's)")
+        lines.append(
+            f"  whole job   {money(job[0])} expected, 90% interval {interval_text(*job)}"
+            f"{_unmeasured(calibration)} (the pilots' {money(calibration.spent)} spent on its rows, "
+            "cached, plus the rest's)"
+        )
     for s in calibration.steps:
-        lines.append(f"  step {s.step}: {money(s.expected)} ({interval_text(s.expected, s.low, s.high)}); "
-                     f"{_measured_text(s)}")
+        lines.append(
+            f"  step {s.step}: {money(s.expected)} ({interval_text(s.expected, s.low, s.high)}); {_measured_text(s)}"
+        )
     return lines
 
 
@@ -333,30 +375,49 @@ def _unmeasured(calibration: Calibration) -> str:
 def _measured_text(s: StepInterval) -> str:
     m = s.measured
     if not m.answers and m.first_asks:
-        parts = [f"{s.source}: all {m.first_asks:,} first asks rejected or failed, {m.reasks:,} re-asks "
-                 f"({m.reasks_rejected:,} rejected again): no answer to learn from, no interval; check the "
-                 "prompt and the schema"]
+        parts = [
+            f"{s.source}: all {m.first_asks:,} first asks rejected or failed, {m.reasks:,} re-asks "
+            f"({m.reasks_rejected:,} rejected again): no answer to learn from, no interval; check the "
+            "prompt and the schema"
+        ]
     elif not m.answers:
         parts = [f"{s.source}: too few answers to learn from, no interval"]
     else:
         parts = [f"{s.source}, ~{m.mean:,.0f} output tokens each (sd {m.stdev:,.0f})", f"re-asks {s.reask_rate:.0%}"]
         if s.unseen:
-            parts[-1] += (f" (none in {m.first_asks:,} first asks; the upper end allows up to "
-                          f"{min(1.0, 3 / m.first_asks):.0%})")
+            parts[-1] += (
+                f" (none in {m.first_asks:,} first asks; the upper end allows up to {min(1.0, 3 / m.first_asks):.0%})"
+            )
     if s.selectivity is not None:
-        parts.append(f"when: runs on {s.ran:,} of {s.evaluated:,} rows evaluated ({s.selectivity:.0%}; "
-                     f"{s.when_source})")
+        parts.append(
+            f"when: runs on {s.ran:,} of {s.evaluated:,} rows evaluated ({s.selectivity:.0%}; {s.when_source})"
+        )
     return ", ".join(parts)
 
 
 def calibration_dict(calibration: Calibration) -> dict[str, object]:
     """The calibrated plan as JSON (plan --pilot --json)."""
     expected, low, high = calibration.job
-    return {"expected_usd": calibration.expected, "interval_90": [calibration.low, calibration.high],
-            "upper_usd": calibration.upper, "spent_usd": calibration.spent,
-            "job": {"expected_usd": expected, "interval_90": [low, high]},
-            "steps": [{"step": s.step, "requests": s.requests, "expected_usd": s.expected,
-                       "interval_90": [s.low, s.high], "source": s.source, "answers": s.measured.answers,
-                       "mean_output_tokens": s.measured.mean, "stdev_output_tokens": s.measured.stdev,
-                       "reask_rate": s.reask_rate, "selectivity": s.selectivity, "when_source": s.when_source}
-                      for s in calibration.steps]}
+    return {
+        "expected_usd": calibration.expected,
+        "interval_90": [calibration.low, calibration.high],
+        "upper_usd": calibration.upper,
+        "spent_usd": calibration.spent,
+        "job": {"expected_usd": expected, "interval_90": [low, high]},
+        "steps": [
+            {
+                "step": s.step,
+                "requests": s.requests,
+                "expected_usd": s.expected,
+                "interval_90": [s.low, s.high],
+                "source": s.source,
+                "answers": s.measured.answers,
+                "mean_output_tokens": s.measured.mean,
+                "stdev_output_tokens": s.measured.stdev,
+                "reask_rate": s.reask_rate,
+                "selectivity": s.selectivity,
+                "when_source": s.when_source,
+            }
+            for s in calibration.steps
+        ],
+    }

@@ -59,8 +59,9 @@ def rendered_changes(now: pa.Table, step: StepPlan, state: StateStore, name: str
     return _tally_causes(step, plans, by_job)
 
 
-def projected_changes(row_keys: pa.ChunkedArray, step: StepPlan, state: StateStore, name: str,
-                      job_id: str) -> dict[str, int]:
+def projected_changes(
+    row_keys: pa.ChunkedArray, step: StepPlan, state: StateStore, name: str, job_id: str
+) -> dict[str, int]:
     """Rows of a step whose upstream answers are not known yet (so their requests cannot be
     rendered) that an earlier job of this spec answered: they are asked again, for certain when
     the step itself changed (cause: what differs), else if an upstream answer turns out different
@@ -79,8 +80,9 @@ def projected_changes(row_keys: pa.ChunkedArray, step: StepPlan, state: StateSto
     return {f"{cause}{PROJECTED}": n for cause, n in causes.items()}
 
 
-_EARLIER = ("FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
-            "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)")
+_EARLIER = (
+    "FROM job_requests j WHERE j.step = ? AND j.job_id <> ? AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)"
+)
 
 
 def _sent_before(state: StateStore, step: StepPlan, name: str, job_id: str) -> bool:
@@ -88,23 +90,30 @@ def _sent_before(state: StateStore, step: StepPlan, name: str, job_id: str) -> b
     return bool(state.execute(f"SELECT 1 {_EARLIER} LIMIT 1", [step.name, job_id, name]))
 
 
-def _earlier_requests(state: StateStore, step: StepPlan, name: str,
-                      job_id: str) -> tuple[pa.Table | None, dict[str, tuple[int, str | None]]]:
+def _earlier_requests(
+    state: StateStore, step: StepPlan, name: str, job_id: str
+) -> tuple[pa.Table | None, dict[str, tuple[int, str | None]]]:
     """(row_key, request_key, job_id, recency) of the step's requests in earlier jobs of the spec."""
-    previous = state.execute(f"SELECT DISTINCT j.row_key, j.request_key, j.job_id {_EARLIER}",
-                             [step.name, job_id, name])
+    previous = state.execute(
+        f"SELECT DISTINCT j.row_key, j.request_key, j.job_id {_EARLIER}", [step.name, job_id, name]
+    )
     if not previous:
         return None, {}
     plans = _latest_plans(state, name)
-    before = pa.table({"row_key": pa.array([r[0] for r in previous], pa.string()),
-                       "request_key": pa.array([r[1] for r in previous], pa.string()),
-                       "job_id": pa.array([r[2] for r in previous], pa.string()),
-                       "recency": pa.array([plans.get(r[2], (0, None))[0] for r in previous], pa.int64())})
+    before = pa.table(
+        {
+            "row_key": pa.array([r[0] for r in previous], pa.string()),
+            "request_key": pa.array([r[1] for r in previous], pa.string()),
+            "job_id": pa.array([r[2] for r in previous], pa.string()),
+            "recency": pa.array([plans.get(r[2], (0, None))[0] for r in previous], pa.int64()),
+        }
+    )
     return before, plans
 
 
-def _tally_causes(step: StepPlan, plans: dict[str, tuple[int, str | None]], by_job: list[Any],
-                  unchanged: str = "row values") -> dict[str, int]:
+def _tally_causes(
+    step: StepPlan, plans: dict[str, tuple[int, str | None]], by_job: list[Any], unchanged: str = "row values"
+) -> dict[str, int]:
     causes: dict[str, int] = {}
     for earlier_job, count in by_job:
         cause = _cause(step, plans.get(earlier_job, (0, None))[1], unchanged)
@@ -152,8 +161,12 @@ def step_differences(step: StepPlan, earlier: StepPlan) -> list[str]:
     return [cause for cause, fields in _CAUSES if any(getattr(step, f) != getattr(earlier, f) for f in fields)]
 
 
-_CAUSES = (("template", ("system", "prompt")), ("model", ("provider", "model", "endpoint", "api")),
-           ("params", ("params",)), ("schema", ("sent_schema", "strict")))
+_CAUSES = (
+    ("template", ("system", "prompt")),
+    ("model", ("provider", "model", "endpoint", "api")),
+    ("params", ("params",)),
+    ("schema", ("sent_schema", "strict")),
+)
 
 
 def _earlier_step(plan_path: str | None, name: str) -> StepPlan | None:
@@ -175,7 +188,9 @@ def changed_samples(plan: Any, step: StepPlan, state: StateStore, count: int) ->
     name, job_id = plan.header.name, plan.job_id
     previous = state.execute(
         "SELECT j.row_key, j.request_key, j.job_id FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
-        "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)", [step.name, job_id, name])
+        "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)",
+        [step.name, job_id, name],
+    )
     plans = _latest_plans(state, name)
     latest: dict[str, tuple[str, str]] = {}
     for row_key, key, job in sorted(previous, key=lambda r: plans.get(r[2], (0, None))[0]):
@@ -188,8 +203,13 @@ def changed_samples(plan: Any, step: StepPlan, state: StateStore, count: int) ->
             if key is None or before is None or before[0] == key or len(samples) >= count:
                 continue
             earlier_plan = plans.get(before[1], (0, None))[1]
-            samples.append({"row_key": row_key, "after": request_view(step, json.loads(body)),
-                            "before": _earlier_request(earlier_plan, step.name, row_key)})
+            samples.append(
+                {
+                    "row_key": row_key,
+                    "after": request_view(step, json.loads(body)),
+                    "before": _earlier_request(earlier_plan, step.name, row_key),
+                }
+            )
         if len(samples) >= count:
             break
     return samples
@@ -214,8 +234,11 @@ def changed_settings(plan: Any, step: StepPlan, state: StateStore) -> dict[str, 
         return None
     latest = max(before.column("job_id").to_pylist(), key=lambda job: plans.get(job, (0, None))[0])
     earlier = _earlier_step(plans.get(latest, (0, None))[1], step.name)
-    return None if earlier is None else {"row_key": None,
-                                         "before": request_view(earlier, None), "after": request_view(step, None)}
+    return (
+        None
+        if earlier is None
+        else {"row_key": None, "before": request_view(earlier, None), "after": request_view(step, None)}
+    )
 
 
 def _earlier_request(plan_path: str | None, step: str, row_key: str) -> dict[str, Any] | None:

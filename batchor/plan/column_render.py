@@ -41,16 +41,11 @@ class ColumnTemplate:
         """The rendered text per row, or one str when the template uses no column."""
         if not self.columns:
             return "".join(text for _, text in self.parts)
-        return _join(
-            [_text_column(batch, text) if is_col else text for is_col, text in self.parts], batch
-        )
+        return _join([_text_column(batch, text) if is_col else text for is_col, text in self.parts], batch)
 
     def render_json(self, batch: pa.RecordBatch) -> list[pa.Array | str]:
         """JSON-escaped pieces (no quotes) whose concatenation is the escaped rendered text."""
-        return [
-            _escaped(_text_column(batch, text)) if is_col else _escape(text)[1:-1]
-            for is_col, text in self.parts
-        ]
+        return [_escaped(_text_column(batch, text)) if is_col else _escape(text)[1:-1] for is_col, text in self.parts]
 
 
 def column_template(source: str | None) -> ColumnTemplate | None:
@@ -83,11 +78,7 @@ def _part(node: nodes.Node) -> tuple[bool, str] | None:
         return None
     if isinstance(node, nodes.Getattr) and not hasattr({}, node.attr):  # row.items is dict.items
         return True, node.attr
-    if (
-        isinstance(node, nodes.Getitem)
-        and isinstance(node.arg, nodes.Const)
-        and isinstance(node.arg.value, str)
-    ):
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
         return True, node.arg.value
     return None
 
@@ -103,9 +94,7 @@ def text_columns_only(templates: list[ColumnTemplate], schema: pa.Schema) -> boo
 
 
 def _is_text(kind: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
-    )
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
 
 
 def _text_column(batch: pa.RecordBatch, name: str) -> pa.Array:
@@ -120,9 +109,7 @@ def _escaped(column: pa.Array) -> pa.Array:
     if not pc.any(needs).as_py():
         return column
     values = column.filter(needs).to_pylist()
-    return pc.replace_with_mask(
-        column, needs, pa.array([_escape(v)[1:-1] for v in values], pa.string())
-    )
+    return pc.replace_with_mask(column, needs, pa.array([_escape(v)[1:-1] for v in values], pa.string()))
 
 
 def _join(pieces: list[pa.Array | str], batch: pa.RecordBatch) -> pa.Array:
@@ -158,9 +145,7 @@ class FastStep:
         return _join(_merge_literals(pieces), batch)
 
 
-def fast_step(
-    system: str | None, prompt: str, when: str | None, schema: pa.Schema
-) -> FastStep | None:
+def fast_step(system: str | None, prompt: str, when: str | None, schema: pa.Schema) -> FastStep | None:
     """A FastStep when the step's templates allow it for this input, else None."""
     if when is not None:
         return None

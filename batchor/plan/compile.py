@@ -51,14 +51,29 @@ from batchor.state.base import StateStore
 from batchor.state.postgres_store import PostgresStore, without_password
 from batchor.version import __version__
 
-_OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet",
-                   ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".duckdb": "duckdb"}
+_OUTPUT_FORMATS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".duckdb": "duckdb",
+}
 
 
-def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), state: StateStore | None = None,
-                 refresh: frozenset[str] = frozenset(), state_location: str | None = None,
-                 retry_failed: bool = False, variant: tuple[str, ...] = (),
-                 state_source: str | None = None) -> CompiledPlan:
+def compile_plan(
+    loaded: LoadedSpec,
+    *,
+    overrides: Overrides = Overrides(),
+    state: StateStore | None = None,
+    refresh: frozenset[str] = frozenset(),
+    state_location: str | None = None,
+    retry_failed: bool = False,
+    variant: tuple[str, ...] = (),
+    state_source: str | None = None,
+) -> CompiledPlan:
     """Compile a loaded spec against its input and the cache in `state` (None: nothing cached).
     Requests that failed for good earlier are not planned again unless `retry_failed`. A partial
     run (`variant`, see plan/variants.py) writes beside the spec's output."""
@@ -71,13 +86,16 @@ def compile_plan(loaded: LoadedSpec, *, overrides: Overrides = Overrides(), stat
     reader = InputReader(source)
     with _state_held_if_small(state, reader):
         try:
-            steps = with_estimates(typed_steps(loaded, steps, templates, reader.columns), state,
-                                   spec.limits.max_attempts, spec.limits.on_truncation == "reask")
+            steps = with_estimates(
+                typed_steps(loaded, steps, templates, reader.columns),
+                state,
+                spec.limits.max_attempts,
+                spec.limits.on_truncation == "reask",
+            )
             roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
             fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
             os.close(fd)
-            tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh,
-                                                       retry_failed)
+            tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh, retry_failed)
             dependents = _dependents(Path(tmp), steps, templates, state, (refresh, retry_failed), str(loaded.base_dir))
             tallies.update(dependents)
             columns, fingerprint = reader.columns, source.fingerprint()
@@ -106,20 +124,26 @@ def _state_held_if_small(state: StateStore | None, reader: InputReader) -> Abstr
     return state.session()
 
 
-def _with_changes(header: PlanHeader, data_path: Path, state: StateStore | None,
-                  dependents: dict[str, DependentTally]) -> PlanHeader:
+def _with_changes(
+    header: PlanHeader, data_path: Path, state: StateStore | None, dependents: dict[str, DependentTally]
+) -> PlanHeader:
     """Split each LLM step's work into new rows and changed ones (see plan/changes.py)."""
     if state is None:
         return header
     job_id = job_id_for(header)
-    steps = [_with_causes(s, _step_changes(s, data_path, state, (header.name, job_id), dependents.get(s.name)))
-             if s.counts.to_run and s.provider != "sql" else s for s in header.steps]
+    steps = [
+        _with_causes(s, _step_changes(s, data_path, state, (header.name, job_id), dependents.get(s.name)))
+        if s.counts.to_run and s.provider != "sql"
+        else s
+        for s in header.steps
+    ]
     totals = header.totals.model_copy(update={"changed": sum(s.counts.changed for s in steps)})
     return header.model_copy(update={"steps": steps, "totals": totals})
 
 
-def _step_changes(step: StepPlan, data_path: Path, state: StateStore, job: tuple[str, str],
-                  tally: DependentTally | None) -> dict[str, int]:
+def _step_changes(
+    step: StepPlan, data_path: Path, state: StateStore, job: tuple[str, str], tally: DependentTally | None
+) -> dict[str, int]:
     """A root step's changes from the plan data; a dependent step's from the requests rendered now
     and, for rows whose upstream answers do not exist yet, projected (see plan/changes.py)."""
     if tally is None:
@@ -135,8 +159,14 @@ def _with_causes(step: StepPlan, causes: dict[str, int]) -> StepPlan:
     return step.model_copy(update={"counts": counts})
 
 
-def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates], state: StateStore | None,
-                cache: tuple[frozenset[str], bool], base_dir: str) -> dict[str, DependentTally]:
+def _dependents(
+    path: Path,
+    steps: list[StepPlan],
+    templates: dict[str, StepTemplates],
+    state: StateStore | None,
+    cache: tuple[frozenset[str], bool],
+    base_dir: str,
+) -> dict[str, DependentTally]:
     tallies = dependent_tallies(path, steps, templates, state, cache[0], base_dir, retry_failed=cache[1])
     if tallies:
         sample, by_name = first_row(path), {s.name: s for s in steps}
@@ -146,7 +176,8 @@ def _dependents(path: Path, steps: list[StepPlan], templates: dict[str, StepTemp
             if not tally.known_upstream and state is not None:  # a new input: earlier runs' answers
                 tally.known_upstream = earlier_answers(state, by_name[name], by_name)
             tally.projected_tokens_per_row, tally.projected_tokens_max = projected_tokens(
-                by_name[name], templates[name], tally, sample, by_name)
+                by_name[name], templates[name], tally, sample, by_name
+            )
     return tallies
 
 
@@ -161,8 +192,9 @@ def _counted(steps: list[StepPlan], tallies: dict[str, Any], rows: int, batch_th
     return [counted[s.name] for s in steps]
 
 
-def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: int, batch_threshold: int,
-                 answered: dict[str, float]) -> StepPlan:
+def _with_counts(
+    step: StepPlan, tally: RowTally | DependentTally | None, rows: int, batch_threshold: int, answered: dict[str, float]
+) -> StepPlan:
     step = settle_mode(step, tally.to_run if tally is not None else rows, batch_threshold)
     rest_input = _rest_input_mean(tally) if step.length_fit is not None and tally is not None else None
     if rest_input is not None:  # answers that grow with the input: at the rest's mean input (plan/length_fit.py)
@@ -173,11 +205,23 @@ def _with_counts(step: StepPlan, tally: RowTally | DependentTally | None, rows: 
     elif tally is None:
         raise AssertionError(f"step {step.name} was planned without counting its rows")
     else:
-        counts = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run,
-                         tally.input_tokens, estimated=not step.token_count_exact)
-        counts = counts.model_copy(update={"too_long": tally.too_long,
-                                           "attachment_problems": tally.attachment_problems,
-                                           "attachment_examples": tally.attachment_examples})
+        counts = _priced(
+            price,
+            step,
+            tally.rows,
+            tally.cached,
+            tally.skipped,
+            tally.to_run,
+            tally.input_tokens,
+            estimated=not step.token_count_exact,
+        )
+        counts = counts.model_copy(
+            update={
+                "too_long": tally.too_long,
+                "attachment_problems": tally.attachment_problems,
+                "attachment_examples": tally.attachment_examples,
+            }
+        )
     if tally is not None:
         counts = counts.model_copy(update={"failed_earlier": tally.failed_earlier})
     if isinstance(tally, DependentTally):
@@ -194,35 +238,51 @@ def _rest_input_mean(tally: RowTally | DependentTally) -> float | None:
     return tokens / requests if requests else None
 
 
-def _dependent_counts(price: ModelPrice | None, step: StepPlan, tally: DependentTally,
-                      answered: dict[str, float]) -> StepCounts:
+def _dependent_counts(
+    price: ModelPrice | None, step: StepPlan, tally: DependentTally, answered: dict[str, float]
+) -> StepCounts:
     """Known requests priced exactly; projected rows at the upper bound, expected (cost, input and
     output tokens) x selectivity.
     `answered`: per step counted so far, the share of its projected rows it answers (this step's is added)."""
-    known = _priced(price, step, tally.rows, tally.cached, tally.skipped, tally.to_run, tally.input_tokens,
-                    estimated=not step.token_count_exact)
+    known = _priced(
+        price,
+        step,
+        tally.rows,
+        tally.cached,
+        tally.skipped,
+        tally.to_run,
+        tally.input_tokens,
+        estimated=not step.token_count_exact,
+    )
     known = known.model_copy(update={"elements": tally.elements, "unbounded": tally.unbounded})
     if not tally.projected:
         return known
     if step.provider == "sql":  # computed locally: projected rows cost nothing
         return known.model_copy(update={"projected": tally.projected})
-    upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * tally.projected_tokens_max,
-                    estimated=True)
-    mean = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * tally.projected_tokens_per_row,
-                   estimated=True)
+    upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * tally.projected_tokens_max, estimated=True)
+    mean = _priced(
+        price, step, 0, 0, 0, tally.projected, tally.projected * tally.projected_tokens_per_row, estimated=True
+    )
     when = when_measure(step, tally)
     selectivity = when["when_ran"] / when["when_evaluated"] if when.get("when_evaluated") else 1.0
     selectivity *= upstream_share(step, tally, answered)  # rows whose upstream answer never comes
     answered[step.name] = selectivity
     share = selectivity * tally.projected_expected / tally.projected  # below a fan-out: fewer than its bound
     share *= tally.distinct_share  # rows that will render the same request send it once
-    return known.model_copy(update={
-        "to_run": known.to_run + tally.projected, "input_tokens": known.input_tokens + round(mean.input_tokens * share),
-        "output_tokens_expected": known.output_tokens_expected + int(mean.output_tokens_expected * share),
-        "output_tokens_upper": known.output_tokens_upper + upper.output_tokens_upper,
-        "cost_expected": known.cost_expected + mean.cost_expected * share,
-        "cost_upper": known.cost_upper + upper.cost_upper, "estimated": True, "projected": tally.projected,
-        "when_decided": tally.when_decided, **when})
+    return known.model_copy(
+        update={
+            "to_run": known.to_run + tally.projected,
+            "input_tokens": known.input_tokens + round(mean.input_tokens * share),
+            "output_tokens_expected": known.output_tokens_expected + int(mean.output_tokens_expected * share),
+            "output_tokens_upper": known.output_tokens_upper + upper.output_tokens_upper,
+            "cost_expected": known.cost_expected + mean.cost_expected * share,
+            "cost_upper": known.cost_upper + upper.cost_upper,
+            "estimated": True,
+            "projected": tally.projected,
+            "when_decided": tally.when_decided,
+            **when,
+        }
+    )
 
 
 def upstream_share(step: StepPlan, tally: DependentTally, answered: dict[str, float]) -> float:
@@ -251,8 +311,17 @@ def when_measure(step: StepPlan, tally: DependentTally) -> dict[str, Any]:
     return {"when_source": f"{source}: {ran:,} of {evaluated:,} rows", "when_evaluated": evaluated, "when_ran": ran}
 
 
-def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, skipped: int, to_run: int,
-            input_tokens: int, *, estimated: bool) -> StepCounts:
+def _priced(
+    price: ModelPrice | None,
+    step: StepPlan,
+    rows: int,
+    cached: int,
+    skipped: int,
+    to_run: int,
+    input_tokens: int,
+    *,
+    estimated: bool,
+) -> StepCounts:
     out_expected = round(to_run * output_per_request(step))  # unrounded mean: short answers lose no share
     out_upper = to_run * step.max_tokens
     # calibrated for the provider's tokenizer; re-asks send the input again, with the rejected answer and feedback
@@ -261,9 +330,18 @@ def _priced(price: ModelPrice | None, step: StepPlan, rows: int, cached: int, sk
     batch = step.mode == "batch"
     cost_expected = price.cost(expected_in, out_expected, batch=batch) if price else 0.0
     cost_upper = price.cost(upper_in, out_upper, batch=batch) if price else 0.0
-    return StepCounts(rows=rows, to_run=to_run, cached=cached, skipped=skipped, input_tokens=expected_in,
-                      output_tokens_expected=out_expected, output_tokens_upper=out_upper,
-                      cost_expected=cost_expected, cost_upper=cost_upper, estimated=estimated)
+    return StepCounts(
+        rows=rows,
+        to_run=to_run,
+        cached=cached,
+        skipped=skipped,
+        input_tokens=expected_in,
+        output_tokens_expected=out_expected,
+        output_tokens_upper=out_upper,
+        cost_expected=cost_expected,
+        cost_upper=cost_upper,
+        estimated=estimated,
+    )
 
 
 def output_target(loaded: LoadedSpec) -> tuple[Path, str]:
@@ -273,48 +351,79 @@ def output_target(loaded: LoadedSpec) -> tuple[Path, str]:
     out_path = Path(os.path.normpath(loaded.resolve(output)))
     out_format = (spec.output.format if spec.output else None) or _OUTPUT_FORMATS.get(out_path.suffix.lower())
     if out_format is None:
-        raise SpecError(f"output.path: cannot tell the format of '{output}'",
-                        hint="use .csv, .tsv, .parquet, .jsonl or .duckdb, or set output.format")
+        raise SpecError(
+            f"output.path: cannot tell the format of '{output}'",
+            hint="use .csv, .tsv, .parquet, .jsonl or .duckdb, or set output.format",
+        )
     return out_path, out_format
 
 
-def _header(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], fingerprint: str, source: Any,
-            rows: int, overrides: Overrides, state_location: str | None) -> PlanHeader:
+def _header(
+    loaded: LoadedSpec,
+    steps: list[StepPlan],
+    columns: list[str],
+    fingerprint: str,
+    source: Any,
+    rows: int,
+    overrides: Overrides,
+    state_location: str | None,
+) -> PlanHeader:
     spec = loaded.spec
     out_path, out_format = output_target(loaded)
     unpriced = sorted({f"{s.provider}:{s.model}" for s in steps if s.price is None and s.counts.to_run})
     totals = PlanTotals(
-        rows=rows, requests=sum(s.counts.rows - s.counts.skipped for s in steps),
-        to_run=sum(s.counts.to_run for s in steps), cached=sum(s.counts.cached for s in steps),
-        skipped=sum(s.counts.skipped for s in steps), input_tokens=sum(s.counts.input_tokens for s in steps),
+        rows=rows,
+        requests=sum(s.counts.rows - s.counts.skipped for s in steps),
+        to_run=sum(s.counts.to_run for s in steps),
+        cached=sum(s.counts.cached for s in steps),
+        skipped=sum(s.counts.skipped for s in steps),
+        input_tokens=sum(s.counts.input_tokens for s in steps),
         output_tokens_expected=sum(s.counts.output_tokens_expected for s in steps),
         output_tokens_upper=sum(s.counts.output_tokens_upper for s in steps),
         cost_expected=sum(s.counts.cost_expected for s in steps),
-        cost_upper=sum(s.counts.cost_upper for s in steps), unpriced_models=unpriced,
+        cost_upper=sum(s.counts.cost_upper for s in steps),
+        unpriced_models=unpriced,
         estimates=any(s.counts.estimated for s in steps),
         failed_earlier=sum(s.counts.failed_earlier for s in steps),
-        unbounded=[s.name for s in steps if s.counts.unbounded and s.provider != "sql"])
+        unbounded=[s.name for s in steps if s.counts.unbounded and s.provider != "sql"],
+    )
     return PlanHeader(
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        batchor_version=__version__, name=spec.name, spec_source=loaded.source,
+        batchor_version=__version__,
+        name=spec.name,
+        spec_source=loaded.source,
         spec_text=_without_state_password(loaded.text, spec.state),
         spec=spec.model_dump(mode="json", by_alias=True) | {"state": spec.state and without_password(spec.state)},
         base_dir=str(loaded.base_dir),
-        input=InputInfo(files=[str(p) for p in source.files], format=source.format, fingerprint=fingerprint,
-                        columns=columns, rows=rows, sql=source.sql, limit=source.limit,
-                        sample=source.sample, seed=source.seed,
-                        key_columns=list(source.key_columns)),
-        output=OutputInfo(path=str(out_path), format=out_format), steps=steps,
-        limits=spec.limits.model_dump(mode="json"), keep_raw=spec.keep_raw, totals=totals,
-        state_location=state_location and without_password(state_location), mocked=overrides.mock)
+        input=InputInfo(
+            files=[str(p) for p in source.files],
+            format=source.format,
+            fingerprint=fingerprint,
+            columns=columns,
+            rows=rows,
+            sql=source.sql,
+            limit=source.limit,
+            sample=source.sample,
+            seed=source.seed,
+            key_columns=list(source.key_columns),
+        ),
+        output=OutputInfo(path=str(out_path), format=out_format),
+        steps=steps,
+        limits=spec.limits.model_dump(mode="json"),
+        keep_raw=spec.keep_raw,
+        totals=totals,
+        state_location=state_location and without_password(state_location),
+        mocked=overrides.mock,
+    )
 
 
 def _with_variant(header: PlanHeader, variant: tuple[str, ...]) -> PlanHeader:
     if not variant:
         return header
     spec_path = header.output.path
-    output = header.output.model_copy(update={"path": str(variant_path(Path(spec_path), variant)),
-                                              "spec_path": spec_path, "variant": list(variant)})
+    output = header.output.model_copy(
+        update={"path": str(variant_path(Path(spec_path), variant)), "spec_path": spec_path, "variant": list(variant)}
+    )
     return header.model_copy(update={"output": output})
 
 
@@ -335,8 +444,15 @@ def check_input_unchanged(header: PlanHeader) -> str | None:
     files = tuple(Path(p) for p in header.input.files)
     if not all(p.exists() for p in files):
         return None
-    source = InputSource(files, header.input.format, header.input.sql, header.input.limit,
-                         tuple(header.input.key_columns), header.input.sample, header.input.seed)
+    source = InputSource(
+        files,
+        header.input.format,
+        header.input.sql,
+        header.input.limit,
+        tuple(header.input.key_columns),
+        header.input.sample,
+        header.input.seed,
+    )
     try:
         current = source.fingerprint()
     except OSError as exc:

@@ -7,9 +7,17 @@ anything else. Unknown models are not checked (the provider's own error then fai
 from __future__ import annotations
 
 _WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-4.1", 1_047_576), ("gpt-5", 400_000), ("gpt-4o", 128_000), ("chatgpt-4o", 128_000),
-    ("gpt-4-turbo", 128_000), ("gpt-3.5-turbo", 16_385), ("o1", 200_000), ("o3", 200_000), ("o4", 200_000),
-    ("claude", 200_000), ("gemini", 1_048_576),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-5", 400_000),
+    ("gpt-4o", 128_000),
+    ("chatgpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-3.5-turbo", 16_385),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4", 200_000),
+    ("claude", 200_000),
+    ("gemini", 1_048_576),
 )
 
 

@@ -110,9 +110,15 @@ SAMPLES = 32  # rows (and known upstream answers) a projection's input tokens ar
 IDENTITIES = 1_000_000  # projected request identities kept to count duplicates (a set of ints)
 
 
-def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[str, StepTemplates],
-                      state: StateStore | None, refresh: frozenset[str], base_dir: str = ".",
-                      retry_failed: bool = False) -> dict[str, DependentTally]:
+def dependent_tallies(
+    data_path: Path,
+    steps: list[StepPlan],
+    templates: dict[str, StepTemplates],
+    state: StateStore | None,
+    refresh: frozenset[str],
+    base_dir: str = ".",
+    retry_failed: bool = False,
+) -> dict[str, DependentTally]:
     """Counts for every step that depends on another (or is SQL), from the plan data and the cache.
     Requests that failed for good earlier are counted apart and not run (unless `retry_failed`)."""
     dependents = [s for s in order_steps(steps) if s.depends_on or s.provider == "sql"]
@@ -125,9 +131,10 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
         table = pa.Table.from_batches([batch])
         keys = table.column(ROW_KEY).to_pylist()
         request_keys = {s.name: table.column(req_column(s.name, "key")).to_pylist() for s in roots}
-        answers = {name: dict(zip(keys, _downstream(_cached_answers(state, by_name[name], found, refresh,
-                                                                     retry_failed))))
-                   for name, found in request_keys.items()}
+        answers = {
+            name: dict(zip(keys, _downstream(_cached_answers(state, by_name[name], found, refresh, retry_failed))))
+            for name, found in request_keys.items()
+        }
         identities: dict[str, dict[str, Any]] = {name: dict(zip(keys, found)) for name, found in request_keys.items()}
         inputs = table.select([c for c in table.column_names if not c.startswith("__req.")])
         row_values = [{k: v for k, v in r.items() if k != ROW_KEY} for r in inputs.to_pylist()]
@@ -135,9 +142,17 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
         for step in dependents:
             rows, tally = frames[step.grain], tallies[step.name]
             if step.provider != "sql":
-                answers[step.name] = _plan_rows(step, templates[step.name], rows, row_values,
-                                                (answers, identities), by_name, state, (refresh, retry_failed),
-                                                tally)
+                answers[step.name] = _plan_rows(
+                    step,
+                    templates[step.name],
+                    rows,
+                    row_values,
+                    (answers, identities),
+                    by_name,
+                    state,
+                    (refresh, retry_failed),
+                    tally,
+                )
                 continue
             answers[step.name] = _plan_sql(step, inputs, rows, answers, by_name, base_dir, tally)
             if step.fan_out:
@@ -145,8 +160,9 @@ def dependent_tallies(data_path: Path, steps: list[StepPlan], templates: dict[st
     return tallies
 
 
-def _cached_answers(state: StateStore | None, step: StepPlan, keys: list[str | None], refresh: frozenset[str],
-                    retry_failed: bool) -> list[Any]:
+def _cached_answers(
+    state: StateStore | None, step: StepPlan, keys: list[str | None], refresh: frozenset[str], retry_failed: bool
+) -> list[Any]:
     """Per row: the parsed cached answer, FAILED when it failed for good earlier, or None when
     there is none (yet)."""
     if state is None or step.name in refresh or "*" in refresh:
@@ -158,8 +174,11 @@ def _cached_answers(state: StateStore | None, step: StepPlan, keys: list[str | N
         settled = state.failed_key_array(pa.array(present, pa.string()), deterministic_codes())
         outputs.update(dict.fromkeys(settled.to_pylist(), FAILED))
     if found is not None:
-        for key, status, output in zip(found.column("request_key").to_pylist(), found.column("status").to_pylist(),
-                                       found.column("output").to_pylist()):
+        for key, status, output in zip(
+            found.column("request_key").to_pylist(),
+            found.column("status").to_pylist(),
+            found.column("output").to_pylist(),
+        ):
             if status == "succeeded":
                 outputs[key] = json.loads(output) if step.json_answers else output
     return [outputs.get(k) if k is not None else SKIPPED for k in keys]
@@ -170,8 +189,15 @@ def _downstream(answers: list[Any]) -> list[Any]:
     return [SKIPPED if a is FAILED else a for a in answers]
 
 
-def _plan_sql(step: StepPlan, inputs: pa.Table, rows: list[Row], answers: dict[str, dict[str, Any]],
-              by_name: dict[str, StepPlan], base_dir: str, tally: DependentTally) -> dict[str, Any]:
+def _plan_sql(
+    step: StepPlan,
+    inputs: pa.Table,
+    rows: list[Row],
+    answers: dict[str, dict[str, Any]],
+    by_name: dict[str, StepPlan],
+    base_dir: str,
+    tally: DependentTally,
+) -> dict[str, Any]:
     """Evaluate a SQL step on the rows whose upstream answers are known; it costs nothing."""
     known: list[Row] = []
     values: dict[str, list[Any]] = {d: [] for d in step.depends_on}
@@ -213,8 +239,17 @@ def _fan_out(step: StepPlan, rows: list[Row], results: dict[str, Any], tally: De
             out.extend(children(row, step.name, value))
         elif value is None:
             key = element_key(row.key, "*")
-            out.append(Row(key, row.index, {**row.keys, step.name: key}, {**row.elements, step.name: None},
-                           row.weight * (bound or 1), row.expected * mean, row.unbounded or bound is None))
+            out.append(
+                Row(
+                    key,
+                    row.index,
+                    {**row.keys, step.name: key},
+                    {**row.elements, step.name: None},
+                    row.weight * (bound or 1),
+                    row.expected * mean,
+                    row.unbounded or bound is None,
+                )
+            )
     return out
 
 
@@ -224,9 +259,17 @@ def _row_state(upstream_values: list[Any]) -> str:
     return "projected" if any(v is None for v in upstream_values) else "known"
 
 
-def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: list[dict],
-               known: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]], by_name: dict[str, StepPlan],
-               state: StateStore | None, cache: tuple[frozenset[str], bool], tally: DependentTally) -> dict[str, Any]:
+def _plan_rows(
+    step: StepPlan,
+    tpl: StepTemplates,
+    rows: list[Row],
+    row_values: list[dict],
+    known: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]],
+    by_name: dict[str, StepPlan],
+    state: StateStore | None,
+    cache: tuple[frozenset[str], bool],
+    tally: DependentTally,
+) -> dict[str, Any]:
     """Render the rows whose upstream answers are known; count them against the cache. `known`:
     per step, each row's answer and what identifies its request (identities gains this step's)."""
     answers, identities = known
@@ -265,8 +308,9 @@ def _plan_rows(step: StepPlan, tpl: StepTemplates, rows: list[Row], row_values: 
     return {row.key: answer for row, answer in zip(rows, _downstream(cached))}
 
 
-def _request_identity(step: StepPlan, tpl: StepTemplates, row: Row, values: dict[str, Any],
-                      identities: dict[str, dict[str, Any]]) -> Any:
+def _request_identity(
+    step: StepPlan, tpl: StepTemplates, row: Row, values: dict[str, Any], identities: dict[str, dict[str, Any]]
+) -> Any:
     """What decides the request a projected row will send: the upstream requests it reads and the
     columns its templates read (rows alike in both send one request). None where not known."""
     if step.grain is not None or row.weight != 1:  # below a fan-out: each element row on its own
@@ -285,8 +329,9 @@ def _request_identity(step: StepPlan, tpl: StepTemplates, row: Row, values: dict
         return hash((step.name, tuple(parts), repr(columns)))
 
 
-def _not_renderable(row: Row, values: list[Any], when: tuple[StepTemplates, bool], row_values: dict[str, Any],
-                    tally: DependentTally) -> Any:
+def _not_renderable(
+    row: Row, values: list[Any], when: tuple[StepTemplates, bool], row_values: dict[str, Any], tally: DependentTally
+) -> Any:
     """SKIPPED (an upstream answer never comes, or a `when:` on the row alone says no) or
     PROJECTED (upstream answers not known yet) for a row that cannot be rendered now; else None."""
     if any(v is SKIPPED for v in values):
@@ -319,8 +364,14 @@ def _remember_unanswered(tally: DependentTally, rows: list[Row], keys: list[Any]
     """Keep the rows to run (rendered or projected) so `changed` can be split by cause."""
     pairs = [(row.key, key) for row, key, answer in zip(rows, keys, cached) if isinstance(key, str) and answer is None]
     if pairs:
-        tally.unanswered.append(pa.table({"row_key": pa.array([p[0] for p in pairs], pa.string()),
-                                          "request_key": pa.array([p[1] for p in pairs], pa.string())}))
+        tally.unanswered.append(
+            pa.table(
+                {
+                    "row_key": pa.array([p[0] for p in pairs], pa.string()),
+                    "request_key": pa.array([p[1] for p in pairs], pa.string()),
+                }
+            )
+        )
     projected = [row.key for row, key in zip(rows, keys) if key is PROJECTED]
     if projected:
         tally.projected_keys.append(pa.array(projected, pa.string()))
@@ -343,8 +394,13 @@ def _count(tally: DependentTally, keys: list[str | None], answers: list[Any], to
             tally.input_tokens += n
 
 
-def projected_tokens(step: StepPlan, tpl: StepTemplates, tally: DependentTally, fallback_row: dict[str, Any],
-                     by_name: dict[str, StepPlan]) -> tuple[int, int]:
+def projected_tokens(
+    step: StepPlan,
+    tpl: StepTemplates,
+    tally: DependentTally,
+    fallback_row: dict[str, Any],
+    by_name: dict[str, StepPlan],
+) -> tuple[int, int]:
     """(mean, max) input tokens of a projected request: the step rendered for up to SAMPLES of its
     projected rows, each with upstream answers stored for other rows where there are some (else
     sample answers from the upstream schema or expected length)."""
@@ -373,12 +429,19 @@ def earlier_answers(state: StateStore, step: StepPlan, by_name: dict[str, StepPl
             found[dep] = answers
     if not found:
         return []
-    return [{dep: answers[i % len(answers)] for dep, answers in found.items()}
-            for i in range(max(len(a) for a in found.values()))]
+    return [
+        {dep: answers[i % len(answers)] for dep, answers in found.items()}
+        for i in range(max(len(a) for a in found.values()))
+    ]
 
 
-def _render_tokens(step: StepPlan, tpl: StepTemplates, row: dict[str, Any], upstream: dict[str, Any] | None,
-                   by_name: dict[str, StepPlan]) -> int:
+def _render_tokens(
+    step: StepPlan,
+    tpl: StepTemplates,
+    row: dict[str, Any],
+    upstream: dict[str, Any] | None,
+    by_name: dict[str, StepPlan],
+) -> int:
     context: dict[str, Any] = {"row": {k: v for k, v in row.items() if k != ROW_KEY}}
     for dep in step.depends_on:
         schema = by_name[dep].schema

@@ -28,32 +28,58 @@ from batchor.spec.model import EmbedStep, ModelSpec
 EMBEDDINGS_API = "embeddings"  # StepPlan.api of an embedding step: the adapters' /v1/embeddings
 
 
-def embed_step_plan(loaded: LoadedSpec, name: str, step: EmbedStep, model: ModelSpec, deps: list[str],
-                    mock: bool, mode: str) -> StepPlan:
+def embed_step_plan(
+    loaded: LoadedSpec, name: str, step: EmbedStep, model: ModelSpec, deps: list[str], mock: bool, mode: str
+) -> StepPlan:
     """The step's plan: model checked to be an embedding model, its vector size, its price."""
     where = f"{loaded.where('steps', name)}: steps.{name}"
-    size = check_embed_model(model.provider, model.name, step.dimensions, custom=model.custom,
-                             priced=model.price is not None, where=f"{where}.model")
+    size = check_embed_model(
+        model.provider,
+        model.name,
+        step.dimensions,
+        custom=model.custom,
+        priced=model.price is not None,
+        where=f"{where}.model",
+    )
     if model.options:
         check_options(model.provider, model.options, f"{where}.model.options")
     provider = "mock" if mock else model.provider
     info = provider_info(provider)
     params = {"dimensions": step.dimensions} if step.dimensions is not None else {}
     endpoint = step_endpoint(provider, model.base_url, model.options)
-    mode, note = _mode(model.provider, mode, info, step.deadline or loaded.spec.limits.deadline, f"steps.{name}",
-                       model.options)
+    mode, note = _mode(
+        model.provider, mode, info, step.deadline or loaded.spec.limits.deadline, f"steps.{name}", model.options
+    )
     known = embed_model(model.provider, model.name)
     return StepPlan(
-        name=name, provider=provider, model=model.name, api=EMBEDDINGS_API, base_url=model.base_url,
-        endpoint=endpoint, api_key_env=model.api_key_env or info.key_env, provider_options=dict(model.options),
-        params=params, prompt=step.embed, when=step.when, depends_on=deps, mode=mode, mode_note=note,
-        price=_price(model, provider), token_count_exact=get_counter(provider, model.name).exact,
-        token_upper_factor=get_counter(provider, model.name).upper_factor, max_tokens=0,
+        name=name,
+        provider=provider,
+        model=model.name,
+        api=EMBEDDINGS_API,
+        base_url=model.base_url,
+        endpoint=endpoint,
+        api_key_env=model.api_key_env or info.key_env,
+        provider_options=dict(model.options),
+        params=params,
+        prompt=step.embed,
+        when=step.when,
+        depends_on=deps,
+        mode=mode,
+        mode_note=note,
+        price=_price(model, provider),
+        token_count_exact=get_counter(provider, model.name).exact,
+        token_upper_factor=get_counter(provider, model.name).upper_factor,
+        max_tokens=0,
         context_window=context_window(model.name, model.context_window or (known.max_input_tokens if known else None)),
-        expected_output_tokens=0, output_source="embedding: no output tokens",
-        key_prefix=request_prefix(key_identity(provider, endpoint), model.name,
-                                  {**params, "_api": EMBEDDINGS_API}, None),
-        kind="embed", dimensions=size, group_size=step.group_size)
+        expected_output_tokens=0,
+        output_source="embedding: no output tokens",
+        key_prefix=request_prefix(
+            key_identity(provider, endpoint), model.name, {**params, "_api": EMBEDDINGS_API}, None
+        ),
+        kind="embed",
+        dimensions=size,
+        group_size=step.group_size,
+    )
 
 
 def _price(model: ModelSpec, provider: str) -> dict[str, Any] | None:
@@ -66,14 +92,17 @@ def _price(model: ModelSpec, provider: str) -> dict[str, Any] | None:
     return price.to_dict() if price else None
 
 
-def _mode(provider: str, requested: str, info: ProviderInfo, deadline: str | None, where: str,
-          options: dict[str, Any]) -> tuple[str, str | None]:
+def _mode(
+    provider: str, requested: str, info: ProviderInfo, deadline: str | None, where: str, options: dict[str, Any]
+) -> tuple[str, str | None]:
     """Batch embeddings: OpenAI's Batch API on /v1/embeddings, Gemini's embeddings jobs
     (asyncBatchEmbedContent, Developer API only: Vertex AI has none)."""
     vertex = options.get("vertexai", os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in ("1", "true"))
     if provider == "gemini" and requested in ("batch", "auto") and vertex:
         if requested == "batch":
-            raise SpecError(f"{where}: Gemini embedding jobs exist on the Developer API only, not on Vertex AI",
-                            hint="use `mode: realtime`")
+            raise SpecError(
+                f"{where}: Gemini embedding jobs exist on the Developer API only, not on Vertex AI",
+                hint="use `mode: realtime`",
+            )
         return "realtime", "auto: Gemini embeddings on Vertex AI run realtime"
     return initial_mode(requested, info, deadline, where)

@@ -19,11 +19,13 @@ from batchor.plan.model import StepPlan
 from batchor.providers import ProviderInfo, provider_info
 
 # The base-URL variable each first-party SDK reads when the spec gives none.
-BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL",
-                "gemini": "GOOGLE_GEMINI_BASE_URL"}
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL"}
 # The SDKs' own default base URLs: writing one out is the same endpoint as writing none.
-OFFICIAL_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com",
-                 "gemini": "https://generativelanguage.googleapis.com"}
+OFFICIAL_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SECRET_WORDS = ("key", "token", "secret", "sig", "pass", "auth")
 
@@ -36,13 +38,17 @@ def normalise_url(url: str) -> str:
     netloc = (parts.hostname or "").lower()
     if parts.port is not None and parts.port != _DEFAULT_PORTS.get(scheme):
         netloc += f":{parts.port}"
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-             if not any(word in k.lower() for word in _SECRET_WORDS)]
+    query = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if not any(word in k.lower() for word in _SECRET_WORDS)
+    ]
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), urlencode(sorted(query)), ""))
 
 
-def step_endpoint(provider: str, base_url: str | None, options: Mapping[str, Any],
-                  env: Mapping[str, str] = os.environ) -> str | None:
+def step_endpoint(
+    provider: str, base_url: str | None, options: Mapping[str, Any], env: Mapping[str, str] = os.environ
+) -> str | None:
     """The normalised endpoint of a step, or None for the provider's official endpoint (and for
     the local `mock` provider, which has none)."""
     if provider in ("mock", "sql"):
@@ -74,7 +80,8 @@ def check_endpoints(steps: list[StepPlan], env: Mapping[str, str] = os.environ) 
             raise StalePlanError(
                 f"steps.{step.name}: the plan was made for endpoint {_shown(step.endpoint)}, but "
                 f"{variable} now sends its requests to {_shown(now)}",
-                hint="plan again with the environment you apply with, or restore the variable")
+                hint="plan again with the environment you apply with, or restore the variable",
+            )
 
 
 def _env_url(info: ProviderInfo, env: Mapping[str, str]) -> str | None:

@@ -36,8 +36,13 @@ UPPER_MARGIN = 1.05
 
 def length_key(step: StepPlan) -> str:
     """What decides the length of a step's answers: provider, model, output schema (or text), templates."""
-    identity = {"provider": step.provider, "model": step.model, "schema": step.schema, "system": step.system,
-                "prompt": step.prompt}
+    identity = {
+        "provider": step.provider,
+        "model": step.model,
+        "schema": step.schema,
+        "system": step.system,
+        "prompt": step.prompt,
+    }
     return sha256_hex(canonical_json(identity))[:16]
 
 
@@ -45,8 +50,9 @@ def model_id(step: StepPlan) -> str:
     return f"{step.provider}:{step.model}"
 
 
-def with_estimates(steps: list[StepPlan], state: Any, max_attempts: int = 4,
-                   reask_truncated: bool = False) -> list[StepPlan]:
+def with_estimates(
+    steps: list[StepPlan], state: Any, max_attempts: int = 4, reask_truncated: bool = False
+) -> list[StepPlan]:
     """Each LLM step with its length key, its expected output and input per request, and their
     sources; re-asks up to `max_attempts` (the spec's limits) at the rejection shares measured,
     truncated answers among them where they are asked again (`reask_truncated`)."""
@@ -61,8 +67,9 @@ def with_estimates(steps: list[StepPlan], state: Any, max_attempts: int = 4,
     for step in steps:
         if step.provider != "sql":
             key = keys[step.name]
-            step = _learned_output(step.model_copy(update={"length_key": key}), history.get(key), max_attempts,
-                                   reask_truncated)
+            step = _learned_output(
+                step.model_copy(update={"length_key": key}), history.get(key), max_attempts, reask_truncated
+            )
             step = _calibrated_input(step, calibration.get(model_id(step)))
             step = _learned_when(step, keys, state)
         out.append(step)
@@ -86,8 +93,9 @@ def _learned_when(step: StepPlan, length_keys: dict[str, str], state: Any) -> St
     return step.model_copy(update={"when_key": key, "when_history": history})
 
 
-def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 4,
-                    reask_truncated: bool = False) -> StepPlan:
+def _learned_output(
+    step: StepPlan, stats: KeyStats | None, max_attempts: int = 4, reask_truncated: bool = False
+) -> StepPlan:
     """The measured answers' output per request and what their re-asks add. Re-asks are billed
     too: a share p1 of first asks is rejected and asked again, a share p2 of those again, up to
     `max_attempts`; each re-ask sends the planned input again (`input_factor`) plus the rejected
@@ -102,12 +110,19 @@ def _learned_output(step: StepPlan, stats: KeyStats | None, max_attempts: int = 
     failing = total.reject_first * total.reject_again ** max(0, max_attempts - 1)  # rejected at every attempt
     settled = (total.first_failed / total.first_asks if total.first_asks else 0.0) + failing
     fit = length_fit(total, output, 1.0 + reasks)  # answers that grow with the input (plan/length_fit.py)
-    return step.model_copy(update={"expected_output_tokens": max(1, round(output)), "expected_output_mean": output,
-                                   "output_source": _source(stats) + source_text(fit), "length_fit": fit,
-                                   "input_factor": 1.0 + reasks,
-                                   "reask_input_tokens": reasks * total.reask_input_each,
-                                   "answer_share": min(1.0, max(0.0, 1.0 - settled)),
-                                   "output_error": mean_error(total), "output_error_ends": mean_ends(total)})
+    return step.model_copy(
+        update={
+            "expected_output_tokens": max(1, round(output)),
+            "expected_output_mean": output,
+            "output_source": _source(stats) + source_text(fit),
+            "length_fit": fit,
+            "input_factor": 1.0 + reasks,
+            "reask_input_tokens": reasks * total.reask_input_each,
+            "answer_share": min(1.0, max(0.0, 1.0 - settled)),
+            "output_error": mean_error(total),
+            "output_error_ends": mean_ends(total),
+        }
+    )
 
 
 def least_answers(stats: KeyStats) -> int:
@@ -137,8 +152,11 @@ def _source(stats: KeyStats | None) -> str:
     """`history: 1,204 answers`, `pilot: 50 answers`, or both when both kinds exist."""
     if stats is None:
         return "heuristic"
-    parts = [f"{'history' if kind == 'apply' else kind}: {s.answers:,} answers"
-             for kind, s in sorted(stats.by_kind.items(), key=lambda item: item[0] != "pilot") if s.first_asks]
+    parts = [
+        f"{'history' if kind == 'apply' else kind}: {s.answers:,} answers"
+        for kind, s in sorted(stats.by_kind.items(), key=lambda item: item[0] != "pilot")
+        if s.first_asks
+    ]
     return ", ".join(parts) or "heuristic"
 
 
@@ -150,14 +168,31 @@ def _calibrated_input(step: StepPlan, calibration: InputCalibration | None) -> S
     if calibration is None or calibration.answers < MIN_ANSWERS:
         return step.model_copy(update={"input_source": "estimate (o200k count)"})
     upper = max(step.token_upper_factor, calibration.max_ratio * UPPER_MARGIN)
-    return step.model_copy(update={"input_factor": step.input_factor * calibration.ratio, "token_upper_factor": upper,
-                                   "input_source": f"calibrated: {calibration.answers:,} answers"})
+    return step.model_copy(
+        update={
+            "input_factor": step.input_factor * calibration.ratio,
+            "token_upper_factor": upper,
+            "input_source": f"calibrated: {calibration.answers:,} answers",
+        }
+    )
 
 
 def step_estimates(header: PlanHeader) -> list[StepEstimate]:
     """The plan's per-step estimate, as stored with each run that applies it."""
-    return [StepEstimate(step=s.name, length_key=s.length_key, model=model_id(s), requests=s.counts.to_run,
-                         input_tokens=s.counts.input_tokens, output_tokens=s.counts.output_tokens_expected,
-                         expected_usd=s.counts.cost_expected, upper_usd=s.counts.cost_upper,
-                         output_source=s.output_source, input_source=s.input_source, when_key=s.when_key)
-            for s in header.steps if s.provider != "sql"]
+    return [
+        StepEstimate(
+            step=s.name,
+            length_key=s.length_key,
+            model=model_id(s),
+            requests=s.counts.to_run,
+            input_tokens=s.counts.input_tokens,
+            output_tokens=s.counts.output_tokens_expected,
+            expected_usd=s.counts.cost_expected,
+            upper_usd=s.counts.cost_upper,
+            output_source=s.output_source,
+            input_source=s.input_source,
+            when_key=s.when_key,
+        )
+        for s in header.steps
+        if s.provider != "sql"
+    ]

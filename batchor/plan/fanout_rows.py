@@ -77,8 +77,10 @@ def _deepest(name: str, grains: list[str | None], parents: dict[str, str | None]
     chain = lineage(deepest, parents)
     for grain in grains:
         if grain not in chain:
-            raise SpecError(f"steps.{name} uses the elements of two separate fan-outs ({grain}, {deepest})",
-                            hint="fan out one from the other's elements, or use them in separate steps")
+            raise SpecError(
+                f"steps.{name} uses the elements of two separate fan-outs ({grain}, {deepest})",
+                hint="fan out one from the other's elements, or use them in separate steps",
+            )
     return deepest
 
 
@@ -90,8 +92,10 @@ def _check_one_chain(parents: dict[str, str | None]) -> None:
     chain = lineage(deepest, parents)
     for step in parents:
         if step not in chain:
-            raise SpecError(f"steps {step} and {deepest} both fan out; a spec can fan out along one chain only",
-                            hint=f"fan out {step} from the elements of the other, or use a second spec")
+            raise SpecError(
+                f"steps {step} and {deepest} both fan out; a spec can fan out along one chain only",
+                hint=f"fan out {step} from the elements of the other, or use a second spec",
+            )
 
 
 @dataclass(slots=True)
@@ -116,13 +120,23 @@ def children(row: Row, step: str, items: list[Any]) -> list[Row]:
     out = []
     for n, item in enumerate(items, 1):
         key = element_key(row.key, n)
-        out.append(Row(key, row.index, {**row.keys, step: key}, {**row.elements, step: item},
-                       row.weight, row.expected, row.unbounded))
+        out.append(
+            Row(
+                key,
+                row.index,
+                {**row.keys, step: key},
+                {**row.elements, step: item},
+                row.weight,
+                row.expected,
+                row.unbounded,
+            )
+        )
     return out
 
 
-def upstream(step: StepPlan, row: Row, answers: Mapping[str, Mapping[str, Any]],
-             plans: Mapping[str, StepPlan]) -> dict[str, Any]:
+def upstream(
+    step: StepPlan, row: Row, answers: Mapping[str, Mapping[str, Any]], plans: Mapping[str, StepPlan]
+) -> dict[str, Any]:
     """What `step` sees of each step it uses for `row`: the answer at that step's grain, or for a
     fan-out step, the row's element (None where unknown)."""
     values = {}

@@ -17,8 +17,10 @@ from batchor.plan.price_cache import remembered
 from batchor.plan.prices import LISTED_PROVIDERS, table_provider_id
 
 FREE_FORM = frozenset({"mock", "vllm", "ollama", "llamacpp"})  # any model name is theirs
-_CUSTOM_HINT = "or, if the model exists but the table lacks it, add `price: {input_per_mtok: ..., " \
-               "output_per_mtok: ...}` or `custom: true` to the model block"
+_CUSTOM_HINT = (
+    "or, if the model exists but the table lacks it, add `price: {input_per_mtok: ..., "
+    "output_per_mtok: ...}` or `custom: true` to the model block"
+)
 
 
 def check_model(provider: str, model: str, *, custom: bool, priced: bool, where: str) -> None:
@@ -29,12 +31,14 @@ def check_model(provider: str, model: str, *, custom: bool, priced: bool, where:
         raise UnknownModelError(
             f"{where}: model '{model}' on an openai-compatible endpoint: batchor cannot know what it costs",
             hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` (0 and 0 for a free server) or "
-                 "`custom: true` (unpriced: --max-cost then refuses) to the model block")
+            "`custom: true` (unpriced: --max-cost then refuses) to the model block",
+        )
     if table_knows(provider, model):
         return
-    raise UnknownModelError(f"{where}: model '{model}' is not one of {provider}'s known models"
-                            f"{_suggestion(provider, model)}",
-                            hint=f"fix the name (`batchor prices --provider {provider}` lists them), {_CUSTOM_HINT}")
+    raise UnknownModelError(
+        f"{where}: model '{model}' is not one of {provider}'s known models{_suggestion(provider, model)}",
+        hint=f"fix the name (`batchor prices --provider {provider}` lists them), {_CUSTOM_HINT}",
+    )
 
 
 def table_knows(provider: str, model: str) -> bool:
@@ -55,7 +59,8 @@ def _matched_in_table(provider: str, model: str) -> str | None:
     ref = model.removeprefix("models/") if provider == "gemini" else model
     try:
         found_provider, info = data_snapshot.get_snapshot().find_provider_model(
-            ref, None, table_provider_id(provider), None)
+            ref, None, table_provider_id(provider), None
+        )
     except LookupError:
         return None
     return str(info.id) if found_provider.id == table_provider_id(provider) else None

@@ -30,8 +30,12 @@ Z975 = 1.959964  # one-sided 97.5 % of a normal distribution: a two-sided test a
 def t975(freedom: int) -> float:
     """Student's t two-sided 95 % quantile (Cornish-Fisher, within 0.1 % from 8 degrees of freedom)."""
     z, v = Z975, float(max(1, freedom))
-    return (z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v * v)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3))
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v * v)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+    )
 
 
 def length_fit(stats: OutputStats, per_request: float, reask_factor: float) -> LengthFit | None:
@@ -51,10 +55,20 @@ def length_fit(stats: OutputStats, per_request: float, reask_factor: float) -> L
     t = slope / math.sqrt(residual_var / sxx) if residual_var > 0 else math.copysign(math.inf, slope)
     if abs(t) < t975(n - 2):
         return None
-    return LengthFit(answers=n, slope=slope, input_mean=x_mean, input_ss=sxx, residual_sd=math.sqrt(residual_var),
-                     r=sxy / math.sqrt(sxx * syy), t=t if math.isfinite(t) else 1e9, per_request=per_request,
-                     reask_factor=reask_factor, answer_mean=stats.mean, answer_sd=stats.stdev,
-                     answer_count=stats.answers)
+    return LengthFit(
+        answers=n,
+        slope=slope,
+        input_mean=x_mean,
+        input_ss=sxx,
+        residual_sd=math.sqrt(residual_var),
+        r=sxy / math.sqrt(sxx * syy),
+        t=t if math.isfinite(t) else 1e9,
+        per_request=per_request,
+        reask_factor=reask_factor,
+        answer_mean=stats.mean,
+        answer_sd=stats.stdev,
+        answer_count=stats.answers,
+    )
 
 
 def source_text(fit: LengthFit | None) -> str:
@@ -72,11 +86,15 @@ def adjusted_for_input(step: StepPlan, rest_input_mean: float) -> StepPlan:
     mean = max(1.0, fit.per_request + fit.reask_factor * shift)
     scale = _error_scale(fit, rest_input_mean, fit.answer_mean + shift)
     ends = step.output_error_ends
-    return step.model_copy(update={
-        "expected_output_tokens": max(1, round(mean)), "expected_output_mean": mean,
-        "output_error": step.output_error * scale if step.output_error is not None else None,
-        "output_error_ends": (ends[0] * scale, ends[1] * scale) if ends else None,
-        "length_fit": fit.model_copy(update={"rest_input_mean": rest_input_mean})})
+    return step.model_copy(
+        update={
+            "expected_output_tokens": max(1, round(mean)),
+            "expected_output_mean": mean,
+            "output_error": step.output_error * scale if step.output_error is not None else None,
+            "output_error_ends": (ends[0] * scale, ends[1] * scale) if ends else None,
+            "length_fit": fit.model_copy(update={"rest_input_mean": rest_input_mean}),
+        }
+    )
 
 
 def _error_scale(fit: LengthFit, rest_input_mean: float, mean: float) -> float:
@@ -118,6 +136,6 @@ def fitted_sd(step: StepPlan, measured: OutputStats, requests: float, small: flo
     if fit is None or fit.rest_input_mean is None or not measured.answers or requests <= 0:
         return measured.stdev
     more = measured.answers / fit.answer_count if fit.answer_count else 1.0
-    mean_var = small * requests ** 2 * _mean_error(fit, fit.rest_input_mean, more) ** 2
+    mean_var = small * requests**2 * _mean_error(fit, fit.rest_input_mean, more) ** 2
     own_var = requests * _residual_sd(fit, fit.rest_input_mean) ** 2
-    return math.sqrt((mean_var + own_var) / (small * requests ** 2 / measured.answers + requests))
+    return math.sqrt((mean_var + own_var) / (small * requests**2 / measured.answers + requests))

@@ -90,9 +90,9 @@ def _jpeg(data: bytes) -> tuple[int, int]:
         if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
             at += 2
             continue
-        (length,) = struct.unpack(">H", data[at + 2:at + 4])
+        (length,) = struct.unpack(">H", data[at + 2 : at + 4])
         if marker in _JPEG_FRAMES:
-            height, width = struct.unpack(">HH", data[at + 5:at + 9])
+            height, width = struct.unpack(">HH", data[at + 5 : at + 9])
             return int(width), int(height)
         at += 2 + int(length)
     raise MediaError("damaged image/jpeg header (no start-of-frame marker)")

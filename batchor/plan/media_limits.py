@@ -35,8 +35,16 @@ class MediaLimits:
 # request, PNG/JPEG/WebP (no GIF), 3,000 images, PDFs up to 1,000 pages; no plain https:// URLs.
 LIMITS: dict[str, MediaLimits] = {
     "openai": MediaLimits((*IMAGE_TYPES, PDF), 500, 50 * MB, max_pdf_pages=100, url_types=IMAGE_TYPES),
-    "anthropic": MediaLimits((*IMAGE_TYPES, PDF), 100, 32 * MB, max_file_bytes=5 * MB, max_pdf_pages=100,
-                             max_image_side=8000, url_types=(*IMAGE_TYPES, PDF), many_images_side=2000),
+    "anthropic": MediaLimits(
+        (*IMAGE_TYPES, PDF),
+        100,
+        32 * MB,
+        max_file_bytes=5 * MB,
+        max_pdf_pages=100,
+        max_image_side=8000,
+        url_types=(*IMAGE_TYPES, PDF),
+        many_images_side=2000,
+    ),
     "gemini": MediaLimits(("image/png", "image/jpeg", "image/webp", PDF), 3000, 20 * MB, max_pdf_pages=1000),
 }
 _PDF_MAX_BYTES = 32 * MB  # OpenAI and Anthropic: PDF content per request
@@ -54,8 +62,10 @@ def file_problem(limits: MediaLimits, ref: dict[str, Any], provider: str) -> str
     if kind not in limits.types:
         return f"{provider} does not accept {kind} attachments (accepted: {', '.join(limits.types)})"
     if "url" in ref and kind not in limits.url_types:
-        return (f"{provider} does not fetch {kind} from a URL; batchor never downloads files itself: "
-                "download it and give its path")
+        return (
+            f"{provider} does not fetch {kind} from a URL; batchor never downloads files itself: "
+            "download it and give its path"
+        )
     size = _base64_size(ref)
     if limits.max_file_bytes is not None and kind != PDF and size > limits.max_file_bytes:
         return f"{size:,} bytes once base64-encoded, over {provider}'s {limits.max_file_bytes:,}-byte limit per image"
@@ -80,8 +90,10 @@ def request_problem(limits: MediaLimits, refs: list[dict[str, Any]], provider: s
         return f"PDFs total {pdf_bytes:,} bytes base64-encoded, over {provider}'s {_PDF_MAX_BYTES:,} per request"
     side = max((max(int(r.get("width") or 0), int(r.get("height") or 0)) for r in refs), default=0)
     if limits.many_images_side is not None and len(refs) > _MANY_IMAGES and side > limits.many_images_side:
-        return (f"{len(refs)} attachments with one {side} px on its long side: over {_MANY_IMAGES} images, "
-                f"{provider} takes at most {limits.many_images_side} px a side")
+        return (
+            f"{len(refs)} attachments with one {side} px on its long side: over {_MANY_IMAGES} images, "
+            f"{provider} takes at most {limits.many_images_side} px a side"
+        )
     pages = sum(int(r.get("pages") or 0) for r in refs)
     if limits.max_pdf_pages is not None and pages > limits.max_pdf_pages:
         return f"PDFs total {pages} pages, over {provider}'s {limits.max_pdf_pages}-page limit per request"

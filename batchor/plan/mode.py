@@ -29,8 +29,10 @@ def initial_mode(requested: str, info: ProviderInfo, deadline: str | None, where
     if requested == "batch" and not info.batch:
         if info.name == "mock":
             return "realtime", "mock provider: the offline rehearsal answers in realtime"
-        raise SpecError(f"{where}: provider '{info.name}' has no Batch API",
-                        hint="use `mode: realtime`, or a provider with a Batch API (openai, anthropic, gemini)")
+        raise SpecError(
+            f"{where}: provider '{info.name}' has no Batch API",
+            hint="use `mode: realtime`, or a provider with a Batch API (openai, anthropic, gemini)",
+        )
     if requested != "auto":
         return requested, None
     if not info.batch:

@@ -37,8 +37,15 @@ def text_reference(data: bytes, location: dict[str, Any]) -> dict[str, Any]:
     text, pages = _extract(digest, data)
     if not text:
         raise MediaError("the PDF has no text layer (a scan?): send it as a file with `pdf: native`")
-    return {"media_type": PDF, "sha256": digest, "bytes": len(data), "pages": pages, "as": AS_TEXT, "text": text,
-            **{k: v for k, v in location.items() if k == "path"}}
+    return {
+        "media_type": PDF,
+        "sha256": digest,
+        "bytes": len(data),
+        "pages": pages,
+        "as": AS_TEXT,
+        "text": text,
+        **{k: v for k, v in location.items() if k == "path"},
+    }
 
 
 def is_text(ref: dict[str, Any]) -> bool:

@@ -55,8 +55,9 @@ def job_id_for(header: PlanHeader) -> str:
 class CompiledPlan:
     """A header plus its data (a parquet file on disk, or a member of a saved plan zip)."""
 
-    def __init__(self, header: PlanHeader, data_path: Path | None = None, zip_path: Path | None = None,
-                 cleanup: bool = False) -> None:
+    def __init__(
+        self, header: PlanHeader, data_path: Path | None = None, zip_path: Path | None = None, cleanup: bool = False
+    ) -> None:
         self.header = header
         self._data_path = data_path
         self._zip_path = zip_path
@@ -142,13 +143,19 @@ class CompiledPlan:
         os.close(fd)
         try:
             with zipfile.ZipFile(tmp, "w") as archive:
-                archive.writestr(HEADER_MEMBER, self.header.model_dump_json(by_alias=True, indent=1),
-                                 compress_type=zipfile.ZIP_DEFLATED)
+                archive.writestr(
+                    HEADER_MEMBER,
+                    self.header.model_dump_json(by_alias=True, indent=1),
+                    compress_type=zipfile.ZIP_DEFLATED,
+                )
                 if self._data_path is not None:
                     archive.write(self._data_path, DATA_MEMBER, compress_type=zipfile.ZIP_STORED)
                 else:
-                    with zipfile.ZipFile(self._archive()) as src, src.open(DATA_MEMBER) as member, \
-                            archive.open(DATA_MEMBER, "w") as out:
+                    with (
+                        zipfile.ZipFile(self._archive()) as src,
+                        src.open(DATA_MEMBER) as member,
+                        archive.open(DATA_MEMBER, "w") as out,
+                    ):
                         while chunk := member.read(1 << 20):
                             out.write(chunk)
             os.chmod(tmp, 0o600)
@@ -179,20 +186,28 @@ def load_plan(path: Path) -> CompiledPlan:
             raw = json.loads(archive.read(HEADER_MEMBER))
             data_hash = _member_sha256(archive, DATA_MEMBER)
     except (zipfile.BadZipFile, KeyError, EOFError, OSError, ValueError) as exc:
-        raise PlanFileError(f"{path} is not a readable batchor plan ({exc.__class__.__name__}: {exc})",
-                            hint="the file is truncated or damaged; re-create it with `batchor plan`") from None
+        raise PlanFileError(
+            f"{path} is not a readable batchor plan ({exc.__class__.__name__}: {exc})",
+            hint="the file is truncated or damaged; re-create it with `batchor plan`",
+        ) from None
     version = raw.get("format_version") if isinstance(raw, dict) else None
     if not isinstance(version, int) or version > PLAN_FORMAT_VERSION:
-        raise PlanFileError(f"{path} has plan format {version}; this batchor reads up to {PLAN_FORMAT_VERSION}",
-                            hint="upgrade batchor, or re-plan with this version")
+        raise PlanFileError(
+            f"{path} has plan format {version}; this batchor reads up to {PLAN_FORMAT_VERSION}",
+            hint="upgrade batchor, or re-plan with this version",
+        )
     try:
         header = PlanHeader.model_validate(raw)
     except ValidationError as exc:
-        raise PlanFileError(f"{path}: plan header is invalid ({exc.error_count()} problems)",
-                            hint="re-create the plan with `batchor plan`") from None
+        raise PlanFileError(
+            f"{path}: plan header is invalid ({exc.error_count()} problems)",
+            hint="re-create the plan with `batchor plan`",
+        ) from None
     if _header_hash(raw) != header.plan_id or data_hash != header.data_sha256:
-        raise PlanFileError(f"{path} was modified after it was created (content hash mismatch)",
-                            hint="plans are immutable: re-create it with `batchor plan`")
+        raise PlanFileError(
+            f"{path} was modified after it was created (content hash mismatch)",
+            hint="plans are immutable: re-create it with `batchor plan`",
+        )
     return CompiledPlan(header, zip_path=path)
 
 

@@ -15,8 +15,15 @@ from typing import Any
 from batchor.humanize import per_mtok
 from batchor.plan.price_cache import remembered
 
-__all__ = ["BATCH_DISCOUNT", "LISTED_PROVIDERS", "ModelPrice", "list_prices", "lookup_price", "price_table_info",
-           "table_provider_id"]
+__all__ = [
+    "BATCH_DISCOUNT",
+    "LISTED_PROVIDERS",
+    "ModelPrice",
+    "list_prices",
+    "lookup_price",
+    "price_table_info",
+    "table_provider_id",
+]
 
 BATCH_DISCOUNT = 0.5
 """Batch APIs of OpenAI, Anthropic and Gemini bill 50 % of realtime; assumed where unknown."""
@@ -104,9 +111,7 @@ def lookup_price(
     if provider == "mock" or provider in _LOCAL_PROVIDERS:
         note = "mock provider" if provider == "mock" else "self-hosted server: no per-token charge"
         source = "mock" if provider == "mock" else "local"
-        return ModelPrice(
-            provider, model, 0.0, 0.0, 0.0, 0.0, 0.0, source, day.isoformat(), (note,)
-        )
+        return ModelPrice(provider, model, 0.0, 0.0, 0.0, 0.0, 0.0, source, day.isoformat(), (note,))
     if provider == "openai-compatible":
         return None
     return _table_price(provider, model, day)
@@ -132,8 +137,7 @@ def _override_price(provider: str, model: str, override: dict[str, Any], day: da
 @lru_cache(maxsize=1024)
 def _table_price(provider: str, model: str, day: date) -> ModelPrice | None:
     """The table's price, kept on disk for the next plan (plan/price_cache.py)."""
-    found = remembered(f"price|{provider}|{model}|{day.isoformat()}",
-                       lambda: _price_from_table(provider, model, day))
+    found = remembered(f"price|{provider}|{model}|{day.isoformat()}", lambda: _price_from_table(provider, model, day))
     return ModelPrice.from_dict(found) if found is not None else None
 
 
@@ -142,9 +146,7 @@ def _price_from_table(provider: str, model: str, day: date) -> dict[str, Any] | 
 
     ref = model.removeprefix("models/") if provider == "gemini" else model
     try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(
-            ref, None, _GENAI_IDS.get(provider, provider), None
-        )
+        _, info = data_snapshot.get_snapshot().find_provider_model(ref, None, _GENAI_IDS.get(provider, provider), None)
     except LookupError:
         return None
     price = _catalog_price(provider, model, info, day)

@@ -67,8 +67,14 @@ class RowTally:
             part = pc.equal(first, prefix)
             self._finish_part(keys.filter(part), tokens.filter(part), step, store, retry_failed)
 
-    def _finish_part(self, keys: pa.ChunkedArray, tokens: pa.ChunkedArray, step: StepPlan,
-                     store: StateStore | None, retry_failed: bool) -> None:
+    def _finish_part(
+        self,
+        keys: pa.ChunkedArray,
+        tokens: pa.ChunkedArray,
+        step: StepPlan,
+        store: StateStore | None,
+        retry_failed: bool,
+    ) -> None:
         if store is not None:
             hit = cached_mask(store, keys)
             self.cached += pc.sum(hit).as_py() or 0
@@ -119,14 +125,15 @@ class _StepRenderer:
     def _render_columns(self, fast: FastStep, batch: pa.RecordBatch) -> _Rendered:
         bodies = fast.bodies(batch)
         keys = self.requests.keys(bodies.to_pylist())
-        contents = [
-            (role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)
-        ]
+        contents = [(role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)]
         counter = self.requests.counter
         if self.step.kind == "embed":  # the text alone (plan/request.py StepRequests.tokens)
             text = contents[-1][1]
-            return _Rendered(keys, bodies, counter.count_batch(text) if not isinstance(text, str)
-                             else [counter.count(text)] * batch.num_rows)
+            return _Rendered(
+                keys,
+                bodies,
+                counter.count_batch(text) if not isinstance(text, str) else [counter.count(text)] * batch.num_rows,
+            )
         counts, fixed = counter.count_chat_columns(contents, batch.num_rows), self.requests.fixed_tokens
         return _Rendered(keys, bodies, [n + fixed for n in counts] if fixed else counts)
 
@@ -149,10 +156,7 @@ def write_plan_data(
     """Write the plan data (input columns + each root step's key, messages, tokens); count."""
     tallies = {s.name: RowTally() for s in roots}
     caches = {
-        s.name: state
-        if state is not None and s.name not in refresh and "*" not in refresh
-        else None
-        for s in roots
+        s.name: state if state is not None and s.name not in refresh and "*" not in refresh else None for s in roots
     }
     needed = _needed_columns(roots, templates, reader.columns)
     writer: pq.ParquetWriter | None = None
@@ -177,8 +181,13 @@ def write_plan_data(
     return tallies
 
 
-def _with_step_columns(batch: pa.RecordBatch, rows: list[dict] | None, roots: list[StepPlan],
-                       renderers: list[_StepRenderer], tallies: dict[str, RowTally]) -> pa.Table:
+def _with_step_columns(
+    batch: pa.RecordBatch,
+    rows: list[dict] | None,
+    roots: list[StepPlan],
+    renderers: list[_StepRenderer],
+    tallies: dict[str, RowTally],
+) -> pa.Table:
     """The batch's input columns plus each root step's request key, messages and tokens (tallied)."""
     table = pa.Table.from_batches([batch])
     for step, renderer in zip(roots, renderers):
@@ -196,9 +205,7 @@ def _rows(batch: pa.RecordBatch, needed: list[str]) -> list[dict]:
     return batch.select(needed).to_pylist() if needed else [{} for _ in range(batch.num_rows)]
 
 
-def _needed_columns(
-    roots: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]
-) -> list[str]:
+def _needed_columns(roots: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]) -> list[str]:
     if any(templates[s.name].dynamic_row_access for s in roots):
         return columns
     wanted = set().union(*(templates[s.name].row_columns for s in roots)) if roots else set()

@@ -47,8 +47,13 @@ class StepRequests:
         self.step, self.templates = step, templates
         self.counter = get_counter(step.provider, step.model)
         self.fixed_tokens = _fixed_tokens(step, self.counter)  # billed on every request besides its messages
-        self.media = (AttachmentContext(Path(step.attachments_folder or "."), step.media_rules or step.provider,
-                                        pdf_text=step.pdf_text) if step.attachments else None)
+        self.media = (
+            AttachmentContext(
+                Path(step.attachments_folder or "."), step.media_rules or step.provider, pdf_text=step.pdf_text
+            )
+            if step.attachments
+            else None
+        )
         self.problems = 0  # requests whose attachments cannot be sent (they fail without a call)
         self.problem_examples: list[str] = []  # the first few, naming the row and the file
 
@@ -70,7 +75,7 @@ class StepRequests:
             self.problems += 1
             self.problem_examples += [problem][: 3 - len(self.problem_examples)]
         user = next(i for i, m in enumerate(messages) if m["role"] == "user")
-        keyed = [*messages[:user], {**messages[user], ATTACHMENTS: keyed_view(refs)}, *messages[user + 1:]]
+        keyed = [*messages[:user], {**messages[user], ATTACHMENTS: keyed_view(refs)}, *messages[user + 1 :]]
         messages[user] = {**messages[user], ATTACHMENTS: refs}
         key = request_key_from_json(self.step.key_prefix, canonical_json(keyed))
         return RenderedRequest(key, canonical_json(messages), tuple(messages))
@@ -84,8 +89,10 @@ class StepRequests:
             return [next(texts) if r is not None else None for r in requests]
         counts = iter(self.counter.count_messages_batch([r.messages for r in present]))
         fixed = self.fixed_tokens
-        return [next(counts) + fixed + sum(self._ref_tokens(a) for a in _refs(r.messages)) if r is not None else None
-                for r in requests]
+        return [
+            next(counts) + fixed + sum(self._ref_tokens(a) for a in _refs(r.messages)) if r is not None else None
+            for r in requests
+        ]
 
     def _ref_tokens(self, ref: dict[str, Any]) -> int:
         """A file's tokens by its provider's rule; a PDF sent as text, its text's."""
@@ -123,8 +130,9 @@ def request_keys(prefix: str, bodies: Sequence[str]) -> list[str]:
 def pinned_requests(step: StepPlan, base_dir: str) -> StepRequests:
     """A step's renderer from the templates pinned in a plan (apply and pipelining)."""
     env = make_environment(Path(base_dir))
-    templates = compile_step(env, step.name, step.system, step.prompt, step.when, set(step.depends_on),
-                             step.attachments)
+    templates = compile_step(
+        env, step.name, step.system, step.prompt, step.when, set(step.depends_on), step.attachments
+    )
     return StepRequests(step, templates)
 
 
@@ -140,7 +148,7 @@ def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) 
     if texts:  # PDFs sent as text follow the prompt in the first user message
         user = next(i for i, m in enumerate(plain) if m["role"] == "user")
         joined = "\n\n".join([plain[user]["content"], *texts])
-        plain = (*plain[:user], {**plain[user], "content": joined}, *plain[user + 1:])
+        plain = (*plain[:user], {**plain[user], "content": joined}, *plain[user + 1 :])
     return LLMRequest(key, step.model, plain, step.params, step.sent_schema, step.name, attachments=files)
 
 

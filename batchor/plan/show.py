@@ -25,26 +25,56 @@ def plan_view(plan: "CompiledPlan", prompts: int = 0) -> dict[str, Any]:
     """The whole plan as plain data; `prompts` sample requests per LLM step."""
     h = plan.header
     return {
-        "plan_id": h.plan_id, "name": h.name, "created_at": h.created_at, "batchor_version": h.batchor_version,
-        "spec": h.spec_source, "plan_file": str(plan.saved_path) if plan.saved_path else None,
-        "state": h.state_location, "state_source": h.state_source, "mocked": h.mocked,
-        "input": h.input.model_dump(), "output": h.output.model_dump(), "totals": h.totals.model_dump(),
-        "limits": h.limits, "refresh": h.refresh, "retry_failed": h.retry_failed,
+        "plan_id": h.plan_id,
+        "name": h.name,
+        "created_at": h.created_at,
+        "batchor_version": h.batchor_version,
+        "spec": h.spec_source,
+        "plan_file": str(plan.saved_path) if plan.saved_path else None,
+        "state": h.state_location,
+        "state_source": h.state_source,
+        "mocked": h.mocked,
+        "input": h.input.model_dump(),
+        "output": h.output.model_dump(),
+        "totals": h.totals.model_dump(),
+        "limits": h.limits,
+        "refresh": h.refresh,
+        "retry_failed": h.retry_failed,
         "steps": [step_view(plan, s, prompts) for s in h.steps],
     }
 
 
 def step_view(plan: "CompiledPlan", step: StepPlan, prompts: int) -> dict[str, Any]:
-    view: dict[str, Any] = {"name": step.name, "kind": "sql" if step.provider == "sql" else "llm",
-                            "depends_on": step.depends_on, "counts": step.counts.model_dump()}
+    view: dict[str, Any] = {
+        "name": step.name,
+        "kind": "sql" if step.provider == "sql" else "llm",
+        "depends_on": step.depends_on,
+        "counts": step.counts.model_dump(),
+    }
     if step.provider == "sql":
         return {**view, "sql": step.prompt, "fan_out": step.fan_out, "max_fanout": step.max_fanout}
-    view.update(provider=step.provider, model=step.model, api=step.api, endpoint=step.endpoint or "official",
-                mode=step.mode, mode_note=step.mode_note, params=step.params, options=step.provider_options,
-                price=step.price, cost_source=cost_source(step), token_count_exact=step.token_count_exact,
-                token_upper_factor=step.token_upper_factor, max_tokens=step.max_tokens,
-                context_window=step.context_window, system=step.system, prompt=step.prompt, when=step.when,
-                schema_sent=step.sent_schema, strict=step.strict, schema_notes=step.schema_notes)
+    view.update(
+        provider=step.provider,
+        model=step.model,
+        api=step.api,
+        endpoint=step.endpoint or "official",
+        mode=step.mode,
+        mode_note=step.mode_note,
+        params=step.params,
+        options=step.provider_options,
+        price=step.price,
+        cost_source=cost_source(step),
+        token_count_exact=step.token_count_exact,
+        token_upper_factor=step.token_upper_factor,
+        max_tokens=step.max_tokens,
+        context_window=step.context_window,
+        system=step.system,
+        prompt=step.prompt,
+        when=step.when,
+        schema_sent=step.sent_schema,
+        strict=step.strict,
+        schema_notes=step.schema_notes,
+    )
     if prompts > 0:
         view["requests"] = sample_requests(plan, step, prompts)
     return view
@@ -63,16 +93,28 @@ def sample_requests(plan: "CompiledPlan", step: StepPlan, count: int) -> dict[st
     """Up to `count` of the step's requests as sent; steps that read other steps render theirs during apply."""
     kind = body_kind(step.provider, step.api)
     if step.depends_on:
-        return {"sent_as": kind, "samples": [], "note": f"rendered during apply, from the answers of "
-                                                           f"{', '.join(step.depends_on)}"}
+        return {
+            "sent_as": kind,
+            "samples": [],
+            "note": f"rendered during apply, from the answers of {', '.join(step.depends_on)}",
+        }
     columns = [ROW_KEY, req_column(step.name, "key"), req_column(step.name, "messages")]
-    rows = ((row, key, body) for batch in plan.iter_batches(columns)
-            for row, key, body in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True)
-            if key is not None)
+    rows = (
+        (row, key, body)
+        for batch in plan.iter_batches(columns)
+        for row, key, body in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True)
+        if key is not None
+    )
     samples = []
     for row_key, key, body in itertools.islice(rows, count):
         request = llm_request(step, key, tuple(json.loads(body)))
-        samples.append({"row_key": row_key, "request_key": key,
-                        "body": sent_body(step.provider, request, api=step.api, strict=step.strict,
-                                          options=step.provider_options)})
+        samples.append(
+            {
+                "row_key": row_key,
+                "request_key": key,
+                "body": sent_body(
+                    step.provider, request, api=step.api, strict=step.strict, options=step.provider_options
+                ),
+            }
+        )
     return {"sent_as": kind, "samples": samples}

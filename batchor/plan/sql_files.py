@@ -57,4 +57,3 @@ def _string_literals(sql: str) -> list[str]:
         if len(text) >= 2 and text[0] == text[-1] == "'":
             literals.append(text[1:-1].replace("''", "'"))
     return literals
-

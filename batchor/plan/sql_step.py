@@ -24,44 +24,79 @@ from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
 from batchor.plan.model import StepPlan
 from batchor.spec.inputs import ROW_KEY
 
-_JSON_TYPES = {"BIGINT": "integer", "INTEGER": "integer", "SMALLINT": "integer", "TINYINT": "integer",
-               "HUGEINT": "integer", "UBIGINT": "integer", "UINTEGER": "integer", "DOUBLE": "number",
-               "FLOAT": "number", "BOOLEAN": "boolean", "VARCHAR": "string"}
+_JSON_TYPES = {
+    "BIGINT": "integer",
+    "INTEGER": "integer",
+    "SMALLINT": "integer",
+    "TINYINT": "integer",
+    "HUGEINT": "integer",
+    "UBIGINT": "integer",
+    "UINTEGER": "integer",
+    "DOUBLE": "number",
+    "FLOAT": "number",
+    "BOOLEAN": "boolean",
+    "VARCHAR": "string",
+}
 
 
 _UNNEST = re.compile(r"\bunnest\s*\(", re.IGNORECASE)
 _UNNESTED = re.compile(r"\bunnest\s*\(\s*(?:rows\.)?([A-Za-z_]\w*)\.([A-Za-z_]\w*)\s*\)", re.IGNORECASE)
 
 
-def sql_step_plan(name: str, sql: str, depends_on: list[str], step_names: set[str],
-                  fan_out: bool | None = None, max_fanout: int | None = None) -> StepPlan:
+def sql_step_plan(
+    name: str,
+    sql: str,
+    depends_on: list[str],
+    step_names: set[str],
+    fan_out: bool | None = None,
+    max_fanout: int | None = None,
+) -> StepPlan:
     """A StepPlan for a SQL step; its output schema is filled in once the input is known."""
     mentioned = {other for other in step_names - {name} if re.search(rf"\b{re.escape(other)}\b", sql)}
     deps = sorted(set(depends_on) | mentioned)
     if fan_out is None:  # `unnest(` is how DuckDB explodes a list: plain SQL fans out without a flag
         fan_out = max_fanout is not None or bool(_UNNEST.search(sql))
     prefix = request_prefix("sql", "duckdb", {"fan_out": True} if fan_out else {}, None)
-    return StepPlan(name=name, provider="sql", model="duckdb", params={}, prompt=sql, depends_on=deps,
-                    fan_out=fan_out, max_fanout=max_fanout,
-                    mode="realtime", price={"provider": "sql", "model": "duckdb", "input_per_mtok": 0.0,
-                                            "output_per_mtok": 0.0, "source": "local"},
-                    token_count_exact=True, max_tokens=0, expected_output_tokens=0,
-                    key_prefix=prefix + "\x1f" + sha256_hex(sql))
+    return StepPlan(
+        name=name,
+        provider="sql",
+        model="duckdb",
+        params={},
+        prompt=sql,
+        depends_on=deps,
+        fan_out=fan_out,
+        max_fanout=max_fanout,
+        mode="realtime",
+        price={"provider": "sql", "model": "duckdb", "input_per_mtok": 0.0, "output_per_mtok": 0.0, "source": "local"},
+        token_count_exact=True,
+        max_tokens=0,
+        expected_output_tokens=0,
+        key_prefix=prefix + "\x1f" + sha256_hex(sql),
+    )
 
 
 def derive_schema(step: StepPlan, columns: list[str], upstream: dict[str, StepPlan], base_dir: str) -> StepPlan:
     """Run the query on an empty `rows` to check it and learn its output columns and types."""
-    empty = pa.table({ROW_KEY: pa.array([], pa.string()),
-                      **{c: pa.array([], pa.string()) for c in columns},
-                      **{dep: pa.array([], _arrow_type(plan)) for dep, plan in upstream.items()}})
+    empty = pa.table(
+        {
+            ROW_KEY: pa.array([], pa.string()),
+            **{c: pa.array([], pa.string()) for c in columns},
+            **{dep: pa.array([], _arrow_type(plan)) for dep, plan in upstream.items()},
+        }
+    )
     described = _run(step, empty, base_dir, "DESCRIBE ")
     names = described.column(0).to_pylist()
     types = described.column(1).to_pylist()
     if ROW_KEY not in names:
-        raise SpecError(f"steps.{step.name}.sql must return the `{ROW_KEY}` column",
-                        hint=f"start with SELECT {ROW_KEY}, ... FROM rows")
-    properties = {n: {"type": _JSON_TYPES.get(t, "string")} if t in _JSON_TYPES else {}
-                  for n, t in zip(names, types) if n != ROW_KEY}
+        raise SpecError(
+            f"steps.{step.name}.sql must return the `{ROW_KEY}` column",
+            hint=f"start with SELECT {ROW_KEY}, ... FROM rows",
+        )
+    properties = {
+        n: {"type": _JSON_TYPES.get(t, "string")} if t in _JSON_TYPES else {}
+        for n, t in zip(names, types)
+        if n != ROW_KEY
+    }
     schema = {"type": "object", "properties": properties}
     update: dict[str, Any] = {"schema_": schema}
     if step.fan_out and step.max_fanout is None:
@@ -86,8 +121,9 @@ def _list_bound(sql: str, upstream: dict[str, StepPlan]) -> int | None:
     return bound
 
 
-def evaluate(step: StepPlan, rows: pa.Table, upstream: dict[str, list[Any]], plans: dict[str, StepPlan],
-             base_dir: str) -> dict[str, str]:
+def evaluate(
+    step: StepPlan, rows: pa.Table, upstream: dict[str, list[Any]], plans: dict[str, StepPlan], base_dir: str
+) -> dict[str, str]:
     """Per returned row key: the JSON of its derived columns. Rows missing an upstream answer
     are not given to the query (as for LLM steps, whose requests need every input)."""
     keep = [i for i in range(rows.num_rows) if all(upstream[dep][i] is not None for dep in step.depends_on)]
@@ -106,9 +142,11 @@ def evaluate(step: StepPlan, rows: pa.Table, upstream: dict[str, list[Any]], pla
         return {key: canonical_json(items) for key, items in elements.items()}
     if len(set(keys)) != len(keys):
         twice = next(k for k, n in Counter(keys).items() if n > 1)
-        raise SpecError(f"steps.{step.name}.sql returned `{ROW_KEY}` '{twice}' more than once",
-                        hint="add `fan_out: true` to the step for one row per element or match "
-                             "(later steps then run once per element), or return each row once")
+        raise SpecError(
+            f"steps.{step.name}.sql returned `{ROW_KEY}` '{twice}' more than once",
+            hint="add `fan_out: true` to the step for one row per element or match "
+            "(later steps then run once per element), or return each row once",
+        )
     return {key: canonical_json(record) for key, record in zip(keys, records)}
 
 
@@ -129,10 +167,13 @@ def _run(step: StepPlan, table: pa.Table, base_dir: str, prefix: str) -> pa.Tabl
         return db.sql(prefix + step.prompt).to_arrow_table()
     except duckdb.Error as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        candidates = next((f" ({line.rstrip('.')}: did you mean one of them?)" for line in lines
-                           if line.startswith("Candidate")), "")
-        raise SpecError(f"steps.{step.name}.sql: {lines[0][:300]}{candidates}",
-                        hint="the query reads `rows` (input columns, _row_key, one column per earlier step)") from None
+        candidates = next(
+            (f" ({line.rstrip('.')}: did you mean one of them?)" for line in lines if line.startswith("Candidate")), ""
+        )
+        raise SpecError(
+            f"steps.{step.name}.sql: {lines[0][:300]}{candidates}",
+            hint="the query reads `rows` (input columns, _row_key, one column per earlier step)",
+        ) from None
     finally:
         db.close()
 

@@ -56,12 +56,12 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
                 plans.append(plan.model_copy(update={"sql_files": referenced_files(step.sql, loaded.base_dir)}))
                 continue
             if isinstance(step, EmbedStep):
-                templates[name] = compile_step(env, name, None, step.embed, step.when, names - {name},
-                                               prompt_key="embed")
+                templates[name] = compile_step(
+                    env, name, None, step.embed, step.when, names - {name}, prompt_key="embed"
+                )
                 plans.append(_embed_plan(loaded, name, step, templates[name], overrides))
                 continue
-            compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name},
-                                    step.attachments)
+            compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name}, step.attachments)
             templates[name] = compiled
             deps = sorted(set(step.depends_on) | compiled.step_refs)
             model = _effective_model(spec.model, step.model, overrides)
@@ -74,8 +74,9 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
     return assign_grains(plans), templates
 
 
-def _embed_plan(loaded: LoadedSpec, name: str, step: EmbedStep, compiled: StepTemplates,
-                overrides: Overrides) -> StepPlan:
+def _embed_plan(
+    loaded: LoadedSpec, name: str, step: EmbedStep, compiled: StepTemplates, overrides: Overrides
+) -> StepPlan:
     """An embedding step: `--model` names an LLM, so it leaves the step's embedding model alone."""
     model = _effective_model(loaded.spec.model, step.model, Overrides(mock=overrides.mock))
     mode = overrides.mode or step.mode or loaded.spec.limits.mode
@@ -86,21 +87,27 @@ def _embed_plan(loaded: LoadedSpec, name: str, step: EmbedStep, compiled: StepTe
 _PROVIDER_BOUND = ("base_url", "api_key_env", "api", "price", "custom", "options")  # dropped on a provider change
 
 
-def _check_model_block(loaded: LoadedSpec, step: str, model: ModelSpec, overrides: Overrides,
-                       checked: set[tuple[str, ...]]) -> None:
+def _check_model_block(
+    loaded: LoadedSpec, step: str, model: ModelSpec, overrides: Overrides, checked: set[tuple[str, ...]]
+) -> None:
     """The model exists (or the spec says it is custom or priced) and its options are the provider's.
 
     The spec's provider is checked, also under --mock: the rehearsal is of the real run. Each
     block is checked once, so a job-level mistake is one problem, not one per step."""
     own = getattr(loaded.spec.steps[step], "model", None)  # an LLM step's model override
     at_step = own is not None and (own.name is not None or own.provider is not None)
-    where = "--model" if overrides.model else _at(loaded, ("steps", step, "model", "name") if at_step
-                                                   else ("model", "name"))
+    where = (
+        "--model"
+        if overrides.model
+        else _at(loaded, ("steps", step, "model", "name") if at_step else ("model", "name"))
+    )
     if ("model", where, model.provider, model.name) not in checked:
         checked.add(("model", where, model.provider, model.name))
         check_model(model.provider, model.name, custom=model.custom, priced=model.price is not None, where=where)
-    options_where = _at(loaded, ("steps", step, "model", "options") if own is not None and own.options is not None
-                        else ("model", "options"))
+    options_where = _at(
+        loaded,
+        ("steps", step, "model", "options") if own is not None and own.options is not None else ("model", "options"),
+    )
     if model.options and ("options", options_where, model.provider) not in checked:
         checked.add(("options", options_where, model.provider))
         check_options(model.provider, model.options, options_where)
@@ -129,8 +136,9 @@ def _effective_model(base: ModelSpec, override: Any, overrides: Overrides) -> Mo
     return ModelSpec.model_validate(data)
 
 
-def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
-               overrides: Overrides, mode: str) -> StepPlan:
+def _step_plan(
+    loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str], overrides: Overrides, mode: str
+) -> StepPlan:
     spec = loaded.spec
     step = spec.steps[name]
     assert isinstance(step, LLMStep), "SQL and embedding steps are planned by plan/sql_step.py, plan/embed_step.py"
@@ -145,8 +153,13 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
         check_schema(schema, where=f"steps.{name}.output.schema")
         adapted = adapt_schema(schema, provider)
         sent_schema, strict, notes = adapted.schema, adapted.strict, list(adapted.notes)
-    price = None if overrides.mock else lookup_price(
-        provider, model.name, override=model.price.model_dump(exclude_none=True) if model.price else None)
+    price = (
+        None
+        if overrides.mock
+        else lookup_price(
+            provider, model.name, override=model.price.model_dump(exclude_none=True) if model.price else None
+        )
+    )
     if overrides.mock:
         price = lookup_price("mock", model.name)
     counter = get_counter(provider, model.name)
@@ -156,13 +169,28 @@ def _step_plan(loaded: LoadedSpec, name: str, model: ModelSpec, deps: list[str],
         key_params["_structured"] = model.options["structured"]
     mode, mode_note = initial_mode(mode, info, step.deadline or spec.limits.deadline, f"steps.{name}")
     return StepPlan(
-        name=name, provider=provider, model=model.name, api=model.api, base_url=model.base_url,
-        api_key_env=model.api_key_env or info.key_env, provider_options=dict(model.options),
-        params=params, schema=schema,
-        sent_schema=sent_schema, strict=strict, schema_notes=notes, system=step.system,
-        prompt=step.prompt, when=step.when, depends_on=deps, mode=mode, mode_note=mode_note,
-        price=price.to_dict() if price else None, token_count_exact=counter.exact and not step.attachments,
-        token_upper_factor=counter.upper_factor, max_tokens=max_tokens,
+        name=name,
+        provider=provider,
+        model=model.name,
+        api=model.api,
+        base_url=model.base_url,
+        api_key_env=model.api_key_env or info.key_env,
+        provider_options=dict(model.options),
+        params=params,
+        schema=schema,
+        sent_schema=sent_schema,
+        strict=strict,
+        schema_notes=notes,
+        system=step.system,
+        prompt=step.prompt,
+        when=step.when,
+        depends_on=deps,
+        mode=mode,
+        mode_note=mode_note,
+        price=price.to_dict() if price else None,
+        token_count_exact=counter.exact and not step.attachments,
+        token_upper_factor=counter.upper_factor,
+        max_tokens=max_tokens,
         context_window=context_window(model.name, model.context_window),
         expected_output_tokens=min(max_tokens, expected_answer_tokens(schema)),
         endpoint=endpoint,
@@ -176,8 +204,12 @@ def _attachment_fields(loaded: LoadedSpec, step: LLMStep, model: ModelSpec) -> d
     if not step.attachments:
         return {}
     folder = input_folder(loaded.base_dir, loaded.spec.input.path)
-    return {"attachments": list(step.attachments), "attachments_folder": str(folder),
-            "media_rules": model.provider, "pdf_text": step.pdf == "text"}
+    return {
+        "attachments": list(step.attachments),
+        "attachments_folder": str(folder),
+        "media_rules": model.provider,
+        "pdf_text": step.pdf == "text",
+    }
 
 
 def _check_acyclic(plans: list[StepPlan]) -> None:
@@ -189,7 +221,7 @@ def _check_acyclic(plans: list[StepPlan]) -> None:
         if node in done:
             return
         if node in visiting:
-            cycle = " -> ".join(trail[trail.index(node):] + [node])
+            cycle = " -> ".join(trail[trail.index(node) :] + [node])
             raise SpecError(f"steps: dependency cycle {cycle}", hint="a step can only use steps before it")
         visiting.add(node)
         for dep in deps[node]:

@@ -25,11 +25,32 @@ from typing import Iterator
 from batchor.state.length_stats import KeyStats, OutputStats
 
 # re-asks in stages (state/answer_stats.py): weighted like the answers
-_STAGES = ("first_asks", "first_rejected", "first_failed", "reasks", "reasks_rejected", "reask_tokens",
-           "reask_added_input", "first_truncated", "reasks_truncated")
+_STAGES = (
+    "first_asks",
+    "first_rejected",
+    "first_failed",
+    "reasks",
+    "reasks_rejected",
+    "reask_tokens",
+    "reask_added_input",
+    "first_truncated",
+    "reasks_truncated",
+)
 _FIT = ("fit_answers", "fit_input", "fit_input_sq", "fit_output", "fit_output_sq", "fit_cross")  # plan/length_fit.py
-_ADDITIVE = ("answers", "attempts", "answer_tokens", "answer_tokens_sq", "attempt_tokens", "requests",
-             "answer_tokens_cu", "answer_logs", "answer_logs_sq", "answer_logs_cu", *_STAGES, *_FIT)
+_ADDITIVE = (
+    "answers",
+    "attempts",
+    "answer_tokens",
+    "answer_tokens_sq",
+    "attempt_tokens",
+    "requests",
+    "answer_tokens_cu",
+    "answer_logs",
+    "answer_logs_sq",
+    "answer_logs_cu",
+    *_STAGES,
+    *_FIT,
+)
 _COUNTS = ("answers", "attempts", "answer_tokens", "attempt_tokens", "requests", *_STAGES, "fit_answers")  # ints
 
 
@@ -84,10 +105,13 @@ def post_stratified(inside: OutputStats, outside: OutputStats, share: float) -> 
     if not inside.answers or not outside.answers:
         return None
     n = inside.answers + outside.answers
-    weighted = (_scaled(inside, share * n / inside.answers, exact=True)
-                + _scaled(outside, (1 - share) * n / outside.answers, exact=True))
-    error = (share ** 2 * _variance(inside, weighted) / inside.answers
-             + (1 - share) ** 2 * _variance(outside, weighted) / outside.answers)
+    weighted = _scaled(inside, share * n / inside.answers, exact=True) + _scaled(
+        outside, (1 - share) * n / outside.answers, exact=True
+    )
+    error = (
+        share**2 * _variance(inside, weighted) / inside.answers
+        + (1 - share) ** 2 * _variance(outside, weighted) / outside.answers
+    )
     effective = min(float(n), _variance(weighted, weighted) / error) if error > 0 else float(n)
     return _rounded(_scaled(weighted, max(2, round(effective)) / n, exact=True))
 
@@ -101,8 +125,7 @@ def _variance(stats: OutputStats, pooled: OutputStats) -> float:
     return max(0.0, (source.answer_tokens_sq - n * mean * mean) / (n - 1))
 
 
-def _scaled(stats: OutputStats, factor: float, *, minus: OutputStats | None = None,
-            exact: bool = False) -> OutputStats:
+def _scaled(stats: OutputStats, factor: float, *, minus: OutputStats | None = None, exact: bool = False) -> OutputStats:
     """Every additive figure times `factor` (less `minus`'s); counts stay floats while `exact`."""
     values = {}
     for name in _ADDITIVE:

@@ -26,15 +26,31 @@ def money(value: float) -> str:
 def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
     h = plan.header
     return {
-        "plan_id": h.plan_id, "plan_file": str(plan.saved_path) if plan.saved_path else None, "name": h.name,
-        "rows": h.totals.rows, "totals": h.totals.model_dump(),
-        "cost_upper_includes_reasks": False, "cost_upper_all_attempts": reask_upper(h),
+        "plan_id": h.plan_id,
+        "plan_file": str(plan.saved_path) if plan.saved_path else None,
+        "name": h.name,
+        "rows": h.totals.rows,
+        "totals": h.totals.model_dump(),
+        "cost_upper_includes_reasks": False,
+        "cost_upper_all_attempts": reask_upper(h),
         "input": {"files": h.input.files, "fingerprint": h.input.fingerprint},
         "output": h.output.model_dump(),
-        "steps": [{"name": s.name, "provider": s.provider, "model": s.model, "mode": s.mode, "mode_note": s.mode_note,
-                   "depends_on": s.depends_on,
-                   "price": s.price, "token_count_exact": s.token_count_exact, "schema_notes": s.schema_notes,
-                   **_estimate_sources(s), **s.counts.model_dump()} for s in h.steps],
+        "steps": [
+            {
+                "name": s.name,
+                "provider": s.provider,
+                "model": s.model,
+                "mode": s.mode,
+                "mode_note": s.mode_note,
+                "depends_on": s.depends_on,
+                "price": s.price,
+                "token_count_exact": s.token_count_exact,
+                "schema_notes": s.schema_notes,
+                **_estimate_sources(s),
+                **s.counts.model_dump(),
+            }
+            for s in h.steps
+        ],
     }
 
 
@@ -49,25 +65,36 @@ def plan_text(plan: "CompiledPlan", max_cost: float | None = None, output: str |
 
 def _total_lines(plan: "CompiledPlan", max_cost: float | None) -> list[str]:
     h, t = plan.header, plan.header.totals
-    lines = [f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
-             f"  rows        {t.rows:,}",
-             f"  requests    {_to_run(t, split=False)}{_sharing(plan)}, {t.cached:,} rows cached, {t.skipped:,} skipped"
-             + _failed_earlier(t)]
+    lines = [
+        f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
+        f"  rows        {t.rows:,}",
+        f"  requests    {_to_run(t, split=False)}{_sharing(plan)}, {t.cached:,} rows cached, {t.skipped:,} skipped"
+        + _failed_earlier(t),
+    ]
     approx = "~" if t.estimates else ""
-    lines.append(f"  tokens      {approx}{t.input_tokens:,} in, ~{t.output_tokens_expected:,} out expected "
-                 f"(<= {t.output_tokens_upper:,})")
+    lines.append(
+        f"  tokens      {approx}{t.input_tokens:,} in, ~{t.output_tokens_expected:,} out expected "
+        f"(<= {t.output_tokens_upper:,})"
+    )
     if t.unbounded:
-        lines.append(f"  cost        {money(t.cost_expected)} expected, NO UPPER BOUND: {', '.join(t.unbounded)} run "
-                     "once per element of a fan-out without `max_fanout`")
+        lines.append(
+            f"  cost        {money(t.cost_expected)} expected, NO UPPER BOUND: {', '.join(t.unbounded)} run "
+            "once per element of a fan-out without `max_fanout`"
+        )
     else:
-        lines.append(f"  cost        {money(t.cost_expected)} expected, {money(t.cost_upper)} at most "
-                     "(one attempt per request)" + (", priced steps only" if t.unpriced_models else ""))
+        lines.append(
+            f"  cost        {money(t.cost_expected)} expected, {money(t.cost_upper)} at most "
+            "(one attempt per request)" + (", priced steps only" if t.unpriced_models else "")
+        )
         lines.append(f"  re-asks     {_reask_note(h)}")
     spec_cap = h.limits.get("max_cost_usd")
     limit, _ = effective_max_cost(max_cost, spec_cap)
     if limit is not None:
-        verdict = "cannot be checked: no upper bound" if t.unbounded else (
-            "within budget" if t.cost_upper <= limit else "ABOVE budget")
+        verdict = (
+            "cannot be checked: no upper bound"
+            if t.unbounded
+            else ("within budget" if t.cost_upper <= limit else "ABOVE budget")
+        )
         lines.append(f"  budget      {money(limit)} ({verdict}; {budget_origin(max_cost, spec_cap)})")
     if t.unpriced_models:
         lines.append(f"  no price    {', '.join(t.unpriced_models)} (add `price:` to the model block)")
@@ -83,17 +110,25 @@ def _step_lines(s: Any) -> list[str]:
         bound = f"at most {s.max_fanout:,} per row" if s.max_fanout else "unbounded"
         est += f" fan-out: {c.elements:,} elements known ({bound})"
     mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
-    lines = [f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} rows cached, "
-             f"{c.skipped:,} skipped, {_step_cost(s)}{est}"]
+    lines = [
+        f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} rows cached, "
+        f"{c.skipped:,} skipped, {_step_cost(s)}{est}"
+    ]
     if c.too_long:
-        lines.append(f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
-                     "those rows will fail without a call")
+        lines.append(
+            f"    note: {c.too_long:,} request(s) exceed the {s.context_window:,}-token context window: "
+            "those rows will fail without a call"
+        )
     if c.attachment_problems:
-        lines.append(f"    note: {c.attachment_problems:,} row(s) have attachments that cannot be sent: they will "
-                     "fail without a call, e.g. " + "; ".join(c.attachment_examples))
+        lines.append(
+            f"    note: {c.attachment_problems:,} row(s) have attachments that cannot be sent: they will "
+            "fail without a call, e.g. " + "; ".join(c.attachment_examples)
+        )
     if c.failed_earlier:
-        lines.append(f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
-                     "context too long); --retry-failed or --refresh STEP sends them again")
+        lines.append(
+            f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
+            "context too long); --retry-failed or --refresh STEP sends them again"
+        )
     if s.provider != "sql":
         lines.append(f"    estimate: {_estimate_line(s)}")
     return lines + [f"    note: {n}" for n in s.schema_notes]
@@ -104,8 +139,10 @@ def _place_lines(plan: "CompiledPlan", output: str | Path | None = None) -> list
     if output is not None:
         lines.append(f"  output      {output} (--output)")
     elif h.output.variant:
-        lines.append(f"  output      {h.output.path} ({variant_reason(tuple(h.output.variant))}: "
-                     f"the spec's {h.output.spec_path} is left as it is)")
+        lines.append(
+            f"  output      {h.output.path} ({variant_reason(tuple(h.output.variant))}: "
+            f"the spec's {h.output.spec_path} is left as it is)"
+        )
     if h.state_location:
         lines.append(f"  state       {h.state_location}" + (f" ({h.state_source})" if h.state_source else ""))
     if plan.saved_path:
@@ -126,13 +163,18 @@ def _step_cost(step: Any) -> str:
 
 def _estimate_sources(step: Any) -> dict[str, Any]:
     """Where a step's expected tokens come from (see plan/estimate.py)."""
-    return {"expected_output_tokens_per_request": step.expected_output_tokens, "output_source": step.output_source,
-            "input_source": step.input_source, "input_factor": step.input_factor,
-            "reask_input_tokens": step.reask_input_tokens, "length_key": step.length_key,
-            "output_error_90": step.output_error,
-            "output_error_90_ends": list(step.output_error_ends) if step.output_error_ends else None,
-            "answer_share": step.answer_share,
-            "input_length_fit": step.length_fit.model_dump() if step.length_fit is not None else None}
+    return {
+        "expected_output_tokens_per_request": step.expected_output_tokens,
+        "output_source": step.output_source,
+        "input_source": step.input_source,
+        "input_factor": step.input_factor,
+        "reask_input_tokens": step.reask_input_tokens,
+        "length_key": step.length_key,
+        "output_error_90": step.output_error,
+        "output_error_90_ends": list(step.output_error_ends) if step.output_error_ends else None,
+        "answer_share": step.answer_share,
+        "input_length_fit": step.length_fit.model_dump() if step.length_fit is not None else None,
+    }
 
 
 FEW = 0.10
@@ -145,12 +187,13 @@ def _estimate_line(step: Any) -> str:
     c = step.counts
     when = f"; when: {c.when_source}{_share_error(c.when_ran, c.when_evaluated)}" if c.when_source else ""
     error = _error_text(step.output_error, "answers", "pilot:" in step.output_source, step.output_error_ends)
-    return (f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}{error}); "
-            f"input tokens {step.input_source or 'estimate'}{when}")
+    return (
+        f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}{error}); "
+        f"input tokens {step.input_source or 'estimate'}{when}"
+    )
 
 
-def _error_text(error: float | None, unit: str, piloted: bool = False,
-                ends: tuple[float, float] | None = None) -> str:
+def _error_text(error: float | None, unit: str, piloted: bool = False, ends: tuple[float, float] | None = None) -> str:
     """', +-2 %' or, where skewed answers move it, ', -8 % / +12 %' (the 90 % ends)."""
     if error is None:
         return ""
@@ -200,23 +243,31 @@ def _reask_note(header: Any) -> str:
     attempts = int(header.limits.get("max_attempts") or 1)
     if attempts <= 1:
         return "none (max_attempts 1): the upper bound is the most the run can spend"
-    return (f"a rejected or failed answer is asked again, up to max_attempts {attempts}; every attempt is paid "
-            f"and counted against the budget (if every request used them all: {money(reask_upper(header))})")
+    return (
+        f"a rejected or failed answer is asked again, up to max_attempts {attempts}; every attempt is paid "
+        f"and counted against the budget (if every request used them all: {money(reask_upper(header))})"
+    )
 
 
 def plan_markdown(plan: "CompiledPlan") -> str:
     h, t = plan.header, plan.header.totals
-    rows = ["| step | model | requests to run | of which changed | rows cached | rows skipped | cost (expected) "
-            "| cost (at most) |",
-            "|---|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| step | model | requests to run | of which changed | rows cached | rows skipped | cost (expected) "
+        "| cost (at most) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for s in h.steps:
         c = s.counts
         changed = f"{c.changed:,} ({causes_text(c.changed_by)})" if c.changed_by else f"{c.changed:,}"
-        rows.append(f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {changed} | {c.cached:,} "
-                    f"| {c.skipped:,} | "
-                    f"{'no price' if unpriced(s) else money(c.cost_expected)} | {_upper(s)} |")
-    head = (f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
-            f"{t.cached:,} rows cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n")
+        rows.append(
+            f"| {s.name} | {s.provider}:{s.model} | {c.to_run:,} | {changed} | {c.cached:,} "
+            f"| {c.skipped:,} | "
+            f"{'no price' if unpriced(s) else money(c.cost_expected)} | {_upper(s)} |"
+        )
+    head = (
+        f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
+        f"{t.cached:,} rows cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n"
+    )
     return head + "\n" + "\n".join(rows) + "\n"
 
 

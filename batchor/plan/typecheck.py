@@ -35,7 +35,7 @@ class Reference:
     lineno: int  # line within the template text
 
     def text(self, upto: int) -> str:
-        parts = [self.root] + [f"[{p}]" if isinstance(p, int) else f".{p}" for p in self.path[:upto + 1]]
+        parts = [self.root] + [f"[{p}]" if isinstance(p, int) else f".{p}" for p in self.path[: upto + 1]]
         return parts[0] + "".join(parts[1:])
 
 
@@ -64,8 +64,9 @@ def _chain(node: nodes.Node) -> tuple[str, tuple[str | int, ...]] | None:
     return node.name, tuple(reversed(path))
 
 
-def typed_steps(loaded: LoadedSpec, steps: list[StepPlan], templates: dict[str, StepTemplates],
-                columns: list[str]) -> list[StepPlan]:
+def typed_steps(
+    loaded: LoadedSpec, steps: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]
+) -> list[StepPlan]:
     """Steps with their SQL output schemas, once every name the templates read is known to exist."""
     found = Problems()
     typed = steps
@@ -109,8 +110,9 @@ def locate_sql_error(loaded: LoadedSpec, exc: SpecError, step: str, sql: str) ->
     return SpecError(f"{loaded.where_in_text(('steps', step, 'sql'), line)}: {exc.message}", hint=exc.hint)
 
 
-def check_references(loaded: LoadedSpec, steps: list[StepPlan], templates: dict[str, StepTemplates],
-                     columns: list[str]) -> None:
+def check_references(
+    loaded: LoadedSpec, steps: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]
+) -> None:
     """Every name each template reads exists; raises all the problems found at once."""
     by_name = {s.name: s for s in steps}
     roots = set(by_name) | {"row"}
@@ -139,9 +141,14 @@ def _check(ref: Reference, by_name: dict[str, StepPlan], columns: list[str]) -> 
         return None
     if step.kind == "embed":  # a list of floats: indexes and list methods only
         first = ref.path[0]
-        return None if isinstance(first, int) or hasattr(list, str(first)) else (
-            f"`{ref.text(0)}`: step '{step.name}' is an embedding step; its answer is a list of floats",
-            f"write {{{{ {step.name} }}}} for the list, or {{{{ {step.name}[0] }}}} for one value")
+        return (
+            None
+            if isinstance(first, int) or hasattr(list, str(first))
+            else (
+                f"`{ref.text(0)}`: step '{step.name}' is an embedding step; its answer is a list of floats",
+                f"write {{{{ {step.name} }}}} for the list, or {{{{ {step.name}[0] }}}} for one value",
+            )
+        )
     if step.schema is None:
         return _check_text(ref, step)
     return _check_schema(ref, step)
@@ -151,16 +158,20 @@ def _check_column(ref: Reference, columns: list[str]) -> tuple[str, str] | None:
     name = ref.path[0] if ref.path else None
     if not isinstance(name, str) or name in columns or name in _DICT_METHODS:
         return None
-    return (f"`row.{name}`: the input has no column '{name}'{_did_you_mean(name, columns)} "
-            f"(columns: {', '.join(columns)})", "fix the column name, or add the column to the input or input.sql")
+    return (
+        f"`row.{name}`: the input has no column '{name}'{_did_you_mean(name, columns)} (columns: {', '.join(columns)})",
+        "fix the column name, or add the column to the input or input.sql",
+    )
 
 
 def _check_text(ref: Reference, step: StepPlan) -> tuple[str, str] | None:
     first = ref.path[0]
     if isinstance(first, str) and hasattr(str, first):  # {{ summary.strip() }}: a method of the text
         return None
-    return (f"`{ref.text(0)}`: step '{step.name}' is a text step; its answer is only its text",
-            f"write {{{{ {step.name} }}}} for the text, or give the step `output: {{schema: ...}}` for fields")
+    return (
+        f"`{ref.text(0)}`: step '{step.name}' is a text step; its answer is only its text",
+        f"write {{{{ {step.name} }}}} for the text, or give the step `output: {{schema: ...}}` for fields",
+    )
 
 
 def _check_schema(ref: Reference, step: StepPlan) -> tuple[str, str] | None:
@@ -180,10 +191,11 @@ def _check_schema(ref: Reference, step: StepPlan) -> tuple[str, str] | None:
         if part in _DICT_METHODS:
             return None
         source = "returns" if step.provider == "sql" else "outputs"
-        return (f"`{ref.text(i)}`: step '{step.name}' {source} no field '{part}'"
-                f"{_did_you_mean(part, list(properties))}",
-                f"use one of its fields ({', '.join(properties)}), or add '{part}' to the step's "
-                + ("query" if step.provider == "sql" else "output schema"))
+        return (
+            f"`{ref.text(i)}`: step '{step.name}' {source} no field '{part}'{_did_you_mean(part, list(properties))}",
+            f"use one of its fields ({', '.join(properties)}), or add '{part}' to the step's "
+            + ("query" if step.provider == "sql" else "output schema"),
+        )
     return None
 
 

@@ -47,9 +47,13 @@ def validate_loaded(loaded: LoadedSpec, overrides: Overrides) -> ValidationRepor
     for st in steps:
         report.warnings += [f"steps.{st.name}: {note}" for note in st.schema_notes]
         if st.price is None:
-            report.warnings.append(f"steps.{st.name}: no price known for {st.provider}:{st.model}; "
-                                   "--max-cost will refuse until the spec gives `price:`")
+            report.warnings.append(
+                f"steps.{st.name}: no price known for {st.provider}:{st.model}; "
+                "--max-cost will refuse until the spec gives `price:`"
+            )
         if not st.token_count_exact and st.provider != "mock":
-            report.warnings.append(f"steps.{st.name}: token counts for {st.provider} are estimates "
-                                   f"(upper bound x{st.token_upper_factor:g})")
+            report.warnings.append(
+                f"steps.{st.name}: token counts for {st.provider} are estimates "
+                f"(upper bound x{st.token_upper_factor:g})"
+            )
     return report

@@ -17,8 +17,15 @@ from batchor.spec.model import JobSpec, SqlStep
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def variant_tags(*, pilot: int | None = None, limit: int | None = None, sample: int | None = None,
-                 model: str | None = None, data: bool = False, mock: bool = False) -> tuple[str, ...]:
+def variant_tags(
+    *,
+    pilot: int | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    model: str | None = None,
+    data: bool = False,
+    mock: bool = False,
+) -> tuple[str, ...]:
     """What makes a run partial, as file-name parts, in a fixed order (empty: a full run)."""
     tags: list[str] = []
     if pilot is not None:

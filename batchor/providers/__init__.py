@@ -31,10 +31,20 @@ _COMPAT = "openai"  # OpenAI-compatible endpoints reuse the OpenAI adapter
 
 REGISTRY: dict[str, ProviderInfo] = {
     "openai": ProviderInfo("openai", "openai", "OPENAI_API_KEY", batch=True),
-    "anthropic": ProviderInfo("anthropic", "anthropic", "ANTHROPIC_API_KEY", batch=True,
-                              structured="output_config json_schema (forced tool for older models)"),
-    "gemini": ProviderInfo("gemini", "gemini", "GEMINI_API_KEY", batch=True,  # or GOOGLE_API_KEY
-                           structured="response_json_schema"),
+    "anthropic": ProviderInfo(
+        "anthropic",
+        "anthropic",
+        "ANTHROPIC_API_KEY",
+        batch=True,
+        structured="output_config json_schema (forced tool for older models)",
+    ),
+    "gemini": ProviderInfo(
+        "gemini",
+        "gemini",
+        "GEMINI_API_KEY",
+        batch=True,  # or GOOGLE_API_KEY
+        structured="response_json_schema",
+    ),
     "mock": ProviderInfo("mock", "mock", None, structured="generated locally"),
     "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False),
     "openrouter": ProviderInfo("openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False),

@@ -36,8 +36,15 @@ from batchor.providers.unreachable import transport_errors, unreachable
 
 OUTPUT_CONFIG, TOOL = "output_config", "tool"
 # Models released before structured outputs: they only follow a schema through a forced tool.
-_TOOL_ONLY_MODELS = ("claude-2", "claude-instant", "claude-3", "claude-sonnet-4-0", "claude-sonnet-4-2025",
-                     "claude-opus-4-0", "claude-opus-4-2025")
+_TOOL_ONLY_MODELS = (
+    "claude-2",
+    "claude-instant",
+    "claude-3",
+    "claude-sonnet-4-0",
+    "claude-sonnet-4-2025",
+    "claude-opus-4-0",
+    "claude-opus-4-2025",
+)
 # Chat Completions parameters with no Messages API equivalent: dropped, so a spec written for
 # OpenAI runs unchanged with `--model anthropic:...`.
 _OPENAI_ONLY = frozenset({
@@ -63,15 +70,24 @@ def to_body(request: LLMRequest, *, structured: str = OUTPUT_CONFIG) -> dict[str
     """The JSON body for POST /v1/messages."""
     params = _params(request.params)
     system = [m["content"] for m in request.messages if m["role"] == "system"]
-    messages = with_parts(request, [{"role": m["role"], "content": m["content"]} for m in request.messages
-                                    if m["role"] != "system"], "content", anthropic_blocks)
+    messages = with_parts(
+        request,
+        [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"],
+        "content",
+        anthropic_blocks,
+    )
     body: dict[str, Any] = {"model": request.model, "messages": messages, **params}
     if system:
         body["system"] = "\n\n".join(system)
     if request.schema is not None and structured == TOOL:
         name = _tool_name(request.schema_name)
-        body["tools"] = [{"name": name, "description": "Record the answer in the required structure.",
-                          "input_schema": request.schema}]
+        body["tools"] = [
+            {
+                "name": name,
+                "description": "Record the answer in the required structure.",
+                "input_schema": request.schema,
+            }
+        ]
         body["tool_choice"] = {"type": "tool", "name": name}
     elif request.schema is not None:
         body["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
@@ -106,10 +122,16 @@ def parse_result(data: dict[str, Any]) -> Completion:
     usage = data.get("usage") or {}
     cache_read = int(usage.get("cache_read_input_tokens") or 0)
     cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-    completion = Completion(text=text, input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
-                            output_tokens=int(usage.get("output_tokens") or 0), cached_input_tokens=cache_read,
-                            finish_reason=data.get("stop_reason"), model=data.get("model"), raw=data,
-                            usage_known=bool(usage))
+    completion = Completion(
+        text=text,
+        input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cached_input_tokens=cache_read,
+        finish_reason=data.get("stop_reason"),
+        model=data.get("model"),
+        raw=data,
+        usage_known=bool(usage),
+    )
     if data.get("stop_reason") == "refusal":
         raise refused("the model declined to answer (stop_reason: refusal)", completion)
     return completion
@@ -129,8 +151,9 @@ def rate_limit_headers(headers: Any) -> dict[str, float]:
     return found
 
 
-def error_for(status: int | None, body: Any, message: str, retry_after: float | None,
-              rate_limits: dict[str, float] | None = None) -> ProviderError:
+def error_for(
+    status: int | None, body: Any, message: str, retry_after: float | None, rate_limits: dict[str, float] | None = None
+) -> ProviderError:
     """Anthropic's quota signals (402 billing_error, 429 spend limits) first, then the shared map."""
     error = body.get("error") if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else {}
@@ -178,8 +201,9 @@ async def _mapped_errors(secret: str, url: str | None = None) -> AsyncIterator[N
     except anthropic.APIStatusError as exc:
         message = redact(str(exc.api_message or exc.message or exc), [secret])
         headers = exc.response.headers
-        raise error_for(exc.status_code, exc.body, message, parse_retry_after(headers),
-                        rate_limit_headers(headers)) from None
+        raise error_for(
+            exc.status_code, exc.body, message, parse_retry_after(headers), rate_limit_headers(headers)
+        ) from None
     except anthropic.APIConnectionError as exc:  # APITimeoutError included
         raise unreachable(exc, url, secret) from None
     except transport_errors() as exc:  # a streamed body (batch results) read after the SDK's call
@@ -194,7 +218,8 @@ def _http_client(anthropic: Any, timeout_s: float) -> Any:
     from anthropic._constants import DEFAULT_CONNECTION_LIMITS
 
     limits = type(DEFAULT_CONNECTION_LIMITS)(  # the Limits class of the SDK's httpx flavour
-        max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_CONNECTIONS)
+        max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_CONNECTIONS
+    )
     return anthropic.DefaultAioHttpClient(limits=limits, timeout=timeout_s)
 
 
@@ -207,8 +232,12 @@ def create(config: ProviderConfig, info: Any) -> AnthropicProvider:
     import anthropic
 
     secret = read_api_key(config.api_key_env or info.key_env, config.provider)
-    client = anthropic.AsyncAnthropic(api_key=secret, base_url=config.base_url or None, max_retries=0,
-                                      timeout=config.timeout_s, http_client=_http_client(anthropic, config.timeout_s))
+    client = anthropic.AsyncAnthropic(
+        api_key=secret,
+        base_url=config.base_url or None,
+        max_retries=0,
+        timeout=config.timeout_s,
+        http_client=_http_client(anthropic, config.timeout_s),
+    )
     option = config.options.get("structured")
-    return AnthropicProvider(client, strict=bool(config.options.get("strict", True)), option=option,
-                             secret=secret)
+    return AnthropicProvider(client, strict=bool(config.options.get("strict", True)), option=option, secret=secret)

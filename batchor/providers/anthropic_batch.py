@@ -40,9 +40,18 @@ from batchor.providers.batch import (
 T = TypeVar("T")
 LIMITS = BatchLimits(max_requests=100_000, max_bytes=256 * 1024 * 1024)
 RECONCILE_SKEW_S = 120.0  # local and provider clocks may disagree by this much
-_STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
-              "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
-              "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529}
+_STATUS_OF = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
 
 
 def encode_request(request: LLMRequest, *, strict: bool = True, option: str | None = None) -> bytes:
@@ -76,16 +85,22 @@ def remote_from(batch: Any) -> RemoteBatch:
     state = RUNNING
     if batch.processing_status == "ended":
         state = CANCELLED if batch.cancel_initiated_at else EXPIRED if counts.expired else COMPLETED
-    return RemoteBatch(remote_id=batch.id, status=batch.processing_status, state=state,
-                       created_at=batch.created_at.timestamp() if batch.created_at else None, requests=total,
-                       done=total - (counts.processing or 0))
+    return RemoteBatch(
+        remote_id=batch.id,
+        status=batch.processing_status,
+        state=state,
+        created_at=batch.created_at.timestamp() if batch.created_at else None,
+        requests=total,
+        done=total - (counts.processing or 0),
+    )
 
 
 class AnthropicBatchProvider:
     name = "anthropic"
 
-    def __init__(self, client: Any, *, strict: bool, option: str | None, secret: str,
-                 limits: BatchLimits = LIMITS) -> None:
+    def __init__(
+        self, client: Any, *, strict: bool, option: str | None, secret: str, limits: BatchLimits = LIMITS
+    ) -> None:
         self.client, self.strict, self.option, self._secret = client, strict, option, secret
         self.limits = limits
         self.calls: CallRunner = call_once
@@ -98,8 +113,9 @@ class AnthropicBatchProvider:
 
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
         requests = [json.loads(line) for line in lines]
-        batch = await self._call("anthropic.batches.create",
-                                 lambda: self.client.messages.batches.create(requests=requests), creates=True)
+        batch = await self._call(
+            "anthropic.batches.create", lambda: self.client.messages.batches.create(requests=requests), creates=True
+        )
         return remote_from(batch)
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
@@ -118,8 +134,9 @@ class AnthropicBatchProvider:
         return candidates
 
     async def poll(self, remote_id: str) -> RemoteBatch:
-        return remote_from(await self._call("anthropic.batches.retrieve",
-                                            lambda: self.client.messages.batches.retrieve(remote_id)))
+        return remote_from(
+            await self._call("anthropic.batches.retrieve", lambda: self.client.messages.batches.retrieve(remote_id))
+        )
 
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
         data = await self._call("anthropic.batches.results", lambda: self._read_results(remote.remote_id))
@@ -138,8 +155,9 @@ class AnthropicBatchProvider:
             await decoder.close()
 
     async def cancel(self, remote_id: str) -> RemoteBatch:
-        return remote_from(await self._call("anthropic.batches.cancel",
-                                            lambda: self.client.messages.batches.cancel(remote_id)))
+        return remote_from(
+            await self._call("anthropic.batches.cancel", lambda: self.client.messages.batches.cancel(remote_id))
+        )
 
     async def delete_file(self, name: str) -> None:
         """Message Batches have no files (results stay 29 days, then go)."""
@@ -150,5 +168,6 @@ class AnthropicBatchProvider:
 
 def create(config: ProviderConfig, info: Any) -> AnthropicBatchProvider:
     realtime = create_realtime(config, info)  # the same client settings (key, base URL, no retries)
-    return AnthropicBatchProvider(realtime.client, strict=realtime.strict, option=realtime.option,
-                                  secret=realtime._secret)
+    return AnthropicBatchProvider(
+        realtime.client, strict=realtime.strict, option=realtime.option, secret=realtime._secret
+    )

@@ -100,9 +100,11 @@ def result_line(raw: bytes, key_field: str) -> dict[str, Any] | RowResult:
         return line
     text = raw.decode("utf-8", "replace")
     found = re.search(rf'"{re.escape(key_field)}"\s*:\s*"([^"\\]+)"', text)
-    error = BatchResultUnreadableError(f"the batch's result line for this row is not JSON ({len(raw):,} bytes: "
-                                       f"{text[:60]!r}...); the row ran and may have been billed, so it is not "
-                                       "sent again by itself (`--retry-failed` sends it)")
+    error = BatchResultUnreadableError(
+        f"the batch's result line for this row is not JSON ({len(raw):,} bytes: "
+        f"{text[:60]!r}...); the row ran and may have been billed, so it is not "
+        "sent again by itself (`--retry-failed` sends it)"
+    )
     return RowResult(found.group(1) if found else "", error=error, raw=raw)
 
 
@@ -142,9 +144,16 @@ def failed_call(endpoint: str, exc: ProviderError, *, creates: bool = False) -> 
     return named
 
 
-async def mapped_call(calls: CallRunner, errors: Callable[[], AbstractAsyncContextManager[None]], endpoint: str,
-                      fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> T:
+async def mapped_call(
+    calls: CallRunner,
+    errors: Callable[[], AbstractAsyncContextManager[None]],
+    endpoint: str,
+    fn: Callable[[], Awaitable[T]],
+    *,
+    creates: bool = False,
+) -> T:
     """One SDK call of an adapter: inside its error mapping, run (and retried) by `calls`."""
+
     async def attempt() -> T:
         async with errors():
             return await fn()
@@ -193,5 +202,7 @@ def create_batch_provider(config: ProviderConfig) -> BatchProvider:
 
 def capped(limits: BatchLimits, max_requests: int | None, max_bytes: int | None) -> BatchLimits:
     """Spec limits can only lower the provider's."""
-    return BatchLimits(min(limits.max_requests, max_requests or limits.max_requests),
-                       min(limits.max_bytes, max_bytes or limits.max_bytes))
+    return BatchLimits(
+        min(limits.max_requests, max_requests or limits.max_requests),
+        min(limits.max_bytes, max_bytes or limits.max_bytes),
+    )

@@ -28,8 +28,11 @@ def embed_request(request: LLMRequest) -> EmbedRequest:
 
 def openai_body(request: EmbedRequest, *, single: bool = False) -> dict[str, Any]:
     """The JSON body of /v1/embeddings (`single`: one text as a string, as a batch line has it)."""
-    body: dict[str, Any] = {"model": request.model, "input": request.texts[0] if single else list(request.texts),
-                            "encoding_format": "float"}
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": request.texts[0] if single else list(request.texts),
+        "encoding_format": "float",
+    }
     if request.dimensions is not None:
         body["dimensions"] = request.dimensions
     return body
@@ -47,8 +50,12 @@ def parse_openai(data: dict[str, Any], count: int) -> Embeddings:
         if isinstance(index, int) and 0 <= index < count and isinstance(vector, list):
             vectors[index] = vector
     usage = data.get("usage") or {}
-    return Embeddings(vectors=vectors, input_tokens=int(usage.get("prompt_tokens") or 0), usage_known=bool(usage),
-                      model=data.get("model"))
+    return Embeddings(
+        vectors=vectors,
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        usage_known=bool(usage),
+        model=data.get("model"),
+    )
 
 
 def openai_completion(data: dict[str, Any]) -> Completion:
@@ -56,9 +63,15 @@ def openai_completion(data: dict[str, Any]) -> Completion:
     answer = parse_openai(data, 1)
     if answer.vectors[0] is None:
         raise TransientProviderError("embeddings answer has no vector")
-    return Completion(text=vector_json(answer.vectors[0]), input_tokens=answer.input_tokens, output_tokens=0,
-                      finish_reason="stop", model=answer.model, usage_known=answer.usage_known,
-                      raw={"model": data.get("model"), "usage": data.get("usage")})
+    return Completion(
+        text=vector_json(answer.vectors[0]),
+        input_tokens=answer.input_tokens,
+        output_tokens=0,
+        finish_reason="stop",
+        model=answer.model,
+        usage_known=answer.usage_known,
+        raw={"model": data.get("model"), "usage": data.get("usage")},
+    )
 
 
 def gemini_arguments(request: EmbedRequest) -> dict[str, Any]:
@@ -84,8 +97,9 @@ def gemini_completion(response: dict[str, Any]) -> Completion:
     values = (response.get("embedding") or {}).get("values")
     if not values:
         raise TransientProviderError("embeddings result has no vector")
-    return Completion(text=vector_json(values), output_tokens=0, finish_reason="stop", usage_known=False,
-                      raw={"values": len(values)})
+    return Completion(
+        text=vector_json(values), output_tokens=0, finish_reason="stop", usage_known=False, raw={"values": len(values)}
+    )
 
 
 def mock_vector(text: str, size: int) -> list[float]:

@@ -24,8 +24,13 @@ _QUOTA_MARKERS = ("insufficient_quota", "billing", "credit balance", "quota exce
 _CONTEXT_MARKERS = ("context_length", "context length", "maximum context", "too many tokens", "prompt is too long")
 
 
-def classify(status: int | None, message: str, code: str | None = None,
-             retry_after: float | None = None, rate_limits: dict[str, float] | None = None) -> ProviderError:
+def classify(
+    status: int | None,
+    message: str,
+    code: str | None = None,
+    retry_after: float | None = None,
+    rate_limits: dict[str, float] | None = None,
+) -> ProviderError:
     text = f"{code or ''} {message}".lower()
     if any(marker in text for marker in _QUOTA_MARKERS):
         return QuotaExhaustedError(message, status=status)
@@ -46,8 +51,12 @@ def classify(status: int | None, message: str, code: str | None = None,
 
 # Seconds to wait, by header and unit, in order of preference. Gateways (LiteLLM) pass the
 # upstream provider's header on as `llm_provider-<name>`.
-_RETRY_AFTER_HEADERS = (("retry-after-ms", 1000.0), ("retry-after", 1.0),
-                        ("llm_provider-retry-after-ms", 1000.0), ("llm_provider-retry-after", 1.0))
+_RETRY_AFTER_HEADERS = (
+    ("retry-after-ms", 1000.0),
+    ("retry-after", 1.0),
+    ("llm_provider-retry-after-ms", 1000.0),
+    ("llm_provider-retry-after", 1.0),
+)
 
 
 def parse_retry_after(headers: object) -> float | None:

@@ -47,8 +47,7 @@ from batchor.providers.media_parts import gemini_parts, with_parts
 from batchor.providers.unreachable import transport_errors, unreachable
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-_RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens",
-            "stop": "stop_sequences"}
+_RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens", "stop": "stop_sequences"}
 # Chat Completions parameters with no Gemini equivalent: dropped, so OpenAI specs run unchanged.
 _OPENAI_ONLY = frozenset({
     "response_format", "logit_bias", "logprobs", "top_logprobs", "n", "user", "store",
@@ -68,9 +67,16 @@ def to_body(request: LLMRequest) -> dict[str, Any]:
     if request.schema is not None:
         config["response_mime_type"] = "application/json"
         config["response_json_schema"] = request.schema
-    contents = with_parts(request, [{"role": "model" if m["role"] == "assistant" else "user",
-                                     "parts": [{"text": m["content"]}]}
-                                    for m in request.messages if m["role"] != "system"], "parts", gemini_parts)
+    contents = with_parts(
+        request,
+        [
+            {"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
+            for m in request.messages
+            if m["role"] != "system"
+        ],
+        "parts",
+        gemini_parts,
+    )
     return {"model": request.model, "contents": contents, "config": config}
 
 
@@ -122,10 +128,16 @@ def _completion(data: dict[str, Any], usage: dict[str, Any], text: str, finish: 
     output = int(_get(usage, "candidatesTokenCount", "candidates_token_count") or 0)
     output += int(_get(usage, "thoughtsTokenCount", "thoughts_token_count") or 0)
     cached = int(_get(usage, "cachedContentTokenCount", "cached_content_token_count") or 0)
-    return Completion(text=text, input_tokens=int(_get(usage, "promptTokenCount", "prompt_token_count") or 0),
-                      output_tokens=output, cached_input_tokens=cached,
-                      finish_reason=finish, model=_get(data, "modelVersion", "model_version"), raw=data,
-                      usage_known=bool(usage))
+    return Completion(
+        text=text,
+        input_tokens=int(_get(usage, "promptTokenCount", "prompt_token_count") or 0),
+        output_tokens=output,
+        cached_input_tokens=cached,
+        finish_reason=finish,
+        model=_get(data, "modelVersion", "model_version"),
+        raw=data,
+        usage_known=bool(usage),
+    )
 
 
 def error_for(status: int | None, body: Any, message: str) -> ProviderError:
@@ -152,8 +164,13 @@ def _resource_exhausted(message: str, details: list[dict[str, Any]]) -> Provider
     waiting seconds will not help, so the run pauses. A bare "Resource has been exhausted (e.g.
     check quota)" stays a rate limit (it is what per-minute limits send on Vertex AI)."""
     delay = retry_delay(details)
-    quota_ids = [str(v.get("quotaId", "")) for d in details if str(d.get("@type", "")).endswith("QuotaFailure")
-                 for v in d.get("violations") or [] if isinstance(v, dict)]
+    quota_ids = [
+        str(v.get("quotaId", ""))
+        for d in details
+        if str(d.get("@type", "")).endswith("QuotaFailure")
+        for v in d.get("violations") or []
+        if isinstance(v, dict)
+    ]
     if any("PerDay" in q for q in quota_ids) or (quota_ids and delay is None):
         return QuotaExhaustedError(message, status=429)
     if not details and _QUOTA_TEXT in message.lower():  # "You exceeded your current quota", nothing else
@@ -219,8 +236,10 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
         errors = exc.errors()
         where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
         reason = errors[0]["msg"] if errors else None
-        raise InvalidRequestError(f"Gemini rejected the request parameters: {where}: {reason}",
-                                  hint="check model.params against GenerateContentConfig") from None
+        raise InvalidRequestError(
+            f"Gemini rejected the request parameters: {where}: {reason}",
+            hint="check model.params against GenerateContentConfig",
+        ) from None
     except auth_errors.GoogleAuthError as exc:
         raise AuthenticationError(f"Google credentials failed: {redact(str(exc), [secret or ''])}") from None
     except _unreachable_errors() as exc:
@@ -287,7 +306,9 @@ def create(config: ProviderConfig, info: Any) -> GeminiProvider:
     try:
         client = genai.Client(**kwargs)
     except (ValueError, auth_errors.GoogleAuthError) as exc:
-        raise NoApiKeyError(f"cannot set up Gemini on Vertex AI: {exc}",
-                            hint="set `project` and `location` (or GOOGLE_CLOUD_PROJECT and "
-                                 "GOOGLE_CLOUD_LOCATION) and run `gcloud auth application-default login`") from None
+        raise NoApiKeyError(
+            f"cannot set up Gemini on Vertex AI: {exc}",
+            hint="set `project` and `location` (or GOOGLE_CLOUD_PROJECT and "
+            "GOOGLE_CLOUD_LOCATION) and run `gcloud auth application-default login`",
+        ) from None
     return GeminiProvider(client, secret=kwargs.get("api_key"))

@@ -53,8 +53,19 @@ LIMITS = BatchLimits(max_requests=100_000, max_bytes=FILE_MAX_BYTES)
 RECONCILE_PAGES = 20  # list pages searched for a tag (100 jobs each)
 _STATES = {"SUCCEEDED": COMPLETED, "FAILED": FAILED, "CANCELLED": CANCELLED, "EXPIRED": EXPIRED}
 # GenerateContentConfig fields that sit on the REST request itself, not in its generationConfig.
-_REQUEST_FIELDS = frozenset({"systemInstruction", "safetySettings", "tools", "toolConfig", "labels",
-                             "cachedContent", "serviceTier", "continuationToken", "store"})
+_REQUEST_FIELDS = frozenset(
+    {
+        "systemInstruction",
+        "safetySettings",
+        "tools",
+        "toolConfig",
+        "labels",
+        "cachedContent",
+        "serviceTier",
+        "continuationToken",
+        "store",
+    }
+)
 _SDK_ONLY = frozenset({"httpOptions", "shouldReturnHttpResponse", "automaticFunctionCalling"})
 
 
@@ -91,8 +102,10 @@ def file_line(line: bytes) -> bytes:
 
 def embed_line(request: LLMRequest) -> bytes:
     """An embedding request as a line of the JSONL input file (REST `EmbedContentRequest`, keyed)."""
-    body: dict[str, Any] = {"model": f"models/{request.model.removeprefix('models/')}",
-                            "content": {"parts": [{"text": str(request.messages[-1]["content"])}]}}
+    body: dict[str, Any] = {
+        "model": f"models/{request.model.removeprefix('models/')}",
+        "content": {"parts": [{"text": str(request.messages[-1]["content"])}]},
+    }
     if request.params.get("dimensions") is not None:
         body["outputDimensionality"] = request.params["dimensions"]
     return _dumps({"key": request.key, "request": body}) + b"\n"
@@ -123,8 +136,14 @@ def _details_as_text(value: Any) -> Any:
         return [_details_as_text(v) for v in value]
     if not isinstance(value, dict):
         return value
-    return {k: ([d if isinstance(d, str) else json.dumps(d) for d in v] if k == "details" and isinstance(v, list)
-                else _details_as_text(v)) for k, v in value.items()}
+    return {
+        k: (
+            [d if isinstance(d, str) else json.dumps(d) for d in v]
+            if k == "details" and isinstance(v, list)
+            else _details_as_text(v)
+        )
+        for k, v in value.items()
+    }
 
 
 def _json_object(detail: Any) -> Any:
@@ -167,15 +186,30 @@ def remote_from(job: Any) -> RemoteBatch:
     results_file = getattr(job.dest, "file_name", None)
     # A job whose results are a file read its requests from one too: the upload named after the tag.
     files = (f"files/{job.display_name}", results_file) if results_file and job.display_name else ()
-    return RemoteBatch(remote_id=job.name, status=state_name, state=state, tag=job.display_name,
-                       created_at=created, error=error, handle=job.dest, files=files)
+    return RemoteBatch(
+        remote_id=job.name,
+        status=state_name,
+        state=state,
+        tag=job.display_name,
+        created_at=created,
+        error=error,
+        handle=job.dest,
+        files=files,
+    )
 
 
 class GeminiBatchProvider:
     name = "gemini"
 
-    def __init__(self, client: Any, *, secret: str | None, limits: BatchLimits = LIMITS,
-                 inline_max_bytes: int = INLINE_MAX_BYTES, embeddings: bool = False) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        secret: str | None,
+        limits: BatchLimits = LIMITS,
+        inline_max_bytes: int = INLINE_MAX_BYTES,
+        embeddings: bool = False,
+    ) -> None:
         self.client, self._secret, self.limits = client, secret, limits
         self.embeddings = embeddings  # an embedding step's jobs: asyncBatchEmbedContent from a JSONL file
         self.inline_max_bytes = inline_max_bytes
@@ -197,8 +231,11 @@ class GeminiBatchProvider:
         else:
             src = await self._upload(tag, lines)
             crash_point("after_upload")
-        job = await self._call("gemini.batches.create", lambda: self.client.aio.batches.create(
-            model=model, src=src, config={"display_name": tag.batch_id}), creates=True)
+        job = await self._call(
+            "gemini.batches.create",
+            lambda: self.client.aio.batches.create(model=model, src=src, config={"display_name": tag.batch_id}),
+            creates=True,
+        )
         return remote_from(job)
 
     async def _submit_embeddings(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
@@ -211,8 +248,13 @@ class GeminiBatchProvider:
         crash_point("after_upload")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "experimental": the call is pinned by the tests
-            job = await self._call("gemini.batches.create", lambda: self.client.aio.batches.create_embeddings(
-                model=model, src={"file_name": name}, config={"display_name": tag.batch_id}), creates=True)
+            job = await self._call(
+                "gemini.batches.create",
+                lambda: self.client.aio.batches.create_embeddings(
+                    model=model, src={"file_name": name}, config={"display_name": tag.batch_id}
+                ),
+                creates=True,
+            )
         return remote_from(job)
 
     async def _upload(self, tag: BatchTag, lines: list[bytes]) -> str:
@@ -268,7 +310,8 @@ class GeminiBatchProvider:
             response = await self.client.aio._api_client.async_request("get", f"batches?{query}", {}, None)
             body = _details_as_text(json.loads(response.body or "{}"))
             page = types.ListBatchJobsResponse._from_response(
-                response=sdk_batches._ListBatchJobsResponse_from_mldev(body), kwargs={})
+                response=sdk_batches._ListBatchJobsResponse_from_mldev(body), kwargs={}
+            )
             for job in page.batch_jobs or []:
                 yield job
             token = page.next_page_token
@@ -319,8 +362,9 @@ class GeminiBatchProvider:
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
         dest = remote.handle
         if getattr(dest, "file_name", None):
-            data = await self._call("gemini.files.download", lambda: self.client.aio.files.download(
-                file=dest.file_name))
+            data = await self._call(
+                "gemini.files.download", lambda: self.client.aio.files.download(file=dest.file_name)
+            )
             for raw in data.splitlines():
                 line = result_line(raw, "key") if raw.strip() else None
                 row = parse_row(line) if isinstance(line, dict) else line
@@ -353,5 +397,9 @@ def _dumps(value: Any) -> bytes:
 def create(config: ProviderConfig, info: Any) -> GeminiBatchProvider:
     realtime = create_realtime(config, info)  # same key, base URL and single-attempt transport
     inline = min(int(config.options.get(INLINE_OPTION) or INLINE_MAX_BYTES), INLINE_MAX_BYTES)
-    return GeminiBatchProvider(realtime.client, secret=realtime._secret, inline_max_bytes=inline,
-                               embeddings=config.options.get("api") == "embeddings")
+    return GeminiBatchProvider(
+        realtime.client,
+        secret=realtime._secret,
+        inline_max_bytes=inline,
+        embeddings=config.options.get("api") == "embeddings",
+    )

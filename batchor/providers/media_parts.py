@@ -41,8 +41,11 @@ def openai_responses_parts(text: str, files: tuple[Attachment, ...]) -> list[Par
 def anthropic_blocks(text: str, files: tuple[Attachment, ...]) -> list[Part]:
     blocks: list[Part] = [{"type": "text", "text": text}]
     for item in files:
-        source: Part = ({"type": "url", "url": item.url} if item.url else
-                        {"type": "base64", "media_type": item.media_type, "data": item.base64()})
+        source: Part = (
+            {"type": "url", "url": item.url}
+            if item.url
+            else {"type": "base64", "media_type": item.media_type, "data": item.base64()}
+        )
         blocks.append({"type": "document" if item.is_pdf else "image", "source": source})
     return blocks
 
@@ -51,8 +54,12 @@ def gemini_parts(text: str, files: tuple[Attachment, ...]) -> list[Part]:
     return [{"text": text}, *({"inline_data": {"mime_type": f.media_type, "data": f.base64()}} for f in files)]
 
 
-def with_parts(request: LLMRequest, messages: list[dict[str, Any]], content_key: str,
-               build: Callable[[str, tuple[Attachment, ...]], list[Part]]) -> list[dict[str, Any]]:
+def with_parts(
+    request: LLMRequest,
+    messages: list[dict[str, Any]],
+    content_key: str,
+    build: Callable[[str, tuple[Attachment, ...]], list[Part]],
+) -> list[dict[str, Any]]:
     """`messages` with the first user message's text (under `content_key`) replaced by `build`'s
     parts; unchanged when the request has no attachments."""
     if not request.attachments:

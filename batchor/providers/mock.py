@@ -28,8 +28,13 @@ def answer(request: LLMRequest) -> Completion:
         user = request.messages[-1]["content"]
         text = f"mock answer to: {user[:60]}"
     prompt_chars = sum(len(m["content"]) for m in request.messages)
-    return Completion(text=text, input_tokens=prompt_chars // 4 + 1, output_tokens=len(text) // 4 + 1,
-                      finish_reason="stop", model=request.model)
+    return Completion(
+        text=text,
+        input_tokens=prompt_chars // 4 + 1,
+        output_tokens=len(text) // 4 + 1,
+        finish_reason="stop",
+        model=request.model,
+    )
 
 
 class MockProvider:
@@ -41,8 +46,11 @@ class MockProvider:
     async def embed(self, request: EmbedRequest) -> Embeddings:
         """Deterministic unit vectors from each text's hash, of the planned size; tokens ~ chars/4."""
         size = request.dimensions or request.size or MOCK_SIZE
-        return Embeddings(vectors=[mock_vector(text, size) for text in request.texts],
-                          input_tokens=sum(len(text) // 4 + 1 for text in request.texts), model=request.model)
+        return Embeddings(
+            vectors=[mock_vector(text, size) for text in request.texts],
+            input_tokens=sum(len(text) // 4 + 1 for text in request.texts),
+            model=request.model,
+        )
 
     async def aclose(self) -> None:
         return None

@@ -54,8 +54,10 @@ def to_body(request: LLMRequest, *, api: str = "chat", strict: bool = True, firs
     messages = with_parts(request, list(request.messages), "content", openai_chat_parts)
     body: dict[str, Any] = {"model": request.model, "messages": messages, **params}
     if request.schema is not None:
-        body["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": _schema_name(request.schema_name), "schema": request.schema, "strict": strict}}
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": _schema_name(request.schema_name), "schema": request.schema, "strict": strict},
+        }
     return body
 
 
@@ -67,14 +69,21 @@ def _responses_body(request: LLMRequest, strict: bool) -> dict[str, Any]:
     if "reasoning_effort" in params:
         params.setdefault("reasoning", {"effort": params.pop("reasoning_effort")})
     system = [m["content"] for m in request.messages if m["role"] == "system"]
-    turns = with_parts(request, [m for m in request.messages if m["role"] != "system"], "content",
-                       openai_responses_parts)
+    turns = with_parts(
+        request, [m for m in request.messages if m["role"] != "system"], "content", openai_responses_parts
+    )
     body: dict[str, Any] = {"model": request.model, "input": turns, **params}
     if system:
         body["instructions"] = "\n\n".join(system)
     if request.schema is not None:
-        body["text"] = {"format": {"type": "json_schema", "name": _schema_name(request.schema_name),
-                                   "schema": request.schema, "strict": strict}}
+        body["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": _schema_name(request.schema_name),
+                "schema": request.schema,
+                "strict": strict,
+            }
+        }
     return body
 
 
@@ -88,11 +97,16 @@ def parse_result(data: dict[str, Any], *, api: str = "chat") -> Completion:
     message = choices[0].get("message") or {}
     usage = data.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
-    completion = Completion(text=message.get("content") or "", input_tokens=int(usage.get("prompt_tokens") or 0),
-                            output_tokens=int(usage.get("completion_tokens") or 0),
-                            cached_input_tokens=int(details.get("cached_tokens") or 0),
-                            finish_reason=choices[0].get("finish_reason"), model=data.get("model"), raw=data,
-                            usage_known=bool(usage))
+    completion = Completion(
+        text=message.get("content") or "",
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cached_input_tokens=int(details.get("cached_tokens") or 0),
+        finish_reason=choices[0].get("finish_reason"),
+        model=data.get("model"),
+        raw=data,
+        usage_known=bool(usage),
+    )
     if message.get("refusal"):
         raise refused(f"model refused: {message['refusal']}", completion)
     return completion
@@ -109,12 +123,21 @@ def _parse_responses(data: dict[str, Any]) -> Completion:
     usage = data.get("usage") or {}
     details = usage.get("input_tokens_details") or {}
     # An incomplete response names why (max_output_tokens: cut off by the limit).
-    finish = ((data.get("incomplete_details") or {}).get("reason") or data.get("status")
-              if data.get("status") == "incomplete" else data.get("status"))
-    completion = Completion(text="".join(texts), input_tokens=int(usage.get("input_tokens") or 0),
-                            output_tokens=int(usage.get("output_tokens") or 0),
-                            cached_input_tokens=int(details.get("cached_tokens") or 0),
-                            finish_reason=finish, model=data.get("model"), raw=data, usage_known=bool(usage))
+    finish = (
+        (data.get("incomplete_details") or {}).get("reason") or data.get("status")
+        if data.get("status") == "incomplete"
+        else data.get("status")
+    )
+    completion = Completion(
+        text="".join(texts),
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cached_input_tokens=int(details.get("cached_tokens") or 0),
+        finish_reason=finish,
+        model=data.get("model"),
+        raw=data,
+        usage_known=bool(usage),
+    )
     if refusal is not None:
         raise refused(f"model refused: {refusal}", completion)
     return completion
@@ -231,8 +254,9 @@ def _http_client(openai: Any, timeout_s: float) -> Any:
     default keeps 100: with `concurrency` above that, connections were closed and reopened)."""
     from openai._constants import DEFAULT_CONNECTION_LIMITS  # an instance of the SDK's httpx flavour
 
-    limits = type(DEFAULT_CONNECTION_LIMITS)(max_connections=_MAX_CONNECTIONS,
-                                             max_keepalive_connections=_MAX_CONNECTIONS)
+    limits = type(DEFAULT_CONNECTION_LIMITS)(
+        max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_CONNECTIONS
+    )
     return openai.DefaultAioHttpClient(limits=limits, timeout=timeout_s)
 
 
@@ -249,11 +273,13 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
         body = exc.body if isinstance(exc.body, dict) else {}
         error = body.get("error", body) if isinstance(body, dict) else {}
         code = error.get("code") if isinstance(error, dict) else None
-        message = redact(str(error.get("message") if isinstance(error, dict) and error.get("message") else exc),
-                         [secret or ""])
+        message = redact(
+            str(error.get("message") if isinstance(error, dict) and error.get("message") else exc), [secret or ""]
+        )
         headers = exc.response.headers
-        raise classify(exc.status_code, message, code, parse_retry_after(headers),
-                       rate_limit_headers(headers)) from None
+        raise classify(
+            exc.status_code, message, code, parse_retry_after(headers), rate_limit_headers(headers)
+        ) from None
     except openai.APIConnectionError as exc:  # timeouts too: the SDK reports some refusals as timeouts
         raise unreachable(exc, url, secret) from None
     except transport_errors() as exc:  # a streamed body (batch results) read after the SDK's call
@@ -280,9 +306,20 @@ def create(config: ProviderConfig, info: Any) -> OpenAIProvider:
         raise BaseUrlMissingError(
             f"provider '{config.provider}' needs a base URL: it has no default endpoint",
             hint="add `base_url: http://host:port/v1` to the model block (or use a preset such as "
-                 "vllm, ollama, openrouter)")
+            "vllm, ollama, openrouter)",
+        )
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-    client = openai.AsyncOpenAI(api_key=secret, base_url=base_url, max_retries=0, timeout=config.timeout_s,
-                                http_client=_http_client(openai, config.timeout_s))
-    return OpenAIProvider(client, api=config.options.get("api") or "chat", strict=bool(config.options.get("strict")),
-                          first_party=info.first_party, secret=None if secret == _NO_KEY else secret)
+    client = openai.AsyncOpenAI(
+        api_key=secret,
+        base_url=base_url,
+        max_retries=0,
+        timeout=config.timeout_s,
+        http_client=_http_client(openai, config.timeout_s),
+    )
+    return OpenAIProvider(
+        client,
+        api=config.options.get("api") or "chat",
+        strict=bool(config.options.get("strict")),
+        first_party=info.first_party,
+        secret=None if secret == _NO_KEY else secret,
+    )

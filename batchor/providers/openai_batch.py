@@ -46,8 +46,16 @@ T = TypeVar("T")
 LIMITS = BatchLimits(max_requests=50_000, max_bytes=200 * 1024 * 1024)
 TAG = "batchor_batch"
 RECONCILE_SKEW_S = 600.0  # provider and local clocks may disagree by this much
-_STATES = {"validating": RUNNING, "in_progress": RUNNING, "finalizing": RUNNING, "cancelling": RUNNING,
-           "completed": COMPLETED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
+_STATES = {
+    "validating": RUNNING,
+    "in_progress": RUNNING,
+    "finalizing": RUNNING,
+    "cancelling": RUNNING,
+    "completed": COMPLETED,
+    "failed": FAILED,
+    "expired": EXPIRED,
+    "cancelled": CANCELLED,
+}
 EMBEDDINGS = "embeddings"  # StepPlan.api of an embedding step
 _ENDPOINTS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", EMBEDDINGS: "/v1/embeddings"}
 _MISSING_CODES = ("batch_expired", "batch_cancelled")
@@ -58,8 +66,11 @@ def encode_line(request: LLMRequest, *, api: str = "chat", strict: bool = True) 
     embedding step's: its one text, see providers/embeddings.py)."""
     if api == "chat" and not request.attachments:
         return _LINES.line(request, strict)
-    body = (openai_body(embed_request(request), single=True) if api == EMBEDDINGS
-            else to_body(request, api=api, strict=strict))
+    body = (
+        openai_body(embed_request(request), single=True)
+        if api == EMBEDDINGS
+        else to_body(request, api=api, strict=strict)
+    )
     line = {"custom_id": request.key, "method": "POST", "url": _ENDPOINTS[api], "body": body}
     return (_dumps(line) + "\n").encode("utf-8")
 
@@ -118,8 +129,9 @@ def parse_line(line: dict[str, Any], *, api: str = "chat") -> RowResult:
     if status != 200:
         detail = body.get("error", body) if isinstance(body, dict) else {}
         detail = detail if isinstance(detail, dict) else {}
-        return RowResult(key, error=classify(status, str(detail.get("message") or f"HTTP {status}"),
-                                             detail.get("code")))
+        return RowResult(
+            key, error=classify(status, str(detail.get("message") or f"HTTP {status}"), detail.get("code"))
+        )
     try:
         if api == EMBEDDINGS:
             return RowResult(key, completion=openai_completion(body))
@@ -132,13 +144,18 @@ def remote_from(batch: Any) -> RemoteBatch:
     """A RemoteBatch from the SDK's Batch model."""
     metadata = batch.metadata or {}
     counts = batch.request_counts
-    return RemoteBatch(remote_id=batch.id, status=batch.status, state=_STATES.get(batch.status, RUNNING),
-                       tag=metadata.get(TAG), created_at=float(batch.created_at or 0),
-                       requests=counts.total if counts else None,
-                       done=(counts.completed or 0) + (counts.failed or 0) if counts else None,
-                       error=_batch_error(batch),
-                       handle=(batch.output_file_id, batch.error_file_id),
-                       files=tuple(f for f in (batch.input_file_id, batch.output_file_id, batch.error_file_id) if f))
+    return RemoteBatch(
+        remote_id=batch.id,
+        status=batch.status,
+        state=_STATES.get(batch.status, RUNNING),
+        tag=metadata.get(TAG),
+        created_at=float(batch.created_at or 0),
+        requests=counts.total if counts else None,
+        done=(counts.completed or 0) + (counts.failed or 0) if counts else None,
+        error=_batch_error(batch),
+        handle=(batch.output_file_id, batch.error_file_id),
+        files=tuple(f for f in (batch.input_file_id, batch.output_file_id, batch.error_file_id) if f),
+    )
 
 
 def _batch_error(batch: Any) -> ProviderError | None:
@@ -157,8 +174,9 @@ def _batch_error(batch: Any) -> ProviderError | None:
 class OpenAIBatchProvider:
     name = "openai"
 
-    def __init__(self, client: Any, *, api: str, strict: bool, secret: str | None,
-                 limits: BatchLimits = LIMITS) -> None:
+    def __init__(
+        self, client: Any, *, api: str, strict: bool, secret: str | None, limits: BatchLimits = LIMITS
+    ) -> None:
         self.client, self.api, self.strict, self._secret = client, api, strict, secret
         self.limits = limits
         self.calls: CallRunner = call_once
@@ -171,14 +189,24 @@ class OpenAIBatchProvider:
 
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
         data = b"".join(lines)
-        upload = await self._call("openai.files.create", lambda: self.client.files.create(
-            file=(f"{tag.batch_id}.jsonl", data), purpose="batch"))
-        metadata = {TAG: tag.batch_id, "batchor_job": tag.job_id, "batchor_step": tag.step,
-                    "batchor_chunk": str(tag.chunk)}
+        upload = await self._call(
+            "openai.files.create",
+            lambda: self.client.files.create(file=(f"{tag.batch_id}.jsonl", data), purpose="batch"),
+        )
+        metadata = {
+            TAG: tag.batch_id,
+            "batchor_job": tag.job_id,
+            "batchor_step": tag.step,
+            "batchor_chunk": str(tag.chunk),
+        }
         try:
-            batch = await self._call("openai.batches.create", lambda: self.client.batches.create(
-                input_file_id=upload.id, endpoint=_ENDPOINTS[self.api], completion_window="24h", metadata=metadata),
-                creates=True)
+            batch = await self._call(
+                "openai.batches.create",
+                lambda: self.client.batches.create(
+                    input_file_id=upload.id, endpoint=_ENDPOINTS[self.api], completion_window="24h", metadata=metadata
+                ),
+                creates=True,
+            )
         except BatchCreateUnknownError:
             raise
         except ProviderError:  # refused: nothing refers to the uploaded file any more
@@ -218,8 +246,10 @@ class OpenAIBatchProvider:
     async def _downloads(self, file_ids: list[str]) -> list[bytes]:
         """The output and error files side by side (one round trip, not two); a failure is raised
         after both ended, the first in file order, as one download after the other would."""
-        found = await asyncio.gather(*(self._call("openai.files.content", functools.partial(self._content, file_id))
-                                       for file_id in file_ids), return_exceptions=True)
+        found = await asyncio.gather(
+            *(self._call("openai.files.content", functools.partial(self._content, file_id)) for file_id in file_ids),
+            return_exceptions=True,
+        )
         for item in found:
             if isinstance(item, BaseException):
                 raise item
@@ -247,5 +277,6 @@ def create(config: ProviderConfig, info: Any) -> OpenAIBatchProvider:
     base_url = config.base_url or info.base_url or os.environ.get("OPENAI_BASE_URL") or None
     # max_retries=0: the SDK would retry a timed-out batches.create and could create it twice.
     client = openai.AsyncOpenAI(api_key=secret, base_url=base_url, max_retries=0, timeout=config.timeout_s)
-    return OpenAIBatchProvider(client, api=config.options.get("api") or "chat",
-                               strict=bool(config.options.get("strict")), secret=secret)
+    return OpenAIBatchProvider(
+        client, api=config.options.get("api") or "chat", strict=bool(config.options.get("strict")), secret=secret
+    )

@@ -23,21 +23,38 @@ class ProviderOption:
     choices: tuple[str, ...] = ()
 
 
-_KEEP_FILES = ProviderOption("keep_provider_files", bool, "keep batch input and result files at the provider "
-                             "(default: deleted once the answers are stored)")
+_KEEP_FILES = ProviderOption(
+    "keep_provider_files",
+    bool,
+    "keep batch input and result files at the provider (default: deleted once the answers are stored)",
+)
 _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
     "openai": (_KEEP_FILES,),
-    "anthropic": (ProviderOption("structured", str, "how a schema is sent: `output_config` (default for current "
-                                 "models) or a forced `tool` call", ("output_config", "tool")),),
+    "anthropic": (
+        ProviderOption(
+            "structured",
+            str,
+            "how a schema is sent: `output_config` (default for current models) or a forced `tool` call",
+            ("output_config", "tool"),
+        ),
+    ),
     "gemini": (
-        ProviderOption("vertexai", bool, "use Vertex AI (Application Default Credentials) instead of the "
-                       "Developer API key"),
+        ProviderOption(
+            "vertexai", bool, "use Vertex AI (Application Default Credentials) instead of the Developer API key"
+        ),
         ProviderOption("project", str, "Vertex AI: the Google Cloud project"),
         ProviderOption("location", str, "Vertex AI: the region, e.g. us-central1"),
-        ProviderOption("api_version", str, "API version to call, e.g. v1beta or v1 (gateways that route by "
-                       "version); part of the request identity for a non-official base_url"),
-        ProviderOption("batch_inline_max_bytes", int, "batches above this size go as an uploaded JSONL file "
-                       "instead of inline (at most about 20 MB)"),
+        ProviderOption(
+            "api_version",
+            str,
+            "API version to call, e.g. v1beta or v1 (gateways that route by "
+            "version); part of the request identity for a non-official base_url",
+        ),
+        ProviderOption(
+            "batch_inline_max_bytes",
+            int,
+            "batches above this size go as an uploaded JSONL file instead of inline (at most about 20 MB)",
+        ),
         _KEEP_FILES,
     ),
 }
@@ -56,8 +73,9 @@ def check_options(provider: str, options: dict[str, Any], where: str) -> None:
         if option is None:
             close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
             guess = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ModelOptionError(f"{where}.{key}: provider '{provider}' has no option '{key}'{guess}",
-                                   hint=_known_hint(provider, known))
+            raise ModelOptionError(
+                f"{where}.{key}: provider '{provider}' has no option '{key}'{guess}", hint=_known_hint(provider, known)
+            )
         problem = _value_problem(option, value)
         if problem:
             raise ModelOptionError(f"{where}.{key}: {problem}", hint=f"{key}: {option.help}")

@@ -11,12 +11,17 @@ from typing import Any
 from batchor.providers import provider_info
 from batchor.providers.base import LLMRequest
 
-_WHAT = {"openai": "HTTP JSON body", "anthropic": "HTTP JSON body (Messages API)",
-         "gemini": "google-genai generate_content arguments", "mock": "answered locally"}
+_WHAT = {
+    "openai": "HTTP JSON body",
+    "anthropic": "HTTP JSON body (Messages API)",
+    "gemini": "google-genai generate_content arguments",
+    "mock": "answered locally",
+}
 
 
-def sent_body(provider: str, request: LLMRequest, *, api: str | None, strict: bool,
-              options: dict[str, Any]) -> dict[str, Any]:
+def sent_body(
+    provider: str, request: LLMRequest, *, api: str | None, strict: bool, options: dict[str, Any]
+) -> dict[str, Any]:
     """What the adapter for `provider` sends for `request`."""
     info = provider_info(provider)
     if info.adapter == "openai":

@@ -22,8 +22,9 @@ def check(target: Target = None, *, state: str | None = None) -> CheckReport:
     return check_source(resolve_source(target, state))
 
 
-def diff(a: Target, b: Target, *, state: str | None = None, state_b: str | None = None,
-         examples: int = 5) -> DiffReport:
+def diff(
+    a: Target, b: Target, *, state: str | None = None, state_b: str | None = None, examples: int = 5
+) -> DiffReport:
     """Compare two runs, saved plans or specs (a spec: its latest run) row by row, step by step."""
     return diff_sources(resolve_source(a, state), resolve_source(b, state_b or state), examples)
 

@@ -52,8 +52,12 @@ class _NoAnswers:
     """A state with no results: rows keep their shape, every answer is missing."""
 
     def job_results(self, job_id: str, step: str) -> pa.Table:
-        return pa.table({name: pa.array([], pa.string()) for name in
-                         ("row_key", "request_key", "status", "output", "error_code", "error")})
+        return pa.table(
+            {
+                name: pa.array([], pa.string())
+                for name in ("row_key", "request_key", "status", "output", "error_code", "error")
+            }
+        )
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
         return self.job_results(job_id, step)
@@ -111,8 +115,9 @@ def field_kind(step: StepPlan, field: str) -> str:
         return "enum"
     kind = spec.get("type")
     kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
-    return {"integer": "number", "number": "number", "boolean": "enum", "array": "array",
-            "string": "string"}.get(kind or "", "unknown")
+    return {"integer": "number", "number": "number", "boolean": "enum", "array": "array", "string": "string"}.get(
+        kind or "", "unknown"
+    )
 
 
 def answer_fields(step: StepPlan) -> list[str]:

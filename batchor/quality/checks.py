@@ -28,8 +28,13 @@ from batchor.spec.templates import make_environment
 
 EXAMPLES = 3
 _JINJA_BATCH = 10_000
-_METRIC_NAMES = {"enum": ("accuracy", "macro_f1", "precision", "recall", "f1"), "string": ("exact", "normalized"),
-                 "text": ("exact", "normalized"), "number": ("mae",), "array": ("precision", "recall", "f1")}
+_METRIC_NAMES = {
+    "enum": ("accuracy", "macro_f1", "precision", "recall", "f1"),
+    "string": ("exact", "normalized"),
+    "text": ("exact", "normalized"),
+    "number": ("mae",),
+    "array": ("precision", "recall", "f1"),
+}
 
 
 @dataclass
@@ -48,9 +53,18 @@ class CheckOutcome:
     examples: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "scope": self.scope, "kind": self.kind, "passed": self.passed, "rows": self.rows,
-                "failing": self.failing, "value": self.value, "threshold": self.threshold, "detail": self.detail,
-                "examples": self.examples}
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "kind": self.kind,
+            "passed": self.passed,
+            "rows": self.rows,
+            "failing": self.failing,
+            "value": self.value,
+            "threshold": self.threshold,
+            "detail": self.detail,
+            "examples": self.examples,
+        }
 
 
 @dataclass
@@ -71,8 +85,13 @@ class CheckReport:
         return [c for c in self.checks if not c.passed]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "run_id": self.run_id, "passed": self.passed,
-                "checks": [c.to_dict() for c in self.checks], "metrics": [m.to_dict() for m in self.metrics]}
+        return {
+            "source": self.source,
+            "run_id": self.run_id,
+            "passed": self.passed,
+            "checks": [c.to_dict() for c in self.checks],
+            "metrics": [m.to_dict() for m in self.metrics],
+        }
 
     def __str__(self) -> str:
         from batchor.quality.render import checks_text
@@ -86,8 +105,7 @@ def has_quality(spec: JobSpec) -> bool:
 
 
 def check_source(source: Source) -> CheckReport:
-    return evaluate(source.plan, source.store, source.spec, source.label,
-                    source.run.run_id if source.run else None)
+    return evaluate(source.plan, source.store, source.spec, source.label, source.run.run_id if source.run else None)
 
 
 def preflight(plan: CompiledPlan, spec: JobSpec) -> None:
@@ -120,8 +138,9 @@ def _all_checks(spec: JobSpec, plan: CompiledPlan) -> list[tuple[str, CheckSpec]
     return found
 
 
-def _evaluate(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, scope: str, check: CheckSpec,
-              metrics: list[FieldMetrics]) -> CheckOutcome:
+def _evaluate(
+    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, scope: str, check: CheckSpec, metrics: list[FieldMetrics]
+) -> CheckOutcome:
     where = q(ok_column(scope)) if scope != "job" else "_status = 'succeeded'"
     steps = [s.name for s in plan.header.steps]
     try:
@@ -132,13 +151,17 @@ def _evaluate(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, scope: str, che
         if check.distribution is not None:
             return _distribution(db, scope, check, where)
         if check.aggregate is not None:
-            (value,), rows = db.execute(f"SELECT ({check.aggregate}) FROM answers WHERE {where}").fetchone(), \
-                _count(db, where)
+            (value,), rows = (
+                db.execute(f"SELECT ({check.aggregate}) FROM answers WHERE {where}").fetchone(),
+                _count(db, where),
+            )
             return _bounded(check, scope, "aggregate", None if value is None else float(value), rows)
     except duckdb.Error as exc:
-        raise SpecError(f"{_where(scope)}: check '{_name(check)}': {str(exc).splitlines()[0][:300]}",
-                        hint="checks read the answers: input columns, one column per step "
-                             "(`classify.sentiment`), `_row_key`, `_status`") from None
+        raise SpecError(
+            f"{_where(scope)}: check '{_name(check)}': {str(exc).splitlines()[0][:300]}",
+            hint="checks read the answers: input columns, one column per step "
+            "(`classify.sentiment`), `_row_key`, `_status`",
+        ) from None
     return _metric(scope, check, metrics)
 
 
@@ -146,8 +169,9 @@ def _count(db: duckdb.DuckDBPyConnection, where: str) -> int:
     return int(db.execute(f"SELECT count(*) FROM answers WHERE {where}").fetchone()[0])
 
 
-def _sql_rows(db: duckdb.DuckDBPyConnection, scope: str, check: CheckSpec, where: str,
-              steps: list[str]) -> CheckOutcome:
+def _sql_rows(
+    db: duckdb.DuckDBPyConnection, scope: str, check: CheckSpec, where: str, steps: list[str]
+) -> CheckOutcome:
     failing = f"NOT coalesce(CAST(({check.sql}) AS BOOLEAN), false)"
     rows, bad = db.execute(f"SELECT count(*), count(*) FILTER (WHERE {failing}) FROM answers WHERE {where}").fetchone()
     shown = _shown_columns(check.sql or "", scope, steps)
@@ -162,8 +186,9 @@ def _shown_columns(expression: str, scope: str, steps: list[str]) -> str:
     return ", ".join(q(s) for s in named) or "_status"
 
 
-def _jinja_rows(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, scope: str, check: CheckSpec, where: str,
-                steps: list[str]) -> CheckOutcome:
+def _jinja_rows(
+    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, scope: str, check: CheckSpec, where: str, steps: list[str]
+) -> CheckOutcome:
     expression = _compile_expression(check, scope, set(steps))
     inputs = list(plan.header.input.columns)
     rows = bad = 0
@@ -191,8 +216,10 @@ def _compile_expression(check: CheckSpec, scope: str, steps: set[str]) -> Any:
         raise SpecError(f"{_where(scope)}: check '{_name(check)}': Jinja syntax error: {exc.message}") from None
     unknown = sorted(names - steps - {"row", "range", "dict", "len"})
     if unknown:
-        raise SpecError(f"{_where(scope)}: check '{_name(check)}' uses {', '.join(unknown)}, "
-                        "which is neither `row` nor a step", hint="use row.<column> or <step>.<field>")
+        raise SpecError(
+            f"{_where(scope)}: check '{_name(check)}' uses {', '.join(unknown)}, which is neither `row` nor a step",
+            hint="use row.<column> or <step>.<field>",
+        )
     return compiled
 
 
@@ -203,25 +230,30 @@ def _truthy(expression: Any, context: dict[str, Any]) -> tuple[bool, str | None]
         return False, f"{type(exc).__name__}: {exc}"[:200]
 
 
-def _row_outcome(check: CheckSpec, scope: str, kind: str, rows: int, bad: int,
-                 examples: list[dict[str, Any]]) -> CheckOutcome:
+def _row_outcome(
+    check: CheckSpec, scope: str, kind: str, rows: int, bad: int, examples: list[dict[str, Any]]
+) -> CheckOutcome:
     share = (rows - bad) / rows if rows else None
     passed = share is not None and share >= check.min_share
     detail = f"{rows - bad:,} of {rows:,} rows pass" if rows else "no rows to check"
-    return CheckOutcome(_name(check), scope, kind, passed, rows, bad, share,
-                        f">= {check.min_share:.0%} of rows", detail, examples)
+    return CheckOutcome(
+        _name(check), scope, kind, passed, rows, bad, share, f">= {check.min_share:.0%} of rows", detail, examples
+    )
 
 
 def _distribution(db: duckdb.DuckDBPyConnection, scope: str, check: CheckSpec, where: str) -> CheckOutcome:
-    top = db.execute(f"SELECT CAST(({check.distribution}) AS VARCHAR) AS v, count(*) AS n FROM answers "
-                     f"WHERE {where} GROUP BY v ORDER BY n DESC, v LIMIT 5").fetchall()
+    top = db.execute(
+        f"SELECT CAST(({check.distribution}) AS VARCHAR) AS v, count(*) AS n FROM answers "
+        f"WHERE {where} GROUP BY v ORDER BY n DESC, v LIMIT 5"
+    ).fetchall()
     rows = _count(db, where)
     share = top[0][1] / rows if rows else None
     passed = share is not None and share <= (check.max_share or 1.0)
     shares = ", ".join(f"{v if v is not None else 'null'} {n / rows:.0%}" for v, n in top) if rows else ""
     detail = shares or "no rows to check"
-    return CheckOutcome(_name(check), scope, "distribution", passed, rows, 0, share,
-                        f"each value <= {check.max_share:.0%}", detail)
+    return CheckOutcome(
+        _name(check), scope, "distribution", passed, rows, 0, share, f"each value <= {check.max_share:.0%}", detail
+    )
 
 
 def _metric(scope: str, check: CheckSpec, metrics: list[FieldMetrics]) -> CheckOutcome:
@@ -230,13 +262,16 @@ def _metric(scope: str, check: CheckSpec, metrics: list[FieldMetrics]) -> CheckO
         reference = f"{scope}.{reference}"
     found = next((m for m in metrics if reference.startswith(m.name + ".")), None)
     if found is None:
-        raise SpecError(f"{_where(scope)}: check '{_name(check)}': metric '{check.metric}' needs golden labels",
-                        hint="write it as <step>.<field>.<metric> and map the field to a label column "
-                             "with `expected:` on the step")
-    metric = reference[len(found.name) + 1:]
+        raise SpecError(
+            f"{_where(scope)}: check '{_name(check)}': metric '{check.metric}' needs golden labels",
+            hint="write it as <step>.<field>.<metric> and map the field to a label column with `expected:` on the step",
+        )
+    metric = reference[len(found.name) + 1 :]
     if metric.split(".")[0] not in _METRIC_NAMES.get(found.kind, ()):
-        raise SpecError(f"{_where(scope)}: check '{_name(check)}': no metric '{metric}' for a {found.kind} field",
-                        hint=f"one of: {', '.join(_METRIC_NAMES.get(found.kind, ()))}")
+        raise SpecError(
+            f"{_where(scope)}: check '{_name(check)}': no metric '{metric}' for a {found.kind} field",
+            hint=f"one of: {', '.join(_METRIC_NAMES.get(found.kind, ()))}",
+        )
     outcome = _bounded(check, scope, "metric", found.values.get(metric), found.labelled)
     if outcome.value is None and found.labelled:
         outcome.detail = "no value (no labelled row of that class)"
@@ -246,18 +281,30 @@ def _metric(scope: str, check: CheckSpec, metrics: list[FieldMetrics]) -> CheckO
 def _bounded(check: CheckSpec, scope: str, kind: str, value: float | None, rows: int) -> CheckOutcome:
     low_ok = check.min is None or (value is not None and value >= check.min)
     high_ok = check.max is None or (value is not None and value <= check.max)
-    bounds = [f">= {check.min:g}" if check.min is not None else "",
-              f"<= {check.max:g}" if check.max is not None else ""]
+    bounds = [
+        f">= {check.min:g}" if check.min is not None else "",
+        f"<= {check.max:g}" if check.max is not None else "",
+    ]
     detail = f"value {value:.4g} over {rows:,} rows" if value is not None else "no rows to check"
-    return CheckOutcome(_name(check), scope, kind, value is not None and low_ok and high_ok, rows, 0, value,
-                        " and ".join(b for b in bounds if b), detail)
+    return CheckOutcome(
+        _name(check),
+        scope,
+        kind,
+        value is not None and low_ok and high_ok,
+        rows,
+        0,
+        value,
+        " and ".join(b for b in bounds if b),
+        detail,
+    )
 
 
 def _name(check: CheckSpec) -> str:
     if check.name:
         return check.name
-    return next(str(v) for v in (check.row, check.sql, check.distribution, check.aggregate, check.metric)
-                if v is not None)
+    return next(
+        str(v) for v in (check.row, check.sql, check.distribution, check.aggregate, check.metric) if v is not None
+    )
 
 
 def _where(scope: str) -> str:

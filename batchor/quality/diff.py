@@ -58,15 +58,31 @@ class StepDiff:
     examples: list[dict[str, Any]] = dataclass_field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "rows_a": self.rows_a, "rows_b": self.rows_b, "compared": self.compared,
-                "changed": self.changed, "cost_a": self.cost_a, "cost_b": self.cost_b,
-                "fields": [{"field": f.field, "kind": f.kind, "agree": f.agree, "compared": f.compared,
-                            "agreement": f.share,
-                            "confusion": [{"a": a, "b": b, "rows": n} for a, b, n in f.confusion]}
-                           for f in self.fields],
-                "metrics": [{"metric": m, "a": a, "b": b, "delta": None if a is None or b is None else b - a}
-                            for m, a, b in self.metrics],
-                "examples": self.examples}
+        return {
+            "step": self.step,
+            "rows_a": self.rows_a,
+            "rows_b": self.rows_b,
+            "compared": self.compared,
+            "changed": self.changed,
+            "cost_a": self.cost_a,
+            "cost_b": self.cost_b,
+            "fields": [
+                {
+                    "field": f.field,
+                    "kind": f.kind,
+                    "agree": f.agree,
+                    "compared": f.compared,
+                    "agreement": f.share,
+                    "confusion": [{"a": a, "b": b, "rows": n} for a, b, n in f.confusion],
+                }
+                for f in self.fields
+            ],
+            "metrics": [
+                {"metric": m, "a": a, "b": b, "delta": None if a is None or b is None else b - a}
+                for m, a, b in self.metrics
+            ],
+            "examples": self.examples,
+        }
 
 
 @dataclass
@@ -88,9 +104,18 @@ class DiffReport:
         return sum(s.cost_b for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "run_a": self.run_a, "run_b": self.run_b, "cost_a": self.cost_a,
-                "cost_b": self.cost_b, "cost_delta": self.cost_b - self.cost_a, "only_a": self.only_a,
-                "only_b": self.only_b, "steps": [s.to_dict() for s in self.steps]}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "cost_a": self.cost_a,
+            "cost_b": self.cost_b,
+            "cost_delta": self.cost_b - self.cost_a,
+            "only_a": self.only_a,
+            "only_b": self.only_b,
+            "steps": [s.to_dict() for s in self.steps],
+        }
 
     def __str__(self) -> str:
         from batchor.quality.diff_render import diff_text
@@ -119,8 +144,15 @@ def diff_sources(a: Source, b: Source, examples: int = EXAMPLES) -> DiffReport:
     finally:
         db.close()
     names_a = {s.name for s in a.plan.header.steps}
-    return DiffReport(a.label, b.label, a.run.run_id if a.run else None, b.run.run_id if b.run else None, steps,
-                      sorted(names_a - names_b), sorted(names_b - names_a))
+    return DiffReport(
+        a.label,
+        b.label,
+        a.run.run_id if a.run else None,
+        b.run.run_id if b.run else None,
+        steps,
+        sorted(names_a - names_b),
+        sorted(names_b - names_a),
+    )
 
 
 def _step_diff(db: duckdb.DuckDBPyConnection, step_a: StepPlan, step_b: StepPlan, examples: int) -> StepDiff:
@@ -134,8 +166,10 @@ def _step_diff(db: duckdb.DuckDBPyConnection, step_a: StepPlan, step_b: StepPlan
     diff = StepDiff(step_a.name, int(rows_a), int(rows_b), int(compared), int(changed))
     common = [f for f in answer_fields(step_a) if f in answer_fields(step_b)]
     diff.fields = [_agreement(db, joined, step_a, step_b, name) for name in common]
-    sample = db.execute(f"SELECT _row_key, {whole_a}, {whole_b} {joined} AND {whole_a} IS DISTINCT FROM {whole_b} "
-                        f"ORDER BY _row_key LIMIT {int(examples)}").fetchall()
+    sample = db.execute(
+        f"SELECT _row_key, {whole_a}, {whole_b} {joined} AND {whole_a} IS DISTINCT FROM {whole_b} "
+        f"ORDER BY _row_key LIMIT {int(examples)}"
+    ).fetchall()
     diff.examples = [{"_row_key": key, "a": value_a, "b": value_b} for key, value_a, value_b in sample]
     return diff
 
@@ -144,24 +178,28 @@ def _json(sql: str) -> str:
     return f"CAST(to_json({sql}) AS VARCHAR)"
 
 
-def _agreement(db: duckdb.DuckDBPyConnection, joined: str, step_a: StepPlan, step_b: StepPlan,
-               name: str) -> FieldAgreement:
+def _agreement(
+    db: duckdb.DuckDBPyConnection, joined: str, step_a: StepPlan, step_b: StepPlan, name: str
+) -> FieldAgreement:
     value_a, value_b = _json(field_sql(step_a, name, "a")), _json(field_sql(step_b, name, "b"))
-    agree, compared = db.execute(f"SELECT count(*) FILTER (WHERE {value_a} IS NOT DISTINCT FROM {value_b}), count(*) "
-                                 f"{joined}").fetchone() or (0, 0)
+    agree, compared = db.execute(
+        f"SELECT count(*) FILTER (WHERE {value_a} IS NOT DISTINCT FROM {value_b}), count(*) {joined}"
+    ).fetchone() or (0, 0)
     kind = field_kind(step_a, name)
     result = FieldAgreement(name, kind, int(agree), int(compared))
     if kind == "enum":
         plain_a = f"CAST({field_sql(step_a, name, 'a')} AS VARCHAR)"
         plain_b = f"CAST({field_sql(step_b, name, 'b')} AS VARCHAR)"
-        rows = db.execute(f"SELECT coalesce({plain_a}, ''), coalesce({plain_b}, ''), count(*) {joined} "
-                          "GROUP BY ALL ORDER BY ALL").fetchall()
+        rows = db.execute(
+            f"SELECT coalesce({plain_a}, ''), coalesce({plain_b}, ''), count(*) {joined} GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
         result.confusion = [(str(x), str(y), int(n)) for x, y, n in rows]
     return result
 
 
-def _metric_deltas(step: str, side_a: dict[str, FieldMetrics],
-                   side_b: dict[str, FieldMetrics]) -> list[tuple[str, float | None, float | None]]:
+def _metric_deltas(
+    step: str, side_a: dict[str, FieldMetrics], side_b: dict[str, FieldMetrics]
+) -> list[tuple[str, float | None, float | None]]:
     deltas = []
     for name in sorted(set(side_a) | set(side_b)):
         if not name.startswith(step + "."):
@@ -178,5 +216,7 @@ def step_costs(source: Source) -> dict[str, float]:
     rows = source.store.execute(
         "SELECT t.step, sum(t.cost_usd) FROM (SELECT DISTINCT j.step, r.request_key, r.cost_usd "
         "FROM job_requests j JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ?) t "
-        "GROUP BY t.step", [source.plan.job_id])
+        "GROUP BY t.step",
+        [source.plan.job_id],
+    )
     return {str(step): float(cost or 0.0) for step, cost in rows}

@@ -30,9 +30,14 @@ def _side(label: str, run: str | None) -> str:
 
 
 def diff_text(report: DiffReport) -> str:
-    lines = [f"A: {_side(report.a, report.run_a)}", f"B: {_side(report.b, report.run_b)}",
-             (f"answer cost: A {_money(report.cost_a)}, B {_money(report.cost_b)} "
-             f"({_delta(report.cost_a, report.cost_b, money=True)})")]
+    lines = [
+        f"A: {_side(report.a, report.run_a)}",
+        f"B: {_side(report.b, report.run_b)}",
+        (
+            f"answer cost: A {_money(report.cost_a)}, B {_money(report.cost_b)} "
+            f"({_delta(report.cost_a, report.cost_b, money=True)})"
+        ),
+    ]
     if report.only_a or report.only_b:
         only_a, only_b = ", ".join(report.only_a) or "-", ", ".join(report.only_b) or "-"
         lines.append(f"steps only in A: {only_a}; only in B: {only_b}")
@@ -43,9 +48,13 @@ def diff_text(report: DiffReport) -> str:
 
 def _step_text(step: StepDiff) -> list[str]:
     changed = f" ({step.changed / step.compared:.1%})" if step.compared else ""
-    lines = [(f"step {step.step}: {step.compared:,} rows compared (A answered {step.rows_a:,}, B {step.rows_b:,}), "
-             f"{step.changed:,} answers changed{changed}; cost A {_money(step.cost_a)}, B {_money(step.cost_b)} "
-             f"({_delta(step.cost_a, step.cost_b, money=True)})")]
+    lines = [
+        (
+            f"step {step.step}: {step.compared:,} rows compared (A answered {step.rows_a:,}, B {step.rows_b:,}), "
+            f"{step.changed:,} answers changed{changed}; cost A {_money(step.cost_a)}, B {_money(step.cost_b)} "
+            f"({_delta(step.cost_a, step.cost_b, money=True)})"
+        )
+    ]
     if step.fields:
         lines.append("  agreement: " + ", ".join(f"{f.field} {_share(f.share)}" for f in step.fields))
     for f in step.fields:
@@ -65,13 +74,21 @@ def _fmt(value: float | None) -> str:
 
 
 def diff_markdown(report: DiffReport) -> str:
-    lines = ["### batchor diff", "", f"- **A**: `{_side(report.a, report.run_a)}`",
-             f"- **B**: `{_side(report.b, report.run_b)}`",
-             (f"- answer cost: A {_money(report.cost_a)}, B {_money(report.cost_b)} "
-             f"({_delta(report.cost_a, report.cost_b, money=True)})"), ""]
+    lines = [
+        "### batchor diff",
+        "",
+        f"- **A**: `{_side(report.a, report.run_a)}`",
+        f"- **B**: `{_side(report.b, report.run_b)}`",
+        (
+            f"- answer cost: A {_money(report.cost_a)}, B {_money(report.cost_b)} "
+            f"({_delta(report.cost_a, report.cost_b, money=True)})"
+        ),
+        "",
+    ]
     lines += ["| step | compared | changed | cost A | cost B |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {s.step} | {s.compared:,} | {s.changed:,} | {_money(s.cost_a)} | {_money(s.cost_b)} |"
-              for s in report.steps]
+    lines += [
+        f"| {s.step} | {s.compared:,} | {s.changed:,} | {_money(s.cost_a)} | {_money(s.cost_b)} |" for s in report.steps
+    ]
     for step in report.steps:
         lines += ["", f"#### {step.step}", ""]
         if step.fields:

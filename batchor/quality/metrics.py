@@ -20,7 +20,7 @@ from batchor.quality.answers import answer_fields, field_kind, field_sql, ok_col
 from batchor.spec.model import JobSpec, LLMStep
 
 _NORM = "lower(trim(regexp_replace(CAST({} AS VARCHAR), '\\s+', ' ', 'g')))"
-_LIST = ("list_filter(list_distinct(list_transform({}, lambda e: lower(trim(CAST(e AS VARCHAR))))), lambda e: e <> '')")
+_LIST = "list_filter(list_distinct(list_transform({}, lambda e: lower(trim(CAST(e AS VARCHAR))))), lambda e: e <> '')"
 
 
 @dataclass
@@ -41,13 +41,20 @@ class FieldMetrics:
         return f"{self.step}.{self.field}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"field": self.name, "column": self.column, "kind": self.kind, "labelled": self.labelled,
-                "unanswered": self.unanswered, "metrics": self.values,
-                "confusion": [{"expected": e, "answered": a, "rows": n} for e, a, n in self.confusion]}
+        return {
+            "field": self.name,
+            "column": self.column,
+            "kind": self.kind,
+            "labelled": self.labelled,
+            "unanswered": self.unanswered,
+            "metrics": self.values,
+            "confusion": [{"expected": e, "answered": a, "rows": n} for e, a, n in self.confusion],
+        }
 
 
-def golden_metrics(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, spec: JobSpec,
-                   table: str = "answers") -> list[FieldMetrics]:
+def golden_metrics(
+    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, spec: JobSpec, table: str = "answers"
+) -> list[FieldMetrics]:
     """Metrics for every `expected:` mapping of the spec's steps that the plan has."""
     found = []
     for name, step_spec in spec.steps.items():
@@ -65,43 +72,51 @@ def check_expected(plan: CompiledPlan, step_name: str, answer_field: str, column
     step = _plan_step(plan, step_name)
     where = f"steps.{step_name}.expected.{answer_field}"
     if answer_field not in answer_fields(step):
-        raise SpecError(f"{where}: the step's answers have no field '{answer_field}' "
-                        f"(fields: {', '.join(answer_fields(step))})",
-                        hint="map an answer field (`text` for a text step) to an input column")
+        raise SpecError(
+            f"{where}: the step's answers have no field '{answer_field}' (fields: {', '.join(answer_fields(step))})",
+            hint="map an answer field (`text` for a text step) to an input column",
+        )
     if column not in plan.header.input.columns:
-        raise SpecError(f"{where}: input column '{column}' not found (columns: {', '.join(plan.header.input.columns)})",
-                        hint="name the input column that holds the known answers")
+        raise SpecError(
+            f"{where}: input column '{column}' not found (columns: {', '.join(plan.header.input.columns)})",
+            hint="name the input column that holds the known answers",
+        )
 
 
 def _plan_step(plan: CompiledPlan, name: str) -> Any:
     try:
         return plan.header.step(name)
     except StopIteration:
-        raise SpecError(f"step '{name}' is not in the plan of this run",
-                        hint="check the spec against the run (`batchor runs`)") from None
+        raise SpecError(
+            f"step '{name}' is not in the plan of this run", hint="check the spec against the run (`batchor runs`)"
+        ) from None
 
 
-def field_metrics(db: duckdb.DuckDBPyConnection, table: str, step: Any, answer_field: str,
-                  column: str) -> FieldMetrics:
+def field_metrics(db: duckdb.DuckDBPyConnection, table: str, step: Any, answer_field: str, column: str) -> FieldMetrics:
     kind = field_kind(step, answer_field)
     label, answer = q(column), field_sql(step, answer_field)
     has_label = f"{label} IS NOT NULL AND trim(CAST({label} AS VARCHAR)) <> ''"
     base = f"FROM {q(table)} WHERE {has_label} AND {q(ok_column(step.name))}"
-    (unanswered,) = db.execute(f"SELECT count(*) FROM {q(table)} WHERE {has_label} "
-                               f"AND NOT {q(ok_column(step.name))}").fetchone() or (0,)
+    (unanswered,) = db.execute(
+        f"SELECT count(*) FROM {q(table)} WHERE {has_label} AND NOT {q(ok_column(step.name))}"
+    ).fetchone() or (0,)
     result = FieldMetrics(step.name, answer_field, column, kind, 0, int(unanswered))
     if kind == "enum":
         _enum_metrics(db, base, answer, label, result)
     elif kind == "number":
-        row = db.execute(f"SELECT count(*), avg(abs({answer} - TRY_CAST({label} AS DOUBLE))) {base} "
-                         f"AND TRY_CAST({label} AS DOUBLE) IS NOT NULL").fetchone()
+        row = db.execute(
+            f"SELECT count(*), avg(abs({answer} - TRY_CAST({label} AS DOUBLE))) {base} "
+            f"AND TRY_CAST({label} AS DOUBLE) IS NOT NULL"
+        ).fetchone()
         result.labelled, result.values = int(row[0]), _present({"mae": row[1]})
     elif kind == "array":
         _set_metrics(db, base, answer, label, result)
     else:
         norm_a, norm_l = _NORM.format(answer), _NORM.format(label)
-        row = db.execute(f"SELECT count(*), avg((CAST({answer} AS VARCHAR) = CAST({label} AS VARCHAR))::INT), "
-                         f"avg(({norm_a} = {norm_l})::INT) {base}").fetchone()
+        row = db.execute(
+            f"SELECT count(*), avg((CAST({answer} AS VARCHAR) = CAST({label} AS VARCHAR))::INT), "
+            f"avg(({norm_a} = {norm_l})::INT) {base}"
+        ).fetchone()
         result.labelled, result.values = int(row[0]), _present({"exact": row[1], "normalized": row[2]})
     return result
 
@@ -130,12 +145,15 @@ def _enum_metrics(db: duckdb.DuckDBPyConnection, base: str, answer: str, label: 
 
 
 def _set_metrics(db: duckdb.DuckDBPyConnection, base: str, answer: str, label: str, result: FieldMetrics) -> None:
-    labels = (f"CASE WHEN starts_with(trim(CAST({label} AS VARCHAR)), '[') "
-              f"THEN json_transform(CAST({label} AS VARCHAR), '[\"VARCHAR\"]') "
-              f"ELSE string_split(CAST({label} AS VARCHAR), ';') END")
+    labels = (
+        f"CASE WHEN starts_with(trim(CAST({label} AS VARCHAR)), '[') "
+        f"THEN json_transform(CAST({label} AS VARCHAR), '[\"VARCHAR\"]') "
+        f"ELSE string_split(CAST({label} AS VARCHAR), ';') END"
+    )
     got, want = _LIST.format(f"coalesce({answer}, [])"), _LIST.format(labels)
-    row = db.execute(f"SELECT count(*), sum(len(list_intersect({got}, {want}))), sum(len({got})), sum(len({want})) "
-                     f"{base}").fetchone()
+    row = db.execute(
+        f"SELECT count(*), sum(len(list_intersect({got}, {want}))), sum(len({got})), sum(len({want})) {base}"
+    ).fetchone()
     result.labelled = int(row[0])
     if not result.labelled:
         return

@@ -16,7 +16,7 @@ def cell(value: Any) -> str:
     """A value for one table cell: JSON for structures, cut to a readable length, pipes escaped."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
-    return (text[:_MAX_CELL - 1] + "…" if len(text) > _MAX_CELL else text).replace("|", "\\|")
+    return (text[: _MAX_CELL - 1] + "…" if len(text) > _MAX_CELL else text).replace("|", "\\|")
 
 
 def _figure(value: float | None, kind: str) -> str:
@@ -32,8 +32,12 @@ def checks_text(report: CheckReport) -> str:
         lines.append(f"  {mark}  {c.scope}: {c.name}  {_figure(c.value, c.kind)} ({c.threshold}); {c.detail}")
         lines += [f"        e.g. {cell(example)}" for example in (c.examples if not c.passed else [])]
     for m in report.metrics:
-        lines.append(f"  metric {m.name} vs {m.column} ({m.kind}, {m.labelled:,} labelled rows"
-                     + (f", {m.unanswered:,} unanswered" if m.unanswered else "") + "): " + _metric_summary(m))
+        lines.append(
+            f"  metric {m.name} vs {m.column} ({m.kind}, {m.labelled:,} labelled rows"
+            + (f", {m.unanswered:,} unanswered" if m.unanswered else "")
+            + "): "
+            + _metric_summary(m)
+        )
     passed = sum(c.passed for c in report.checks)
     lines.append(f"{passed} of {len(report.checks)} checks passed" if report.checks else "no checks in the spec")
     return "\n".join(lines)
@@ -66,8 +70,11 @@ def _check_row(c: CheckOutcome) -> str:
 
 
 def metrics_markdown(m: FieldMetrics) -> list[str]:
-    lines = [f"**{m.name}** vs `{m.column}` ({m.kind}): {m.labelled:,} labelled rows"
-             + (f", {m.unanswered:,} unanswered" if m.unanswered else ""), ""]
+    lines = [
+        f"**{m.name}** vs `{m.column}` ({m.kind}): {m.labelled:,} labelled rows"
+        + (f", {m.unanswered:,} unanswered" if m.unanswered else ""),
+        "",
+    ]
     lines += ["| metric | value |", "|---|---:|"] + [f"| {k} | {v:.3f} |" for k, v in m.values.items()]
     if m.confusion:
         lines += ["", *confusion_markdown(m.confusion, "expected \\ answered")]
@@ -79,8 +86,7 @@ def confusion_markdown(pairs: list[tuple[str, str, int]], corner: str) -> list[s
     rows = sorted({a for a, _, _ in pairs})
     cols = sorted({b for _, b, _ in pairs})
     counts = {(a, b): n for a, b, n in pairs}
-    lines = [f"| {corner} | " + " | ".join(cell(c) or "(none)" for c in cols) + " |",
-             "|---|" + "---:|" * len(cols)]
+    lines = [f"| {corner} | " + " | ".join(cell(c) or "(none)" for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for r in rows:
         lines.append(f"| {cell(r) or '(none)'} | " + " | ".join(str(counts.get((r, c), 0)) for c in cols) + " |")
     return lines

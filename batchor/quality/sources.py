@@ -49,9 +49,10 @@ def resolve_source(target: str | Path | None, state: str | None = None) -> Sourc
     store = open_existing_state(state)
     run = store.get_run(text)
     if run is None:
-        raise RunNotFoundError(f"no run {text!r} in state {store.location}" if text else
-                               f"no runs yet in state {store.location}",
-                               hint="name a run id (see `batchor runs`), a saved .plan file or a spec file")
+        raise RunNotFoundError(
+            f"no run {text!r} in state {store.location}" if text else f"no runs yet in state {store.location}",
+            hint="name a run id (see `batchor runs`), a saved .plan file or a spec file",
+        )
     plan = _plan_of(run)
     return Source(text or run.run_id, plan, store, run, plan_spec(plan))
 
@@ -63,8 +64,10 @@ def _from_spec(path: Path, state: str | None) -> Source:
     for run in store.list_runs(_RUNS_SEARCHED):
         if run.name == loaded.spec.name and _planned_from(run.plan_path) == wanted:
             return Source(str(path), _plan_of(run), store, run, loaded.spec)
-    raise RunNotFoundError(f"{path} has no run in state {store.location}",
-                           hint=f"apply it first, e.g. `batchor apply {path} --sample 50 --mock --yes`")
+    raise RunNotFoundError(
+        f"{path} has no run in state {store.location}",
+        hint=f"apply it first, e.g. `batchor apply {path} --sample 50 --mock --yes`",
+    )
 
 
 def _planned_from(plan_path: str | None) -> Path | None:
@@ -81,8 +84,10 @@ def _planned_from(plan_path: str | None) -> Path | None:
 
 def _plan_of(run: RunRecord) -> CompiledPlan:
     if not run.plan_path or not Path(run.plan_path).exists():
-        raise PlanFileError(f"the plan of run {run.run_id} is not available ({run.plan_path})",
-                            hint="checks and diffs need the saved plan file the run was applied from")
+        raise PlanFileError(
+            f"the plan of run {run.run_id} is not available ({run.plan_path})",
+            hint="checks and diffs need the saved plan file the run was applied from",
+        )
     return load_plan(Path(run.plan_path))
 
 
@@ -94,5 +99,7 @@ def plan_spec(plan: CompiledPlan) -> JobSpec:
     try:
         return JobSpec.model_validate(plan.header.spec)
     except ValidationError as exc:
-        raise PlanFileError(f"the spec inside plan {plan.plan_id} no longer validates ({exc.error_count()} problems)",
-                            hint="name the spec file instead, so its current checks are used") from None
+        raise PlanFileError(
+            f"the spec inside plan {plan.plan_id} no longer validates ({exc.error_count()} problems)",
+            hint="name the spec file instead, so its current checks are used",
+        ) from None

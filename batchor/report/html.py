@@ -28,8 +28,15 @@ max-height:320px;overflow:auto;margin:4px 0;font-size:12px}
 .ok{color:#17753a}.bad{color:#b42318}.warn{color:#9a6700}.muted{color:#5b6475}
 svg{background:#fff;border:1px solid #e3e6eb;margin:4px 0}
 """
-STATUS_CLASS = {"succeeded": "ok", "failed": "bad", "died": "bad", "partial": "warn", "budget": "warn",
-                "paused": "warn", "interrupted": "warn"}
+STATUS_CLASS = {
+    "succeeded": "ok",
+    "failed": "bad",
+    "died": "bad",
+    "partial": "warn",
+    "budget": "warn",
+    "paused": "warn",
+    "interrupted": "warn",
+}
 
 
 def esc(value: Any) -> str:
@@ -40,18 +47,29 @@ def esc(value: Any) -> str:
 def render_html(report: dict[str, Any]) -> str:
     run = report["run"]
     title = f"batchor run {run['run_id']} ({run.get('name') or ''})"
-    body = [f"<h1>{esc(title)}</h1>", f"<p class=muted>{esc(headline(report))}</p>", _cards(report),
-            _steps_section(report), _failures_section(report), _samples_section(report),
-            _checks_section(report.get("checks")), _plan_section(report.get("plan"))]
-    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-            "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; style-src 'unsafe-inline'\">"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
-            + "".join(body) + "</main></body></html>\n")
+    body = [
+        f"<h1>{esc(title)}</h1>",
+        f"<p class=muted>{esc(headline(report))}</p>",
+        _cards(report),
+        _steps_section(report),
+        _failures_section(report),
+        _samples_section(report),
+        _checks_section(report.get("checks")),
+        _plan_section(report.get("plan")),
+    ]
+    return (
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+        "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
+        + "".join(body)
+        + "</main></body></html>\n"
+    )
 
 
 def _card(label: str, value: str, css: str = "") -> str:
-    return (f"<div class=card><span>{esc(label)}</span><b class='{css}' data-figure='{esc(label)}'>"
-            f"{esc(value)}</b></div>")
+    return (
+        f"<div class=card><span>{esc(label)}</span><b class='{css}' data-figure='{esc(label)}'>{esc(value)}</b></div>"
+    )
 
 
 def _cards(report: dict[str, Any]) -> str:
@@ -62,19 +80,26 @@ def _cards(report: dict[str, Any]) -> str:
     totals = plan.get("totals") or {}
     took = elapsed(run.get("started_at"), run.get("finished_at"))
     ended = run.get("rows")  # the output's rows when the run ended; else its requests
-    done, failed, unit = ((ended["succeeded"], ended["failed"], "rows") if ended else
-                          (run.get("succeeded"), run.get("failed"), "requests"))
+    done, failed, unit = (
+        (ended["succeeded"], ended["failed"], "rows")
+        if ended
+        else (run.get("succeeded"), run.get("failed"), "requests")
+    )
     of = sum(ended.values()) if ended else run.get("requests")
-    cards = [_card("status", run.get("status") or NOTHING, STATUS_CLASS.get(run.get("status") or "", "")),
-             _card(f"{unit} {'succeeded' if ended else 'answered'}", f"{count(done)} of {count(of)}"),
-             _card(f"{unit} failed", count(failed), "bad" if failed else ""),
-             _card("spend", money(total, estimated=bool(spend.get("estimated_usd")))),
-             _card("budget", money(budget) if budget is not None else "none set"),
-             _card("estimate", f"{money(totals.get('cost_expected'))} (at most {money(totals.get('cost_upper'))})"
-                   if totals else NOTHING),
-             _card("wasted", money(spend.get("wasted_usd"))),
-             _card("duration", duration(took) if took is not None else "not finished"),
-             _card("started", moment(run.get("started_at")))]
+    cards = [
+        _card("status", run.get("status") or NOTHING, STATUS_CLASS.get(run.get("status") or "", "")),
+        _card(f"{unit} {'succeeded' if ended else 'answered'}", f"{count(done)} of {count(of)}"),
+        _card(f"{unit} failed", count(failed), "bad" if failed else ""),
+        _card("spend", money(total, estimated=bool(spend.get("estimated_usd")))),
+        _card("budget", money(budget) if budget is not None else "none set"),
+        _card(
+            "estimate",
+            f"{money(totals.get('cost_expected'))} (at most {money(totals.get('cost_upper'))})" if totals else NOTHING,
+        ),
+        _card("wasted", money(spend.get("wasted_usd"))),
+        _card("duration", duration(took) if took is not None else "not finished"),
+        _card("started", moment(run.get("started_at"))),
+    ]
     return "<section class=cards>" + "".join(cards) + "</section>" + _spend_bar(total, budget, totals)
 
 
@@ -85,30 +110,39 @@ def _spend_bar(total: float, budget: float | None, totals: dict[str, Any]) -> st
         return ""
     share = min(total / scale, 1.0)
     label = "budget" if budget else "plan upper bound"
-    return (f"<svg width=600 height=34 role=img aria-label='spend vs {label}'>"
-            "<rect x=0 y=6 width=600 height=16 fill='#e3e6eb'/>"
-            f"<rect x=0 y=6 width={600 * share:.1f} height=16 fill='#3867d6'/>"
-            f"<text x=4 y=32 font-size=10>{esc(money(total))} of {esc(money(scale))} ({esc(label)})</text></svg>")
+    return (
+        f"<svg width=600 height=34 role=img aria-label='spend vs {label}'>"
+        "<rect x=0 y=6 width=600 height=16 fill='#e3e6eb'/>"
+        f"<rect x=0 y=6 width={600 * share:.1f} height=16 fill='#3867d6'/>"
+        f"<text x=4 y=32 font-size=10>{esc(money(total))} of {esc(money(scale))} ({esc(label)})</text></svg>"
+    )
 
 
 def _steps_section(report: dict[str, Any]) -> str:
     steps = report.get("steps") or []
     if not steps:
         return "<h2>Steps</h2><p class=muted>no step has rows yet</p>"
-    head = ("<tr><th>step</th><th>rows</th><th>answered</th><th>failed</th><th>pending</th><th>failure rate</th>"
-            "<th>attempts</th><th>re-asked</th><th>tokens in</th><th>tokens out</th><th>cost</th>"
-            "<th>latency p50</th><th>p90</th><th>p99</th></tr>")
+    head = (
+        "<tr><th>step</th><th>rows</th><th>answered</th><th>failed</th><th>pending</th><th>failure rate</th>"
+        "<th>attempts</th><th>re-asked</th><th>tokens in</th><th>tokens out</th><th>cost</th>"
+        "<th>latency p50</th><th>p90</th><th>p99</th></tr>"
+    )
     rows = "".join(
         f"<tr><td>{esc(s['step'])}</td><td class=n>{count(s['rows'])}</td><td class=n>{count(s['succeeded'])}</td>"
         f"<td class=n>{count(s['failed'])}</td><td class=n>{count(s['pending'])}</td>"
         f"<td class=n>{esc(percent(s['failed'], s['rows']))}</td><td class=n>{count(s.get('attempts'))}</td>"
         f"<td class=n>{esc(percent(s.get('reasked') or 0, s.get('requests_sent') or 0))}</td>"
         f"<td class=n>{count(s.get('input_tokens'))}</td><td class=n>{count(s.get('output_tokens'))}</td>"
-        f"<td class=n>{esc(money(s.get('cost_usd')))}</td>" + "".join(
-            f"<td class=n>{esc(_ms(s.get(f'latency_{q}_ms')))}</td>" for q in ("p50", "p90", "p99")) + "</tr>"
-        for s in steps)
-    charts = "".join(f"<h3>{esc(s['step'])}: latency per attempt</h3>{_histogram(s['latency_histogram'])}"
-                     for s in steps if s.get("latency_histogram"))
+        f"<td class=n>{esc(money(s.get('cost_usd')))}</td>"
+        + "".join(f"<td class=n>{esc(_ms(s.get(f'latency_{q}_ms')))}</td>" for q in ("p50", "p90", "p99"))
+        + "</tr>"
+        for s in steps
+    )
+    charts = "".join(
+        f"<h3>{esc(s['step'])}: latency per attempt</h3>{_histogram(s['latency_histogram'])}"
+        for s in steps
+        if s.get("latency_histogram")
+    )
     return f"<h2>Steps</h2><table>{head}{rows}</table>{charts}"
 
 
@@ -123,10 +157,12 @@ def _histogram(buckets: list[dict[str, Any]]) -> str:
     parts = [f"<svg width={width} height={height + 30} role=img aria-label='latency histogram'>"]
     for i, b in enumerate(buckets):
         h = height * b["attempts"] / top
-        parts.append(f"<rect x={i * bar + 2:.1f} y={height - h:.1f} width={bar - 4:.1f} height={h:.1f} fill='#3867d6'>"
-                     f"<title>{esc(count(b['attempts']))} attempts</title></rect>"
-                     f"<text x={i * bar + 2:.1f} y={height + 12} font-size=9>{esc(_ms(b['from_ms']))}</text>"
-                     f"<text x={i * bar + 2:.1f} y={height + 24} font-size=9>{esc(count(b['attempts']))}</text>")
+        parts.append(
+            f"<rect x={i * bar + 2:.1f} y={height - h:.1f} width={bar - 4:.1f} height={h:.1f} fill='#3867d6'>"
+            f"<title>{esc(count(b['attempts']))} attempts</title></rect>"
+            f"<text x={i * bar + 2:.1f} y={height + 12} font-size=9>{esc(_ms(b['from_ms']))}</text>"
+            f"<text x={i * bar + 2:.1f} y={height + 24} font-size=9>{esc(count(b['attempts']))}</text>"
+        )
     return "".join(parts) + "</svg>"
 
 
@@ -136,8 +172,9 @@ def _failures_section(report: dict[str, Any]) -> str:
         return "<h2>Failures</h2><p class=ok>no failed rows</p>"
     parts = ["<h2>Failures</h2>"]
     for g in groups:
-        parts.append(f"<h3>{esc(g['step'])}: <span class=bad>{esc(g['reason'])}</span>, {esc(count(g['rows']))} "
-                     "row(s)</h3>")
+        parts.append(
+            f"<h3>{esc(g['step'])}: <span class=bad>{esc(g['reason'])}</span>, {esc(count(g['rows']))} row(s)</h3>"
+        )
         for ex in g["examples"]:
             parts.append(f"<p>row <code>{esc(ex['row_key'])}</code>: {esc(ex.get('error'))}</p>")
             if ex.get("raw"):
@@ -149,11 +186,15 @@ def _samples_section(report: dict[str, Any]) -> str:
     samples = report.get("samples") or []
     if not samples:
         return "<h2>Sample answers</h2><p class=muted>no answers yet</p>"
-    rows = "".join(f"<tr><td>{esc(s['step'])}</td><td><code>{esc(s['row_key'])}</code></td>"
-                   f"<td><pre>{esc(_pretty(s.get('input')))}</pre></td><td><pre>{esc(_pretty(s.get('answer')))}</pre></td>"
-                   "</tr>" for s in samples)
-    return ("<h2>Sample answers</h2><table><tr><th>step</th><th>row</th><th>input</th><th>answer</th></tr>"
-            f"{rows}</table>")
+    rows = "".join(
+        f"<tr><td>{esc(s['step'])}</td><td><code>{esc(s['row_key'])}</code></td>"
+        f"<td><pre>{esc(_pretty(s.get('input')))}</pre></td><td><pre>{esc(_pretty(s.get('answer')))}</pre></td>"
+        "</tr>"
+        for s in samples
+    )
+    return (
+        f"<h2>Sample answers</h2><table><tr><th>step</th><th>row</th><th>input</th><th>answer</th></tr>{rows}</table>"
+    )
 
 
 def _pretty(value: Any) -> str:
@@ -165,14 +206,18 @@ def _pretty(value: Any) -> str:
 def _checks_section(checks: dict[str, Any] | None) -> str:
     if not checks or not (checks.get("checks") or checks.get("metrics")):
         return ""
-    rows = "".join(f"<tr><td>{esc(c['name'])}</td><td class={'ok' if c['passed'] else 'bad'}>"
-                   f"{'pass' if c['passed'] else 'FAIL'}</td><td class=n>{esc(_num(c.get('value')))}</td>"
-                   f"<td class=n>{esc(_num(c.get('threshold')))}</td><td>{esc(c.get('detail'))}</td></tr>"
-                   for c in checks.get("checks") or [])
+    rows = "".join(
+        f"<tr><td>{esc(c['name'])}</td><td class={'ok' if c['passed'] else 'bad'}>"
+        f"{'pass' if c['passed'] else 'FAIL'}</td><td class=n>{esc(_num(c.get('value')))}</td>"
+        f"<td class=n>{esc(_num(c.get('threshold')))}</td><td>{esc(c.get('detail'))}</td></tr>"
+        for c in checks.get("checks") or []
+    )
     metrics = "".join(f"<pre>{esc(_pretty(m))}</pre>" for m in checks.get("metrics") or [])
     verdict = "<p class=ok>all checks pass</p>" if checks.get("passed") else "<p class=bad>checks failed</p>"
-    return (f"<h2>Checks and metrics</h2>{verdict}<table><tr><th>check</th><th>result</th><th>value</th>"
-            f"<th>threshold</th><th>detail</th></tr>{rows}</table>{metrics}")
+    return (
+        f"<h2>Checks and metrics</h2>{verdict}<table><tr><th>check</th><th>result</th><th>value</th>"
+        f"<th>threshold</th><th>detail</th></tr>{rows}</table>{metrics}"
+    )
 
 
 def _num(value: Any) -> str:
@@ -182,12 +227,17 @@ def _num(value: Any) -> str:
 def _plan_section(plan: dict[str, Any] | None) -> str:
     if plan is None:
         return "<h2>Plan</h2><p class=muted>the run's plan file is not available</p>"
-    rows = "".join(f"<tr><td>{esc(s['name'])}</td><td>{esc(s['provider'])}:{esc(s['model'])}</td>"
-                   f"<td>{esc(s['mode'])}</td>" + "".join(f"<td class=n>{count(s.get(k))}</td>"
-                                                          for k in ("rows", "to_run", "cached"))
-                   + "".join(f"<td class=n>{esc(money(s.get(k)))}</td>" for k in ("cost_expected", "cost_upper"))
-                   + "</tr>" for s in plan["steps"])
-    return (f"<h2>Plan</h2><p>plan <code>{esc(plan['plan_id'])}</code> ({esc(plan['file'])})</p><table><tr>"
-            "<th>step</th><th>model</th><th>mode</th><th>rows</th><th>to run</th><th>cached</th><th>expected</th>"
-            f"<th>upper bound</th></tr>{rows}</table><details><summary>spec</summary>"
-            f"<pre>{esc(plan.get('spec_text'))}</pre></details>")
+    rows = "".join(
+        f"<tr><td>{esc(s['name'])}</td><td>{esc(s['provider'])}:{esc(s['model'])}</td>"
+        f"<td>{esc(s['mode'])}</td>"
+        + "".join(f"<td class=n>{count(s.get(k))}</td>" for k in ("rows", "to_run", "cached"))
+        + "".join(f"<td class=n>{esc(money(s.get(k)))}</td>" for k in ("cost_expected", "cost_upper"))
+        + "</tr>"
+        for s in plan["steps"]
+    )
+    return (
+        f"<h2>Plan</h2><p>plan <code>{esc(plan['plan_id'])}</code> ({esc(plan['file'])})</p><table><tr>"
+        "<th>step</th><th>model</th><th>mode</th><th>rows</th><th>to run</th><th>cached</th><th>expected</th>"
+        f"<th>upper bound</th></tr>{rows}</table><details><summary>spec</summary>"
+        f"<pre>{esc(plan.get('spec_text'))}</pre></details>"
+    )

@@ -31,20 +31,36 @@ def wanted(stream: Any = None) -> bool:
 class LiveView:
     """Renders engine events as a live table; call `close()` when the run is over."""
 
-    def __init__(self, plan: Any = None, max_cost: float | None = None, console: Console | None = None,
-                 clock: Any = time.monotonic) -> None:
+    def __init__(
+        self,
+        plan: Any = None,
+        max_cost: float | None = None,
+        console: Console | None = None,
+        clock: Any = time.monotonic,
+    ) -> None:
         self.clock, self.max_cost = clock, max_cost
         self.steps: dict[str, dict[str, Any]] = {}
         for step in getattr(getattr(plan, "header", None), "steps", []):
-            self.steps[step.name] = {"total": step.counts.to_run, "projected": step.counts.projected, "done": 0,
-                                     "failed": 0, "cost_usd": 0.0, "started": None}
+            self.steps[step.name] = {
+                "total": step.counts.to_run,
+                "projected": step.counts.projected,
+                "done": 0,
+                "failed": 0,
+                "cost_usd": 0.0,
+                "started": None,
+            }
         self.batches: dict[str, dict[str, Any]] = {}
         self.totals: dict[str, Any] = {}
         self.next_poll: float | None = None
         self.notice: str | None = None
         self.finished: dict[str, Any] | None = None
-        self.live = Live(console=console or Console(stderr=True), auto_refresh=True, refresh_per_second=4,
-                         transient=False, get_renderable=self.render)
+        self.live = Live(
+            console=console or Console(stderr=True),
+            auto_refresh=True,
+            refresh_per_second=4,
+            transient=False,
+            get_renderable=self.render,
+        )
         self._started = False
 
     def __call__(self, event: Event) -> None:
@@ -53,7 +69,8 @@ class LiveView:
             handler(event.data)
         elif event.type in _NOTICES:
             self.notice = f"{event.type.replace('_', ' ')}: " + ", ".join(
-                f"{k} {v}" for k, v in event.data.items() if not isinstance(v, (dict, list)))
+                f"{k} {v}" for k, v in event.data.items() if not isinstance(v, (dict, list))
+            )
         if not self._started:
             self.live.start()
             self._started = True
@@ -61,8 +78,9 @@ class LiveView:
             self.close()
 
     def _step(self, name: str) -> dict[str, Any]:
-        return self.steps.setdefault(name, {"total": 0, "projected": 0, "done": 0, "failed": 0, "cost_usd": 0.0,
-                                            "started": None})
+        return self.steps.setdefault(
+            name, {"total": 0, "projected": 0, "done": 0, "failed": 0, "cost_usd": 0.0, "started": None}
+        )
 
     def _on_step_started(self, data: dict[str, Any]) -> None:
         step = self._step(data["step"])
@@ -78,14 +96,20 @@ class LiveView:
             step["started"] = step["started"] or self.clock()
 
     def _on_batch_submitted(self, data: dict[str, Any]) -> None:
-        self.batches[data["batch_id"]] = {"step": data["step"], "status": "submitted", "requests": data["requests"],
-                                          "since": self.clock(), "outcomes": None}
+        self.batches[data["batch_id"]] = {
+            "step": data["step"],
+            "status": "submitted",
+            "requests": data["requests"],
+            "since": self.clock(),
+            "outcomes": None,
+        }
 
     _on_batch_reattached = _on_batch_submitted
 
     def _on_batch_polled(self, data: dict[str, Any]) -> None:
-        batch = self.batches.setdefault(data["batch_id"], {"step": data["step"], "requests": data["requests"],
-                                                           "since": None, "outcomes": None})
+        batch = self.batches.setdefault(
+            data["batch_id"], {"step": data["step"], "requests": data["requests"], "since": None, "outcomes": None}
+        )
         batch["status"] = data["remote_status"]
 
     def _on_batch_collected(self, data: dict[str, Any]) -> None:
@@ -116,8 +140,9 @@ class LiveView:
         for name, s in self.steps.items():
             total = f"{count(s['total'])}" + (f" + {count(s['projected'])} projected" if s["projected"] else "")
             rate, eta = self._pace(s, now)
-            table.add_row(escape(name), f"{count(s['done'])} / {total}", count(s["failed"]), money(s["cost_usd"]),
-                          rate, eta)
+            table.add_row(
+                escape(name), f"{count(s['done'])} / {total}", count(s["failed"]), money(s["cost_usd"]), rate, eta
+            )
         return table
 
     def _pace(self, step: dict[str, Any], now: float) -> tuple[str, str]:
@@ -135,16 +160,24 @@ class LiveView:
         for batch_id, b in self.batches.items():
             since = duration((b.get("ended") or now) - b["since"]) if b.get("since") else NOTHING
             outcomes = ", ".join(f"{k} {v}" for k, v in (b.get("outcomes") or {}).items()) or NOTHING
-            table.add_row(escape(batch_id), escape(b["step"]), escape(str(b.get("status"))), count(b.get("requests")),
-                          since, escape(outcomes))
+            table.add_row(
+                escape(batch_id),
+                escape(b["step"]),
+                escape(str(b.get("status"))),
+                count(b.get("requests")),
+                since,
+                escape(outcomes),
+            )
         return table
 
     def _status_lines(self) -> list[str]:
         t, lines = self.totals, []
         spend = money(t.get("cost_usd", 0.0))
         budget = f" of budget {money(self.max_cost)}" if self.max_cost is not None else ""
-        lines.append(f"spend {spend}{budget}; {count(t.get('in_flight', 0))} in flight, "
-                     f"{count(t.get('cached', 0))} cached, {count(t.get('skipped', 0))} skipped")
+        lines.append(
+            f"spend {spend}{budget}; {count(t.get('in_flight', 0))} in flight, "
+            f"{count(t.get('cached', 0))} cached, {count(t.get('skipped', 0))} skipped"
+        )
         if self.next_poll is not None:
             lines.append(f"next poll in {duration(max(self.next_poll - self.clock(), 0))}")
         if t.get("rate_limited"):

@@ -15,9 +15,12 @@ def headline(report: dict[str, Any]) -> str:
     spend = (run.get("spend") or {}).get("total_usd") or run.get("cost_usd") or 0.0
     budget = plan.get("budget_usd")
     took = elapsed(run.get("started_at"), run.get("finished_at"))
-    return (f"{run.get('status')}: {_counts(run, plan)}; spend {money(spend)}"
-            + (f" of budget {money(budget)}" if budget is not None else "") + _versus_plan(run)
-            + (f"; took {duration(took)}" if took is not None else "; not finished"))
+    return (
+        f"{run.get('status')}: {_counts(run, plan)}; spend {money(spend)}"
+        + (f" of budget {money(budget)}" if budget is not None else "")
+        + _versus_plan(run)
+        + (f"; took {duration(took)}" if took is not None else "; not finished")
+    )
 
 
 def _versus_plan(run: dict[str, Any]) -> str:
@@ -35,7 +38,11 @@ def _counts(run: dict[str, Any], plan: dict[str, Any]) -> str:
     rows = run.get("rows")
     if rows:
         pending = f", {count(rows['pending'])} pending" if rows["pending"] else ""
-        return (f"{count(rows['succeeded'])} of {count(sum(rows.values()))} rows succeeded, "
-                f"{count(rows['failed'])} failed{pending}")
-    return (f"{count(run.get('succeeded'))} of {count(run.get('requests'))} requests answered, "
-            f"{count(run.get('failed'))} failed")
+        return (
+            f"{count(rows['succeeded'])} of {count(sum(rows.values()))} rows succeeded, "
+            f"{count(rows['failed'])} failed{pending}"
+        )
+    return (
+        f"{count(run.get('succeeded'))} of {count(run.get('requests'))} requests answered, "
+        f"{count(run.get('failed'))} failed"
+    )

@@ -20,8 +20,24 @@ TEXT_ANSWER_TOKENS = 150
 """A free-text answer with no schema: a short paragraph."""
 PHRASE_TOKENS = 6  # an unbounded string: a label or a short phrase
 PROSE_TOKENS = 45  # an unbounded string whose name asks for prose (summary, reason, ...)
-PROSE_NAMES = ("summary", "explanation", "reason", "rationale", "justification", "description", "comment",
-               "reply", "response", "answer", "notes", "feedback", "message", "text", "analysis", "evidence")
+PROSE_NAMES = (
+    "summary",
+    "explanation",
+    "reason",
+    "rationale",
+    "justification",
+    "description",
+    "comment",
+    "reply",
+    "response",
+    "answer",
+    "notes",
+    "feedback",
+    "message",
+    "text",
+    "analysis",
+    "evidence",
+)
 LIST_ITEMS = 3  # items in a list without maxItems
 _MAX_DEPTH = 6
 

@@ -164,10 +164,8 @@ def _check_metaschema(schema: dict[str, Any], where: str) -> None:
             _META_VALID.add(text)
     except JsonSchemaError as exc:
         raise SchemaError(
-            f"{_loc(where, tuple(exc.absolute_path))}: not a valid JSON Schema: "
-            f"{_short(exc.message)}",
-            hint="fix that keyword (JSON Schema 2020-12, "
-            "https://json-schema.org/understanding-json-schema)",
+            f"{_loc(where, tuple(exc.absolute_path))}: not a valid JSON Schema: {_short(exc.message)}",
+            hint="fix that keyword (JSON Schema 2020-12, https://json-schema.org/understanding-json-schema)",
         ) from None
 
 
@@ -178,8 +176,7 @@ def _check_root(schema: dict[str, Any], where: str) -> None:
     raise SchemaError(
         f"{where}: the schema root must be `type: object` (structured outputs answer with a "
         f"JSON object), but it has {found}",
-        hint="put the value in an object: {type: object, properties: {answer: <your schema>}, "
-        "required: [answer]}",
+        hint="put the value in an object: {type: object, properties: {answer: <your schema>}, required: [answer]}",
     )
 
 
@@ -191,8 +188,7 @@ def _check_node(root: dict[str, Any], node: dict[str, Any], where: str) -> None:
         except LookupError as exc:
             raise SchemaError(
                 f"{where}: $ref cannot be resolved: {exc}",
-                hint="define the target under `$defs` in this schema and point to it as "
-                "`#/$defs/<Name>`",
+                hint="define the target under `$defs` in this schema and point to it as `#/$defs/<Name>`",
             ) from None
     _check_keywords(node, where)
     _check_required(node, where)

@@ -42,12 +42,16 @@ def _describe(violation: str) -> str:
     return f"`{field}`: {rule}" if field else f"the answer as a whole: {rule}"
 
 
-def reask_messages(messages: Sequence[dict[str, str]], rejected: str,
-                   violations: Sequence[str]) -> tuple[dict[str, str], ...]:
+def reask_messages(
+    messages: Sequence[dict[str, str]], rejected: str, violations: Sequence[str]
+) -> tuple[dict[str, str], ...]:
     """The planned messages (without an earlier re-ask's turns), the rejected answer, the feedback."""
     planned = planned_messages(messages)
-    return (*planned, {"role": "assistant", "content": rejected},
-            {"role": "user", "content": feedback_text(violations)})
+    return (
+        *planned,
+        {"role": "assistant", "content": rejected},
+        {"role": "user", "content": feedback_text(violations)},
+    )
 
 
 def planned_messages(messages: Sequence[dict[str, str]]) -> tuple[dict[str, str], ...]:
@@ -63,4 +67,4 @@ def planned_messages(messages: Sequence[dict[str, str]]) -> tuple[dict[str, str]
 
 def added_messages(messages: Sequence[dict[str, str]]) -> tuple[dict[str, str], ...]:
     """The turns a re-ask added to the planned messages (empty for a planned request)."""
-    return tuple(messages[len(planned_messages(messages)):])
+    return tuple(messages[len(planned_messages(messages)) :])

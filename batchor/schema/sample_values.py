@@ -124,9 +124,7 @@ class _Sampler:
         while len(wanted) < node.get("minProperties", 0):
             wanted.append(next(spare, f"extra_{len(wanted)}"))
         extra = node.get("additionalProperties", True)
-        return {
-            name: self.value(props.get(name, extra), (*path, name), depth + 1) for name in wanted
-        }
+        return {name: self.value(props.get(name, extra), (*path, name), depth + 1) for name in wanted}
 
     def array(self, node: dict[str, Any], path: tuple[Any, ...], depth: int) -> list[Any]:
         low, high = node.get("minItems", 0), node.get("maxItems", math.inf)

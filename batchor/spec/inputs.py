@@ -33,7 +33,7 @@ _READERS = {
     # Quotes as RFC 4180, Excel and Python's csv write them: `""` inside a quoted cell is one `"`
     # (DuckDB's sniffer would otherwise settle on no escape and keep both quotes).
     "csv": "read_csv({files}, all_varchar=true, header=true, auto_detect=true, strict_mode=false, "
-           "quote='\"', escape='\"', {lines})",
+    "quote='\"', escape='\"', {lines})",
     "tsv": "read_csv({files}, all_varchar=true, header=true, delim='\\t', quote='', auto_detect=true, {lines})",
     "jsonl": "read_json({files}, format='newline_delimited')",
     "parquet": "read_parquet({files})",
@@ -44,8 +44,17 @@ _READERS = {
 # the reader to `_WIDE_LINES` and the query is run again (`InputReader._widen`).
 _NARROW_LINES = "max_line_size=2097152, buffer_size=8388608"
 _WIDE_LINES = "max_line_size=268435456"
-_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
-               ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".xlsx": "xlsx"}
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".xlsx": "xlsx",
+}
 
 
 @dataclass(frozen=True)
@@ -78,30 +87,37 @@ def input_source(loaded: Any) -> InputSource:
     """The InputSource a loaded spec describes."""
     spec = loaded.spec.input
     source = resolve_input(spec.path, loaded.base_dir, spec.format, spec.sql, spec.limit, spec.key_columns())
-    return InputSource(source.files, source.format, source.sql, source.limit, source.key_columns,
-                       spec.sample, spec.seed)
+    return InputSource(
+        source.files, source.format, source.sql, source.limit, source.key_columns, spec.sample, spec.seed
+    )
 
 
-def resolve_input(pattern: str, base_dir: Path, fmt: str | None, sql: str | None,
-                  limit: int | None, key_columns: list[str]) -> InputSource:
+def resolve_input(
+    pattern: str, base_dir: Path, fmt: str | None, sql: str | None, limit: int | None, key_columns: list[str]
+) -> InputSource:
     path = Path(pattern).expanduser()
     full = path if path.is_absolute() else base_dir / path
     if any(ch in pattern for ch in "*?["):
         files = tuple(sorted(Path(p) for p in globlib.glob(str(full), recursive=True) if Path(p).is_file()))
         if not files:
-            raise InputMissingError(f"input: no files match '{pattern}' (looked in {base_dir})",
-                                    hint="check the glob; paths are relative to the spec file")
+            raise InputMissingError(
+                f"input: no files match '{pattern}' (looked in {base_dir})",
+                hint="check the glob; paths are relative to the spec file",
+            )
     else:
         if not full.exists():
-            raise InputMissingError(f"input: file not found: {full}",
-                                    hint="check input.path; it is relative to the spec file")
+            raise InputMissingError(
+                f"input: file not found: {full}", hint="check input.path; it is relative to the spec file"
+            )
         if full.is_dir():
             raise InputError(f"input: {full} is a directory", hint="point input.path at a file or a glob")
         files = (full,)
     fmt = fmt or _EXTENSIONS.get(files[0].suffix.lower())
     if fmt is None:
-        raise InputError(f"input: cannot tell the format of {files[0].name}",
-                         hint="set input.format: csv | tsv | jsonl | parquet | xlsx")
+        raise InputError(
+            f"input: cannot tell the format of {files[0].name}",
+            hint="set input.format: csv | tsv | jsonl | parquet | xlsx",
+        )
     return InputSource(files, fmt, sql, limit, tuple(key_columns))
 
 
@@ -205,7 +221,7 @@ class InputReader:
         head = f"FROM read_csv({first}, "
         if not (isinstance(prompt, str) and prompt.startswith(head) and prompt.endswith(");")):
             return auto
-        return f"read_csv({files}, {prompt[len(head):-2]})"
+        return f"read_csv({files}, {prompt[len(head) : -2]})"
 
     def _run(self, sql: str, db: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
         try:
@@ -221,8 +237,9 @@ class InputReader:
             raise InputError(f"input: column name {ROW_KEY} is reserved", hint="rename that column in input.sql")
         for key in self.source.key_columns:
             if key not in columns:
-                raise InputError(f"input.key: column '{key}' not in the input (columns: {', '.join(columns)})",
-                                 hint="fix input.key")
+                raise InputError(
+                    f"input.key: column '{key}' not in the input (columns: {', '.join(columns)})", hint="fix input.key"
+                )
         return columns
 
     def count(self) -> int:
@@ -237,20 +254,26 @@ class InputReader:
         expr = self.key_expression()
         keys = self.source.key_columns
         empty_key = "OR k = '' OR k IS NULL" if keys else ""  # one scan finds both problems
-        found = self._widening(lambda: self._scratch_rows(
-            f"SELECT k, count(*) c FROM (SELECT {expr} AS k FROM source s) GROUP BY k "
-            f"HAVING count(*) > 1 {empty_key} ORDER BY c DESC LIMIT 10002"))
+        found = self._widening(
+            lambda: self._scratch_rows(
+                f"SELECT k, count(*) c FROM (SELECT {expr} AS k FROM source s) GROUP BY k "
+                f"HAVING count(*) > 1 {empty_key} ORDER BY c DESC LIMIT 10002"
+            )
+        )
         dups = [(k, c) for k, c in found if c > 1][:10000]
         if keys and dups:
             sample = ", ".join(f"'{k}' ({c}x)" for k, c in dups[:5])
-            raise DuplicateKeyError(f"input.key: duplicate row keys in {', '.join(keys)}: {sample}",
-                                    hint="make the key unique, add columns to input.key, or drop input.key "
-                                         "to key rows by content")
+            raise DuplicateKeyError(
+                f"input.key: duplicate row keys in {', '.join(keys)}: {sample}",
+                hint="make the key unique, add columns to input.key, or drop input.key to key rows by content",
+            )
         if keys:
             empty = sum(c for k, c in found if k == "" or k is None)
             if empty:
-                raise DuplicateKeyError(f"input.key: {empty} row(s) have an empty key in {', '.join(keys)}",
-                                        hint="fill the key column, or choose another key")
+                raise DuplicateKeyError(
+                    f"input.key: {empty} row(s) have an empty key in {', '.join(keys)}",
+                    hint="fill the key column, or choose another key",
+                )
         return {k for k, _ in dups}
 
     def _scratch_rows(self, sql: str) -> list[tuple[Any, ...]]:
@@ -262,8 +285,9 @@ class InputReader:
         dup_hashes = self.check_keys()
         seen: dict[str, int] = {}
         try:
-            reader = self.db.sql(f"SELECT {self.key_expression()} AS {ROW_KEY}, s.* FROM source s"
-                                 ).to_arrow_reader(batch_size)
+            reader = self.db.sql(f"SELECT {self.key_expression()} AS {ROW_KEY}, s.* FROM source s").to_arrow_reader(
+                batch_size
+            )
         except duckdb.Error as exc:
             raise _input_error(exc, self.source) from None
         total = 0
@@ -273,9 +297,11 @@ class InputReader:
                 batch = _disambiguate(batch, dup_hashes, seen)
             yield batch
         if total == 0:
-            raise InputEmptyError(f"input: no rows in {', '.join(p.name for p in self.source.files)}"
-                                  + (" after input.sql/limit" if self.source.sql else ""),
-                                  hint="check the file has a header and data rows")
+            raise InputEmptyError(
+                f"input: no rows in {', '.join(p.name for p in self.source.files)}"
+                + (" after input.sql/limit" if self.source.sql else ""),
+                hint="check the file has a header and data rows",
+            )
 
 
 def _rebatched(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
@@ -382,12 +408,16 @@ def _input_error(exc: duckdb.Error, source: InputSource) -> InputError:
     names = ", ".join(p.name for p in source.files)
     # DuckDB's CSV reader names the encoding problem on a later line than its first one.
     if any(marker in full for marker in ("unicode", "not utf-8", "invalid utf-8", "utf8")):
-        return InputEncodingError(f"input: {names} is not valid UTF-8 ({text})",
-                                  hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+        return InputEncodingError(
+            f"input: {names} is not valid UTF-8 ({text})",
+            hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+        )
     bad_line = _first_bad_json_line(source.files) if source.format == "jsonl" and "malformed json" in full else None
     if bad_line is not None:  # DuckDB names the line where its parser gave up, often a later one
-        return InputError(f"input: {bad_line[0].name} line {bad_line[1]:,} is not valid JSON: {bad_line[2]}",
-                          hint="fix or remove that line: each line of a JSONL file is one JSON object")
+        return InputError(
+            f"input: {bad_line[0].name} line {bad_line[1]:,} is not valid JSON: {bad_line[2]}",
+            hint="fix or remove that line: each line of a JSONL file is one JSON object",
+        )
     if source.sql and ("Binder Error" in text or "Parser Error" in text or "Catalog Error" in text):
         return InputError(f"input.sql: {text}", hint="the input is available as the table `input`")
     return InputError(f"input: cannot read {names}: {text}", hint="check the file format and contents")

@@ -70,8 +70,9 @@ def load_spec(spec: str | Path | dict[str, Any], *, base_dir: Path | None = None
         with found.check():
             schemas[name] = _resolve_schema(getattr(step, "output", None), base, source, lines, name)
     found.raise_all()
-    return LoadedSpec(spec=job, base_dir=base, source=source, text=text, schemas=schemas, lines=lines,
-                      text_lines=text_lines)
+    return LoadedSpec(
+        spec=job, base_dir=base, source=source, text=text, schemas=schemas, lines=lines, text_lines=text_lines
+    )
 
 
 def _spec_errors(exc: ValidationError, source: str, lines: Lines, data: Any) -> list[BatchorError]:
@@ -86,8 +87,12 @@ def _spec_errors(exc: ValidationError, source: str, lines: Lines, data: Any) -> 
         line = _line_for(path, lines)
         where = f"{source}:{line}" if line else source
         dotted = ".".join(str(p) for p in path) or "(top level)"
-        problems.append(SpecError(f"{where}: {dotted}: {'; or '.join(messages)}",
-                                  hint="see the spec reference in README.md or schemas/batchor-spec.schema.json"))
+        problems.append(
+            SpecError(
+                f"{where}: {dotted}: {'; or '.join(messages)}",
+                hint="see the spec reference in README.md or schemas/batchor-spec.schema.json",
+            )
+        )
     return problems
 
 

@@ -143,8 +143,10 @@ class CheckSpec(_Strict):
     def _one_kind(self) -> "CheckSpec":
         kinds = [k for k in ("row", "sql", "distribution", "aggregate", "metric") if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("a check needs exactly one of row, sql, distribution, aggregate, metric"
-                             + (f" (got {', '.join(kinds)})" if kinds else ""))
+            raise ValueError(
+                "a check needs exactly one of row, sql, distribution, aggregate, metric"
+                + (f" (got {', '.join(kinds)})" if kinds else "")
+            )
         if (self.distribution is None) != (self.max_share is None):
             raise ValueError("`distribution` and `max_share` go together")
         bounded = self.aggregate is not None or self.metric is not None
@@ -254,8 +256,10 @@ def _step_kind(value: Any) -> str:
 
 
 STEP_TAGS = ("llm_step", "sql_step", "embed_step")
-StepSpec = Annotated[Annotated[LLMStep, Tag("llm_step")] | Annotated[SqlStep, Tag("sql_step")]
-                     | Annotated[EmbedStep, Tag("embed_step")], Discriminator(_step_kind)]
+StepSpec = Annotated[
+    Annotated[LLMStep, Tag("llm_step")] | Annotated[SqlStep, Tag("sql_step")] | Annotated[EmbedStep, Tag("embed_step")],
+    Discriminator(_step_kind),
+]
 
 
 class OutputSpec(_Strict):

@@ -97,12 +97,23 @@ class StepTemplates:
 
 
 def compile_step(
-    env: ImmutableSandboxedEnvironment, step: str, system: str | None, prompt: str, when: str | None,
-    known_steps: set[str], attachments: Sequence[str] = (), prompt_key: str = "prompt",
+    env: ImmutableSandboxedEnvironment,
+    step: str,
+    system: str | None,
+    prompt: str,
+    when: str | None,
+    known_steps: set[str],
+    attachments: Sequence[str] = (),
+    prompt_key: str = "prompt",
 ) -> StepTemplates:
     """Parse a step's templates and find which columns and steps they reference."""
-    compiled = StepTemplates(step=step, system=None, prompt=None, when=None,  # type: ignore[arg-type]
-                             prompt_key=prompt_key)
+    compiled = StepTemplates(
+        step=step,
+        system=None,
+        prompt=None,
+        when=None,  # type: ignore[arg-type]
+        prompt_key=prompt_key,
+    )
     parts = {"system": system, "prompt": prompt, "when": ("{{ " + when + " }}") if when else None}
     parts.update({f"attachments[{i}]": "{{ " + source + " }}" for i, source in enumerate(attachments)})
     found = Problems()

@@ -109,15 +109,22 @@ class _Builder:
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                self.problems.append(SpecYamlError(f"{self._where(key_node)}: YAML merge keys (<<) are not supported",
-                                                   hint="write the keys out in full"))
+                self.problems.append(
+                    SpecYamlError(
+                        f"{self._where(key_node)}: YAML merge keys (<<) are not supported",
+                        hint="write the keys out in full",
+                    )
+                )
                 continue
             key = self._scalar(key_node, path) if isinstance(key_node, yaml.ScalarNode) else self.build(key_node, path)
             if key in result:
                 first = self.lines.get(path + (key,), "?")
-                self.problems.append(SpecYamlError(
-                    f"{self._where(key_node)}: duplicate key '{key}' (first defined on line {first})",
-                    hint="remove one of the two entries; YAML would silently keep only the last"))
+                self.problems.append(
+                    SpecYamlError(
+                        f"{self._where(key_node)}: duplicate key '{key}' (first defined on line {first})",
+                        hint="remove one of the two entries; YAML would silently keep only the last",
+                    )
+                )
                 continue
             result[key] = self.build(value_node, path + (key,))
             self.lines[path + (key,)] = key_node.start_mark.line + 1
@@ -141,7 +148,8 @@ def _ambiguous_error(node: yaml.Node, where: str, path: tuple[Any, ...]) -> Spec
         meaning, fix = f"the number {_scalar_constructor.construct_object(node)}", "the number in plain digits"
     return SpecYamlError(
         f"{where}: {dotted}: `{text}` reads as {meaning} in YAML 1.1 (PyYAML) but differently in YAML 1.2",
-        hint=f"quote it ('{text}') to keep it as text, or write {fix}")
+        hint=f"quote it ('{text}') to keep it as text, or write {fix}",
+    )
 
 
 def expand_env(value: str, where: str) -> str:

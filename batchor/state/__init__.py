@@ -17,8 +17,9 @@ from batchor.state.lock import ApplyLock
 from batchor.state.postgres_store import PostgresStore, is_postgres
 
 
-def state_location(explicit: str | None = None, spec_state: str | None = None,
-                   spec_dir: Path | str | None = None) -> str:
+def state_location(
+    explicit: str | None = None, spec_state: str | None = None, spec_dir: Path | str | None = None
+) -> str:
     """--state wins, then BATCHOR_STATE, then the spec's `state:`, then the project's (state/location.py)."""
     return find_state(explicit, spec_state, spec_dir).location
 
@@ -30,15 +31,17 @@ def open_state(location: str) -> Any:
     return DuckDBStore(Path(location))
 
 
-def open_existing_state(explicit: str | None = None, spec_state: str | None = None,
-                        spec_dir: Path | str | None = None) -> Any:
+def open_existing_state(
+    explicit: str | None = None, spec_state: str | None = None, spec_dir: Path | str | None = None
+) -> Any:
     """The state a read-only command (status, results, export, report...) reads. None there yet
     is `no_state`: opening one would create an empty `.batchor/` where the user happened to be."""
     choice = find_state(explicit, spec_state, spec_dir)
     if not state_exists(choice.location):
         raise NoStateError(
             f"no batchor state yet: {choice.location} does not exist (its location comes from {choice.source})",
-            hint=missing_state_hint(choice, searched=spec_dir is None and not spec_state))
+            hint=missing_state_hint(choice, searched=spec_dir is None and not spec_state),
+        )
     return open_state(choice.location)
 
 
@@ -50,10 +53,14 @@ def missing_state_hint(choice: StateChoice, searched: bool = True) -> str:
     found = states_below(Path.cwd()) if searched else []
     if found:
         named = ", ".join(_relative(p) for p in found)
-        return (f"a state was found below this folder ({named}): name it with `--state {_relative(found[0])}` "
-                f"(or BATCHOR_STATE), or run this from {_relative(found[0].parent.parent)}/")
-    return ("run `batchor apply SPEC` first, which creates it (`batchor plan SPEC` prints where); or run this "
-            "from the project that holds the state, or name it with --state PATH (or BATCHOR_STATE)")
+        return (
+            f"a state was found below this folder ({named}): name it with `--state {_relative(found[0])}` "
+            f"(or BATCHOR_STATE), or run this from {_relative(found[0].parent.parent)}/"
+        )
+    return (
+        "run `batchor apply SPEC` first, which creates it (`batchor plan SPEC` prints where); or run this "
+        "from the project that holds the state, or name it with --state PATH (or BATCHOR_STATE)"
+    )
 
 
 def _relative(path: Path) -> str:
@@ -75,6 +82,18 @@ def apply_lock(location: str) -> ContextManager[Any]:
     return ApplyLock(Path(location + ".lock"))
 
 
-__all__ = ["DEFAULT_STATE", "ApplyLock", "DuckDBStore", "PostgresStore", "StateChoice", "apply_lock", "find_state",
-           "is_postgres", "missing_state_hint", "open_existing_state", "open_state", "state_exists",
-           "state_location"]
+__all__ = [
+    "DEFAULT_STATE",
+    "ApplyLock",
+    "DuckDBStore",
+    "PostgresStore",
+    "StateChoice",
+    "apply_lock",
+    "find_state",
+    "is_postgres",
+    "missing_state_hint",
+    "open_existing_state",
+    "open_state",
+    "state_exists",
+    "state_location",
+]

@@ -26,16 +26,29 @@ from typing import Any
 from batchor.state.length_stats import InputCalibration, KeyStats, OutputStats
 
 RUN_KINDS = ("apply", "pilot")
-_ESTIMATE_COLUMNS = ("step", "length_key", "model", "requests", "input_tokens", "output_tokens", "expected_usd",
-                     "upper_usd", "output_source", "input_source", "when_key")
+_ESTIMATE_COLUMNS = (
+    "step",
+    "length_key",
+    "model",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "expected_usd",
+    "upper_usd",
+    "output_source",
+    "input_source",
+    "when_key",
+)
 # An answer that counts: billed, accepted or not, with usage reported by the provider.
 _BILLED = "coalesce(a.output_tokens, 0) > 0 AND NOT coalesce(a.estimated, false)"
 _TOKENS = "CAST(a.output_tokens AS DOUBLE PRECISION)"  # squared and cubed: past an integer's range
 _COUNTED = "CAST(a.counted_input_tokens AS DOUBLE PRECISION)"
 _FIT = "FILTER (WHERE a.outcome = 'ok' AND a.counted_input_tokens > 0)"  # accepted first answers, counted input
-_FIT_SUMS = (f"count(*) {_FIT}, coalesce(sum({_COUNTED}) {_FIT}, 0), coalesce(sum({_COUNTED} * {_COUNTED}) {_FIT}, 0), "
-             f"coalesce(sum({_TOKENS}) {_FIT}, 0), coalesce(sum({_TOKENS} * {_TOKENS}) {_FIT}, 0), "
-             f"coalesce(sum({_COUNTED} * {_TOKENS}) {_FIT}, 0)")
+_FIT_SUMS = (
+    f"count(*) {_FIT}, coalesce(sum({_COUNTED}) {_FIT}, 0), coalesce(sum({_COUNTED} * {_COUNTED}) {_FIT}, 0), "
+    f"coalesce(sum({_TOKENS}) {_FIT}, 0), coalesce(sum({_TOKENS} * {_TOKENS}) {_FIT}, 0), "
+    f"coalesce(sum({_COUNTED} * {_TOKENS}) {_FIT}, 0)"
+)
 _FIT_FIELDS = ("fit_answers", "fit_input", "fit_input_sq", "fit_output", "fit_output_sq", "fit_cross")
 
 
@@ -63,8 +76,11 @@ def record_run_steps(store: Any, run_id: str, estimates: list[StepEstimate], kin
     columns = ("run_id", "kind", *_ESTIMATE_COLUMNS)
     marks = "(" + ", ".join("?" * len(columns)) + ")"
     values = [v for e in estimates for v in (run_id, kind, *(getattr(e, c) for c in _ESTIMATE_COLUMNS))]
-    store.execute(f"INSERT INTO run_steps ({', '.join(columns)}) VALUES {', '.join([marks] * len(estimates))} "
-                  "ON CONFLICT DO NOTHING", values)
+    store.execute(
+        f"INSERT INTO run_steps ({', '.join(columns)}) VALUES {', '.join([marks] * len(estimates))} "
+        "ON CONFLICT DO NOTHING",
+        values,
+    )
 
 
 def tag_run_kind(store: Any, run_id: str, kind: str) -> None:
@@ -75,20 +91,36 @@ def tag_run_kind(store: Any, run_id: str, kind: str) -> None:
 def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
     """Per length key: billed attempts and accepted answers' output tokens, per run kind."""
     found: dict[str, dict[str, OutputStats]] = {key: {} for key in length_keys}
-    rows = _billed_by_step(store, "s.length_key, coalesce(s.kind, 'apply')", "s.length_key", length_keys,
-                           "count(*) FILTER (WHERE a.outcome = 'ok'), count(*), "
-                           "coalesce(sum(a.output_tokens) FILTER (WHERE a.outcome = 'ok'), 0), "
-                           f"coalesce(sum({_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
-                           "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0), "
-                           "count(DISTINCT a.run_id || ':' || a.request_key), "
-                           f"coalesce(sum({_TOKENS} * {_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
-                           + ", ".join(f"coalesce(sum(power(ln({_TOKENS}), {k})) FILTER (WHERE a.outcome = 'ok'), 0)"
-                                       for k in (1, 2, 3)) + ", " + _FIT_SUMS)
+    rows = _billed_by_step(
+        store,
+        "s.length_key, coalesce(s.kind, 'apply')",
+        "s.length_key",
+        length_keys,
+        "count(*) FILTER (WHERE a.outcome = 'ok'), count(*), "
+        "coalesce(sum(a.output_tokens) FILTER (WHERE a.outcome = 'ok'), 0), "
+        f"coalesce(sum({_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
+        "coalesce(sum(a.output_tokens), 0), coalesce(max(a.output_tokens), 0), "
+        "count(DISTINCT a.run_id || ':' || a.request_key), "
+        f"coalesce(sum({_TOKENS} * {_TOKENS} * {_TOKENS}) FILTER (WHERE a.outcome = 'ok'), 0), "
+        + ", ".join(f"coalesce(sum(power(ln({_TOKENS}), {k})) FILTER (WHERE a.outcome = 'ok'), 0)" for k in (1, 2, 3))
+        + ", "
+        + _FIT_SUMS,
+    )
     stages = reask_stats(store, length_keys)
     for key, kind, answers, attempts, tokens, squares, attempt_tokens, most, requests, cubes, *sums in rows:
-        stats = OutputStats(int(answers), int(attempts), int(tokens), float(squares), int(attempt_tokens), int(most),
-                            int(requests), float(cubes), int(requests),  # each request: one first ask
-                            *stages.get((key, kind), (0,) * 8), *(float(v) for v in sums[:3]))
+        stats = OutputStats(
+            int(answers),
+            int(attempts),
+            int(tokens),
+            float(squares),
+            int(attempt_tokens),
+            int(most),
+            int(requests),
+            float(cubes),
+            int(requests),  # each request: one first ask
+            *stages.get((key, kind), (0,) * 8),
+            *(float(v) for v in sums[:3]),
+        )
         fit: dict[str, Any] = {f: float(v) for f, v in zip(_FIT_FIELDS, sums[3:])}
         found[key][kind] = dataclasses.replace(stats, **(fit | {"fit_answers": int(sums[3])}))
     return {key: KeyStats(kinds) for key, kinds in found.items()}
@@ -110,8 +142,7 @@ def reask_stats(store: Any, length_keys: list[str]) -> dict[tuple[str, str], tup
     if not length_keys:
         return {}
     marks = ", ".join("?" * len(length_keys))
-    not_accepted = ("SELECT DISTINCT a.run_id, a.request_key FROM attempts a WHERE a.outcome <> 'ok' "
-                    f"AND {_BILLED}")
+    not_accepted = f"SELECT DISTINCT a.run_id, a.request_key FROM attempts a WHERE a.outcome <> 'ok' AND {_BILLED}"
     rows = store.execute(
         "SELECT k, kind, count(*) FILTER (WHERE n = 1 AND rejected), "
         "count(*) FILTER (WHERE n = 1 AND NOT rejected AND outcome <> 'ok'), count(*) FILTER (WHERE n > 1), "
@@ -124,35 +155,45 @@ def reask_stats(store: Any, length_keys: list[str]) -> dict[tuple[str, str], tup
         f"ON a.run_id = s.run_id AND a.step = s.step JOIN ({not_accepted}) f ON f.run_id = a.run_id "
         f"AND f.request_key = a.request_key WHERE s.length_key IN ({marks}) AND {_BILLED} "
         "WINDOW w AS (PARTITION BY a.run_id, a.step, a.request_key ORDER BY a.attempt)) t GROUP BY k, kind",
-        list(length_keys))
+        list(length_keys),
+    )
     return {(str(k), str(kind)): tuple(int(v or 0) for v in values) for k, kind, *values in rows}
 
 
 def input_calibration(store: Any, models: list[str]) -> dict[str, InputCalibration]:
     """Per `provider:model`: what the provider reported as input tokens against the plan's count."""
-    rows = _billed_by_step(store, "s.model", "s.model", models,
-                           "count(*), sum(a.counted_input_tokens), sum(a.input_tokens), "
-                           "max(a.input_tokens * 1.0 / a.counted_input_tokens), "
-                           "sum(a.input_tokens * 1.0 / a.counted_input_tokens), "
-                           "sum((a.input_tokens * 1.0 / a.counted_input_tokens) * (a.input_tokens * 1.0 / "
-                           "a.counted_input_tokens))",
-                           "a.counted_input_tokens > 0 AND a.input_tokens > 0")
+    rows = _billed_by_step(
+        store,
+        "s.model",
+        "s.model",
+        models,
+        "count(*), sum(a.counted_input_tokens), sum(a.input_tokens), "
+        "max(a.input_tokens * 1.0 / a.counted_input_tokens), "
+        "sum(a.input_tokens * 1.0 / a.counted_input_tokens), "
+        "sum((a.input_tokens * 1.0 / a.counted_input_tokens) * (a.input_tokens * 1.0 / "
+        "a.counted_input_tokens))",
+        "a.counted_input_tokens > 0 AND a.input_tokens > 0",
+    )
     found = {model: InputCalibration() for model in models}
     for model, n, counted, reported, most, ratios, squares in rows:
-        found[model] = InputCalibration(int(n), int(counted), int(reported), float(most), float(ratios or 0.0),
-                                        float(squares or 0.0))
+        found[model] = InputCalibration(
+            int(n), int(counted), int(reported), float(most), float(ratios or 0.0), float(squares or 0.0)
+        )
     return found
 
 
-def _billed_by_step(store: Any, group: str, column: str, values: list[str], aggregates: str,
-                   where: str = "true") -> list[tuple[Any, ...]]:
+def _billed_by_step(
+    store: Any, group: str, column: str, values: list[str], aggregates: str, where: str = "true"
+) -> list[tuple[Any, ...]]:
     """`aggregates` over the billed attempts of run steps whose `column` is one of `values`."""
     if not values:
         return []
     marks = ", ".join("?" * len(values))
     rows: list[tuple[Any, ...]] = store.execute(
         f"SELECT {group}, {aggregates} FROM run_steps s JOIN attempts a ON a.run_id = s.run_id AND a.step = s.step "
-        f"WHERE {column} IN ({marks}) AND {where} AND {_BILLED} GROUP BY {group}", list(values))
+        f"WHERE {column} IN ({marks}) AND {where} AND {_BILLED} GROUP BY {group}",
+        list(values),
+    )
     return rows
 
 
@@ -168,25 +209,33 @@ def when_share(store: Any, when_key: str, upstream: list[str]) -> tuple[int, int
     full run) counts once."""
     if not upstream:
         return 0, 0
-    joins = " ".join(f"JOIN job_requests u{i} ON u{i}.job_id = j.job_id AND u{i}.row_key = j.row_key "
-                     f"AND u{i}.step = ? JOIN results r{i} ON r{i}.request_key = u{i}.request_key "
-                     f"AND r{i}.status = 'succeeded'" for i in range(len(upstream)))
+    joins = " ".join(
+        f"JOIN job_requests u{i} ON u{i}.job_id = j.job_id AND u{i}.row_key = j.row_key "
+        f"AND u{i}.step = ? JOIN results r{i} ON r{i}.request_key = u{i}.request_key "
+        f"AND r{i}.status = 'succeeded'"
+        for i in range(len(upstream))
+    )
     keys = ", ".join(f"u{i}.request_key" for i in range(len(upstream)))
     rows = store.execute(
         "SELECT count(*) FILTER (WHERE ran), count(*) FROM (SELECT DISTINCT j.row_key, "
         f"{keys}, j.request_key IS NOT NULL AS ran FROM (SELECT q.* FROM job_requests q JOIN (SELECT DISTINCT "
         "r.job_id, s.step FROM run_steps s JOIN runs r ON r.run_id = s.run_id WHERE s.when_key = ?) k "
-        f"ON q.job_id = k.job_id AND q.step = k.step LIMIT {WHEN_ROWS}) j {joins}) t", [when_key, *upstream])
+        f"ON q.job_id = k.job_id AND q.step = k.step LIMIT {WHEN_ROWS}) j {joins}) t",
+        [when_key, *upstream],
+    )
     ran, evaluated = rows[0] if rows else (0, 0)
     return int(ran or 0), int(evaluated or 0)
 
 
 def stored_answers(store: Any, length_key: str, limit: int = 32) -> list[str]:
     """Up to `limit` accepted answers (their stored output) of earlier runs' steps with this length key."""
-    rows = store.execute("SELECT r.output FROM (SELECT DISTINCT a.request_key FROM run_steps s JOIN attempts a "
-                         "ON a.run_id = s.run_id AND a.step = s.step WHERE s.length_key = ? AND a.outcome = 'ok' "
-                         f"LIMIT {int(limit)}) k JOIN results r ON r.request_key = k.request_key "
-                         "WHERE r.status = 'succeeded'", [length_key])
+    rows = store.execute(
+        "SELECT r.output FROM (SELECT DISTINCT a.request_key FROM run_steps s JOIN attempts a "
+        "ON a.run_id = s.run_id AND a.step = s.step WHERE s.length_key = ? AND a.outcome = 'ok' "
+        f"LIMIT {int(limit)}) k JOIN results r ON r.request_key = k.request_key "
+        "WHERE r.status = 'succeeded'",
+        [length_key],
+    )
     return [str(output) for (output,) in rows if output is not None]
 
 
@@ -201,14 +250,20 @@ def run_step_report(store: Any, run_id: str) -> list[dict[str, Any]]:
     and the other 20 skipped is all of it, not a third)."""
     pending = store.execute("SELECT rows_pending FROM runs WHERE run_id = ?", [run_id])
     finished = bool(pending) and pending[0][0] == 0
-    estimates = store.execute(f"SELECT {', '.join(_ESTIMATE_COLUMNS)}, kind FROM run_steps WHERE run_id = ? "
-                              "ORDER BY step", [run_id])
-    rows = store.execute("SELECT step, coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), "
-                         "coalesce(sum(output_tokens), 0), count(DISTINCT request_key) FILTER "
-                         "(WHERE outcome = 'ok' OR coalesce(cost_usd, 0) > 0) FROM attempts "
-                         "WHERE run_id = ? GROUP BY step", [run_id])
-    spent = {step: (float(cost), int(tokens_in), int(tokens_out), int(keys))
-             for step, cost, tokens_in, tokens_out, keys in rows}
+    estimates = store.execute(
+        f"SELECT {', '.join(_ESTIMATE_COLUMNS)}, kind FROM run_steps WHERE run_id = ? ORDER BY step", [run_id]
+    )
+    rows = store.execute(
+        "SELECT step, coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), "
+        "coalesce(sum(output_tokens), 0), count(DISTINCT request_key) FILTER "
+        "(WHERE outcome = 'ok' OR coalesce(cost_usd, 0) > 0) FROM attempts "
+        "WHERE run_id = ? GROUP BY step",
+        [run_id],
+    )
+    spent = {
+        step: (float(cost), int(tokens_in), int(tokens_out), int(keys))
+        for step, cost, tokens_in, tokens_out, keys in rows
+    }
     report = []
     for row in estimates:
         entry = dict(zip((*_ESTIMATE_COLUMNS, "kind"), row))
@@ -217,8 +272,14 @@ def run_step_report(store: Any, run_id: str) -> list[dict[str, Any]]:
         done = planned if finished else min(sent, planned)  # answered or billed (a row cut mid re-ask counts)
         expected = float(entry["expected_usd"] or 0.0)
         part = expected * done / planned if planned else expected
-        entry.update(actual_usd=cost, actual_input_tokens=tokens_in, actual_output_tokens=tokens_out,
-                     settled_requests=done, settled_expected_usd=part, ratio=cost / part if part > 0 else None)
+        entry.update(
+            actual_usd=cost,
+            actual_input_tokens=tokens_in,
+            actual_output_tokens=tokens_out,
+            settled_requests=done,
+            settled_expected_usd=part,
+            ratio=cost / part if part > 0 else None,
+        )
         report.append(entry)
     return report
 
@@ -229,7 +290,12 @@ def report_totals(steps: list[dict[str, Any]]) -> dict[str, Any]:
     expected = sum(float(s["expected_usd"] or 0.0) for s in steps)
     part = sum(float(s.get("settled_expected_usd", s["expected_usd"]) or 0.0) for s in steps)
     actual = sum(float(s["actual_usd"]) for s in steps)
-    return {"expected_usd": expected, "upper_usd": sum(float(s["upper_usd"] or 0.0) for s in steps),
-            "actual_usd": actual, "settled_expected_usd": part, "ratio": actual / part if part > 0 else None,
-            "requests": sum(int(s["requests"] or 0) for s in steps),
-            "settled_requests": sum(int(s.get("settled_requests", s["requests"]) or 0) for s in steps)}
+    return {
+        "expected_usd": expected,
+        "upper_usd": sum(float(s["upper_usd"] or 0.0) for s in steps),
+        "actual_usd": actual,
+        "settled_expected_usd": part,
+        "ratio": actual / part if part > 0 else None,
+        "requests": sum(int(s["requests"] or 0) for s in steps),
+        "settled_requests": sum(int(s.get("settled_requests", s["requests"]) or 0) for s in steps),
+    }

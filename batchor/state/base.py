@@ -13,42 +13,46 @@ from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
-RESULT_SCHEMA = pa.schema([
-    ("request_key", pa.string()),
-    ("step", pa.string()),
-    ("status", pa.string()),  # succeeded | failed
-    ("output", pa.string()),  # answer text (JSON text for structured steps)
-    ("error_code", pa.string()),
-    ("error", pa.string()),
-    ("attempts", pa.int16()),
-    ("input_tokens", pa.int32()),
-    ("output_tokens", pa.int32()),
-    ("cost_usd", pa.float64()),
-    ("run_id", pa.string()),
-])
+RESULT_SCHEMA = pa.schema(
+    [
+        ("request_key", pa.string()),
+        ("step", pa.string()),
+        ("status", pa.string()),  # succeeded | failed
+        ("output", pa.string()),  # answer text (JSON text for structured steps)
+        ("error_code", pa.string()),
+        ("error", pa.string()),
+        ("attempts", pa.int16()),
+        ("input_tokens", pa.int32()),
+        ("output_tokens", pa.int32()),
+        ("cost_usd", pa.float64()),
+        ("run_id", pa.string()),
+    ]
+)
 
-ATTEMPT_SCHEMA = pa.schema([
-    ("request_key", pa.string()),
-    ("run_id", pa.string()),
-    ("attempt", pa.int16()),
-    ("outcome", pa.string()),  # ok | error code
-    ("status_code", pa.int16()),
-    ("error", pa.string()),
-    ("duration_ms", pa.int32()),
-    ("raw", pa.binary()),  # zlib-compressed raw response, when kept
-    # What the provider billed for this attempt (0 for calls that got no answer). `estimated`:
-    # the response carried no usage, so tokens and cost come from the plan's counts.
-    ("input_tokens", pa.int32()),
-    ("output_tokens", pa.int32()),
-    ("cost_usd", pa.float64()),
-    ("estimated", pa.bool_()),
-    # The step it answers, and the plan's (o200k or exact) count of the request's input tokens:
-    # the provider's reported count over this one calibrates the next plans (state/answer_stats.py).
-    ("step", pa.string()),
-    ("counted_input_tokens", pa.int32()),
-    # A rejected answer and what broke which rule (JSON), so a re-ask survives a crash (engine/resume.py).
-    ("feedback", pa.string()),
-])
+ATTEMPT_SCHEMA = pa.schema(
+    [
+        ("request_key", pa.string()),
+        ("run_id", pa.string()),
+        ("attempt", pa.int16()),
+        ("outcome", pa.string()),  # ok | error code
+        ("status_code", pa.int16()),
+        ("error", pa.string()),
+        ("duration_ms", pa.int32()),
+        ("raw", pa.binary()),  # zlib-compressed raw response, when kept
+        # What the provider billed for this attempt (0 for calls that got no answer). `estimated`:
+        # the response carried no usage, so tokens and cost come from the plan's counts.
+        ("input_tokens", pa.int32()),
+        ("output_tokens", pa.int32()),
+        ("cost_usd", pa.float64()),
+        ("estimated", pa.bool_()),
+        # The step it answers, and the plan's (o200k or exact) count of the request's input tokens:
+        # the provider's reported count over this one calibrates the next plans (state/answer_stats.py).
+        ("step", pa.string()),
+        ("counted_input_tokens", pa.int32()),
+        # A rejected answer and what broke which rule (JSON), so a re-ask survives a crash (engine/resume.py).
+        ("feedback", pa.string()),
+    ]
+)
 
 
 # How a finished run's reason starts when its rows were judged but its output file was not written.
@@ -106,15 +110,37 @@ class RunRecord:
 
 # The runs table's columns, as RunRecord's fields (`failures` is stored as JSON text).
 END_ROW_COLUMNS = ("rows_succeeded", "rows_failed", "rows_pending", "rows_skipped")
-RUN_COLUMNS = ("run_id", "job_id", "plan_id", "name", "status", "mocked", "requests", "succeeded",
-               "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd",
-               "paused_reason", "output_path", "plan_path", *END_ROW_COLUMNS, "failures", "started_at", "finished_at")
+RUN_COLUMNS = (
+    "run_id",
+    "job_id",
+    "plan_id",
+    "name",
+    "status",
+    "mocked",
+    "requests",
+    "succeeded",
+    "failed",
+    "cached",
+    "skipped",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "paused_reason",
+    "output_path",
+    "plan_path",
+    *END_ROW_COLUMNS,
+    "failures",
+    "started_at",
+    "finished_at",
+)
 
 
 def run_values(run: RunRecord, names: Sequence[str]) -> list[Any]:
     """`run`'s values for the columns `names`, as stored."""
-    return [json.dumps(run.failures) if name == "failures" and run.failures is not None else getattr(run, name)
-            for name in names]
+    return [
+        json.dumps(run.failures) if name == "failures" and run.failures is not None else getattr(run, name)
+        for name in names
+    ]
 
 
 def run_from_row(row: Sequence[Any]) -> RunRecord:

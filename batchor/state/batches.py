@@ -85,28 +85,38 @@ class BatchLedger:
         probe = pa.table({"k": pa.array(keys, pa.string())})
         with self.store.connection() as db:
             db.execute("BEGIN")
-            db.execute(f"INSERT INTO batches ({', '.join(names)}, created_at, updated_at) "
-                       f"VALUES ({', '.join('?' * len(names))}, now(), now())", values)
+            db.execute(
+                f"INSERT INTO batches ({', '.join(names)}, created_at, updated_at) "
+                f"VALUES ({', '.join('?' * len(names))}, now(), now())",
+                values,
+            )
             db.register("new_keys", probe)
             db.execute("INSERT INTO batch_requests SELECT ?, k, NULL FROM new_keys", [batch.batch_id])
             db.unregister("new_keys")
             db.execute("COMMIT")
 
     def mark_submitted(self, batch_id: str, remote_id: str, remote_status: str | None) -> None:
-        self._update(batch_id, "state = 'submitted', remote_id = ?, remote_status = ?, submitted_at = now()",
-                     [remote_id, remote_status])
+        self._update(
+            batch_id,
+            "state = 'submitted', remote_id = ?, remote_status = ?, submitted_at = now()",
+            [remote_id, remote_status],
+        )
 
     def mark_polled(self, batch_id: str, remote_status: str) -> None:
         self._update(batch_id, "remote_status = ?", [remote_status])
 
     def mark_ended(self, batch_id: str, state: str, remote_status: str | None, error: str | None) -> None:
-        self._update(batch_id, "state = ?, remote_status = ?, error = coalesce(?, error), ended_at = now()",
-                     [state, remote_status, error])
+        self._update(
+            batch_id,
+            "state = ?, remote_status = ?, error = coalesce(?, error), ended_at = now()",
+            [state, remote_status, error],
+        )
 
     def mark_collected(self, batch_id: str, outcomes: dict[str, str], error: str | None = None) -> None:
         """Every row's outcome and the batch's counts, in one transaction (the batch is no longer live)."""
-        table = pa.table({"k": pa.array(list(outcomes), pa.string()),
-                          "o": pa.array(list(outcomes.values()), pa.string())})
+        table = pa.table(
+            {"k": pa.array(list(outcomes), pa.string()), "o": pa.array(list(outcomes.values()), pa.string())}
+        )
         counts: defaultdict[str, int] = defaultdict(int)
         for outcome in outcomes.values():
             counts[outcome] += 1
@@ -114,12 +124,18 @@ class BatchLedger:
         with self.store.connection() as db:
             db.execute("BEGIN")
             db.register("outcomes", table)
-            db.execute("UPDATE batch_requests SET outcome = o.o FROM outcomes o "
-                       "WHERE batch_requests.batch_id = ? AND batch_requests.request_key = o.k", [batch_id])
+            db.execute(
+                "UPDATE batch_requests SET outcome = o.o FROM outcomes o "
+                "WHERE batch_requests.batch_id = ? AND batch_requests.request_key = o.k",
+                [batch_id],
+            )
             db.unregister("outcomes")
-            db.execute("UPDATE batches SET state = 'collected', succeeded = ?, failed = ?, requeued = ?, "
-                       "error = coalesce(?, error), updated_at = now(), ended_at = coalesce(ended_at, now()) "
-                       "WHERE batch_id = ?", [counts["ok"], counts["failed"], requeued, error, batch_id])
+            db.execute(
+                "UPDATE batches SET state = 'collected', succeeded = ?, failed = ?, requeued = ?, "
+                "error = coalesce(?, error), updated_at = now(), ended_at = coalesce(ended_at, now()) "
+                "WHERE batch_id = ?",
+                [counts["ok"], counts["failed"], requeued, error, batch_id],
+            )
             db.execute("COMMIT")
 
     def _update(self, batch_id: str, sets: str, args: list[Any]) -> None:
@@ -145,8 +161,9 @@ class BatchLedger:
 
     def next_chunk(self, job_id: str, step: str) -> int:
         with self.store.connection() as db:
-            rows = db.execute("SELECT coalesce(max(chunk) + 1, 0) FROM batches WHERE job_id = ? AND step = ?",
-                              [job_id, step]).fetchall()
+            rows = db.execute(
+                "SELECT coalesce(max(chunk) + 1, 0) FROM batches WHERE job_id = ? AND step = ?", [job_id, step]
+            ).fetchall()
         return int(rows[0][0])
 
     def batch_keys(self, batch_id: str) -> list[str]:
@@ -156,8 +173,9 @@ class BatchLedger:
 
     def claimed_remote_ids(self, provider: str) -> set[str]:
         with self.store.connection() as db:
-            rows = db.execute("SELECT remote_id FROM batches WHERE provider = ? AND remote_id IS NOT NULL",
-                              [provider]).fetchall()
+            rows = db.execute(
+                "SELECT remote_id FROM batches WHERE provider = ? AND remote_id IS NOT NULL", [provider]
+            ).fetchall()
         return {r[0] for r in rows}
 
     def durations(self, provider: str, model: str, requests: int, last: int = 20) -> list[float]:
@@ -169,7 +187,8 @@ class BatchLedger:
                 "WHERE provider = ? AND model = ? AND state = 'collected' AND succeeded > 0 "
                 "AND submitted_at IS NOT NULL AND ended_at IS NOT NULL AND requests BETWEEN ? AND ? "
                 "ORDER BY ended_at DESC LIMIT ?",
-                [provider, model, max(1, requests // 4), requests * 4, last]).fetchall()
+                [provider, model, max(1, requests // 4), requests * 4, last],
+            ).fetchall()
         return [float(r[0]) for r in rows if r[0] is not None]
 
     def attempts_used(self, keys: list[str]) -> dict[str, tuple[int, int]]:
@@ -182,7 +201,8 @@ class BatchLedger:
             rows = db.execute(
                 "SELECT br.request_key, br.outcome FROM batch_requests br JOIN probe p ON br.request_key = p.k "
                 "JOIN batches b ON b.batch_id = br.batch_id WHERE br.outcome IS NOT NULL "
-                "ORDER BY b.created_at, b.chunk").fetchall()
+                "ORDER BY b.created_at, b.chunk"
+            ).fetchall()
             db.unregister("probe")
         used: dict[str, tuple[int, int]] = {}
         for key, outcome in rows:
@@ -204,6 +224,21 @@ class BatchLedger:
 
 def batch_summary(batch: BatchRecord) -> dict[str, Any]:
     """What `status` shows of a batch."""
-    keys = ("batch_id", "step", "chunk", "provider", "model", "state", "remote_id", "remote_status", "requests",
-            "succeeded", "failed", "requeued", "error", "created_at", "updated_at")
+    keys = (
+        "batch_id",
+        "step",
+        "chunk",
+        "provider",
+        "model",
+        "state",
+        "remote_id",
+        "remote_status",
+        "requests",
+        "succeeded",
+        "failed",
+        "requeued",
+        "error",
+        "created_at",
+        "updated_at",
+    )
     return {k: getattr(batch, k) for k in keys}

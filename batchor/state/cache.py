@@ -33,14 +33,17 @@ def _cached(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
 def settled_failure_mask(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """Per key: True when `store` holds a failure that sending the same request again would
     repeat (a deterministic error, see `ProviderError.deterministic`); False for null keys."""
+
     def failed(present: pa.Array | pa.ChunkedArray) -> pa.Array:
         combined = present.combine_chunks() if isinstance(present, pa.ChunkedArray) else present
         return store.failed_key_array(combined, deterministic_codes())
+
     return _mask_in_parts(keys, failed)
 
 
-def _mask_in_parts(keys: pa.Array | pa.ChunkedArray,
-                   found: Callable[[pa.Array | pa.ChunkedArray], pa.Array]) -> pa.Array | pa.ChunkedArray:
+def _mask_in_parts(
+    keys: pa.Array | pa.ChunkedArray, found: Callable[[pa.Array | pa.ChunkedArray], pa.Array]
+) -> pa.Array | pa.ChunkedArray:
     """Per key: whether it is among `found(keys without nulls)`. Request keys are hashes, so a
     big set is asked in parts by first character: each store query (a DuckDB join holds its
     keys) and each lookup set holds a sixteenth of them, and the mask keeps the keys' order."""
@@ -59,6 +62,7 @@ def _mask_in_parts(keys: pa.Array | pa.ChunkedArray,
         hits.append(_one_array(pc.is_in(part, value_set=found(part), skip_nulls=True)))
     in_key_order = pc.sort_indices(pa.concat_arrays(positions))
     return pa.concat_arrays(hits).take(in_key_order)
+
 
 def _one_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values

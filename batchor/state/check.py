@@ -14,9 +14,9 @@ from batchor.errors import StateCorruptError
 
 _TABLES = {
     False: "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
-           "AND table_schema = 'main' AND table_type = 'BASE TABLE' ORDER BY 1",
+    "AND table_schema = 'main' AND table_type = 'BASE TABLE' ORDER BY 1",
     True: "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-          "AND table_type = 'BASE TABLE' ORDER BY 1",
+    "AND table_type = 'BASE TABLE' ORDER BY 1",
 }
 
 

@@ -46,8 +46,10 @@ def _copy_and_verify(source: Path, target: Path) -> None:
             (was,) = db.execute(f'SELECT count(*) FROM old.main."{table}"').fetchone()  # type: ignore[misc]
             (now,) = db.execute(f'SELECT count(*) FROM new.main."{table}"').fetchone()  # type: ignore[misc]
             if was != now:
-                raise StateError(f"compacting {source}: table {table} has {now} rows in the copy, not {was}; "
-                                 "the state file was left as it was")
+                raise StateError(
+                    f"compacting {source}: table {table} has {now} rows in the copy, not {was}; "
+                    "the state file was left as it was"
+                )
         if _tables(db, "old") != _tables(db, "new"):
             raise StateError(f"compacting {source}: the copy lacks tables; the state file was left as it was")
         db.execute("DETACH new")
@@ -56,8 +58,9 @@ def _copy_and_verify(source: Path, target: Path) -> None:
 
 
 def _tables(db: duckdb.DuckDBPyConnection, catalog: str) -> list[str]:
-    rows = db.execute("SELECT table_name FROM information_schema.tables WHERE table_catalog = ? "
-                      "ORDER BY table_name", [catalog]).fetchall()
+    rows = db.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = ? ORDER BY table_name", [catalog]
+    ).fetchall()
     return [r[0] for r in rows]
 
 

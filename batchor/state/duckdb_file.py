@@ -228,7 +228,8 @@ def corrupt_state(path: Path, detail: str) -> StateCorruptError:
     return StateCorruptError(
         f"state {path} is damaged and cannot be read: {detail.splitlines()[0][:200]}",
         hint=f"restore {path} from a backup, or move it aside and point --state at a new file (answers "
-             "stored only in it will be asked again); `batchor state check` scans a state for damage")
+        "stored only in it will be asked again); `batchor state check` scans a state for damage",
+    )
 
 
 def open_error(path: Path, text: str) -> StateError:
@@ -236,6 +237,7 @@ def open_error(path: Path, text: str) -> StateError:
     if is_corruption(text):
         return corrupt_state(path, text)
     if "version" in lowered:
-        return StateVersionError(f"state {path} was written by a newer DuckDB/batchor: {text[:200]}",
-                                 hint="upgrade batchor")
+        return StateVersionError(
+            f"state {path} was written by a newer DuckDB/batchor: {text[:200]}", hint="upgrade batchor"
+        )
     return StateError(f"cannot open state {path}: {text[:200]}")

@@ -27,6 +27,7 @@ from batchor.state.open_check import checked_before, remember_checked
 
 _ATTEMPT_COLUMNS = ", ".join(ATTEMPT_SCHEMA.names)
 
+
 class DuckDBStore:
     """State in one DuckDB file, created owner-only."""
 
@@ -101,14 +102,18 @@ class DuckDBStore:
         end may lie past the end of the file, so only the used ones are counted)."""
         if Path(str(self.path) + ".wal").exists():
             return  # blocks still in the WAL are not in the file yet
-        row = _first(db.execute("SELECT block_size, used_blocks FROM pragma_database_size() "
-                                "WHERE database_name = ?", [self._file.alias]).fetchall())
+        row = _first(
+            db.execute(
+                "SELECT block_size, used_blocks FROM pragma_database_size() WHERE database_name = ?", [self._file.alias]
+            ).fetchall()
+        )
         if row is None:
             return
         expected, actual = _HEADER_BYTES + int(row[0]) * int(row[1]), self.path.stat().st_size
         if actual < expected:
-            raise corrupt_state(self.path, f"the file is truncated: {actual:,} bytes of the {expected:,} "
-                                           "it should hold")
+            raise corrupt_state(
+                self.path, f"the file is truncated: {actual:,} bytes of the {expected:,} it should hold"
+            )
 
     # --- the cache -------------------------------------------------------------------------
 
@@ -123,8 +128,10 @@ class DuckDBStore:
         probe = pa.table({"k": keys})
         with self.connection() as db:
             db.register("probe", probe)
-            found = db.sql("SELECT r.request_key FROM results r SEMI JOIN (SELECT DISTINCT k FROM probe) p "
-                           "ON r.request_key = p.k WHERE r.status = 'succeeded'").to_arrow_table()
+            found = db.sql(
+                "SELECT r.request_key FROM results r SEMI JOIN (SELECT DISTINCT k FROM probe) p "
+                "ON r.request_key = p.k WHERE r.status = 'succeeded'"
+            ).to_arrow_table()
             db.unregister("probe")
         return found.column(0).combine_chunks().cast(pa.string())
 
@@ -135,9 +142,11 @@ class DuckDBStore:
         probe = pa.table({"k": keys})
         with self.connection() as db:
             db.register("probe", probe)
-            found = db.sql("SELECT r.request_key FROM results r SEMI JOIN (SELECT DISTINCT k FROM probe) p "
-                           "ON r.request_key = p.k WHERE r.status = 'failed' AND list_contains($codes, r.error_code)",
-                           params={"codes": list(codes)}).to_arrow_table()
+            found = db.sql(
+                "SELECT r.request_key FROM results r SEMI JOIN (SELECT DISTINCT k FROM probe) p "
+                "ON r.request_key = p.k WHERE r.status = 'failed' AND list_contains($codes, r.error_code)",
+                params={"codes": list(codes)},
+            ).to_arrow_table()
             db.unregister("probe")
         return found.column(0).combine_chunks().cast(pa.string())
 
@@ -151,13 +160,17 @@ class DuckDBStore:
             db.execute("BEGIN")
             db.register("new_results", _first_per_key(results, "request_key"))
             db.execute("DELETE FROM results WHERE request_key IN (SELECT request_key FROM new_results)")
-            db.execute("INSERT INTO results SELECT request_key, step, status, output, error_code, "
-                       "error, attempts, input_tokens, output_tokens, cost_usd, run_id, now() FROM new_results")
+            db.execute(
+                "INSERT INTO results SELECT request_key, step, status, output, error_code, "
+                "error, attempts, input_tokens, output_tokens, cost_usd, run_id, now() FROM new_results"
+            )
             db.unregister("new_results")
             if attempts is not None and attempts.num_rows:
                 db.register("new_attempts", attempts)
-                db.execute(f"INSERT INTO attempts ({_ATTEMPT_COLUMNS}, created_at) "
-                           f"SELECT {_ATTEMPT_COLUMNS}, now() FROM new_attempts")
+                db.execute(
+                    f"INSERT INTO attempts ({_ATTEMPT_COLUMNS}, created_at) "
+                    f"SELECT {_ATTEMPT_COLUMNS}, now() FROM new_attempts"
+                )
                 db.unregister("new_attempts")
             db.execute("COMMIT")
 
@@ -166,8 +179,10 @@ class DuckDBStore:
         with self.connection() as db:
             db.execute("BEGIN")
             db.register("new_map", _first_per_key(table, "row_key"))
-            db.execute("DELETE FROM job_requests WHERE job_id = ? AND step = ? "
-                       "AND row_key IN (SELECT row_key FROM new_map)", [job_id, step])
+            db.execute(
+                "DELETE FROM job_requests WHERE job_id = ? AND step = ? AND row_key IN (SELECT row_key FROM new_map)",
+                [job_id, step],
+            )
             db.execute("INSERT INTO job_requests SELECT ?, ?, row_key, request_key FROM new_map", [job_id, step])
             db.unregister("new_map")
             db.execute("COMMIT")
@@ -179,15 +194,19 @@ class DuckDBStore:
 
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.connection() as db:
-            row = db.execute("SELECT 1 FROM job_requests WHERE job_id = ? AND step = ? LIMIT 1",
-                             [job_id, step]).fetchall()
+            row = db.execute(
+                "SELECT 1 FROM job_requests WHERE job_id = ? AND step = ? LIMIT 1", [job_id, step]
+            ).fetchall()
         return bool(row)
 
     def start_run(self, run: RunRecord) -> None:
         with self.connection() as db:
             values = run_values(run, RUN_COLUMNS[:-2])
-            db.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS[:-2])}, started_at) "
-                       f"VALUES ({', '.join('?' * (len(RUN_COLUMNS) - 2))}, now())", values)
+            db.execute(
+                f"INSERT INTO runs ({', '.join(RUN_COLUMNS[:-2])}, started_at) "
+                f"VALUES ({', '.join('?' * (len(RUN_COLUMNS) - 2))}, now())",
+                values,
+            )
 
     def finish_run(self, run: RunRecord, *, final: bool = True) -> None:
         sets = ", ".join(f"{c} = ?" for c in RUN_COLUMNS[4:-2])
@@ -199,22 +218,26 @@ class DuckDBStore:
     def get_run(self, run_id: str | None) -> RunRecord | None:
         where, args = ("WHERE run_id = ? OR run_id LIKE ?", [run_id, f"{run_id}%"]) if run_id else ("", [])
         with self.connection() as db:
-            row = db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} "
-                             "ORDER BY started_at DESC LIMIT 1", args).fetchall()
+            row = db.execute(
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY started_at DESC LIMIT 1", args
+            ).fetchall()
         first = _first(row)
         return run_from_row(first) if first else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         with self.connection() as db:
-            rows = db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT ?",
-                              [limit]).fetchall()
+            rows = db.execute(
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT ?", [limit]
+            ).fetchall()
         return [run_from_row(r) for r in rows]
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]:
         with self.connection() as db:
             rows = db.execute(
                 "SELECT r.error_code, count(*) FROM job_requests j JOIN results r USING (request_key) "
-                "WHERE j.job_id = ? AND r.status = 'failed' GROUP BY 1 ORDER BY 2 DESC", [job_id]).fetchall()
+                "WHERE j.job_id = ? AND r.status = 'failed' GROUP BY 1 ORDER BY 2 DESC",
+                [job_id],
+            ).fetchall()
         return {code or "unknown": n for code, n in rows}
 
     def job_results(self, job_id: str, step: str) -> pa.Table:
@@ -223,7 +246,9 @@ class DuckDBStore:
             return db.sql(
                 "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
                 "FROM job_requests j LEFT JOIN results r USING (request_key) "
-                "WHERE j.job_id = ? AND j.step = ?", params=[job_id, step]).to_arrow_table()
+                "WHERE j.job_id = ? AND j.step = ?",
+                params=[job_id, step],
+            ).to_arrow_table()
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
         """A step's results for these rows (the export's parts). A big part is read on one thread
@@ -236,7 +261,8 @@ class DuckDBStore:
                 "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
                 "FROM (SELECT row_key, request_key FROM job_requests WHERE job_id = $1 AND step = $2 "
                 "AND row_key IN (SELECT k FROM probe_rows)) j LEFT JOIN results r USING (request_key)",
-                params=[job_id, step]).to_arrow_table()
+                params=[job_id, step],
+            ).to_arrow_table()
             db.unregister("probe_rows")
         return table
 
@@ -244,8 +270,9 @@ class DuckDBStore:
         probe = pa.table({"k": keys})
         with self.connection() as db:
             db.register("probe", probe)
-            table = db.sql("SELECT r.request_key, r.status, r.output FROM results r "
-                           "JOIN probe p ON r.request_key = p.k").to_arrow_table()
+            table = db.sql(
+                "SELECT r.request_key, r.status, r.output FROM results r JOIN probe p ON r.request_key = p.k"
+            ).to_arrow_table()
             db.unregister("probe")
         return table
 
@@ -280,6 +307,8 @@ def _first_per_key(table: pa.Table, key: str) -> pa.Table:
 
 
 _HEADER_BYTES = 3 * 4096  # DuckDB's file header and its two database headers, before the blocks
+
+
 def _owner_only(path: Path) -> None:
     for candidate in (path, Path(str(path) + ".wal")):
         if candidate.exists():

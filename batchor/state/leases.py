@@ -27,8 +27,9 @@ def _live(alias: str = "") -> str:
 # An item is claimable when nobody holds it, or its holder stopped or lost its lease. A correlated
 # subquery, not a join: when a concurrent claim wins the row lock, PostgreSQL re-checks this
 # condition on the row's new version, and only a subquery is evaluated again for the new holder.
-_CLAIMABLE = ("(w.worker_id IS NULL OR NOT EXISTS "
-              f"(SELECT 1 FROM workers o WHERE o.worker_id = w.worker_id AND {_live('o')}))")
+_CLAIMABLE = (
+    f"(w.worker_id IS NULL OR NOT EXISTS (SELECT 1 FROM workers o WHERE o.worker_id = w.worker_id AND {_live('o')}))"
+)
 _ENQUEUE_CHUNK = 50_000  # keys per statement
 _COUNTERS = ("requests", "succeeded", "failed", "cached", "skipped", "input_tokens", "output_tokens", "cost_usd")
 
@@ -56,14 +57,18 @@ class LeaseBook:
             row = conn.execute(
                 "SELECT run_id FROM runs r WHERE job_id = %s AND finished_at IS NULL AND EXISTS "
                 f"(SELECT 1 FROM workers o WHERE o.run_id = r.run_id AND {_live('o')}) "
-                "ORDER BY started_at DESC LIMIT 1", [run.job_id]).fetchone()
+                "ORDER BY started_at DESC LIMIT 1",
+                [run.job_id],
+            ).fetchone()
             if row is not None:
                 run.run_id = row[0]
             else:
                 insert_run(conn, run)
-            conn.execute("INSERT INTO workers (worker_id, run_id, job_id, host, pid, status, lease_until) "
-                         "VALUES (%s, %s, %s, %s, %s, 'running', now() + make_interval(secs => %s))",
-                         [self.worker_id, run.run_id, run.job_id, host, pid, self.lease_s])
+            conn.execute(
+                "INSERT INTO workers (worker_id, run_id, job_id, host, pid, status, lease_until) "
+                "VALUES (%s, %s, %s, %s, %s, 'running', now() + make_interval(secs => %s))",
+                [self.worker_id, run.run_id, run.job_id, host, pid, self.lease_s],
+            )
         return run
 
     def heartbeat(self, run_id: str, counters: dict[str, float]) -> None:
@@ -79,8 +84,10 @@ class LeaseBook:
             _lock(conn, "job", run.job_id)
             conn.execute("UPDATE work_items SET worker_id = NULL WHERE worker_id = %s AND NOT done", [self.worker_id])
             _save_worker(conn, self.worker_id, counters, 0.0, status=status)
-            others = conn.execute(f"SELECT count(*) FROM workers WHERE run_id = %s AND worker_id <> %s AND {_live()}",
-                                  [run.run_id, self.worker_id]).fetchone()[0]
+            others = conn.execute(
+                f"SELECT count(*) FROM workers WHERE run_id = %s AND worker_id <> %s AND {_live()}",
+                [run.run_id, self.worker_id],
+            ).fetchone()[0]
             if others:
                 _sum_run(conn, run.run_id)
                 return False
@@ -98,20 +105,35 @@ class LeaseBook:
         run is closed and its items are gone, the same figures as kept then (`_settle_workers`)."""
         with self.store.pg() as conn:
             live = conn.execute("SELECT 1 FROM work_items WHERE run_id = %s LIMIT 1", [run_id]).fetchone()
-            counts = ("coalesce(d.ok, 0), coalesce(d.failed, 0), coalesce(d.cost, 0)::float8, "
-                      "coalesce(d.ok + d.failed, 0), greatest(o.heartbeat_at, d.last_at)" if live else
-                      # a lost worker's last commit is not kept: its rate is not known
-                      "o.succeeded, o.failed, o.cost_usd, o.succeeded + o.failed, "
-                      "CASE WHEN o.status IN ('lost', 'running') THEN NULL ELSE o.heartbeat_at END")
+            counts = (
+                "coalesce(d.ok, 0), coalesce(d.failed, 0), coalesce(d.cost, 0)::float8, "
+                "coalesce(d.ok + d.failed, 0), greatest(o.heartbeat_at, d.last_at)"
+                if live
+                # a lost worker's last commit is not kept: its rate is not known
+                else "o.succeeded, o.failed, o.cost_usd, o.succeeded + o.failed, "
+                "CASE WHEN o.status IN ('lost', 'running') THEN NULL ELSE o.heartbeat_at END"
+            )
             cur = conn.execute(
                 f"WITH d AS ({_COMMITTED}) SELECT o.worker_id, o.host, o.pid, CASE WHEN o.status = 'running' "
                 "AND o.lease_until < now() THEN 'lost' ELSE o.status END, o.started_at, o.heartbeat_at, "
                 "round(extract(epoch FROM now() - o.heartbeat_at)::numeric, 1)::float8, "
                 f"(SELECT count(*) FROM work_items w WHERE w.worker_id = o.worker_id AND NOT w.done), {counts} "
                 "FROM workers o LEFT JOIN d USING (worker_id) WHERE o.run_id = %s ORDER BY o.started_at",
-                [run_id, run_id])
-            names = ("worker_id", "host", "pid", "status", "started_at", "heartbeat_at", "heartbeat_age_s",
-                     "leases", "succeeded", "failed", "cost_usd")
+                [run_id, run_id],
+            )
+            names = (
+                "worker_id",
+                "host",
+                "pid",
+                "status",
+                "started_at",
+                "heartbeat_at",
+                "heartbeat_age_s",
+                "leases",
+                "succeeded",
+                "failed",
+                "cost_usd",
+            )
             return [{**dict(zip(names, row)), "per_s": _rate(row[-2], row[4], row[-1])} for row in cur.fetchall()]
 
     def live_counts(self, run_id: str) -> dict[str, Any]:
@@ -121,7 +143,9 @@ class LeaseBook:
             row = conn.execute(
                 f"SELECT count(*) FILTER (WHERE {ANSWERED_SQL}), count(*) FILTER (WHERE status = 'failed'), "
                 "coalesce(sum(cost_usd), 0)::float8, coalesce(sum(input_tokens), 0)::bigint, "
-                "coalesce(sum(output_tokens), 0)::bigint FROM results WHERE run_id = %s", [run_id]).fetchone()
+                "coalesce(sum(output_tokens), 0)::bigint FROM results WHERE run_id = %s",
+                [run_id],
+            ).fetchone()
         return dict(zip(("succeeded", "failed", "cost_usd", "input_tokens", "output_tokens"), row))
 
     # --- work items --------------------------------------------------------------------------
@@ -137,14 +161,22 @@ class LeaseBook:
         adds its keys anyway; keys already there stay as they are (done or claimed)."""
         with self.store.pg() as conn, conn.transaction():
             _lock(conn, "items", f"{run_id}:{step}")  # the first adder commits before others look
-            if not widens and conn.execute("SELECT 1 FROM work_items WHERE run_id = %s AND step = %s LIMIT 1",
-                                           [run_id, step]).fetchone() is not None:
+            if (
+                not widens
+                and conn.execute(
+                    "SELECT 1 FROM work_items WHERE run_id = %s AND step = %s LIMIT 1", [run_id, step]
+                ).fetchone()
+                is not None
+            ):
                 return False
             listed = list(keys)
             for start in range(0, len(listed), _ENQUEUE_CHUNK):
-                conn.execute("INSERT INTO work_items (run_id, step, request_key, position) "
-                             "SELECT %s, %s, k, %s + p - 1 FROM unnest(%s::text[]) WITH ORDINALITY AS n(k, p) "
-                             "ON CONFLICT DO NOTHING", [run_id, step, start, listed[start:start + _ENQUEUE_CHUNK]])
+                conn.execute(
+                    "INSERT INTO work_items (run_id, step, request_key, position) "
+                    "SELECT %s, %s, k, %s + p - 1 FROM unnest(%s::text[]) WITH ORDINALITY AS n(k, p) "
+                    "ON CONFLICT DO NOTHING",
+                    [run_id, step, start, listed[start : start + _ENQUEUE_CHUNK]],
+                )
         return True
 
     def claim(self, run_id: str, step: str, limit: int) -> list[tuple[str, int]]:
@@ -161,7 +193,8 @@ class LeaseBook:
                 f"WHERE w.run_id = %s AND w.step = %s AND NOT w.done AND {_CLAIMABLE} "
                 "ORDER BY w.position LIMIT %s FOR UPDATE SKIP LOCKED)) "
                 "RETURNING q.request_key, q.position",
-                [self.worker_id, run_id, step, limit]).fetchall()
+                [self.worker_id, run_id, step, limit],
+            ).fetchall()
         return sorted(((k, int(p)) for k, p in rows), key=lambda kp: kp[1])
 
     def open_items(self, run_id: str, steps: list[str]) -> tuple[int, int]:
@@ -171,14 +204,16 @@ class LeaseBook:
                 f"SELECT count(*) FILTER (WHERE {_CLAIMABLE}), "
                 f"count(*) FILTER (WHERE NOT {_CLAIMABLE} AND w.worker_id <> %s) "
                 "FROM work_items w WHERE w.run_id = %s AND w.step = ANY(%s::text[]) AND NOT w.done",
-                [self.worker_id, run_id, steps]).fetchone()
+                [self.worker_id, run_id, steps],
+            ).fetchone()
         return int(row[0]), int(row[1])
 
     def release(self) -> int:
         """Give back this worker's open claims (a graceful stop), so others take them at once."""
         with self.store.pg() as conn:
-            cur = conn.execute("UPDATE work_items SET worker_id = NULL WHERE worker_id = %s AND NOT done",
-                               [self.worker_id])
+            cur = conn.execute(
+                "UPDATE work_items SET worker_id = NULL WHERE worker_id = %s AND NOT done", [self.worker_id]
+            )
             return int(cur.rowcount)
 
     # --- shared budget -----------------------------------------------------------------------
@@ -194,22 +229,26 @@ class LeaseBook:
                     "INSERT INTO run_budgets (run_id, limit_usd, committed_usd) VALUES (%s, %s, "
                     "(SELECT coalesce(sum(cost_usd), 0) FROM workers WHERE run_id = %s)) "
                     "ON CONFLICT (run_id) DO UPDATE SET limit_usd = least(run_budgets.limit_usd, EXCLUDED.limit_usd)",
-                    [run_id, limit_usd, run_id])
+                    [run_id, limit_usd, run_id],
+                )
             row = conn.execute("SELECT limit_usd FROM run_budgets WHERE run_id = %s", [run_id]).fetchone()
         return None if row is None else float(row[0])
 
     def draw_budget(self, run_id: str, want: float, need: float) -> float:
         """Take up to `want` dollars of the run's budget (0 when less than `need` is left)."""
         with self.store.pg() as conn, conn.transaction():
-            row = conn.execute("SELECT limit_usd - committed_usd FROM run_budgets WHERE run_id = %s FOR UPDATE",
-                               [run_id]).fetchone()
+            row = conn.execute(
+                "SELECT limit_usd - committed_usd FROM run_budgets WHERE run_id = %s FOR UPDATE", [run_id]
+            ).fetchone()
             left = float(row[0]) if row is not None else 0.0
             grant = min(want, left) if left + 1e-12 >= need else 0.0
             if grant > 0:
-                conn.execute("UPDATE run_budgets SET committed_usd = committed_usd + %s WHERE run_id = %s",
-                             [grant, run_id])
-                conn.execute("UPDATE workers SET budget_drawn = budget_drawn + %s WHERE worker_id = %s",
-                             [grant, self.worker_id])
+                conn.execute(
+                    "UPDATE run_budgets SET committed_usd = committed_usd + %s WHERE run_id = %s", [grant, run_id]
+                )
+                conn.execute(
+                    "UPDATE workers SET budget_drawn = budget_drawn + %s WHERE worker_id = %s", [grant, self.worker_id]
+                )
         return grant
 
     def return_budget(self, run_id: str, amount: float) -> None:
@@ -217,28 +256,53 @@ class LeaseBook:
         if amount <= 0:
             return
         with self.store.pg() as conn, conn.transaction():
-            conn.execute("UPDATE run_budgets SET committed_usd = greatest(0, committed_usd - %s) WHERE run_id = %s",
-                         [amount, run_id])
-            conn.execute("UPDATE workers SET budget_drawn = greatest(0, budget_drawn - %s) WHERE worker_id = %s",
-                         [amount, self.worker_id])
+            conn.execute(
+                "UPDATE run_budgets SET committed_usd = greatest(0, committed_usd - %s) WHERE run_id = %s",
+                [amount, run_id],
+            )
+            conn.execute(
+                "UPDATE workers SET budget_drawn = greatest(0, budget_drawn - %s) WHERE worker_id = %s",
+                [amount, self.worker_id],
+            )
 
     # --- shared rate limits ------------------------------------------------------------------
 
-    def take(self, rate_key: str, rpm: float | None, tpm: float | None, burst_s: float, want: int,
-             want_tokens: float, need_tokens: float, pause_s: float = 0.0) -> Grant:
+    def take(
+        self,
+        rate_key: str,
+        rpm: float | None,
+        tpm: float | None,
+        burst_s: float,
+        want: int,
+        want_tokens: float,
+        need_tokens: float,
+        pause_s: float = 0.0,
+    ) -> Grant:
         """Take up to `want` requests (and tokens, at least `need_tokens`) from the shared bucket.
 
         One statement (`_DRAW`), so one round trip: refill, pause and grant are computed on the
         bucket row it locks. The first draw of a bucket finds no row: it adds a full one and draws again."""
-        args = {"key": rate_key, "rpm": rpm, "tpm": tpm, "burst": float(burst_s), "rate_r": (rpm or 0) / 60,
-                "rate_t": (tpm or 0) / 60, "want": float(want), "want_t": float(want_tokens),
-                "need": float(need_tokens), "pause": float(pause_s)}
+        args = {
+            "key": rate_key,
+            "rpm": rpm,
+            "tpm": tpm,
+            "burst": float(burst_s),
+            "rate_r": (rpm or 0) / 60,
+            "rate_t": (tpm or 0) / 60,
+            "want": float(want),
+            "want_t": float(want_tokens),
+            "need": float(need_tokens),
+            "pause": float(pause_s),
+        }
         with self.store.pg() as conn:
             row = conn.execute(_DRAW, args).fetchone()
             if row is None:
-                conn.execute("INSERT INTO rate_buckets (rate_key, rpm, tpm, burst_s, requests, tokens, updated_at) "
-                             "VALUES (%(key)s, %(rpm)s, %(tpm)s, %(burst)s, %(rate_r)s * %(burst)s, "
-                             "%(rate_t)s * %(burst)s, clock_timestamp()) ON CONFLICT DO NOTHING", args)
+                conn.execute(
+                    "INSERT INTO rate_buckets (rate_key, rpm, tpm, burst_s, requests, tokens, updated_at) "
+                    "VALUES (%(key)s, %(rpm)s, %(tpm)s, %(burst)s, %(rate_r)s * %(burst)s, "
+                    "%(rate_t)s * %(burst)s, clock_timestamp()) ON CONFLICT DO NOTHING",
+                    args,
+                )
                 row = conn.execute(_DRAW, args).fetchone()
         return Grant(int(row[0]), float(row[1]), float(row[2]))
 
@@ -301,34 +365,43 @@ def _close_abandoned(conn: Any, job_id: str) -> None:
         "UPDATE runs r SET status = 'died', paused_reason = coalesce(paused_reason, %s), "
         "finished_at = LOCALTIMESTAMP WHERE job_id = %s "
         "AND finished_at IS NULL AND EXISTS (SELECT 1 FROM workers o WHERE o.run_id = r.run_id) "
-        f"AND NOT EXISTS (SELECT 1 FROM workers o WHERE o.run_id = r.run_id AND {_live('o')})", [DIED_REASON, job_id])
+        f"AND NOT EXISTS (SELECT 1 FROM workers o WHERE o.run_id = r.run_id AND {_live('o')})",
+        [DIED_REASON, job_id],
+    )
 
 
-def _save_worker(conn: Any, worker_id: str, counters: dict[str, float], lease_s: float,
-                 status: str | None = None) -> None:
+def _save_worker(
+    conn: Any, worker_id: str, counters: dict[str, float], lease_s: float, status: str | None = None
+) -> None:
     sets = ", ".join(f"{c} = %s" for c in _COUNTERS)
     args = [counters.get(c, 0) for c in _COUNTERS]
     state = ", status = %s" if status else ""
-    conn.execute(f"UPDATE workers SET {sets}{state}, heartbeat_at = now(), "
-                 "lease_until = now() + make_interval(secs => %s) WHERE worker_id = %s",
-                 args + ([status] if status else []) + [lease_s, worker_id])
+    conn.execute(
+        f"UPDATE workers SET {sets}{state}, heartbeat_at = now(), "
+        "lease_until = now() + make_interval(secs => %s) WHERE worker_id = %s",
+        args + ([status] if status else []) + [lease_s, worker_id],
+    )
 
 
 # Per worker of a run: what it committed, from its done work items' stored results (a done item
 # keeps the worker that closed it; `status` and `attempts` are the result's, items have neither).
-_COMMITTED = (f"SELECT w.worker_id, count(*) FILTER (WHERE {ANSWERED_SQL}) AS ok, "
-              "count(*) FILTER (WHERE r.status = 'failed') AS failed, sum(r.cost_usd) AS cost, "
-              "max(r.finished_at) AS last_at FROM work_items w JOIN results r "
-              "ON r.request_key = w.request_key AND r.run_id = w.run_id WHERE w.run_id = %s AND w.done "
-              "GROUP BY w.worker_id")
+_COMMITTED = (
+    f"SELECT w.worker_id, count(*) FILTER (WHERE {ANSWERED_SQL}) AS ok, "
+    "count(*) FILTER (WHERE r.status = 'failed') AS failed, sum(r.cost_usd) AS cost, "
+    "max(r.finished_at) AS last_at FROM work_items w JOIN results r "
+    "ON r.request_key = w.request_key AND r.run_id = w.run_id WHERE w.run_id = %s AND w.done "
+    "GROUP BY w.worker_id"
+)
 
 
 def _settle_workers(conn: Any, run_id: str) -> None:
     """Before a closed run's work items go: each worker's row keeps what it committed."""
-    conn.execute(f"WITH d AS ({_COMMITTED}) UPDATE workers o SET succeeded = coalesce(d.ok, 0), "
-                 "failed = coalesce(d.failed, 0), cost_usd = coalesce(d.cost, 0) "
-                 "FROM workers x LEFT JOIN d USING (worker_id) WHERE x.run_id = %s AND o.worker_id = x.worker_id",
-                 [run_id, run_id])
+    conn.execute(
+        f"WITH d AS ({_COMMITTED}) UPDATE workers o SET succeeded = coalesce(d.ok, 0), "
+        "failed = coalesce(d.failed, 0), cost_usd = coalesce(d.cost, 0) "
+        "FROM workers x LEFT JOIN d USING (worker_id) WHERE x.run_id = %s AND o.worker_id = x.worker_id",
+        [run_id, run_id],
+    )
 
 
 def _rate(done: Any, started: Any, last: Any) -> float | None:
@@ -347,7 +420,9 @@ def _sum_run(conn: Any, run_id: str) -> None:
         "FROM (SELECT sum(succeeded) AS succeeded, sum(failed) AS failed, sum(cost_usd) AS cost_usd, "
         "sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens FROM workers WHERE run_id = %s) s, "
         "(SELECT requests, cached, skipped FROM workers WHERE run_id = %s ORDER BY requests DESC LIMIT 1) f "
-        "WHERE r.run_id = %s", [run_id, run_id, run_id])
+        "WHERE r.run_id = %s",
+        [run_id, run_id, run_id],
+    )
 
 
 def _exact_totals(conn: Any, run: RunRecord) -> None:
@@ -355,10 +430,18 @@ def _exact_totals(conn: Any, run: RunRecord) -> None:
     row = conn.execute(
         f"SELECT count(*) FILTER (WHERE {ANSWERED_SQL}), count(*) FILTER (WHERE status = 'failed'), "
         "coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) "
-        "FROM results WHERE run_id = %s", [run.run_id]).fetchone()
+        "FROM results WHERE run_id = %s",
+        [run.run_id],
+    ).fetchone()
     run.succeeded, run.failed, run.cost_usd, run.input_tokens, run.output_tokens = (
-        int(row[0]), int(row[1]), float(row[2]), int(row[3]), int(row[4]))
-    scan = conn.execute("SELECT requests, cached, skipped FROM workers WHERE run_id = %s "
-                        "ORDER BY requests DESC LIMIT 1", [run.run_id]).fetchone()
+        int(row[0]),
+        int(row[1]),
+        float(row[2]),
+        int(row[3]),
+        int(row[4]),
+    )
+    scan = conn.execute(
+        "SELECT requests, cached, skipped FROM workers WHERE run_id = %s ORDER BY requests DESC LIMIT 1", [run.run_id]
+    ).fetchone()
     if scan is not None:
         run.requests, run.cached, run.skipped = (int(v or 0) for v in scan)

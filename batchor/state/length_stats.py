@@ -100,7 +100,7 @@ class OutputStats:
         """Re-asks a request is expected to send: rejected first (p1), then again (p2) each time,
         up to `max_attempts` in all: p1 (1 + p2 + ... + p2^(max_attempts - 2))."""
         p2 = self.reject_again
-        return self.reject_first * sum(p2 ** k for k in range(max(0, max_attempts - 1)))
+        return self.reject_first * sum(p2**k for k in range(max(0, max_attempts - 1)))
 
     def reask_spread(self, max_attempts: int) -> tuple[float, float]:
         """(variance of one request's count of re-asks, variance of the measured re-asks per request):
@@ -111,9 +111,9 @@ class OutputStats:
         counts = [(j, p2 ** (j - 1) * (1 - p2 if j < m - 1 else 1.0)) for j in range(1, m)]
         mean = p1 * sum(j * w for j, w in counts)
         own = p1 * sum(j * j * w for j, w in counts) - mean * mean
-        grow = sum(p2 ** k for k in range(m - 1))
+        grow = sum(p2**k for k in range(m - 1))
         slope = sum(k * p2 ** (k - 1) for k in range(1, m - 1))
-        error = grow ** 2 * _share_variance(self.first_rejected, self.first_asks)
+        error = grow**2 * _share_variance(self.first_rejected, self.first_asks)
         if self.reasks:
             error += (p1 * slope) ** 2 * _share_variance(self.reasks_rejected, self.reasks)
         return max(0.0, own), error
@@ -138,10 +138,14 @@ class OutputStats:
         """These statistics where a truncated answer is asked again (`limits.on_truncation: reask`):
         a truncated first ask is rejected, not failed for good, and a re-ask truncated again is too,
         so the re-ask share and its cost count them (a truncation re-ask bills like a re-ask)."""
-        return dataclasses.replace(self, first_rejected=self.first_rejected + self.first_truncated,
-                                   first_failed=max(0, self.first_failed - self.first_truncated),
-                                   reasks_rejected=self.reasks_rejected + self.reasks_truncated,
-                                   first_truncated=0, reasks_truncated=0)
+        return dataclasses.replace(
+            self,
+            first_rejected=self.first_rejected + self.first_truncated,
+            first_failed=max(0, self.first_failed - self.first_truncated),
+            reasks_rejected=self.reasks_rejected + self.reasks_truncated,
+            first_truncated=0,
+            reasks_truncated=0,
+        )
 
     def __add__(self, other: OutputStats) -> OutputStats:
         sums = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)}
@@ -165,15 +169,20 @@ def _skewness(n: int, total: float, squares: float, cubes: float) -> float:
     m2 = squares / n - mean * mean
     if m2 <= 1e-9 * max(mean * mean, 1.0):
         return 0.0
-    m3 = cubes / n - 3 * mean * squares / n + 2 * mean ** 3
+    m3 = cubes / n - 3 * mean * squares / n + 2 * mean**3
     return m3 / (m2 * math.sqrt(m2)) * math.sqrt(n * (n - 1)) / (n - 2)
 
 
 def length_fit_sums(pairs: list[tuple[float, float]]) -> dict[str, Any]:
     """The fit fields of OutputStats for (counted input, output tokens) pairs of accepted first answers."""
-    return {"fit_answers": len(pairs), "fit_input": float(sum(x for x, _ in pairs)),
-            "fit_input_sq": float(sum(x * x for x, _ in pairs)), "fit_output": float(sum(y for _, y in pairs)),
-            "fit_output_sq": float(sum(y * y for _, y in pairs)), "fit_cross": float(sum(x * y for x, y in pairs))}
+    return {
+        "fit_answers": len(pairs),
+        "fit_input": float(sum(x for x, _ in pairs)),
+        "fit_input_sq": float(sum(x * x for x, _ in pairs)),
+        "fit_output": float(sum(y for _, y in pairs)),
+        "fit_output_sq": float(sum(y * y for _, y in pairs)),
+        "fit_cross": float(sum(x * y for x, y in pairs)),
+    }
 
 
 def _share_variance(hits: int, tries: int) -> float:
@@ -181,7 +190,7 @@ def _share_variance(hits: int, tries: int) -> float:
     few hits is less sure than p(1-p)/n says; none without a hit: no re-ask measured, none added)."""
     if not hits or not tries:
         return 0.0
-    z2 = 1.645 ** 2
+    z2 = 1.645**2
     p = (hits + z2 / 2) / (tries + z2)
     return p * (1 - p) / (tries + z2)
 

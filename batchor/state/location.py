@@ -34,8 +34,9 @@ class StateChoice:
     source: str
 
 
-def find_state(explicit: str | None = None, spec_state: str | None = None,
-               spec_dir: Path | str | None = None) -> StateChoice:
+def find_state(
+    explicit: str | None = None, spec_state: str | None = None, spec_dir: Path | str | None = None
+) -> StateChoice:
     """The state to use: the command line, the environment, the spec, else the project's (see module doc)."""
     if explicit:
         return StateChoice(_absolute(explicit, Path.cwd()), "--state")
@@ -45,8 +46,11 @@ def find_state(explicit: str | None = None, spec_state: str | None = None,
     start = Path(spec_dir) if spec_dir is not None else Path.cwd()
     if spec_state:
         return StateChoice(_absolute(spec_state, start), "the spec's `state:`")
-    fallback = ("the spec's folder" if spec_dir is not None
-                else "the working folder: no .batchor/ folder or git repository at or above it")
+    fallback = (
+        "the spec's folder"
+        if spec_dir is not None
+        else "the working folder: no .batchor/ folder or git repository at or above it"
+    )
     folder, why = project_folder(start, fallback)
     return StateChoice(str(folder / DEFAULT_STATE), why)
 

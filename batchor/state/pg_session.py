@@ -54,7 +54,7 @@ def arrow_rows(table: pa.Table | pa.RecordBatch) -> Iterator[tuple[Any, ...]]:
 
 def copy_rows(conn: Any, table: str, columns: list[str], rows: Iterator[tuple[Any, ...]]) -> None:
     names = ", ".join(f'"{c}"' for c in columns)
-    with conn.cursor() as cur, cur.copy(f'COPY {table} ({names}) FROM STDIN') as copy:
+    with conn.cursor() as cur, cur.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
 

@@ -24,13 +24,36 @@ from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VER
 from batchor.state.pg_session import PgSession
 
 PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
-_RESULT_TYPES = {"request_key": "text", "step": "text", "status": "text", "output": "text",
-                 "error_code": "text", "error": "text", "attempts": "int2", "input_tokens": "int4",
-                 "output_tokens": "int4", "cost_usd": "float8", "run_id": "text"}
-_ATTEMPT_TYPES = {"request_key": "text", "run_id": "text", "attempt": "int2", "outcome": "text",
-                  "status_code": "int2", "error": "text", "duration_ms": "int4", "raw": "bytea",
-                  "input_tokens": "int4", "output_tokens": "int4", "cost_usd": "float8", "estimated": "bool",
-                  "step": "text", "counted_input_tokens": "int4", "feedback": "text"}
+_RESULT_TYPES = {
+    "request_key": "text",
+    "step": "text",
+    "status": "text",
+    "output": "text",
+    "error_code": "text",
+    "error": "text",
+    "attempts": "int2",
+    "input_tokens": "int4",
+    "output_tokens": "int4",
+    "cost_usd": "float8",
+    "run_id": "text",
+}
+_ATTEMPT_TYPES = {
+    "request_key": "text",
+    "run_id": "text",
+    "attempt": "int2",
+    "outcome": "text",
+    "status_code": "int2",
+    "error": "text",
+    "duration_ms": "int4",
+    "raw": "bytea",
+    "input_tokens": "int4",
+    "output_tokens": "int4",
+    "cost_usd": "float8",
+    "estimated": "bool",
+    "step": "text",
+    "counted_input_tokens": "int4",
+    "feedback": "text",
+}
 _CHUNK = 50_000  # keys per array parameter
 _RETRIES = 5  # deadlocks between concurrent flushes are retried, never surfaced
 T = TypeVar("T")
@@ -57,7 +80,7 @@ def normalize_url(location: str) -> str:
     """postgres:// and postgresql:// name the psycopg 3 driver for SQLAlchemy."""
     for scheme in ("postgresql://", "postgres://"):
         if location.startswith(scheme):
-            return "postgresql+psycopg://" + location[len(scheme):]
+            return "postgresql+psycopg://" + location[len(scheme) :]
     return location
 
 
@@ -72,8 +95,14 @@ class PostgresStore:
 
         parsed = make_url(normalize_url(url))
         self.location = without_password(url)
-        self._engine = create_engine(parsed, isolation_level="AUTOCOMMIT", pool_pre_ping=True,
-                                     pool_size=pool_size, max_overflow=8, connect_args=_CONNECT_ARGS)
+        self._engine = create_engine(
+            parsed,
+            isolation_level="AUTOCOMMIT",
+            pool_pre_ping=True,
+            pool_size=pool_size,
+            max_overflow=8,
+            connect_args=_CONNECT_ARGS,
+        )
         event.listen(self._engine, "connect", _session_settings)
         self._local = threading.local()
         if migrate:  # without: read what is there (a migration's source), creating nothing
@@ -102,9 +131,10 @@ class PostgresStore:
             return self._engine.raw_connection()
         except (sqlalchemy.exc.OperationalError, psycopg.OperationalError) as exc:
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
-            raise StateError(f"cannot connect to the PostgreSQL state {self.location}: {reason}",
-                             hint="check the URL in --state / BATCHOR_STATE / `state:` and that the server "
-                                  "accepts this user") from None
+            raise StateError(
+                f"cannot connect to the PostgreSQL state {self.location}: {reason}",
+                hint="check the URL in --state / BATCHOR_STATE / `state:` and that the server accepts this user",
+            ) from None
 
     @contextmanager
     def connection(self) -> Iterator[PgSession]:
@@ -142,8 +172,11 @@ class PostgresStore:
             try:
                 with self.pg() as conn, conn.transaction():
                     return work(conn)
-            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure,
-                    psycopg.errors.LockNotAvailable):
+            except (
+                psycopg.errors.DeadlockDetected,
+                psycopg.errors.SerializationFailure,
+                psycopg.errors.LockNotAvailable,
+            ):
                 if attempt == _RETRIES - 1:
                     raise
                 time.sleep(0.01 * (attempt + 1))
@@ -173,7 +206,8 @@ class PostgresStore:
         if current > SCHEMA_VERSION:
             raise StateVersionError(
                 f"state {self.location} has schema version {current}; this batchor knows up to {SCHEMA_VERSION}",
-                hint="upgrade batchor on this machine (every worker must run the same version)")
+                hint="upgrade batchor on this machine (every worker must run the same version)",
+            )
         return int(current)
 
     def schema_version(self) -> int:
@@ -187,8 +221,10 @@ class PostgresStore:
         values = [k for k in keys.to_pylist() if k is not None]
         with self.pg() as conn:
             for start in range(0, len(values), _CHUNK):
-                rows = conn.execute("SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) "
-                                    "AND status = 'succeeded'", [values[start:start + _CHUNK]]).fetchall()
+                rows = conn.execute(
+                    "SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) AND status = 'succeeded'",
+                    [values[start : start + _CHUNK]],
+                ).fetchall()
                 found.update(r[0] for r in rows)
         return found
 
@@ -202,9 +238,11 @@ class PostgresStore:
         found: set[str] = set()
         with self.pg() as conn:
             for start in range(0, len(values) if codes else 0, _CHUNK):
-                rows = conn.execute("SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) "
-                                    "AND status = 'failed' AND error_code = ANY(%s::text[])",
-                                    [values[start:start + _CHUNK], list(codes)]).fetchall()
+                rows = conn.execute(
+                    "SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) "
+                    "AND status = 'failed' AND error_code = ANY(%s::text[])",
+                    [values[start : start + _CHUNK], list(codes)],
+                ).fetchall()
                 found.update(r[0] for r in rows)
         return pa.array(sorted(found), pa.string())
 
@@ -213,8 +251,11 @@ class PostgresStore:
     def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:
         """Store a flush of finished requests and their attempts, and close their work items, in one transaction."""
         result_cols = [results.column(name).to_pylist() for name in _RESULT_TYPES]
-        attempt_cols = ([attempts.column(name).to_pylist() for name in _ATTEMPT_TYPES]
-                        if attempts is not None and attempts.num_rows else None)
+        attempt_cols = (
+            [attempts.column(name).to_pylist() for name in _ATTEMPT_TYPES]
+            if attempts is not None and attempts.num_rows
+            else None
+        )
 
         def work(conn: Any) -> None:
             if results.num_rows:
@@ -229,18 +270,23 @@ class PostgresStore:
         """Record which request answers each row of a job's step."""
         rows, keys = table.column("row_key").to_pylist(), table.column("request_key").to_pylist()
         for start in range(0, len(rows), _CHUNK):
-            args = [job_id, step, rows[start:start + _CHUNK], keys[start:start + _CHUNK]]
+            args = [job_id, step, rows[start : start + _CHUNK], keys[start : start + _CHUNK]]
             self._retry(partial(_execute, _UPSERT_JOB_REQUESTS, args))
 
     def forget_run_requests(self, job_id: str, step: str) -> None:
         """Drop a job step's row map before it is recorded again in full (rows may have gone)."""
-        self._retry(lambda conn: conn.execute("DELETE FROM job_requests WHERE job_id = %s AND step = %s",
-                                              [job_id, step]))
+        self._retry(
+            lambda conn: conn.execute("DELETE FROM job_requests WHERE job_id = %s AND step = %s", [job_id, step])
+        )
 
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.pg() as conn:
-            return conn.execute("SELECT 1 FROM job_requests WHERE job_id = %s AND step = %s LIMIT 1",
-                                [job_id, step]).fetchone() is not None
+            return (
+                conn.execute(
+                    "SELECT 1 FROM job_requests WHERE job_id = %s AND step = %s LIMIT 1", [job_id, step]
+                ).fetchone()
+                is not None
+            )
 
     def start_run(self, run: RunRecord) -> None:
         with self.pg() as conn:
@@ -253,21 +299,25 @@ class PostgresStore:
     def get_run(self, run_id: str | None) -> RunRecord | None:
         where, args = ("WHERE run_id = %s OR run_id LIKE %s", [run_id, f"{run_id}%"]) if run_id else ("", [])
         with self.pg() as conn:
-            row = conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} "
-                               "ORDER BY started_at DESC LIMIT 1", args).fetchone()
+            row = conn.execute(
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM runs {where} ORDER BY started_at DESC LIMIT 1", args
+            ).fetchone()
         return run_from_row(row) if row else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         with self.pg() as conn:
-            rows = conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT %s",
-                                [limit]).fetchall()
+            rows = conn.execute(
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT %s", [limit]
+            ).fetchall()
         return [run_from_row(r) for r in rows]
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]:
         with self.pg() as conn:
             rows = conn.execute(
                 "SELECT r.error_code, count(*) FROM job_requests j JOIN results r USING (request_key) "
-                "WHERE j.job_id = %s AND r.status = 'failed' GROUP BY 1 ORDER BY 2 DESC", [job_id]).fetchall()
+                "WHERE j.job_id = %s AND r.status = 'failed' GROUP BY 1 ORDER BY 2 DESC",
+                [job_id],
+            ).fetchall()
         return {code or "unknown": n for code, n in rows}
 
     def job_results(self, job_id: str, step: str) -> pa.Table:
@@ -276,7 +326,9 @@ class PostgresStore:
             rows = conn.execute(
                 "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
                 "FROM job_requests j LEFT JOIN results r USING (request_key) "
-                "WHERE j.job_id = %s AND j.step = %s", [job_id, step]).fetchall()
+                "WHERE j.job_id = %s AND j.step = %s",
+                [job_id, step],
+            ).fetchall()
         return _string_table(("row_key", "request_key", "status", "output", "error_code", "error"), rows)
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
@@ -288,7 +340,8 @@ class PostgresStore:
                     "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
                     "FROM job_requests j LEFT JOIN results r USING (request_key) "
                     "WHERE j.job_id = %s AND j.step = %s AND j.row_key = ANY(%s::text[])",
-                    [job_id, step, values[start:start + _CHUNK]]).fetchall()
+                    [job_id, step, values[start : start + _CHUNK]],
+                ).fetchall()
         return _string_table(("row_key", "request_key", "status", "output", "error_code", "error"), rows)
 
     def results_for_keys(self, keys: pa.Array) -> pa.Table:
@@ -296,8 +349,10 @@ class PostgresStore:
         rows: list[tuple[Any, ...]] = []
         with self.pg() as conn:
             for start in range(0, len(values), _CHUNK):
-                rows += conn.execute("SELECT request_key, status, output FROM results "
-                                     "WHERE request_key = ANY(%s::text[])", [values[start:start + _CHUNK]]).fetchall()
+                rows += conn.execute(
+                    "SELECT request_key, status, output FROM results WHERE request_key = ANY(%s::text[])",
+                    [values[start : start + _CHUNK]],
+                ).fetchall()
         return _string_table(("request_key", "status", "output"), rows)
 
     def list_batches(self, job_id: str) -> list[dict[str, Any]]:
@@ -328,8 +383,14 @@ class PostgresStore:
 
 # A dead machine's connections are noticed by keepalives; a stuck client cannot hold locks for
 # long, and no statement waits on a lock forever (the wait fails, is retried, then surfaces).
-_CONNECT_ARGS = {"connect_timeout": 10, "application_name": "batchor", "keepalives": 1,
-                 "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+_CONNECT_ARGS = {
+    "connect_timeout": 10,
+    "application_name": "batchor",
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 _SESSION_SETTINGS = ("SET lock_timeout = '60s'", "SET idle_in_transaction_session_timeout = '120s'")
 
 
@@ -342,16 +403,17 @@ def _session_settings(dbapi_connection: Any, _record: Any) -> None:
 
 def insert_run(conn: Any, run: RunRecord) -> None:
     names = RUN_COLUMNS[:-2]
-    conn.execute(f"INSERT INTO runs ({', '.join(names)}, started_at) "
-                 f"VALUES ({', '.join(['%s'] * len(names))}, LOCALTIMESTAMP)", run_values(run, names))
+    conn.execute(
+        f"INSERT INTO runs ({', '.join(names)}, started_at) VALUES ({', '.join(['%s'] * len(names))}, LOCALTIMESTAMP)",
+        run_values(run, names),
+    )
 
 
 def update_run(conn: Any, run: RunRecord, *, final: bool) -> None:
     names = RUN_COLUMNS[4:-2]
     sets = ", ".join(f"{c} = %s" for c in names)
     finished = ", finished_at = LOCALTIMESTAMP" if final else ""
-    conn.execute(f"UPDATE runs SET {sets}{finished} WHERE run_id = %s",
-                 run_values(run, names) + [run.run_id])
+    conn.execute(f"UPDATE runs SET {sets}{finished} WHERE run_id = %s", run_values(run, names) + [run.run_id])
 
 
 def _string_table(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
@@ -372,29 +434,39 @@ _UPSERT_RESULTS = (
     f"SELECT DISTINCT ON (request_key) {_COLS}, LOCALTIMESTAMP FROM {_unnest(_RESULT_TYPES)} "
     "ORDER BY request_key, ord DESC "
     "ON CONFLICT (request_key) DO UPDATE SET "
-    + ", ".join(f"{c} = EXCLUDED.{c}" for c in list(_RESULT_TYPES)[1:] + ["finished_at"]))
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in list(_RESULT_TYPES)[1:] + ["finished_at"])
+)
 # A succeeded answer closes the key's work items in every run; a failure only in its own run.
 # The keys come as one array, found through the open-items index: joined to a set instead, a
 # table without statistics yet was scanned whole at every flush.
 _CLOSE_WORK_ITEMS = (
     "UPDATE work_items w SET done = true WHERE w.request_key = ANY(%s::text[]) AND NOT w.done "
     "AND (w.request_key = ANY(%s::text[]) OR (w.request_key, w.run_id) IN "
-    "(SELECT * FROM unnest(%s::text[], %s::text[])))")
+    "(SELECT * FROM unnest(%s::text[], %s::text[])))"
+)
 
 
 def _closing(keys: list[str], statuses: list[str], run_ids: list[str]) -> list[list[str]]:
     """`_CLOSE_WORK_ITEMS`'s arguments: all keys, the succeeded ones, the failed ones with their runs."""
     failed = [(k, r) for k, s, r in zip(keys, statuses, run_ids) if s != "succeeded"]
-    return [keys, [k for k, s in zip(keys, statuses) if s == "succeeded"],
-            [k for k, _ in failed], [r for _, r in failed]]
+    return [
+        keys,
+        [k for k, s in zip(keys, statuses) if s == "succeeded"],
+        [k for k, _ in failed],
+        [r for _, r in failed],
+    ]
+
+
 _INSERT_ATTEMPTS = (
     f"INSERT INTO attempts ({', '.join(_ATTEMPT_TYPES)}, created_at) "
-    f"SELECT {', '.join(_ATTEMPT_TYPES)}, LOCALTIMESTAMP FROM {_unnest(_ATTEMPT_TYPES)} ORDER BY ord")
+    f"SELECT {', '.join(_ATTEMPT_TYPES)}, LOCALTIMESTAMP FROM {_unnest(_ATTEMPT_TYPES)} ORDER BY ord"
+)
 _UPSERT_JOB_REQUESTS = (
     "INSERT INTO job_requests (job_id, step, row_key, request_key) "
     "SELECT %s, %s, r, k FROM unnest(%s::text[], %s::text[]) AS n(r, k) ORDER BY r "
     "ON CONFLICT (job_id, step, row_key) DO UPDATE SET request_key = EXCLUDED.request_key "
-    "WHERE job_requests.request_key IS DISTINCT FROM EXCLUDED.request_key")
+    "WHERE job_requests.request_key IS DISTINCT FROM EXCLUDED.request_key"
+)
 
 
 def _execute(sql: str, args: list[Any], conn: Any) -> Any:

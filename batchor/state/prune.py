@@ -50,6 +50,9 @@ def reclaim_space(store: StateStore) -> None:
 
 def attempt_log(store: StateStore, run_id: str) -> list[tuple[Any, ...]]:
     """A run's attempts in order, raw bodies still packed: the audit trail `export --attempts` writes."""
-    return store.execute("SELECT request_key, attempt, outcome, status_code, error, duration_ms, raw, created_at, "
-                         "input_tokens, output_tokens, cost_usd, estimated "
-                         "FROM attempts WHERE run_id = ? ORDER BY created_at", [run_id])
+    return store.execute(
+        "SELECT request_key, attempt, outcome, status_code, error, duration_ms, raw, created_at, "
+        "input_tokens, output_tokens, cost_usd, estimated "
+        "FROM attempts WHERE run_id = ? ORDER BY created_at",
+        [run_id],
+    )

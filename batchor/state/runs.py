@@ -26,9 +26,11 @@ TALLY_FIELDS = ("succeeded", "failed", "cost_usd", "input_tokens", "output_token
 # Requests answered and failed: a SQL step's rows are stored as results too, with no attempt;
 # they are rows, not requests (an output's rows are counted by `_status`, see RunRecord.rows).
 ANSWERED_SQL = "status = 'succeeded' AND attempts > 0"
-_TALLY_SQL = (f"SELECT run_id, count(*) FILTER (WHERE {ANSWERED_SQL}), count(*) FILTER (WHERE status = 'failed'), "
-              "coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) "
-              "FROM results WHERE run_id IN ({}) GROUP BY run_id")
+_TALLY_SQL = (
+    f"SELECT run_id, count(*) FILTER (WHERE {ANSWERED_SQL}), count(*) FILTER (WHERE status = 'failed'), "
+    "coalesce(sum(cost_usd), 0), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0) "
+    "FROM results WHERE run_id IN ({}) GROUP BY run_id"
+)
 DIED_REASON = "the process stopped without finishing the run (killed, crashed or lost its machine)"
 LIVE = ("running", "in_flight")  # statuses a process (or a provider batch) may still change
 
@@ -44,8 +46,9 @@ def run_tallies(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     # attempt ledger have none, and keep what their results say.
     for run_id, spend in run_spend(store, list(run_ids)).items():
         if spend["attempts_billed"]:
-            tallies[run_id].update(cost_usd=spend["total_usd"], input_tokens=spend["input_tokens"],
-                                   output_tokens=spend["output_tokens"])
+            tallies[run_id].update(
+                cost_usd=spend["total_usd"], input_tokens=spend["input_tokens"], output_tokens=spend["output_tokens"]
+            )
     return tallies
 
 
@@ -61,8 +64,10 @@ def with_tally(run: RunRecord, tally: dict[str, Any]) -> RunRecord:
 def process_alive(store: Any, run: RunRecord) -> bool:
     """Whether some process may still be working on `run` (holding the lock, or a live lease)."""
     if getattr(store, "shared", False):
-        rows = store.execute("SELECT count(*) FROM workers WHERE run_id = ? AND status = 'running' "
-                             "AND lease_until >= now()", [run.run_id])
+        rows = store.execute(
+            "SELECT count(*) FROM workers WHERE run_id = ? AND status = 'running' AND lease_until >= now()",
+            [run.run_id],
+        )
         return bool(rows and rows[0][0])
     return lock_is_held(Path(store.location + ".lock"))
 
@@ -83,11 +88,16 @@ def close_dead_runs(store: Any, job_id: str | None = None) -> list[str]:
     """Finish the records of runs marked `running` whose process is gone: status `died`, with what
     they stored. Called by an apply that holds the state's lock, so any other running run is dead."""
     args: list[Any] = [job_id] if job_id else []
-    rows = store.execute("SELECT run_id FROM runs WHERE status = 'running' AND finished_at IS NULL"
-                         + (" AND job_id = ?" if job_id else ""), args)
+    rows = store.execute(
+        "SELECT run_id FROM runs WHERE status = 'running' AND finished_at IS NULL"
+        + (" AND job_id = ?" if job_id else ""),
+        args,
+    )
     dead = [run_id for (run_id,) in rows]
     for run_id, tally in run_tallies(store, dead).items():
         sets = ", ".join(f"{name} = ?" for name in TALLY_FIELDS)
-        store.execute(f"UPDATE runs SET status = 'died', paused_reason = ?, {sets}, finished_at = now() "
-                      "WHERE run_id = ?", [DIED_REASON, *tally.values(), run_id])
+        store.execute(
+            f"UPDATE runs SET status = 'died', paused_reason = ?, {sets}, finished_at = now() WHERE run_id = ?",
+            [DIED_REASON, *tally.values(), run_id],
+        )
     return dead

@@ -14,8 +14,16 @@ _BILLED = "(coalesce(input_tokens, 0) + coalesce(output_tokens, 0) > 0 OR coales
 
 
 def empty_spend() -> dict[str, Any]:
-    return {"total_usd": 0.0, "accepted_usd": 0.0, "wasted_usd": 0.0, "estimated_usd": 0.0,
-            "attempts_billed": 0, "attempts_rejected": 0, "input_tokens": 0, "output_tokens": 0}
+    return {
+        "total_usd": 0.0,
+        "accepted_usd": 0.0,
+        "wasted_usd": 0.0,
+        "estimated_usd": 0.0,
+        "attempts_billed": 0,
+        "attempts_rejected": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+    }
 
 
 def run_spend(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -28,7 +36,8 @@ def run_spend(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
         "SELECT run_id, outcome = 'ok', count(*), coalesce(sum(cost_usd), 0), "
         "coalesce(sum(CASE WHEN estimated THEN cost_usd ELSE 0 END), 0), coalesce(sum(input_tokens), 0), "
         f"coalesce(sum(output_tokens), 0) FROM attempts WHERE run_id IN ({marks}) AND {_BILLED} GROUP BY 1, 2",
-        list(run_ids))
+        list(run_ids),
+    )
     for run_id, accepted, count, cost, estimated, tokens_in, tokens_out in rows:
         entry = spend[run_id]
         entry["total_usd"] += float(cost)
@@ -46,5 +55,7 @@ def failure_costs(store: Any, job_id: str) -> dict[str, dict[str, Any]]:
     rows = store.execute(
         "SELECT r.error_code, count(*), coalesce(sum(r.cost_usd), 0) FROM job_requests j "
         "JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'failed' "
-        "GROUP BY 1 ORDER BY 2 DESC", [job_id])
+        "GROUP BY 1 ORDER BY 2 DESC",
+        [job_id],
+    )
     return {code or "unknown": {"rows": int(n), "cost_usd": float(cost)} for code, n, cost in rows}

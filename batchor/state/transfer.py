@@ -48,8 +48,11 @@ def copy_state(source: Any, target: Any, *, chunk_rows: int = CHUNK_ROWS) -> dic
 
 
 def _columns(store: StateStore, table: str) -> list[str]:
-    rows = store.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                         "AND table_schema = current_schema() ORDER BY ordinal_position", [table])
+    rows = store.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "AND table_schema = current_schema() ORDER BY ordinal_position",
+        [table],
+    )
     return [r[0] for r in rows]
 
 
@@ -69,8 +72,10 @@ def _read(store: StateStore, table: str, columns: list[str], chunk_rows: int) ->
 def _write(store: StateStore, table: str, columns: list[str], keys: list[str], chunk: pa.Table) -> int:
     names = ", ".join(columns)
     match = " AND ".join(f"t.{k} IS NOT DISTINCT FROM s.{k}" for k in keys) or "FALSE"
-    insert = (f"INSERT INTO {table} ({names}) SELECT {names} FROM incoming s "
-              f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match})")
+    insert = (
+        f"INSERT INTO {table} ({names}) SELECT {names} FROM incoming s "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match})"
+    )
     if isinstance(store, PostgresStore):
         with store.pg() as conn, conn.transaction():
             # The staging table takes the target's column types, so COPY parses each value as its column.

@@ -95,9 +95,7 @@ class Background:
         return self.stderr_path.read_text(encoding="utf-8")
 
 
-def wait_until(
-    condition: Callable[[], bool], *, timeout: float = 30, what: str = "condition"
-) -> None:
+def wait_until(condition: Callable[[], bool], *, timeout: float = 30, what: str = "condition") -> None:
     """Poll `condition` (no assertion on how long it takes, only that it happens at all)."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -129,9 +127,17 @@ class Terminal:
 
     def __init__(self, cwd, *args) -> None:
         self.master, slave = pty.openpty()
-        self.process = subprocess.Popen(cli_command(*args), cwd=cwd, env=cli_env(TERM="dumb", COLUMNS="200"),
-                                        stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-                                        start_new_session=True, preexec_fn=_take_the_terminal)
+        self.process = subprocess.Popen(
+            cli_command(*args),
+            cwd=cwd,
+            env=cli_env(TERM="dumb", COLUMNS="200"),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=_take_the_terminal,
+        )
         os.close(slave)
         self.screen = ""
 
@@ -166,8 +172,9 @@ class Terminal:
         return bool(chunk)
 
 
-def run_inprocess(monkeypatch: Any, capsys: Any, cwd: Path, *args: Any,
-                  env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+def run_inprocess(
+    monkeypatch: Any, capsys: Any, cwd: Path, *args: Any, env: dict[str, str | None] | None = None
+) -> tuple[int, str, str]:
     """`batchor ARGS...` in this process through the real entry point (its error handler and exit
     codes): (exit code, stdout, stderr). Faster than a subprocess (no start-up imports), and as
     isolated as one: `cwd`, `env` changes (None removes), stdin on /dev/null, and what the command
@@ -194,8 +201,9 @@ def run_inprocess(monkeypatch: Any, capsys: Any, cwd: Path, *args: Any,
 def inprocess_cli(monkeypatch: Any, capsys: Any) -> Callable[..., subprocess.CompletedProcess[str]]:
     """`run_cli`'s shape (cwd, *args, env=changes) run in this process: for the `cli` fixtures."""
 
-    def run(cwd: Path, *args: Any, env: dict[str, str | None] | None = None,
-            timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        cwd: Path, *args: Any, env: dict[str, str | None] | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
         code, out, err = run_inprocess(monkeypatch, capsys, cwd, *args, env=env)
         return subprocess.CompletedProcess(["batchor", *map(str, args)], code, out, err)
 

@@ -10,8 +10,10 @@ import pytest
 
 from batchor import arrow_pool
 
-linux_x86 = pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
-                               reason="Arrow's jemalloc pool ships in its Linux x86-64 wheels")
+linux_x86 = pytest.mark.skipif(
+    sys.platform != "linux" or os.uname().machine != "x86_64",
+    reason="Arrow's jemalloc pool ships in its Linux x86-64 wheels",
+)
 
 
 @linux_x86

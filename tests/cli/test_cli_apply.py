@@ -116,10 +116,7 @@ def test_a_row_rejected_with_400_fails_alone_exit_3(workdir, fake, batchor_cli):
     assert rows["r2"]["_error"].startswith("classify: invalid_request: ")
     assert rows["r2"]["classify.sentiment"] == ""
     others = [r for key, r in rows.items() if key != "r2"]
-    assert all(
-        r["_status"] == "succeeded" and r["_error"] == "" and r["classify.sentiment"]
-        for r in others
-    )
+    assert all(r["_status"] == "succeeded" and r["_error"] == "" and r["classify.sentiment"] for r in others)
     # a 400 is terminal: asked once, never retried
     assert fake.stats()["by_status"] == {"200": 4, "400": 1}
 

@@ -42,8 +42,9 @@ def _all_commands(group: Any, prefix: str = "") -> dict[str, Any]:
 def test_every_command_accepts_json():
     commands = _all_commands(typer.main.get_command(app))
     assert {"apply", "status", "runs", "prices", "init", "spec-schema", "state check"} <= set(commands)
-    lacking = [name for name, command in commands.items()
-               if not any("--json" in param.opts for param in command.params)]
+    lacking = [
+        name for name, command in commands.items() if not any("--json" in param.opts for param in command.params)
+    ]
     assert lacking == []
 
 
@@ -104,17 +105,29 @@ def test_status_runs_and_prices_are_tables_for_people(workdir, fake):
     assert "None" not in prices
 
 
-@pytest.mark.parametrize(("value", "shown"), [(0.0016932000000000002, "$0.0017"), (12.4, "$12.40"), (0, "$0"),
-                                               (1234.567, "$1,234.57"), (0.00001234, "$0.000012"),
-                                               (0.00001, "$0.00001"), (1.234e-8, "$0.000000012"), (None, "-")])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (0.0016932000000000002, "$0.0017"),
+        (12.4, "$12.40"),
+        (0, "$0"),
+        (1234.567, "$1,234.57"),
+        (0.00001234, "$0.000012"),
+        (0.00001, "$0.00001"),
+        (1.234e-8, "$0.000000012"),
+        (None, "-"),
+    ],
+)
 def test_money(value, shown):
     from batchor.humanize import money
 
     assert money(value) == shown
 
 
-@pytest.mark.parametrize(("seconds", "shown"), [(0.42, "0.4s"), (12.3, "12s"), (245, "4m 05s"), (7620, "2h 07m"),
-                                                 (3 * 86400 + 4 * 3600, "3d 4h"), (None, "-")])
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0.42, "0.4s"), (12.3, "12s"), (245, "4m 05s"), (7620, "2h 07m"), (3 * 86400 + 4 * 3600, "3d 4h"), (None, "-")],
+)
 def test_duration(seconds, shown):
     from batchor.humanize import duration
 

@@ -17,23 +17,43 @@ from batchor.draft.sample import read_sample
 from batchor.spec.json_schema import SCHEMA_FILE
 from tests.cli.cli_helpers import Terminal, run_inprocess
 
-ROWS = [{"id": "r1", "product": "kettle", "text": "Boils fast, love it"},
-        {"id": "r2", "product": "chair", "text": "Wobbly legs, sent it back"},
-        {"id": "r3", "product": "lamp", "text": "Fine I guess"},
-        {"id": "r4", "product": "desk", "text": "Sturdy and cheap"}]
-OUTPUT_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["sentiment", "reason"],
-                 "properties": {"sentiment": {"type": "string", "enum": ["positive", "negative", "mixed"]},
-                                "reason": {"type": "string"}}}
+ROWS = [
+    {"id": "r1", "product": "kettle", "text": "Boils fast, love it"},
+    {"id": "r2", "product": "chair", "text": "Wobbly legs, sent it back"},
+    {"id": "r3", "product": "lamp", "text": "Fine I guess"},
+    {"id": "r4", "product": "desk", "text": "Sturdy and cheap"},
+]
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["sentiment", "reason"],
+    "properties": {
+        "sentiment": {"type": "string", "enum": ["positive", "negative", "mixed"]},
+        "reason": {"type": "string"},
+    },
+}
 
 
-def drafted(prompt: str = "Product: {{ row.product }}\nReview: {{ row.text }}", provider: str = "openai",
-            model: str = "gpt-4.1-mini") -> dict:
+def drafted(
+    prompt: str = "Product: {{ row.product }}\nReview: {{ row.text }}",
+    provider: str = "openai",
+    model: str = "gpt-4.1-mini",
+) -> dict:
     """A drafter's answer: a spec (as the model writes it: no real paths) and its output schema."""
-    spec = {"version": 1, "name": "review-sentiment", "input": {"path": "DATA", "key": "id"},
-            "model": {"provider": provider, "name": model, "params": {"temperature": 0, "max_tokens": 200}},
-            "steps": {"classify": {"system": "You classify product reviews by sentiment.", "prompt": prompt,
-                                   "output": {"schema": "output.schema.json"}}},
-            "output": {"path": "out/review-sentiment.csv"}}
+    spec = {
+        "version": 1,
+        "name": "review-sentiment",
+        "input": {"path": "DATA", "key": "id"},
+        "model": {"provider": provider, "name": model, "params": {"temperature": 0, "max_tokens": 200}},
+        "steps": {
+            "classify": {
+                "system": "You classify product reviews by sentiment.",
+                "prompt": prompt,
+                "output": {"schema": "output.schema.json"},
+            }
+        },
+        "output": {"path": "out/review-sentiment.csv"},
+    }
     return {"spec": spec, "output_schema": copy.deepcopy(OUTPUT_SCHEMA)}
 
 
@@ -43,8 +63,9 @@ def data(workdir):
 
 
 def draft_cli(monkeypatch, capsys, workdir, *args):
-    return run_inprocess(monkeypatch, capsys, workdir, "draft", "classify reviews by sentiment",
-                         "--data", "data/reviews.csv", *args)
+    return run_inprocess(
+        monkeypatch, capsys, workdir, "draft", "classify reviews by sentiment", "--data", "data/reviews.csv", *args
+    )
 
 
 def user_messages(body: dict) -> str:
@@ -52,15 +73,18 @@ def user_messages(body: dict) -> str:
 
 
 def test_invalid_first_draft_goes_back_with_the_validator_errors_then_the_valid_one_is_written(
-        fake, data, workdir, monkeypatch, capsys):
+    fake, data, workdir, monkeypatch, capsys
+):
     fake.configure(scripted_answers=[drafted("Review: {{ row.body }}"), drafted()])
     code, out, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "sentiment.yaml")
     assert code == 0, err
     problems = [line.strip() for line in err.splitlines() if line.strip().startswith("error [")]
     assert problems and "body" in problems[0], err  # the missing column is named
     line = int(problems[0].split("sentiment.yaml:")[1].split(":")[0])  # a line of the draft as sent back
-    assert "{{ row.body }}" in (user_messages(fake.stats()["bodies"][1]).split("as this spec:")[1]
-                                .lstrip("\n").splitlines()[line - 1])
+    assert (
+        "{{ row.body }}"
+        in (user_messages(fake.stats()["bodies"][1]).split("as this spec:")[1].lstrip("\n").splitlines()[line - 1])
+    )
     first, second = fake.stats()["bodies"][:2]
     assert fake.stats()["scripted_served"] == 2
     assert "row.body" not in user_messages(first)
@@ -117,10 +141,12 @@ def test_no_rows_sends_column_names_and_types_but_no_row_values(fake, data, work
 
 
 def test_a_model_that_never_drafts_a_valid_spec_fails_cleanly_and_writes_nothing(
-        fake, data, workdir, monkeypatch, capsys):
+    fake, data, workdir, monkeypatch, capsys
+):
     fake.configure(scripted_answers=[drafted("{{ row.missing }}")] * 3)
-    code, out, err = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "x.yaml",
-                               "--max-cost", "1")  # a budget that covers all three calls
+    code, out, err = draft_cli(
+        monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "x.yaml", "--max-cost", "1"
+    )  # a budget that covers all three calls
     assert code == 1
     assert "error [draft_invalid]: no valid draft in 3 attempt(s)" in err and "missing" in err
     assert err.count("sent back to the model") == 2 and "draft 3: 1 problem(s)" in err and "no attempt left" in err
@@ -164,8 +190,10 @@ def test_a_drafting_budget_refuses_a_call_that_could_pass_it(fake, data, workdir
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("drafter, spec_model", [("anthropic:claude-sonnet-4-5", "claude-haiku-4-5"),
-                                                 ("gemini:gemini-2.5-flash", "gemini-2.5-flash")])
+@pytest.mark.parametrize(
+    "drafter, spec_model",
+    [("anthropic:claude-sonnet-4-5", "claude-haiku-4-5"), ("gemini:gemini-2.5-flash", "gemini-2.5-flash")],
+)
 def test_other_providers_draft_through_their_own_sdk(fake, data, workdir, monkeypatch, capsys, drafter, spec_model):
     provider = drafter.split(":")[0]
     fake.configure(scripted_answers=[drafted(provider=provider, model=spec_model)])
@@ -216,13 +244,15 @@ def test_the_real_command_on_a_terminal_asks_before_writing(data, workdir, monke
 
 @pytest.mark.slow  # several drafts, each planned and rehearsed (about 3 s each on a quiet machine)
 def test_the_same_request_again_is_answered_from_the_cache_and_no_cache_asks_again(
-        fake, data, workdir, monkeypatch, capsys):
+    fake, data, workdir, monkeypatch, capsys
+):
     fake.configure(scripted_answers=[drafted(), drafted(prompt="Review: {{ row.text }}")])
     assert draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "a.yaml")[0] == 0
     code, out, _ = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "b.yaml", "--json")
     assert code == 0 and json.loads(out)["cost_usd"] == 0 and fake.stats()["scripted_served"] == 1
-    assert (workdir / "a.yaml").read_text().replace("a.yaml", "b.yaml").replace("a.schema", "b.schema") \
-        == (workdir / "b.yaml").read_text()
+    assert (workdir / "a.yaml").read_text().replace("a.yaml", "b.yaml").replace("a.schema", "b.schema") == (
+        workdir / "b.yaml"
+    ).read_text()
     code, out, _ = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "c.yaml", "--no-cache")
     assert code == 0 and fake.stats()["scripted_served"] == 2
     assert "Review: {{ row.text }}" in (workdir / "c.yaml").read_text()

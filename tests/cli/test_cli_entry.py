@@ -29,9 +29,15 @@ def test_the_script_starts_at_the_entry_point_with_the_error_trees_exit_code():
 def test_ctrl_c_at_any_moment_of_the_start_says_interrupted_without_a_traceback(tmp_path: Path):
     interrupted = 0
     for delay in (0.08, 0.15, 0.25, 0.4, 0.6):
-        process = subprocess.Popen([sys.executable, "-m", "batchor.cli.entry", "prices", "--json"], cwd=tmp_path,
-                                   env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                   preexec_fn=as_foreground_job)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "batchor.cli.entry", "prices", "--json"],
+            cwd=tmp_path,
+            env=cli_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=as_foreground_job,
+        )
         time.sleep(delay)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
@@ -51,9 +57,15 @@ def test_ctrl_c_at_any_moment_of_the_start_says_interrupted_without_a_traceback(
 def test_ctrl_c_while_a_command_works_says_interrupted(tmp_path: Path):
     """Typer turns a KeyboardInterrupt inside a command into a bare exit 130: the word is ours."""
     spec = make_spec(tmp_path, rows=20_000)
-    process = subprocess.Popen([sys.executable, "-m", "batchor.cli.entry", "plan", str(spec)], cwd=tmp_path,
-                               env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=as_foreground_job)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batchor.cli.entry", "plan", str(spec)],
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_foreground_job,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (tmp_path / ".batchor").exists():
         time.sleep(0.02)  # planning has started: the state folder is being made
@@ -84,9 +96,16 @@ def _ctrl_c_into_duckdb_init(folder: Path, after_s: float) -> subprocess.Complet
     extension starts loading: its C++ init takes some 20-60 ms and runs Python code (enums)."""
     ready, ready_w = os.pipe()
     try:
-        process = subprocess.Popen([sys.executable, "-c", _WATCHED_START, "runs"], cwd=folder,
-                                   env=cli_env(READY_FD=str(ready_w)), pass_fds=(ready_w,), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, preexec_fn=as_foreground_job)
+        process = subprocess.Popen(
+            [sys.executable, "-c", _WATCHED_START, "runs"],
+            cwd=folder,
+            env=cli_env(READY_FD=str(ready_w)),
+            pass_fds=(ready_w,),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=as_foreground_job,
+        )
         os.close(ready_w)
         assert os.read(ready, 1) == b"!", "the command never imported DuckDB"
     finally:
@@ -111,16 +130,29 @@ def test_ctrl_c_while_duckdb_initialises_says_interrupted_not_an_abort(tmp_path:
 def test_a_ctrl_c_noted_inside_duckdbs_init_is_raised_once_it_is_done(tmp_path: Path):
     """The same moment made exact: `_thread.interrupt_main()` (a SIGINT as Python sees one) just as
     DuckDB's extension runs its init, with no Python bytecode in between."""
-    start = _WATCHED_START.replace("""            os.write(int(os.environ["READY_FD"]), b"!")
-""", """            spec = importlib.machinery.PathFinder.find_spec(name, path)
+    start = _WATCHED_START.replace(
+        """            os.write(int(os.environ["READY_FD"]), b"!")
+""",
+        """            spec = importlib.machinery.PathFinder.find_spec(name, path)
             spec.loader = InterruptedInit(spec.loader.name, spec.loader.path)
             return spec
-""").replace("import os, sys\n", """import _imp, _thread, functools, importlib.machinery, operator, os, sys
+""",
+    ).replace(
+        "import os, sys\n",
+        """import _imp, _thread, functools, importlib.machinery, operator, os, sys
 class InterruptedInit(importlib.machinery.ExtensionFileLoader):
     def exec_module(self, module):
         list(map(operator.call, [_thread.interrupt_main, functools.partial(_imp.exec_dynamic, module)]))
-""")
-    done = subprocess.run([sys.executable, "-c", start, "runs"], cwd=tmp_path, env=cli_env(), capture_output=True,
-                          text=True, timeout=60, preexec_fn=as_foreground_job)
+""",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", start, "runs"],
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=as_foreground_job,
+    )
     assert done.returncode == errors.EXIT_INTERRUPTED, (done.returncode, done.stdout, done.stderr[-1500:])
     assert done.stderr.strip() == "interrupted" and not done.stdout

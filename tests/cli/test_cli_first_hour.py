@@ -30,8 +30,10 @@ def test_summary_tells_rows_from_requests(workdir, fake, batchor_cli):
     first = batchor_cli(workdir, "apply", spec, "--yes")
     assert first.returncode == 0, first.stderr
     assert "4 to run (2 rows share a request with another row)" in first.stderr
-    assert ("succeeded: 6 rows: 4 requests, 2 rows share an answer; requests 4 answered, 0 failed; rows 6 succeeded; "
-            "0 rows cached") in first.stderr
+    assert (
+        "succeeded: 6 rows: 4 requests, 2 rows share an answer; requests 4 answered, 0 failed; rows 6 succeeded; "
+        "0 rows cached"
+    ) in first.stderr
     assert fake.stats()["requests"] == 4
 
     again = batchor_cli(workdir, "apply", spec, "--yes")
@@ -45,7 +47,14 @@ def test_output_columns_follow_the_readme_order(workdir, fake, batchor_cli):
     spec = make_spec(workdir, rows=2)
     assert batchor_cli(workdir, "apply", spec, "--yes").returncode == 0
     assert header(workdir / "out" / "results.csv") == [
-        "id", "text", "classify.sentiment", "classify.score", "_row_key", "_status", "_error"]
+        "id",
+        "text",
+        "classify.sentiment",
+        "classify.score",
+        "_row_key",
+        "_status",
+        "_error",
+    ]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "then one column per answer, then `_row_key`" in readme
 
@@ -64,8 +73,17 @@ def test_apply_no_cache_asks_every_request_again(workdir, fake, batchor_cli):
 
 
 def test_quickstart_prints_what_the_readme_says(workdir, fake, batchor_cli):
-    result = batchor_cli(workdir, "apply", ROOT / "specs" / "reviews.yaml", "--mock", "--yes",
-                     "--output", workdir / "reviews.csv", "--state", workdir / "state.duckdb")
+    result = batchor_cli(
+        workdir,
+        "apply",
+        ROOT / "specs" / "reviews.yaml",
+        "--mock",
+        "--yes",
+        "--output",
+        workdir / "reviews.csv",
+        "--state",
+        workdir / "state.duckdb",
+    )
     assert result.returncode == 0, result.stderr
     summary = re.search(r"succeeded: (300 rows: 276 requests, 24 rows share an answer);", result.stderr)
     assert summary, result.stderr

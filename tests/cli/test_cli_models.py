@@ -82,10 +82,17 @@ def test_the_mock_rehearsal_still_checks_the_real_model(workdir, cli):
     assert code == 1 and "[model_unlisted]" in err
 
 
-@pytest.mark.parametrize(("provider", "model"), [
-    ("openai", "gpt-4.1-mini-2025-04-14"), ("gemini", "models/gemini-2.5-flash"), ("anthropic", "claude-haiku-4-5"),
-    ("vllm", "Qwen/Qwen3-8B"), ("ollama", "my-own-llama:7b"), ("mock", "anything"),
-])
+@pytest.mark.parametrize(
+    ("provider", "model"),
+    [
+        ("openai", "gpt-4.1-mini-2025-04-14"),
+        ("gemini", "models/gemini-2.5-flash"),
+        ("anthropic", "claude-haiku-4-5"),
+        ("vllm", "Qwen/Qwen3-8B"),
+        ("ollama", "my-own-llama:7b"),
+        ("mock", "anything"),
+    ],
+)
 def test_listed_dated_and_self_hosted_models_pass(workdir, provider, model):
     report = api.validate(edit_model(make_spec(workdir, rows=2), provider=provider, name=model))
     assert report.steps == ["classify"]
@@ -107,8 +114,9 @@ def test_custom_model_without_price_is_accepted_but_never_priced_as_zero(workdir
 
 
 def test_openai_compatible_needs_a_price_or_custom(workdir, cli):
-    spec = edit_model(make_spec(workdir, rows=2), provider="openai-compatible", name="house-model",
-                      base_url="http://127.0.0.1:9/v1")
+    spec = edit_model(
+        make_spec(workdir, rows=2), provider="openai-compatible", name="house-model", base_url="http://127.0.0.1:9/v1"
+    )
     code, _, err = cli(workdir, "validate", "spec.yaml")
     assert code == 1 and "[model_unlisted]" in err and "openai-compatible endpoint" in err
     edit_model(spec, price={"input_per_mtok": 0, "output_per_mtok": 0})
@@ -117,16 +125,25 @@ def test_openai_compatible_needs_a_price_or_custom(workdir, cli):
     assert "within budget" in out and "no price" not in out
 
 
-@pytest.mark.parametrize(("provider", "options", "expected"), [
-    ("gemini", {"api_verison": "v1beta"}, "model.options.api_verison: provider 'gemini' has no option "
-                                          "'api_verison' (did you mean 'api_version'?)"),
-    ("openai", {"vertexai": True}, "model.options.vertexai: provider 'openai' has no option 'vertexai'"),
-    ("anthropic", {"structured": "tools"}, "model.options.structured: 'tools' is not one of output_config, tool"),
-    ("gemini", {"batch_inline_max_bytes": "big"}, "model.options.batch_inline_max_bytes: 'big' must be a whole "
-                                                  "number >= 1"),
-    ("gemini", {"vertexai": "yes"}, "model.options.vertexai: 'yes' must be true or false"),
-    ("vllm", {"api_version": "v1"}, "model.options.api_version: provider 'vllm' has no option 'api_version'"),
-])
+@pytest.mark.parametrize(
+    ("provider", "options", "expected"),
+    [
+        (
+            "gemini",
+            {"api_verison": "v1beta"},
+            "model.options.api_verison: provider 'gemini' has no option 'api_verison' (did you mean 'api_version'?)",
+        ),
+        ("openai", {"vertexai": True}, "model.options.vertexai: provider 'openai' has no option 'vertexai'"),
+        ("anthropic", {"structured": "tools"}, "model.options.structured: 'tools' is not one of output_config, tool"),
+        (
+            "gemini",
+            {"batch_inline_max_bytes": "big"},
+            "model.options.batch_inline_max_bytes: 'big' must be a whole number >= 1",
+        ),
+        ("gemini", {"vertexai": "yes"}, "model.options.vertexai: 'yes' must be true or false"),
+        ("vllm", {"api_version": "v1"}, "model.options.api_version: provider 'vllm' has no option 'api_version'"),
+    ],
+)
 def test_unknown_or_wrong_options_are_errors_listing_the_known_ones(workdir, cli, provider, options, expected):
     model = "gemini-2.5-flash" if provider == "gemini" else "claude-haiku-4-5" if provider == "anthropic" else "x"
     model = "gpt-4.1-mini" if provider == "openai" else model
@@ -143,16 +160,21 @@ def test_known_options_pass_and_match_what_the_adapters_read(workdir):
     gemini = {o.name for o in provider_options("gemini")}
     assert {INLINE_OPTION, KEEP_FILES_OPTION, "api_version", "vertexai", "project", "location"} == gemini
     assert KEEP_FILES_OPTION in {o.name for o in provider_options("openai")}
-    spec = edit_model(make_spec(workdir, rows=2), provider="gemini", name="gemini-2.5-flash",
-                      options={"api_version": "v1beta", "batch_inline_max_bytes": 1024, "keep_provider_files": True})
+    spec = edit_model(
+        make_spec(workdir, rows=2),
+        provider="gemini",
+        name="gemini-2.5-flash",
+        options={"api_version": "v1beta", "batch_inline_max_bytes": 1024, "keep_provider_files": True},
+    )
     api.validate(spec)
     edit_model(spec, provider="anthropic", name="claude-haiku-4-5", options={"structured": "tool"})
     api.validate(spec)
 
 
 def test_switching_provider_drops_the_other_providers_options(workdir):
-    spec = edit_model(make_spec(workdir, rows=2), provider="gemini", name="gemini-2.5-flash",
-                      options={"api_version": "v1beta"})
+    spec = edit_model(
+        make_spec(workdir, rows=2), provider="gemini", name="gemini-2.5-flash", options={"api_version": "v1beta"}
+    )
     assert api.validate(spec, model="openai:gpt-4.1-mini").steps == ["classify"]
 
 

@@ -24,8 +24,7 @@ def state(request) -> list[str]:
     return [] if request.param == "duckdb" else ["--state", request.getfixturevalue("pg_url")]
 
 
-def test_an_unwritable_output_leaves_the_status_to_the_rows_and_says_how_to_write_it(workdir, fake, state,
-                                                                                       batchor_cli):
+def test_an_unwritable_output_leaves_the_status_to_the_rows_and_says_how_to_write_it(workdir, fake, state, batchor_cli):
     make_spec(workdir, rows=ROWS, limits={"concurrency": 1, "max_attempts": 1, "request_timeout_s": 30})
     fake.configure(latency_ms=150)
     target = workdir / "out" / "results.csv"

@@ -47,12 +47,23 @@ def test_a_paused_run_prints_the_same_command_and_it_works_as_printed(workdir, f
     spec = make_spec(workdir, rows=6, limits={"concurrency": 2, "max_attempts": 3})
     state = workdir / "my state" / "s.duckdb"  # a space: the hint must quote it
     fake.configure(quota_exhausted=True)
-    paused = batchor_cli(workdir, "apply", spec, "--max-cost", "5", "--state", state, "--model",
-                         "openai:gpt-4.1-mini", "--yes")
+    paused = batchor_cli(
+        workdir, "apply", spec, "--max-cost", "5", "--state", state, "--model", "openai:gpt-4.1-mini", "--yes"
+    )
     assert paused.returncode == exit_code_for_status("paused"), paused.stderr
     words = shlex.split(paused.stderr.split("Continue with: ", 1)[1].splitlines()[0])
-    assert words == ["batchor", "apply", str(spec), "--max-cost", "5", "--yes", "--state", str(state),
-                     "--model", "openai:gpt-4.1-mini"]
+    assert words == [
+        "batchor",
+        "apply",
+        str(spec),
+        "--max-cost",
+        "5",
+        "--yes",
+        "--state",
+        str(state),
+        "--model",
+        "openai:gpt-4.1-mini",
+    ]
 
     fake.configure(quota_exhausted=False)
     resumed = batchor_cli(workdir, *words[1:])  # as printed (bar the program name)

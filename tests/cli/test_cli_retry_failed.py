@@ -51,12 +51,18 @@ def test_a_400_is_paid_once_until_retry_failed(workdir, fake, batchor_cli):
 
 def _chain(folder) -> str:
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(6)])
-    spec = {"name": "chain", "input": {"path": "data.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
-            "steps": {"first": {"prompt": "First {{ row.text }}"},
-                      "second": {"prompt": "Second {{ row.text }}: {{ first }}"},
-                      "third": {"prompt": "Third {{ second }}"}},
-            "output": {"path": "out.parquet"}, "limits": {"concurrency": 2}}
+    spec = {
+        "name": "chain",
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
+        "steps": {
+            "first": {"prompt": "First {{ row.text }}"},
+            "second": {"prompt": "Second {{ row.text }}: {{ first }}"},
+            "third": {"prompt": "Third {{ second }}"},
+        },
+        "output": {"path": "out.parquet"},
+        "limits": {"concurrency": 2},
+    }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(folder / "spec.yaml")
 

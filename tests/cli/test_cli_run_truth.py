@@ -28,11 +28,15 @@ def hanging_job(folder, **limits) -> str:
     rows = [{"id": f"f{i}", "text": f"quick review {i}"} for i in range(FAST)]
     rows += [{"id": f"s{i}", "text": f"stuck review {i}"} for i in range(SLOW)]
     write_csv(folder / "data.csv", rows)
-    spec = {"version": 1, "name": "hang", "input": {"path": "data.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 50}},
-            "steps": {"classify": {"prompt": "Review: {{ row.text }}", "output": {"schema": SENTIMENT_SCHEMA}}},
-            "output": {"path": "out/results.csv"},
-            "limits": {"concurrency": CONCURRENCY, "max_attempts": 2, "request_timeout_s": 120, **limits}}
+    spec = {
+        "version": 1,
+        "name": "hang",
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 50}},
+        "steps": {"classify": {"prompt": "Review: {{ row.text }}", "output": {"schema": SENTIMENT_SCHEMA}}},
+        "output": {"path": "out/results.csv"},
+        "limits": {"concurrency": CONCURRENCY, "max_attempts": 2, "request_timeout_s": 120, **limits},
+    }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return "spec.yaml"
 
@@ -41,8 +45,11 @@ def start_hanging(workdir, fake, **env: str) -> Background:
     fake.configure(fail_matching={"stuck": "timeout"}, timeout_hold_s=300)
     spec = hanging_job(workdir)
     job = Background(workdir, "apply", spec, "--yes", env=cli_env(**env))
-    wait_until(lambda: fake.stats()["answered"] >= FAST and fake.stats()["in_flight"] >= CONCURRENCY,
-               what="the quick rows answered and the stuck ones in flight", timeout=SLOW_MACHINE_S)
+    wait_until(
+        lambda: fake.stats()["answered"] >= FAST and fake.stats()["in_flight"] >= CONCURRENCY,
+        what="the quick rows answered and the stuck ones in flight",
+        timeout=SLOW_MACHINE_S,
+    )
     return job
 
 
@@ -89,8 +96,9 @@ def test_sigterm_while_requests_hang_cancels_them_after_the_grace(workdir, fake,
 @pytest.mark.slow  # kills a real apply
 def test_kill_9_shows_died_with_what_it_answered_and_spent(workdir, fake, batchor_cli):
     with start_hanging(workdir, fake) as job:
-        wait_until(lambda: latest_run(batchor_cli, workdir)["succeeded"] >= FAST, what="answers stored",
-                   timeout=SLOW_MACHINE_S)
+        wait_until(
+            lambda: latest_run(batchor_cli, workdir)["succeeded"] >= FAST, what="answers stored", timeout=SLOW_MACHINE_S
+        )
         job.process.kill()
         job.wait()
     run = latest_run(batchor_cli, workdir)
@@ -112,8 +120,12 @@ def test_kill_9_shows_died_with_what_it_answered_and_spent(workdir, fake, batcho
 
 @pytest.mark.parametrize("case", ["succeeded", "partial", "failed", "paused"])
 def test_exit_code_matches_the_recorded_status(workdir, fake, case, batchor_cli):
-    faults = {"succeeded": {}, "partial": {"fail_matching": {"stuck review 1": 400}},
-              "failed": {"error_400": 1.0}, "paused": {"quota_exhausted": True}}[case]
+    faults = {
+        "succeeded": {},
+        "partial": {"fail_matching": {"stuck review 1": 400}},
+        "failed": {"error_400": 1.0},
+        "paused": {"quota_exhausted": True},
+    }[case]
     fake.configure(**faults)
     spec = hanging_job(workdir)
     done = batchor_cli(workdir, "apply", spec, "--yes")

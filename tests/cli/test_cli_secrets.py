@@ -18,9 +18,7 @@ def text_in_state(state: Path) -> str:
     a key DuckDB stored compressed."""
     parts = []
     with duckdb.connect(str(state), read_only=True) as db:
-        tables = [
-            t for (t,) in db.execute("SELECT table_name FROM information_schema.tables").fetchall()
-        ]
+        tables = [t for (t,) in db.execute("SELECT table_name FROM information_schema.tables").fetchall()]
         for table in tables:
             for row in db.execute(f'SELECT * FROM "{table}"').fetchall():
                 for value in row:
@@ -34,8 +32,11 @@ def text_in_state(state: Path) -> str:
     return "\n".join(parts)
 
 
-KEYS = {"openai": ("OPENAI_API_KEY", "gpt-4.1-mini"), "anthropic": ("ANTHROPIC_API_KEY", "claude-haiku-4-5"),
-        "gemini": ("GEMINI_API_KEY", "gemini-2.5-flash")}
+KEYS = {
+    "openai": ("OPENAI_API_KEY", "gpt-4.1-mini"),
+    "anthropic": ("ANTHROPIC_API_KEY", "claude-haiku-4-5"),
+    "gemini": ("GEMINI_API_KEY", "gemini-2.5-flash"),
+}
 
 
 @pytest.mark.parametrize(("provider", "echo"), [("openai", "full"), *((p, "part") for p in KEYS)])

@@ -32,8 +32,8 @@ def test_show_a_spec_and_its_saved_plan_alike(workdir, cli):
     assert code == 0, err
     code, from_spec, err = cli(workdir, "show", "spec.yaml")
     assert code == 0, err
-    step = from_plan[from_plan.index("step classify"):]
-    assert step == from_spec[from_spec.index("step classify"):]
+    step = from_plan[from_plan.index("step classify") :]
+    assert step == from_spec[from_spec.index("step classify") :]
     assert "step classify: openai:gpt-4.1-mini [realtime]" in step
     assert "counts      3 rows: 3 to run (0 changed), 0 cached, 0 skipped" in step
     assert "source      genai-prices" in step and "price       $0.40 in, $1.60 out per MTok" in step
@@ -42,10 +42,15 @@ def test_show_a_spec_and_its_saved_plan_alike(workdir, cli):
     assert "\x1b[" not in from_plan  # not a terminal: plain
 
 
-@pytest.mark.parametrize(("provider", "model", "extra"), [
-    ("openai", "gpt-4.1-mini", {}), ("openai", "gpt-4.1-mini", {"api": "responses"}),
-    ("anthropic", "claude-haiku-4-5", {}), ("anthropic", "claude-haiku-4-5", {"options": {"structured": "tool"}}),
-])
+@pytest.mark.parametrize(
+    ("provider", "model", "extra"),
+    [
+        ("openai", "gpt-4.1-mini", {}),
+        ("openai", "gpt-4.1-mini", {"api": "responses"}),
+        ("anthropic", "claude-haiku-4-5", {}),
+        ("anthropic", "claude-haiku-4-5", {"options": {"structured": "tool"}}),
+    ],
+)
 def test_prompts_are_the_bodies_the_provider_receives(workdir, fake, cli, provider, model, extra):
     spec = make_spec(workdir, rows=2)
     data = yaml.safe_load(spec.read_text(encoding="utf-8"))
@@ -84,7 +89,7 @@ def test_dependent_steps_say_when_their_requests_are_rendered(workdir, cli):
     spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     code, out, err = cli(workdir, "show", "spec.yaml", "--prompts", "1", "--mock")
     assert code == 0, err
-    reply = out[out.index("step reply"):]
+    reply = out[out.index("step reply") :]
     assert "after       classify" in reply and "rendered during apply, from the answers of classify" in reply
     assert '"content": "Review: review number 0"' in out  # the root step's sample, as sent
 
@@ -124,8 +129,16 @@ def test_plan_on_a_real_terminal_is_coloured(workdir, batchor_cli):
     make_spec(workdir, rows=2)
     master, slave = pty.openpty()
     env = cli_env(TERM="xterm-256color", NO_COLOR=None)
-    process = subprocess.run(cli_command("plan", "spec.yaml"), cwd=workdir, env=env, stdout=slave,
-                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=60, check=False)
+    process = subprocess.run(
+        cli_command("plan", "spec.yaml"),
+        cwd=workdir,
+        env=env,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
     os.close(slave)
     screen = os.read(master, 65536).decode()
     os.close(master)
@@ -148,8 +161,9 @@ def test_show_in_a_real_process(workdir):
 def test_diff_shows_earlier_and_new_messages_of_changed_rows(workdir, cli):
     spec = make_spec(workdir, rows=2)
     assert cli(workdir, "apply", "spec.yaml", "--mock", "--yes")[0] == 0
-    spec.write_text(spec.read_text(encoding="utf-8").replace("Review: {{ row.text }}", "Judge: {{ row.text }}"),
-                    encoding="utf-8")
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("Review: {{ row.text }}", "Judge: {{ row.text }}"), encoding="utf-8"
+    )
     code, out, err = cli(workdir, "show", "spec.yaml", "--mock", "--diff", "1")
     assert code == 0, err
     assert "2 changed: template 2" in out
@@ -172,8 +186,10 @@ def test_diff_shows_model_params_and_schema_changes(workdir, fake, cli):
 
 
 def test_diff_of_a_step_rendered_during_apply_shows_its_settings(workdir, fake, cli):
-    steps = {"classify": {"prompt": "Review: {{ row.text }}", "output": "text"},
-             "reply": {"prompt": "Reply to {{ classify }}", "output": "text"}}
+    steps = {
+        "classify": {"prompt": "Review: {{ row.text }}", "output": "text"},
+        "reply": {"prompt": "Reply to {{ classify }}", "output": "text"},
+    }
     make_spec(workdir, rows=2, steps=steps)
     assert cli(workdir, "apply", "spec.yaml", "--yes")[0] == 0
     steps["reply"]["model"] = {"name": "gpt-4.1-nano"}

@@ -25,10 +25,13 @@ def test_show_prints_a_steps_table_with_money_and_no_none(workdir, monkeypatch, 
     code, out, err = run_inprocess(monkeypatch, capsys, workdir, "show", "spec.yaml")
     assert code == 0, err
     assert "None" not in out and "nan" not in out.lower()
-    table = out[out.index("steps: 3 "):out.index("step classify:")]
+    table = out[out.index("steps: 3 ") : out.index("step classify:")]
     rows = {line.split()[0]: line for line in table.splitlines()[1:] if line.strip() and line.strip()[0] not in "─"}
-    assert re.search(r"classify\s+openai:gpt-4\.1-mini\s+realtime\s+5\s+5\s+0\s+[\d,]+\s+~[\d,]+\s+"
-                     r"\$0\.\d{4}\s+\$0\.\d{4}$", rows["classify"]), rows["classify"]
+    assert re.search(
+        r"classify\s+openai:gpt-4\.1-mini\s+realtime\s+5\s+5\s+0\s+[\d,]+\s+~[\d,]+\s+"
+        r"\$0\.\d{4}\s+\$0\.\d{4}$",
+        rows["classify"],
+    ), rows["classify"]
     assert re.search(r"keep\s+SQL\s+-\s+5(\s+-){6}$", rows["keep"]), rows["keep"]
     assert re.search(r"reply\s+openai:ft:house\s+realtime\s+5\s+5\s+0\s+.*no price\s+-$", rows["reply"]), rows["reply"]
     compiled = api.plan(spec, save=False)

@@ -10,15 +10,18 @@ from batchor import api
 from batchor.errors import UsageError
 
 
-@pytest.mark.parametrize(("args", "flag"), [
-    (["plan", "--mode", "foo"], "--mode"),
-    (["plan", "--format", "yaml"], "--format"),
-    (["plan", "--limit", "0"], "--limit"),
-    (["plan", "--max-cost", "-1"], "--max-cost"),
-    (["apply", "--max-cost", "-1"], "--max-cost"),
-    (["apply", "--mode", "fast", "--yes"], "--mode"),
-    (["apply", "--sample", "-3", "--yes"], "--sample"),
-])
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["plan", "--mode", "foo"], "--mode"),
+        (["plan", "--format", "yaml"], "--format"),
+        (["plan", "--limit", "0"], "--limit"),
+        (["plan", "--max-cost", "-1"], "--max-cost"),
+        (["apply", "--max-cost", "-1"], "--max-cost"),
+        (["apply", "--mode", "fast", "--yes"], "--mode"),
+        (["apply", "--sample", "-3", "--yes"], "--sample"),
+    ],
+)
 def test_bad_option_values_are_usage_errors_naming_the_flag(workdir, fake, args, flag, batchor_cli):
     spec = make_spec(workdir, rows=3)
     result = batchor_cli(workdir, args[0], spec, *args[1:])
@@ -63,12 +66,15 @@ def _with_params(workdir, extra: str):
     return spec
 
 
-@pytest.mark.parametrize(("line", "shown"), [
-    ("    stop: NO\n", "`NO` reads as the boolean false"),
-    ("    logprobs: on\n", "`on` reads as the boolean true"),
-    ("    seed: 012\n", "`012` reads as the number 10"),
-    ("    seed: 1_000\n", "`1_000` reads as the number 1000"),
-])
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("    stop: NO\n", "`NO` reads as the boolean false"),
+        ("    logprobs: on\n", "`on` reads as the boolean true"),
+        ("    seed: 012\n", "`012` reads as the number 10"),
+        ("    seed: 1_000\n", "`1_000` reads as the number 1000"),
+    ],
+)
 def test_yaml_11_scalars_in_params_are_refused_with_line_and_key_path(workdir, fake, line, shown, batchor_cli):
     spec = _with_params(workdir, line)
     number = spec.read_text(encoding="utf-8").splitlines().index(line.rstrip("\n")) + 1

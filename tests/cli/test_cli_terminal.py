@@ -33,9 +33,11 @@ def test_without_budget_or_yes_a_terminal_asks_and_no_sends_nothing(workdir, fak
 
 
 @pytest.mark.slow  # a real process on a pseudo-terminal
-@pytest.mark.skipif(signal.getsignal(signal.SIGINT) == signal.SIG_IGN,
-                    reason="this test run was started in the background (Ctrl+C ignored): its pseudo-terminal "
-                           "children did not get a shell's Ctrl+C reliably")
+@pytest.mark.skipif(
+    signal.getsignal(signal.SIGINT) == signal.SIG_IGN,
+    reason="this test run was started in the background (Ctrl+C ignored): its pseudo-terminal "
+    "children did not get a shell's Ctrl+C reliably",
+)
 def test_ctrl_c_at_the_question_says_interrupted_and_sends_nothing(workdir, fake):
     """Ctrl+C inside click's own code (its prompt) reaches us as click's Abort: the same word and
     exit code as a Ctrl+C anywhere else, not a silent exit."""

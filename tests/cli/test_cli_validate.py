@@ -41,7 +41,8 @@ def test_every_problem_of_every_file_is_reported(workdir, batchor_cli):
 def test_problems_in_several_steps_are_all_reported(workdir, batchor_cli):
     spec = make_spec(workdir, rows=2)
     data = spec.read_text(encoding="utf-8").replace(
-        "steps:\n", "steps:\n  first:\n    prompt: '{{ nope }}'\n  second:\n    prompt: '{{ row.text '\n")
+        "steps:\n", "steps:\n  first:\n    prompt: '{{ nope }}'\n  second:\n    prompt: '{{ row.text '\n"
+    )
     spec.write_text(data, encoding="utf-8")
     result = batchor_cli(workdir, "validate", spec)
     assert result.returncode == 1

@@ -63,9 +63,7 @@ def test_reviews_spec_applies_with_the_openai_sdk(workdir, fake):
     state = str(workdir / "state.duckdb")
     output = workdir / "reviews.csv"
     # the spec's rpm (500) paces a real account; the fake has no limit, so lift it
-    outcome = api.apply(
-        spec, state=state, output=output, limits={"rpm": None}, handle_signals=False
-    )
+    outcome = api.apply(spec, state=state, output=output, limits={"rpm": None}, handle_signals=False)
     assert outcome.status == "succeeded"
     rows = output_rows(output)
     with (ROOT / "examples" / "data" / "reviews.csv").open(newline="", encoding="utf-8") as handle:

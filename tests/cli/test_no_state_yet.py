@@ -14,10 +14,23 @@ from batchor.cli.main import app
 from batchor.errors import NoStateError
 from tests.conftest import make_spec
 
-READERS = [["status"], ["status", "--json"], ["status", "r2026"], ["results"], ["results", "--json"],
-           ["export", "-o", "out.csv"], ["export", "--attempts", "-o", "attempts.jsonl"], ["report"],
-           ["report", "-o", "report.html"], ["report", "--json"], ["cancel"], ["prune"], ["check"],
-           ["check", "spec.yaml"], ["state", "check"]]
+READERS = [
+    ["status"],
+    ["status", "--json"],
+    ["status", "r2026"],
+    ["results"],
+    ["results", "--json"],
+    ["export", "-o", "out.csv"],
+    ["export", "--attempts", "-o", "attempts.jsonl"],
+    ["report"],
+    ["report", "-o", "report.html"],
+    ["report", "--json"],
+    ["cancel"],
+    ["prune"],
+    ["check"],
+    ["check", "spec.yaml"],
+    ["state", "check"],
+]
 
 
 def _tree(folder: Path) -> list[str]:

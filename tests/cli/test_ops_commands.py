@@ -68,8 +68,12 @@ def test_export_results_and_attempts(fake, workdir, batchor):
 def test_export_while_unfinished_shows_pending_rows(fake, workdir, batchor):
     fake.configure(latency_ms=300)
     spec = make_spec(workdir, rows=100, limits={"concurrency": 2})
-    proc = subprocess.Popen([sys.executable, "-m", "batchor.cli.main", "apply", str(spec), "--yes"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batchor.cli.main", "apply", str(spec), "--yes"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # wait until some answers are stored
@@ -123,6 +127,7 @@ def test_init_scaffolds_a_runnable_job(workdir, batchor):
 
 def test_usage_error_exit_code(workdir):
     """The real command (not in this process): its exit code for a usage error."""
-    done = subprocess.run([sys.executable, "-m", "batchor.cli.main", "apply"], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "batchor.cli.main", "apply"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 64

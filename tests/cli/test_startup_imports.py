@@ -10,8 +10,22 @@ import sys
 import pytest
 from conftest import make_spec
 
-HEAVY = ("openai", "anthropic", "google.genai", "aiohttp", "httpx", "duckdb", "pyarrow", "numpy", "pandas",
-         "jsonschema", "jinja2", "batchor.engine.run", "batchor.state.duckdb_store", "batchor.quality.checks")
+HEAVY = (
+    "openai",
+    "anthropic",
+    "google.genai",
+    "aiohttp",
+    "httpx",
+    "duckdb",
+    "pyarrow",
+    "numpy",
+    "pandas",
+    "jsonschema",
+    "jinja2",
+    "batchor.engine.run",
+    "batchor.state.duckdb_store",
+    "batchor.quality.checks",
+)
 # What `batchor --help` must not load either: the spec and plan models (pydantic builds them at import),
 # asyncio, and rich's markdown renderer (typer's rich help pulls it in).
 HELP_HEAVY = (*HEAVY, "batchor.spec.model", "batchor.plan.summary", "asyncio", "rich.markdown", "typer.rich_utils")
@@ -52,8 +66,10 @@ def test_batchor_plan_is_the_function_after_its_package_loads():
 
 def applied_modules(folder, spec) -> set[str]:
     """The modules a real `batchor apply SPEC` process had loaded when it finished (it must succeed)."""
-    code = (f"from batchor.cli.main import run\ntry:\n    run(['apply', {str(spec)!r}, '--yes', '--json'])\n"
-            "except SystemExit as e:\n    assert not e.code, e.code")
+    code = (
+        f"from batchor.cli.main import run\ntry:\n    run(['apply', {str(spec)!r}, '--yes', '--json'])\n"
+        "except SystemExit as e:\n    assert not e.code, e.code"
+    )
     probe = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=folder)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -61,12 +77,17 @@ def applied_modules(folder, spec) -> set[str]:
 
 
 SDKS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google.genai", "mock": None}
-MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-3-5-haiku-latest", "gemini": "gemini-2.0-flash",
-          "mock": "gpt-4.1-mini"}
+MODELS = {
+    "openai": "gpt-4.1-mini",
+    "anthropic": "claude-3-5-haiku-latest",
+    "gemini": "gemini-2.0-flash",
+    "mock": "gpt-4.1-mini",
+}
 
 
-@pytest.mark.parametrize("provider", ["openai", *(pytest.param(p, marks=pytest.mark.slow)
-                                                  for p in ("anthropic", "gemini", "mock"))])
+@pytest.mark.parametrize(
+    "provider", ["openai", *(pytest.param(p, marks=pytest.mark.slow) for p in ("anthropic", "gemini", "mock"))]
+)
 def test_apply_loads_only_the_sdk_its_spec_uses(fake, workdir, provider):
     """Start-up of `apply` pays for the SDK of the spec's provider only (the OpenAI SDK alone costs
     about 0.7 s of CPU), and `--json` for no live view (rich and the report package)."""
@@ -78,8 +99,10 @@ def test_apply_loads_only_the_sdk_its_spec_uses(fake, workdir, provider):
 
 
 def test_the_cli_keeps_pandas_out_yet_pyarrow_converts_to_pandas_when_asked():
-    code = ("from batchor.cli import pandas_probe\npandas_probe.install()\nimport pyarrow as pa\n"
-            "t = pa.table({'a': [1, 2]})\nprint('pandas' in sys.modules)\n"
-            "print(t.to_pandas()['a'].tolist(), pa.array(t.to_pandas()['a']).to_pylist())")
+    code = (
+        "from batchor.cli import pandas_probe\npandas_probe.install()\nimport pyarrow as pa\n"
+        "t = pa.table({'a': [1, 2]})\nprint('pandas' in sys.modules)\n"
+        "print(t.to_pandas()['a'].tolist(), pa.array(t.to_pandas()['a']).to_pylist())"
+    )
     out = subprocess.run([sys.executable, "-c", f"import sys\n{code}"], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["False", "[1, 2] [1, 2]"]

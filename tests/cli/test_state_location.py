@@ -111,8 +111,9 @@ def test_a_saved_plan_whose_state_is_gone_is_refused_naming_it(project, cli):
 
 
 def test_plan_from_another_folder_prints_the_state_at_the_git_root(project, cli):
-    code, out, err = cli(project.parent / "elsewhere", "plan",
-                         Path("..") / "project" / "jobs" / "reviews" / "spec.yaml", "--mock")
+    code, out, err = cli(
+        project.parent / "elsewhere", "plan", Path("..") / "project" / "jobs" / "reviews" / "spec.yaml", "--mock"
+    )
     assert code == 0, err
     assert f"state       {project / '.batchor' / 'state.duckdb'} (the git repository root {project})" in out
 
@@ -145,8 +146,10 @@ def test_runs_from_above_a_spec_outside_git_says_where_it_looked_and_names_the_s
     assert below.is_file()
     code, out, _ = cli(workdir, "runs")
     assert code == 0
-    assert f"no state at {workdir / '.batchor' / 'state.duckdb'} (its location comes from the working folder: " \
-           "no .batchor/ folder or git repository at or above it)" in out, out
+    assert (
+        f"no state at {workdir / '.batchor' / 'state.duckdb'} (its location comes from the working folder: "
+        "no .batchor/ folder or git repository at or above it)" in out
+    ), out
     assert "--state specs/.batchor/state.duckdb" in out, out
     code, out, _ = cli(workdir, "runs", "--state", "specs/.batchor/state.duckdb")  # the command it names works
     assert code == 0 and "small" in out and "succeeded" in out, out

@@ -20,8 +20,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # a real worker process o
 
 def _stored(url: str) -> tuple[int, float]:
     with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT count(*), coalesce(sum(cost_usd), 0) FROM results "
-                           "WHERE status = 'succeeded'").fetchone()
+        row = conn.execute(
+            "SELECT count(*), coalesce(sum(cost_usd), 0) FROM results WHERE status = 'succeeded'"
+        ).fetchone()
     return int(row[0]), float(row[1])
 
 

@@ -28,8 +28,9 @@ def test_status_counts_answers_before_the_first_heartbeat(fake, workdir, pg_url,
     api.plan(spec, state=pg_url, save=workdir / "job.plan")
     with Background(workdir, "apply", "job.plan", "--state", pg_url) as worker:
         wait_until(lambda: fake.stats()["answered"] >= 6, timeout=120, what="answers")
-        wait_until(lambda: status(batchor_cli, workdir, pg_url)["succeeded"] >= 3, timeout=30,
-                   what="live counts in status")
+        wait_until(
+            lambda: status(batchor_cli, workdir, pg_url)["succeeded"] >= 3, timeout=30, what="live counts in status"
+        )
         live = status(batchor_cli, workdir, pg_url)
         assert live["finished_at"] is None and live["cost_usd"] > 0
         assert live["succeeded"] <= fake.stats()["answered"]

@@ -15,8 +15,12 @@ import yaml
 import batchor
 from tests.conftest import make_spec, write_csv
 
-TRIAGE = {"type": "object", "properties": {"kind": {"type": "string", "enum": ["a", "b"]}},
-          "required": ["kind"], "additionalProperties": False}
+TRIAGE = {
+    "type": "object",
+    "properties": {"kind": {"type": "string", "enum": ["a", "b"]}},
+    "required": ["kind"],
+    "additionalProperties": False,
+}
 NO_RETRY = {"concurrency": 4, "max_attempts": 1, "request_timeout_s": 10}
 
 
@@ -32,13 +36,22 @@ def _pipeline(folder) -> str:
     """14 rows (t12, t13 have t3's text): an LLM step, a SQL step, an LLM step under `when:`."""
     texts = [f"ticket {i}" for i in range(12)] + ["ticket 3"] * 2
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": t} for i, t in enumerate(texts)])
-    spec = {"name": "pipe", "input": {"path": "data.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
-            "steps": {"triage": {"prompt": "Triage {{ row.text }}", "output": {"schema": TRIAGE}},
-                      "route": {"sql": "SELECT _row_key, triage.kind AS kind FROM rows"},
-                      "reply": {"prompt": "Answer {{ row.text }} ({{ route.kind }})", "output": "text",
-                                "when": "route.kind == 'a'"}},
-            "output": {"path": "out.csv"}, "limits": NO_RETRY}
+    spec = {
+        "name": "pipe",
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
+        "steps": {
+            "triage": {"prompt": "Triage {{ row.text }}", "output": {"schema": TRIAGE}},
+            "route": {"sql": "SELECT _row_key, triage.kind AS kind FROM rows"},
+            "reply": {
+                "prompt": "Answer {{ row.text }} ({{ route.kind }})",
+                "output": "text",
+                "when": "route.kind == 'a'",
+            },
+        },
+        "output": {"path": "out.csv"},
+        "limits": NO_RETRY,
+    }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(folder / "spec.yaml")
 

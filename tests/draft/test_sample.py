@@ -13,8 +13,11 @@ from batchor.errors import InputEmptyError
 def test_columns_rows_and_keys(tmp_path):
     rows = [{"ticket_id": f"t{i}", "user_id": f"u{i % 2}", "body": "x" * (LONGEST_VALUE + 50)} for i in range(6)]
     sample = read_sample(write_csv(tmp_path / "t.csv", rows), 2)
-    assert [str(c) for c in sample.columns] == ["ticket_id: text (unique: can be the key)", "user_id: text",
-                                                "body: text"]
+    assert [str(c) for c in sample.columns] == [
+        "ticket_id: text (unique: can be the key)",
+        "user_id: text",
+        "body: text",
+    ]
     assert sample.rows_total == 6 and len(sample.rows) == 2
     assert sample.rows[0]["body"].endswith("...") and len(sample.rows[0]["body"]) == LONGEST_VALUE + 3
     assert read_sample(tmp_path / "t.csv", 0).rows == []

@@ -11,8 +11,7 @@ import duckdb
 from tests.cli.cli_helpers import cli_env, run_cli
 from tests.conftest import make_spec
 
-FAST = {"mode": "batch", "batch_poll_s": 0.01, "batch_poll_max_s": 0.05, "max_attempts": 3,
-        "request_timeout_s": 10}
+FAST = {"mode": "batch", "batch_poll_s": 0.01, "batch_poll_max_s": 0.05, "max_attempts": 3, "request_timeout_s": 10}
 
 
 def batch_spec(folder: Path, rows: int = 20, **limits: Any) -> Path:
@@ -39,8 +38,9 @@ def results(folder: Path) -> dict[str, tuple[str, str | None, int]]:
 
 
 def batches(folder: Path) -> list[tuple]:
-    return state_rows(folder, "SELECT state, requests, succeeded, failed, requeued, remote_id FROM batches "
-                              "ORDER BY created_at")
+    return state_rows(
+        folder, "SELECT state, requests, succeeded, failed, requeued, remote_id FROM batches ORDER BY created_at"
+    )
 
 
 def cli(folder: Path, *args: Any, crash_at: str | None = None, timeout: float = 120):
@@ -61,4 +61,5 @@ def switch_after_first_collect(fake: Any, **changes: Any):
         if event.type == "batch_collected" and not done:
             done.append(event)
             fake.configure(**changes)
+
     return on_event

@@ -79,9 +79,7 @@ def test_structured_output_in_csv_parquet_and_jsonl(workdir, fake):
         assert (row["_status"], row["_error"]) == ("succeeded", None)
 
     api.apply(spec, output=workdir / "out" / "results.jsonl", handle_signals=False)
-    lines = [
-        json.loads(line) for line in (workdir / "out" / "results.jsonl").read_text().splitlines()
-    ]
+    lines = [json.loads(line) for line in (workdir / "out" / "results.jsonl").read_text().splitlines()]
     assert lines == parquet_rows
     assert fake.stats()["requests"] == 0  # the other formats came from the state
 

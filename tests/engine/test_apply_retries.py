@@ -37,15 +37,12 @@ def test_5xx_are_retried_until_every_row_succeeds(workdir, fake):
     assert stats["answered"] == 12 and set(stats["by_prompt"].values()) == {1}
     failed_attempts = query(
         workdir,
-        "SELECT count(*) FROM attempts WHERE outcome = 'provider_unavailable' "
-        "AND status_code = 500",
+        "SELECT count(*) FROM attempts WHERE outcome = 'provider_unavailable' AND status_code = 500",
     )[0][0]
     assert failed_attempts == stats["sent_500"]
     # each result counts its attempts: the 500s it met plus the one that succeeded
     per_key = dict(query(workdir, "SELECT request_key, count(*) FROM attempts GROUP BY 1"))
-    results = dict(
-        query(workdir, "SELECT request_key, attempts FROM results WHERE status = 'succeeded'")
-    )
+    results = dict(query(workdir, "SELECT request_key, attempts FROM results WHERE status = 'succeeded'"))
     assert results == per_key
     assert max(results.values()) > 1
 
@@ -68,11 +65,7 @@ def test_always_malformed_answer_is_re_asked_then_fails_as_invalid_output(workdi
     assert counts == [1, 1, 1, 3]  # the malformed one was asked max_attempts times
     failed = query(workdir, "SELECT error_code, attempts FROM results WHERE status = 'failed'")
     assert failed == [("invalid_output", 3)]
-    row = [
-        line
-        for line in (workdir / "out" / "results.csv").read_text().splitlines()
-        if line.startswith("r2,")
-    ]
+    row = [line for line in (workdir / "out" / "results.csv").read_text().splitlines() if line.startswith("r2,")]
     assert ',failed,"classify: invalid_output: answer does not match the output schema' in row[0]
 
 
@@ -95,12 +88,7 @@ def test_429s_are_waited_out_without_using_an_attempt(workdir, fake):
     outcome = api.apply(spec, handle_signals=False)
     assert (outcome.succeeded, outcome.failed) == (10, 0)
     assert fake.stats()["sent_429"] > 0
-    limited = {
-        k
-        for (k,) in query(
-            workdir, "SELECT DISTINCT request_key FROM attempts WHERE outcome = 'rate_limited'"
-        )
-    }
+    limited = {k for (k,) in query(workdir, "SELECT DISTINCT request_key FROM attempts WHERE outcome = 'rate_limited'")}
     assert limited
     attempts = dict(query(workdir, "SELECT request_key, attempts FROM results"))
     assert {attempts[k] for k in limited} == {1}
@@ -133,18 +121,24 @@ def test_a_row_whose_error_arrives_after_the_run_stopped_stays_pending(workdir, 
     assert (again.status, again.succeeded, again.failed) == ("succeeded", 2, 0)  # row 0 came from the cache
 
 
-@pytest.mark.parametrize("provider,model", [("openai", "gpt-4.1-mini"), ("anthropic", "claude-haiku-4-5"),
-                                            ("gemini", "gemini-2.5-flash")])
-def test_a_billed_answer_whose_body_is_not_json_is_recorded_at_an_estimate_and_retried(workdir, fake, provider,
-                                                                                        model):
+@pytest.mark.parametrize(
+    "provider,model", [("openai", "gpt-4.1-mini"), ("anthropic", "claude-haiku-4-5"), ("gemini", "gemini-2.5-flash")]
+)
+def test_a_billed_answer_whose_body_is_not_json_is_recorded_at_an_estimate_and_retried(workdir, fake, provider, model):
     fake.configure(fail_matching={"review number 1": "garbled"})
-    spec = make_spec(workdir, rows=3, provider=provider, model=model,
-                     limits={"concurrency": 4, "max_attempts": 2, "request_timeout_s": 10})
+    spec = make_spec(
+        workdir,
+        rows=3,
+        provider=provider,
+        model=model,
+        limits={"concurrency": 4, "max_attempts": 2, "request_timeout_s": 10},
+    )
     outcome = api.apply(spec, handle_signals=False)
     assert (outcome.status, outcome.succeeded, outcome.failed) == ("partial", 2, 1)
     assert fake.stats()["faults"]["garbled"] == 2  # asked max_attempts times, each answered (billed)
-    garbled = query(workdir, "SELECT outcome, status_code, estimated, cost_usd, output_tokens FROM attempts "
-                             "WHERE outcome <> 'ok'")
+    garbled = query(
+        workdir, "SELECT outcome, status_code, estimated, cost_usd, output_tokens FROM attempts WHERE outcome <> 'ok'"
+    )
     assert len(garbled) == 2
     assert all(o == "provider_unavailable" and s == 200 and e and c > 0 and t > 0 for o, s, e, c, t in garbled)
     total = query(workdir, "SELECT sum(cost_usd) FROM attempts")[0][0]

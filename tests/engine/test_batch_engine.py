@@ -50,8 +50,9 @@ def test_plan_prices_batch_steps_at_the_batch_rate(fake, workdir):
     auto_big = api.plan(str(batch_spec(workdir / "b", rows=30, mode="auto", batch_threshold=30)), save=False)
     assert auto_small.header.steps[0].mode == "realtime" and "batch_threshold" in auto_small.header.steps[0].mode_note
     assert auto_big.header.steps[0].mode == "batch"
-    rushed = api.plan(str(batch_spec(workdir / "c", rows=30, mode="auto", batch_threshold=1, deadline="2h")),
-                      save=False)
+    rushed = api.plan(
+        str(batch_spec(workdir / "c", rows=30, mode="auto", batch_threshold=1, deadline="2h")), save=False
+    )
     assert rushed.header.steps[0].mode == "realtime" and "deadline" in rushed.header.steps[0].mode_note
 
 
@@ -103,8 +104,7 @@ def test_quota_pauses_the_run_and_a_later_apply_continues(fake, workdir):
     resumed = api.apply(str(spec))
     assert resumed.status == "succeeded" and resumed.succeeded >= 1
     counts = submitted(fake)
-    assert counts[key_of(workdir, "r5")] == 2 and all(n == 1 for k, n in counts.items()
-                                                     if k != key_of(workdir, "r5"))
+    assert counts[key_of(workdir, "r5")] == 2 and all(n == 1 for k, n in counts.items() if k != key_of(workdir, "r5"))
 
 
 def test_quota_on_create_pauses_before_anything_is_sent(fake, workdir):
@@ -147,9 +147,11 @@ def polled(fake, workdir, rows: int = 3, **limits) -> tuple[list[float], list]:
     """Apply a batch spec on the fake clock: the waits between polling rounds, and the events."""
     spec = batch_spec(workdir, rows=rows, **{"batch_poll_s": 5, "batch_poll_max_s": 60, **limits})
     time, events = FakeTime(), []
-    outcome = apply_plan(api.plan(str(spec), save=False), open_state(str(workdir / ".batchor" / "state.duckdb")),
-                         ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False,
-                                      emit=events.append))
+    outcome = apply_plan(
+        api.plan(str(spec), save=False),
+        open_state(str(workdir / ".batchor" / "state.duckdb")),
+        ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False, emit=events.append),
+    )
     assert outcome.status == "succeeded" and outcome.progress["succeeded"] == rows
     return time.delays, events
 
@@ -167,8 +169,11 @@ def test_a_batch_done_at_its_first_poll_is_collected_in_that_round(fake, workdir
     fake.configure(batch_polls=1)
     delays, events = polled(fake, workdir)
     assert delays == [0.5]
-    assert [e.type for e in events if e.type.startswith("batch_") and e.type != "batch_step"] == \
-        ["batch_submitted", "batch_waiting", "batch_collected"]
+    assert [e.type for e in events if e.type.startswith("batch_") and e.type != "batch_step"] == [
+        "batch_submitted",
+        "batch_waiting",
+        "batch_collected",
+    ]
 
 
 class SlowUploadTime(FakeTime):
@@ -183,8 +188,11 @@ def test_the_first_poll_counts_from_the_create_not_from_a_slow_upload_before_it(
     spec = batch_spec(workdir, rows=3, batch_poll_s=5, batch_poll_max_s=60)
     clock = SlowUploadTime()
     clock.now = 0.0
-    outcome = apply_plan(api.plan(str(spec), save=False), open_state(str(workdir / ".batchor" / "state.duckdb")),
-                         ApplyOptions(sleep=clock.sleep, clock=clock.clock, handle_signals=False))
+    outcome = apply_plan(
+        api.plan(str(spec), save=False),
+        open_state(str(workdir / ".batchor" / "state.duckdb")),
+        ApplyOptions(sleep=clock.sleep, clock=clock.clock, handle_signals=False),
+    )
     assert outcome.status == "succeeded"
     assert len(clock.delays) == 1 and 0 < clock.delays[0] <= 0.5  # due 0.5 s after the create returned
 
@@ -203,8 +211,11 @@ def test_reported_progress_brings_the_next_poll_forward(fake, workdir, provider)
         data["limits"].update(FAST, batch_poll_s=5, batch_poll_max_s=86400)  # no cap: the age rule alone
         spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
         time = FakeTime()
-        outcome = apply_plan(api.plan(str(spec), save=False), open_state(str(folder / "state.duckdb")),
-                             ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False))
+        outcome = apply_plan(
+            api.plan(str(spec), save=False),
+            open_state(str(folder / "state.duckdb")),
+            ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False),
+        )
         assert (outcome.status, outcome.progress["succeeded"]) == ("succeeded", 40)
         return time.delays
 
@@ -220,12 +231,16 @@ def test_an_apply_collecting_earlier_batches_polls_at_once(fake, workdir):
     fake.configure(batch_polls=1)
     spec = batch_spec(workdir, rows=3, batch_poll_s=5)
     state = str(workdir / ".batchor" / "state.duckdb")
-    submitted = apply_plan(api.plan(str(spec), save=False), open_state(state),
-                           ApplyOptions(wait=False, handle_signals=False))
+    submitted = apply_plan(
+        api.plan(str(spec), save=False), open_state(state), ApplyOptions(wait=False, handle_signals=False)
+    )
     assert submitted.status == "in_flight"
     time = FakeTime()
-    collected = apply_plan(api.plan(str(spec), save=False), open_state(state),
-                           ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False))
+    collected = apply_plan(
+        api.plan(str(spec), save=False),
+        open_state(state),
+        ApplyOptions(sleep=time.sleep, clock=time.clock, handle_signals=False),
+    )
     assert collected.status == "succeeded"
     assert time.delays[0] == 0.0
 
@@ -242,4 +257,3 @@ def test_batch_failed_as_a_whole_by_validation_fails_its_rows_once(fake, workdir
     result = api.apply(str(spec))
     assert result.failed == 3 and fake.stats()["batches_created"] == 1  # a 4xx: not retried
     assert {v[1] for v in results(workdir).values()} == {"invalid_request"}
-

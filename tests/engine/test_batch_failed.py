@@ -22,7 +22,8 @@ def test_a_batch_the_provider_refused_fails_its_rows_once_at_no_cost(fake, workd
     assert (outcome.status, outcome.failed) == ("failed", 3)
     assert fake.stats()["batches_created"] == 1  # the same requests would be refused again
     assert {(status, code, attempts) for status, code, attempts in results(workdir).values()} == {
-        ("failed", "invalid_request", 1)}
+        ("failed", "invalid_request", 1)
+    }
     assert state_rows(workdir, "SELECT sum(cost_usd) FROM attempts") == [(0.0,)] and outcome.cost_usd == 0
 
 

@@ -30,15 +30,33 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # kills, restarts, ev
 
 # The calls of each provider's batch path, by the fake's endpoint names (None: not in its API).
 CALLS: dict[str, dict[str, str | None]] = {
-    "openai": {"upload": "openai.files.create", "create": "openai.batches.create", "get": "openai.batches.retrieve",
-               "list": "openai.batches.list", "download": "openai.files.content", "cancel": "openai.batches.cancel",
-               "delete": "openai.files.delete"},
-    "anthropic": {"upload": None, "create": "anthropic.batches.create", "get": "anthropic.batches.retrieve",
-                  "list": "anthropic.batches.list", "download": "anthropic.batches.results",
-                  "cancel": "anthropic.batches.cancel", "delete": None},
-    "gemini": {"upload": "gemini.files.upload", "create": "gemini.batches.create", "get": "gemini.batches.get",
-               "list": "gemini.batches.list", "download": "gemini.files.download", "cancel": "gemini.batches.cancel",
-               "delete": "gemini.files.delete"},
+    "openai": {
+        "upload": "openai.files.create",
+        "create": "openai.batches.create",
+        "get": "openai.batches.retrieve",
+        "list": "openai.batches.list",
+        "download": "openai.files.content",
+        "cancel": "openai.batches.cancel",
+        "delete": "openai.files.delete",
+    },
+    "anthropic": {
+        "upload": None,
+        "create": "anthropic.batches.create",
+        "get": "anthropic.batches.retrieve",
+        "list": "anthropic.batches.list",
+        "download": "anthropic.batches.results",
+        "cancel": "anthropic.batches.cancel",
+        "delete": None,
+    },
+    "gemini": {
+        "upload": "gemini.files.upload",
+        "create": "gemini.batches.create",
+        "get": "gemini.batches.get",
+        "list": "gemini.batches.list",
+        "download": "gemini.files.download",
+        "cancel": "gemini.batches.cancel",
+        "delete": "gemini.files.delete",
+    },
 }
 # Each provider's real quota shape: OpenAI's insufficient_quota 429, Anthropic's "credit balance is
 # too low" 400, Gemini's "You exceeded your current quota" RESOURCE_EXHAUSTED without details.
@@ -64,6 +82,7 @@ def cells() -> list[Any]:
 @pytest.fixture
 def no_waiting(monkeypatch):
     """Polling and backoff take no real time (the engine's sleep, and `cancel`'s own)."""
+
     async def no_wait(self, delay):
         return None
 
@@ -115,14 +134,31 @@ def _plan(provider: str, endpoint: str | None, action: str) -> dict[str, list[st
 
 def apply(folder: Path, spec: Path, *args: str) -> dict[str, Any]:
     """`batchor apply --json` in process: its exit code, and the status and reason it finished with."""
-    result = CliRunner().invoke(app, ["apply", str(spec), "--yes", "--json", "--state", str(_state(folder)),
-                                      "--output", str(folder / "out.csv"), *args])
+    result = CliRunner().invoke(
+        app,
+        [
+            "apply",
+            str(spec),
+            "--yes",
+            "--json",
+            "--state",
+            str(_state(folder)),
+            "--output",
+            str(folder / "out.csv"),
+            *args,
+        ],
+    )
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     finished = [e for e in events if e.get("event") == "run_finished"]
     assert finished, f"no run_finished event (exit {result.exit_code}): {result.output[-2000:]}"
     assert "Traceback" not in result.output
-    return {"exit": result.exit_code, "status": finished[-1]["status"], "reason": finished[-1].get("reason"),
-            "folder": folder, "events": events}
+    return {
+        "exit": result.exit_code,
+        "status": finished[-1]["status"],
+        "reason": finished[-1].get("reason"),
+        "folder": folder,
+        "events": events,
+    }
 
 
 def _check(outcome: dict[str, Any]) -> None:
@@ -164,8 +200,9 @@ def _state(folder: Path) -> Path:
 def test_provider_files_are_kept_when_the_spec_says_so(fake, workdir, no_waiting, provider):
     fake.reset(config=True, batches=True)
     spec = spec_for(workdir, provider, rows=ROWS)
-    _set_model_options(spec, {"keep_provider_files": True, **({"batch_inline_max_bytes": 100}
-                                                               if provider == "gemini" else {})})
+    _set_model_options(
+        spec, {"keep_provider_files": True, **({"batch_inline_max_bytes": 100} if provider == "gemini" else {})}
+    )
     assert apply(workdir, spec)["status"] == "succeeded"
     assert len(fake.stats()["files"]) == 2  # the input and the results file stay
 

@@ -12,8 +12,10 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def test_a_collected_batch_downloads_and_deletes_its_files_side_by_side(fake, workdir):
-    fake.configure(fail_matching={"review number 1": 400},  # an error file beside the output file
-                   fault_plan={"openai.files.content": ["slow", "slow"], "openai.files.delete": ["slow"] * 3})
+    fake.configure(
+        fail_matching={"review number 1": 400},  # an error file beside the output file
+        fault_plan={"openai.files.content": ["slow", "slow"], "openai.files.delete": ["slow"] * 3},
+    )
     result = api.apply(str(batch_spec(workdir, rows=6)), progress=False)
     assert (result.succeeded, result.failed) == (5, 1)
     stats = fake.stats()
@@ -26,8 +28,10 @@ def test_a_collected_batch_downloads_and_deletes_its_files_side_by_side(fake, wo
 def test_a_download_that_keeps_failing_leaves_the_batch_to_a_later_round(fake, workdir):
     """The error file's download fails (after its retries) while the output file's succeeds: no row
     is settled from half a batch; the next round reads both again and stores every row once."""
-    fake.configure(fail_matching={"review number 1": 400},
-                   fault_plan={"openai.files.content": ["ok", "500", "500", "500", "500", "500", "500"]})
+    fake.configure(
+        fail_matching={"review number 1": 400},
+        fault_plan={"openai.files.content": ["ok", "500", "500", "500", "500", "500", "500"]},
+    )
     result = api.apply(str(batch_spec(workdir, rows=6)), progress=False)
     assert (result.succeeded, result.failed) == (5, 1)
     assert fake.stats()["endpoint_calls"]["openai.files.content"] == 9  # 1 + 6 tries, then both again

@@ -38,8 +38,7 @@ def file_jobs(fake, folder: Path) -> list[bool]:
     from google import genai
 
     client = genai.Client(api_key="x", http_options={"base_url": fake.gemini_base_url})
-    return [bool(client.batches.get(name=remote_id).dest.file_name) for *_, remote_id in batches(folder)
-            if remote_id]
+    return [bool(client.batches.get(name=remote_id).dest.file_name) for *_, remote_id in batches(folder) if remote_id]
 
 
 def test_row_errors_in_the_results_file_are_judged_like_realtime_ones(fake, workdir):

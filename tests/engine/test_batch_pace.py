@@ -35,8 +35,11 @@ class FakeTime:
 def apply_on(folder, spec, time: FakeTime | None = None, **options):
     events: list = []
     clocks = {"sleep": time.sleep, "clock": time.clock} if time else {}
-    outcome = apply_plan(api.plan(str(spec), save=False), open_state(str(folder / ".batchor" / "state.duckdb")),
-                         ApplyOptions(handle_signals=False, emit=events.append, **{**clocks, **options}))
+    outcome = apply_plan(
+        api.plan(str(spec), save=False),
+        open_state(str(folder / ".batchor" / "state.duckdb")),
+        ApplyOptions(handle_signals=False, emit=events.append, **{**clocks, **options}),
+    )
     return outcome, events
 
 
@@ -73,7 +76,7 @@ def test_a_batch_like_earlier_ones_is_polled_when_their_durations_say_it_ends(fa
         time = FakeTime()
         outcome, _ = apply_on(folder, spec, time)
         assert (outcome.status, outcome.progress["succeeded"]) == ("succeeded", 4)
-        return [round(sum(time.delays[:i + 1]), 3) for i in range(len(time.delays))]
+        return [round(sum(time.delays[: i + 1]), 3) for i in range(len(time.delays))]
 
     (workdir / "history").mkdir()
     (workdir / "none").mkdir()

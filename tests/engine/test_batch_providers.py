@@ -72,9 +72,24 @@ def test_example_spec_runs_in_batch_mode(fake, workdir, provider, monkeypatch):
 
     monkeypatch.setattr(BatchExecutor, "_sleep", no_wait)  # the spec keeps its real 5 s poll interval
     out = workdir / "reviews.csv"
-    result = CliRunner().invoke(app, ["apply", str(ROOT / "specs" / "reviews.yaml"), "--mode", "batch", "--model",
-                                      f"{provider}:{MODELS[provider]}", "--yes", "--state",
-                                      str(workdir / "state.duckdb"), "--output", str(out), "--limit", "40"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "apply",
+            str(ROOT / "specs" / "reviews.yaml"),
+            "--mode",
+            "batch",
+            "--model",
+            f"{provider}:{MODELS[provider]}",
+            "--yes",
+            "--state",
+            str(workdir / "state.duckdb"),
+            "--output",
+            str(out),
+            "--limit",
+            "40",
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = out.read_text(encoding="utf-8").splitlines()
     assert len(rows) > 1 and fake.stats()["batches_created"] >= 1

@@ -18,8 +18,7 @@ from tests.engine.batch_helpers import batch_spec, batches, cli, results, submit
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # kills, restarts, every fault: CI's full tier
 
 
-@pytest.mark.parametrize("point", ["after_intent", "after_create", "after_submit", "during_poll",
-                                   "after_results"])
+@pytest.mark.parametrize("point", ["after_intent", "after_create", "after_submit", "during_poll", "after_results"])
 def test_kill_at_any_point_then_resume_in_a_new_process_sends_each_row_once(fake, workdir, point):
     spec = batch_spec(workdir, rows=12, batch_max_requests=5)
     killed = cli(workdir, "apply", spec, "--yes", crash_at=point)

@@ -37,12 +37,16 @@ def small_disk(tmp_path):
 
 
 def _spec(folder: Path) -> None:
-    write_csv(folder / "data.csv", [{"id": f"r{i}", "text": f"review number {i} with a few words"}
-                                    for i in range(ROWS)])
-    spec = {"name": "disk", "input": {"path": "data.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 40}},
-            "steps": {"label": {"prompt": "Label {{ row.text }}", "output": "text"}},
-            "output": {"path": "out/results.csv"}}
+    write_csv(
+        folder / "data.csv", [{"id": f"r{i}", "text": f"review number {i} with a few words"} for i in range(ROWS)]
+    )
+    spec = {
+        "name": "disk",
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 40}},
+        "steps": {"label": {"prompt": "Label {{ row.text }}", "output": "text"}},
+        "output": {"path": "out/results.csv"},
+    }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
 
 

@@ -26,8 +26,14 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # kills, restarts, ev
 
 
 def _cli(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "batchor.cli.main", *args], env=env or os.environ.copy(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "batchor.cli.main", *args],
+        env=env or os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def _results(state: Path) -> dict[str, str]:
@@ -40,8 +46,9 @@ def _results(state: Path) -> dict[str, str]:
 
 @pytest.mark.slow  # 300 rows through retries
 def test_fault_mix_ends_with_every_row_answered_or_failed_with_reason(fake, workdir):
-    fake.configure(error_500=0.10, error_429=0.05, timeout=0.02, malformed=0.02, retry_after_s=0.05,
-                   timeout_hold_s=3.0, seed=7)
+    fake.configure(
+        error_500=0.10, error_429=0.05, timeout=0.02, malformed=0.02, retry_after_s=0.05, timeout_hold_s=3.0, seed=7
+    )
     spec = make_spec(workdir, rows=300, limits={"concurrency": 16, "max_attempts": 5, "request_timeout_s": 1.0})
     proc = _cli("apply", str(spec), "--yes", "--output", str(workdir / "out.parquet"))
     out, err = proc.communicate(timeout=240)
@@ -67,8 +74,9 @@ def test_fault_mix_ends_with_every_row_answered_or_failed_with_reason(fake, work
 def test_kill_9_twenty_times_then_resume_loses_and_repeats_nothing(fake, workdir):
     fake.configure(latency_ms=40)
     rows, concurrency = 400, 8
-    spec = make_spec(workdir, rows=rows, limits={"concurrency": concurrency, "max_attempts": 3,
-                                                 "request_timeout_s": 10})
+    spec = make_spec(
+        workdir, rows=rows, limits={"concurrency": concurrency, "max_attempts": 3, "request_timeout_s": 10}
+    )
     rng = random.Random(3)
     killed = 0
     for _ in range(20):

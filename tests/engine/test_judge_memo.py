@@ -12,9 +12,12 @@ from batchor.errors import InvalidOutputError
 from batchor.providers.base import Completion
 from tests.providers.helpers import provider_spec
 
-RATING = {"type": "object", "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5},
-                                           "note": {"type": "string"}},
-          "required": ["stars"], "additionalProperties": False}
+RATING = {
+    "type": "object",
+    "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5}, "note": {"type": "string"}},
+    "required": ["stars"],
+    "additionalProperties": False,
+}
 STRICTER = {**RATING, "properties": {**RATING["properties"], "stars": {"type": "integer", "maximum": 3}}}
 
 

@@ -34,8 +34,12 @@ def random_429(retry_after: float | None = 1.0) -> RateLimitedError:
 
 
 def spent_429(retry_after: float | None = 2.0) -> RateLimitedError:
-    return RateLimitedError("Rate limit reached", status=429, retry_after=retry_after,
-                            rate_limits={"limit-requests": 600, "remaining-requests": 0})
+    return RateLimitedError(
+        "Rate limit reached",
+        status=429,
+        retry_after=retry_after,
+        rate_limits={"limit-requests": 600, "remaining-requests": 0},
+    )
 
 
 def sent_in(lim: RateLimiter, time: FakeTime, seconds: float) -> int:

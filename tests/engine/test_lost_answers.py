@@ -25,16 +25,24 @@ def query(workdir: Path, sql: str) -> list[tuple]:
 
 @pytest.mark.parametrize("provider,model", PROVIDERS)
 def test_a_connection_dropped_mid_answer_is_recorded_at_an_estimate_and_one_dropped_before_at_nothing(
-        workdir, fake, provider, model):
+    workdir, fake, provider, model
+):
     # row 1: headers and half the body, then the connection drops; row 2: read, then dropped unanswered
     fake.configure(fail_matching={"review number 1": "cut", "review number 2": "timeout"}, timeout_hold_s=0.05)
-    spec = make_spec(workdir, rows=3, provider=provider, model=model,
-                     limits={"concurrency": 4, "max_attempts": 2, "request_timeout_s": 10})
+    spec = make_spec(
+        workdir,
+        rows=3,
+        provider=provider,
+        model=model,
+        limits={"concurrency": 4, "max_attempts": 2, "request_timeout_s": 10},
+    )
     outcome = api.apply(spec, handle_signals=False)
     assert (outcome.status, outcome.succeeded, outcome.failed) == ("partial", 1, 2)
     assert fake.stats()["faults"]["cut"] == 2
-    failed = query(workdir, "SELECT outcome, estimated, cost_usd, output_tokens, error FROM attempts "
-                            "WHERE outcome <> 'ok' ORDER BY error")
+    failed = query(
+        workdir,
+        "SELECT outcome, estimated, cost_usd, output_tokens, error FROM attempts WHERE outcome <> 'ok' ORDER BY error",
+    )
     cut = [f for f in failed if "in the middle of the response" in f[4]]
     dropped = [f for f in failed if f not in cut]
     assert len(cut) == 2 and len(dropped) == 2, failed
@@ -61,13 +69,17 @@ def test_answers_cut_in_transit_count_at_their_worst_case_against_the_budget(fak
 
 
 # Where each provider's batch results are downloaded (the fake's endpoint names).
-DOWNLOADS = {"openai": "openai.files.content", "anthropic": "anthropic.batches.results",
-             "gemini": "gemini.files.download"}
+DOWNLOADS = {
+    "openai": "openai.files.content",
+    "anthropic": "anthropic.batches.results",
+    "gemini": "gemini.files.download",
+}
 
 
 @pytest.mark.parametrize("provider,model", PROVIDERS)
-def test_a_batch_results_download_cut_in_transit_is_read_again_and_bills_nothing(workdir, fake, provider, model,
-                                                                               monkeypatch):
+def test_a_batch_results_download_cut_in_transit_is_read_again_and_bills_nothing(
+    workdir, fake, provider, model, monkeypatch
+):
     """A download is free (the batch's lines carry the bill): a cut one is retried like any dropped
     connection, each answer stored once. Anthropic's results are read as a stream, after the SDK's
     call returned: the cut came through as a raw transport error (a traceback, the run left running)."""
@@ -78,8 +90,13 @@ def test_a_batch_results_download_cut_in_transit_is_read_again_and_bills_nothing
 
     monkeypatch.setattr(batch_calls, "default_sleep", instant)
     fake.configure(fault_plan={DOWNLOADS[provider]: ["cut"]})
-    spec = make_spec(workdir, rows=3, provider=provider, model=model,
-                     limits={"mode": "batch", "batch_poll_s": 0.01, "batch_poll_max_s": 0.05, "max_attempts": 3})
+    spec = make_spec(
+        workdir,
+        rows=3,
+        provider=provider,
+        model=model,
+        limits={"mode": "batch", "batch_poll_s": 0.01, "batch_poll_max_s": 0.05, "max_attempts": 3},
+    )
     if provider == "gemini":  # results through a file (inline ones come with the job)
         data = yaml.safe_load(spec.read_text())
         data["model"]["options"] = {"batch_inline_max_bytes": 100}

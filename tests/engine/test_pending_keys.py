@@ -23,8 +23,7 @@ ROWS = 20_000
 def _job(workdir, rows: int):
     """A plan whose rows repeat texts (so request keys), skip some rows (no key) and have a third
     of their keys answered in the state; returns the plan, the store and every row's key."""
-    make_spec(workdir, steps={"classify": {"prompt": "Review: {{ row.text }}",
-                                           "when": "row.id[-1] != '7'"}})
+    make_spec(workdir, steps={"classify": {"prompt": "Review: {{ row.text }}", "when": "row.id[-1] != '7'"}})
     write_csv(workdir / "data.csv", [{"id": f"r{i}", "text": f"text {i % (rows // 2)}"} for i in range(rows)])
     plan = api.plan(workdir / "spec.yaml", save=False, mock=True)
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))

@@ -16,23 +16,35 @@ from batchor import api
 from batchor.errors import CostLimitError, SpecError
 from tests.conftest import write_csv
 
-ASPECTS = {"type": "object", "properties": {"aspects": {"type": "array", "items": {"type": "string"},
-                                                        "maxItems": 3}},
-           "required": ["aspects"], "additionalProperties": False}
-KIND = {"type": "object", "properties": {"kind": {"type": "string", "enum": ["a", "b"]}},
-        "required": ["kind"], "additionalProperties": False}
+ASPECTS = {
+    "type": "object",
+    "properties": {"aspects": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+    "required": ["aspects"],
+    "additionalProperties": False,
+}
+KIND = {
+    "type": "object",
+    "properties": {"kind": {"type": "string", "enum": ["a", "b"]}},
+    "required": ["kind"],
+    "additionalProperties": False,
+}
 EXPLODE = "SELECT _row_key, unnest(extract.aspects) AS name FROM rows"
 
 
 def _spec(folder, rows: int, judge: str = "Judge {{ aspect.name }} in {{ row.text }}", **steps: Any) -> str:
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"review {i}"} for i in range(rows)])
     spec = {
-        "name": "fan", "input": {"path": "data.csv", "key": "id"},
+        "name": "fan",
+        "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
-        "steps": {"extract": {"prompt": "Aspects of {{ row.text }}", "output": {"schema": ASPECTS}},
-                  "aspect": {"sql": EXPLODE},
-                  "judge": {"prompt": judge, "output": "text"}, **steps},
-        "output": {"path": "out.parquet"}, "limits": {"concurrency": 4},
+        "steps": {
+            "extract": {"prompt": "Aspects of {{ row.text }}", "output": {"schema": ASPECTS}},
+            "aspect": {"sql": EXPLODE},
+            "judge": {"prompt": judge, "output": "text"},
+            **steps,
+        },
+        "output": {"path": "out.parquet"},
+        "limits": {"concurrency": 4},
     }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -110,11 +122,16 @@ def test_element_steps_can_filter_and_skip_per_element(fake, workdir):
 
 
 def test_a_join_that_matches_several_rows_needs_fan_out_and_a_bound_for_max_cost(fake, workdir):
-    write_csv(workdir / "teams.csv", [{"kind": "a", "team": "red"}, {"kind": "a", "team": "blue"},
-                                      {"kind": "b", "team": "green"}])
-    join = ("SELECT rows._row_key, t.team FROM rows JOIN read_csv('teams.csv') AS t ON t.kind = triage.kind")
-    steps = {"triage": {"prompt": "Triage {{ row.text }}", "output": {"schema": KIND}},
-             "route": {"sql": join}, "notify": {"prompt": "Tell {{ route.team }} about {{ row.text }}"}}
+    write_csv(
+        workdir / "teams.csv",
+        [{"kind": "a", "team": "red"}, {"kind": "a", "team": "blue"}, {"kind": "b", "team": "green"}],
+    )
+    join = "SELECT rows._row_key, t.team FROM rows JOIN read_csv('teams.csv') AS t ON t.kind = triage.kind"
+    steps = {
+        "triage": {"prompt": "Triage {{ row.text }}", "output": {"schema": KIND}},
+        "route": {"sql": join},
+        "notify": {"prompt": "Tell {{ route.team }} about {{ row.text }}"},
+    }
 
     def spec(route: dict) -> str:
         path = _spec(workdir, rows=10)

@@ -8,22 +8,31 @@ import yaml
 import batchor
 from tests.conftest import write_csv
 
-TRIAGE = {"type": "object", "properties": {"kind": {"type": "string", "enum": ["a", "b"]}},
-          "required": ["kind"], "additionalProperties": False}
+TRIAGE = {
+    "type": "object",
+    "properties": {"kind": {"type": "string", "enum": ["a", "b"]}},
+    "required": ["kind"],
+    "additionalProperties": False,
+}
 
 
 def _spec(folder, rows: int, reply_prompt: str = "Answer {{ row.text }} ({{ route.kind }})") -> str:
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(rows)])
     spec = {
-        "name": "pipe", "input": {"path": "data.csv", "key": "id"},
+        "name": "pipe",
+        "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
         "steps": {
-            "triage": {"model": {"name": "gpt-4.1-nano"}, "prompt": "Triage {{ row.text }}",
-                       "output": {"schema": TRIAGE}},
+            "triage": {
+                "model": {"name": "gpt-4.1-nano"},
+                "prompt": "Triage {{ row.text }}",
+                "output": {"schema": TRIAGE},
+            },
             "route": {"sql": "SELECT _row_key, triage.kind AS kind FROM rows WHERE triage.kind = 'a'"},
             "reply": {"prompt": reply_prompt, "output": "text"},
         },
-        "output": {"path": "out.parquet"}, "limits": {"concurrency": 8},
+        "output": {"path": "out.parquet"},
+        "limits": {"concurrency": 8},
     }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

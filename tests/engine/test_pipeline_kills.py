@@ -23,10 +23,12 @@ ROWS = 150
 def _spec(folder, concurrency: int) -> str:
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(ROWS)])
     spec = {
-        "name": "chain", "input": {"path": "data.csv", "key": "id"},
+        "name": "chain",
+        "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
         "steps": {"first": {"prompt": "First {{ row.text }}"}, "second": {"prompt": "Second {{ first }}"}},
-        "output": {"path": "out.parquet"}, "limits": {"concurrency": concurrency, "request_timeout_s": 10},
+        "output": {"path": "out.parquet"},
+        "limits": {"concurrency": concurrency, "request_timeout_s": 10},
     }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(folder / "spec.yaml")

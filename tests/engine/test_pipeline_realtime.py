@@ -18,14 +18,17 @@ FAILING = {"First ticket 5": 400, "First ticket 25": 400}  # `first` fails on ro
 def _spec(folder, rows: int = ROWS, **changes) -> str:
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(rows)])
     spec = {
-        "name": "chain", "input": {"path": "data.csv", "key": "id"},
+        "name": "chain",
+        "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
         "steps": {
             "first": {"prompt": "First {{ row.text }}"},
             "second": {"prompt": "Second {{ first }}", "when": "not row.text.endswith('7')"},
             "third": {"prompt": "Third {{ second }} {{ first }}"},
         },
-        "output": {"path": "out.parquet"}, "limits": {"concurrency": 4}, **changes,
+        "output": {"path": "out.parquet"},
+        "limits": {"concurrency": 4},
+        **changes,
     }
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(folder / "spec.yaml")
@@ -42,7 +45,8 @@ def _apply(spec: str, **options) -> dict:
     result = batchor.apply(spec, max_cost=1, on_event=events.append, **options)
     finished = next(e.data for e in events if e.type == "run_finished")
     return {k: finished[k] for k in ("status", "total", "succeeded", "failed", "cached", "skipped")} | {
-        "result": result}
+        "result": result
+    }
 
 
 def _counts(run: dict) -> dict:
@@ -71,12 +75,12 @@ def test_pipelined_and_wave_runs_give_the_same_answers_and_counts(fake, workdir)
     wave_spec = _spec(waves_dir, limits={"concurrency": 2})
     waves = _apply(wave_spec, limits={"pipeline": False}, state=str(waves_dir / "s.duckdb"))
     answered_first = [prompt_key(f"First ticket {i}") for i in range(ROWS) if i not in (5, 25)]
-    assert set(_answer_order(fake)[:len(answered_first)]) == set(answered_first)  # waves: all of first, then the rest
+    assert set(_answer_order(fake)[: len(answered_first)]) == set(answered_first)  # waves: all of first, then the rest
     fake.reset()
     fake.configure(latency_ms=30, fail_matching=FAILING)
     pipelined = _apply(_spec(workdir, limits={"concurrency": 2}))
     order = _answer_order(fake)
-    assert set(order[:len(answered_first)]) != set(answered_first)  # this time the steps overlapped
+    assert set(order[: len(answered_first)]) != set(answered_first)  # this time the steps overlapped
 
     assert _counts(pipelined) == _counts(waves)
     assert pipelined["status"] == "partial" and pipelined["skipped"] > 0
@@ -105,8 +109,10 @@ def test_appended_rows_run_only_their_own_chain(fake, workdir):
 
 
 def test_shared_answers_are_sent_once_and_counted_like_waves(fake, workdir):
-    steps = {"first": {"prompt": "First {{ row.text[:8] }}"},  # many rows share one request
-             "second": {"prompt": "Second {{ first }}"}}
+    steps = {
+        "first": {"prompt": "First {{ row.text[:8] }}"},  # many rows share one request
+        "second": {"prompt": "Second {{ first }}"},
+    }
     waves_dir = workdir / "waves"
     waves_dir.mkdir()
     waves = _apply(_spec(waves_dir, steps=steps), limits={"pipeline": False}, state=str(waves_dir / "s.duckdb"))
@@ -114,4 +120,3 @@ def test_shared_answers_are_sent_once_and_counted_like_waves(fake, workdir):
     pipelined = _apply(_spec(workdir, steps=steps))
     assert _counts(pipelined) == _counts(waves)
     assert set(fake.stats()["by_prompt"].values()) == {1}
-

@@ -27,15 +27,26 @@ from tests.engine.batch_helpers import FAST
 from tests.engine.test_truncation import query
 from tests.providers.helpers import provider_spec
 
-RATING = {"type": "object", "properties": {"rating_guess": {"type": "integer", "minimum": 1, "maximum": 5}},
-          "required": ["rating_guess"], "additionalProperties": False}
+RATING = {
+    "type": "object",
+    "properties": {"rating_guess": {"type": "integer", "minimum": 1, "maximum": 5}},
+    "required": ["rating_guess"],
+    "additionalProperties": False,
+}
 OPENAI, RESPONSES = ("openai", "gpt-4.1-mini", None), ("openai", "gpt-4.1-mini", "responses")
 ANTHROPIC, GEMINI = ("anthropic", "claude-haiku-4-5", None), ("gemini", "gemini-2.5-flash", None)
 # Each API's re-ask messages are built by one adapter for realtime and batch: the default tier asks
 # every API once and each mode twice; `slow` runs the rest of the matrix.
-CASES = [(*OPENAI, "realtime"), (*RESPONSES, "batch"), (*ANTHROPIC, "batch"), (*GEMINI, "realtime"),
-         *(pytest.param(*case, mode, marks=pytest.mark.slow) for case, mode in [
-             (OPENAI, "batch"), (RESPONSES, "realtime"), (ANTHROPIC, "realtime"), (GEMINI, "batch")])]
+CASES = [
+    (*OPENAI, "realtime"),
+    (*RESPONSES, "batch"),
+    (*ANTHROPIC, "batch"),
+    (*GEMINI, "realtime"),
+    *(
+        pytest.param(*case, mode, marks=pytest.mark.slow)
+        for case, mode in [(OPENAI, "batch"), (RESPONSES, "realtime"), (ANTHROPIC, "realtime"), (GEMINI, "batch")]
+    ),
+]
 
 
 def reask_spec(folder: Path, provider: str, model: str, api_kind: str | None, mode: str, **limits: Any) -> Path:
@@ -64,8 +75,13 @@ def test_the_feedback_names_the_field_and_the_rule(workdir):
     plan = api.plan(spec, save=False).header.steps[0]
     with pytest.raises(InvalidOutputError) as caught:
         judge(plan, completion)
-    request = LLMRequest("k1", "gpt-4.1-mini", ({"role": "system", "content": "S"}, {"role": "user", "content": "U"}),
-                         {"max_tokens": 50}, RATING)
+    request = LLMRequest(
+        "k1",
+        "gpt-4.1-mini",
+        ({"role": "system", "content": "S"}, {"role": "user", "content": "U"}),
+        {"max_tokens": 50},
+        RATING,
+    )
     retry = ReaskPolicy().next_request(request, caught.value)
     assert retry is not None and retry.key == request.key and retry.params == request.params
     assert [m["role"] for m in retry.messages] == ["system", "user", "assistant", "user"]
@@ -111,8 +127,9 @@ def test_a_rejected_answer_is_asked_again_with_feedback(fake, workdir, provider,
         assert "Answer again with valid JSON" in reask["feedback"]
     stats = fake.stats()
     step = api.plan(spec, save=False).header.steps[0]
-    billed = ModelPrice.from_dict(step.price or {}).cost(stats["input_tokens"], stats["output_tokens"],
-                                                         batch=mode == "batch")
+    billed = ModelPrice.from_dict(step.price or {}).cost(
+        stats["input_tokens"], stats["output_tokens"], batch=mode == "batch"
+    )
     assert result.cost_usd == pytest.approx(billed, rel=1e-9)  # every attempt paid, re-asks included
     assert 0 < result.wasted_usd < result.cost_usd
 

@@ -26,15 +26,20 @@ def query(workdir: Path, sql: str) -> list[tuple]:
 @pytest.mark.parametrize("provider,model,mode", [(*p, "realtime") for p in PROVIDERS] + [(*PROVIDERS[2], "batch")])
 def test_a_refused_prompt_is_recorded_at_the_cost_its_usage_reports(workdir, fake, provider, model, mode):
     fake.configure(fail_matching={"review number 1": "blocked"})
-    spec = make_spec(workdir, rows=3, provider=provider, model=model,
-                     limits={"max_attempts": 2, **(BATCH if mode == "batch" else {})})
+    spec = make_spec(
+        workdir,
+        rows=3,
+        provider=provider,
+        model=model,
+        limits={"max_attempts": 2, **(BATCH if mode == "batch" else {})},
+    )
     outcome = api.apply(spec, handle_signals=False)
     assert (outcome.status, outcome.succeeded, outcome.failed) == ("partial", 2, 1)
     stats = fake.stats()
     assert stats["faults"]["blocked"] == 1  # not asked again: the same prompt is refused the same way
     ((code, estimated, cost, tokens_in, tokens_out),) = query(
-        workdir, "SELECT outcome, estimated, cost_usd, input_tokens, output_tokens FROM attempts "
-                 "WHERE outcome <> 'ok'")
+        workdir, "SELECT outcome, estimated, cost_usd, input_tokens, output_tokens FROM attempts WHERE outcome <> 'ok'"
+    )
     assert code == "content_refused" and not estimated and cost > 0 and tokens_in > 0
     assert tokens_out == 0 if provider == "gemini" else tokens_out > 0  # a blocked prompt generates nothing
     price = lookup_price(provider, model)

@@ -20,30 +20,44 @@ from batchor.spec.load import load_spec
 from batchor.state import open_state
 from tests.conftest import write_csv
 
-ASPECTS = {"type": "object", "properties": {"aspects": {"type": "array", "items": {"type": "string"},
-                                                        "maxItems": 3}},
-           "required": ["aspects"], "additionalProperties": False}
-TEXTS = ['plain {i}', 'quote " and \\ backslash {i}', "new\nline\ttab {i}", "é 日本 🙂 {i}", "{{{{ row.x }}}} {i}"]
+ASPECTS = {
+    "type": "object",
+    "properties": {"aspects": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+    "required": ["aspects"],
+    "additionalProperties": False,
+}
+TEXTS = ["plain {i}", 'quote " and \\ backslash {i}', "new\nline\ttab {i}", "é 日本 🙂 {i}", "{{{{ row.x }}}} {i}"]
 ROOTS = ("extract", "tone")
 LLM_STEPS = ("extract", "tone", "summary", "judge")
 
 
 def _spec(folder, rows: int = 15) -> str:
-    write_csv(folder / "data.csv", [{"id": f"t{i}", "text": TEXTS[i % len(TEXTS)].format(i=i)}
-                                    for i in range(rows)])
+    write_csv(folder / "data.csv", [{"id": f"t{i}", "text": TEXTS[i % len(TEXTS)].format(i=i)} for i in range(rows)])
     steps = {
-        "extract": {"system": "Find aspects.", "prompt": "Aspects of {{ row.text }}",  # column-wise
-                    "output": {"schema": ASPECTS}},
+        "extract": {
+            "system": "Find aspects.",
+            "prompt": "Aspects of {{ row.text }}",  # column-wise
+            "output": {"schema": ASPECTS},
+        },
         "tone": {"prompt": "Tone of {{ row | tojson }}", "when": "row.id != 't3'"},  # Jinja, when:
-        "summary": {"prompt": "Sum up {{ extract.aspects | join(', ') }} of {{ row.text }}",  # dependent
-                    "when": "extract.aspects | length != 2"},
+        "summary": {
+            "prompt": "Sum up {{ extract.aspects | join(', ') }} of {{ row.text }}",  # dependent
+            "when": "extract.aspects | length != 2",
+        },
         "aspect": {"sql": "SELECT _row_key, unnest(extract.aspects) AS name FROM rows"},  # fan-out
-        "judge": {"prompt": "Judge {{ aspect.name }} in {{ row.text }}; tone {{ tone }}",  # elements
-                  "when": "aspect.name != ''"},
+        "judge": {
+            "prompt": "Judge {{ aspect.name }} in {{ row.text }}; tone {{ tone }}",  # elements
+            "when": "aspect.name != ''",
+        },
     }
-    spec = {"name": "identity", "input": {"path": "data.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
-            "steps": steps, "output": {"path": "out.parquet"}, "limits": {"concurrency": 4}}
+    spec = {
+        "name": "identity",
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 30}},
+        "steps": steps,
+        "output": {"path": "out.parquet"},
+        "limits": {"concurrency": 4},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return str(path)

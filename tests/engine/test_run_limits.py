@@ -10,7 +10,10 @@ def test_defaults_are_the_spec_defaults():
     spec = LimitsSpec()
     limits = RunLimits.merged({})
     assert (limits.concurrency, limits.max_attempts, limits.request_timeout_s) == (
-        spec.concurrency, spec.max_attempts, spec.request_timeout_s)
+        spec.concurrency,
+        spec.max_attempts,
+        spec.request_timeout_s,
+    )
     assert (limits.batch_poll_s, limits.batch_poll_max_s) == (spec.batch_poll_s, spec.batch_poll_max_s)
     assert limits.rpm is None and limits.pipeline is None
 

@@ -102,8 +102,11 @@ def test_realtime_and_batch_record_the_same_attempts(workdir, fake, tmp_path, mo
         spec = make_spec(folder, rows=6, limits=limits)
         result = api.apply(spec, handle_signals=False)
         assert (result.succeeded, result.failed) == (6, 0)
-        rows = query(folder, "SELECT request_key, attempt, outcome, status_code, input_tokens, output_tokens, "
-                             "estimated, raw IS NOT NULL, cost_usd FROM attempts ORDER BY 1, 2")
+        rows = query(
+            folder,
+            "SELECT request_key, attempt, outcome, status_code, input_tokens, output_tokens, "
+            "estimated, raw IS NOT NULL, cost_usd FROM attempts ORDER BY 1, 2",
+        )
         price = price_of(spec)
         for row in rows:  # each attempt priced at its own mode's rate
             assert row[-1] == pytest.approx(price.cost(row[4], row[5], batch=mode == "batch"), rel=1e-9)

@@ -65,8 +65,9 @@ def test_a_deferred_realtime_client_is_built_by_its_first_call(fake, workdir):
 
     async def ask() -> str:
         try:
-            completion = await provider.complete(LLMRequest("k1", step.model, ({"role": "user", "content": "hi"},),
-                                                            {"max_tokens": 20}))
+            completion = await provider.complete(
+                LLMRequest("k1", step.model, ({"role": "user", "content": "hi"},), {"max_tokens": 20})
+            )
         finally:
             await provider.aclose()
         return completion.text
@@ -83,8 +84,11 @@ def test_a_missing_key_fails_a_batch_job_before_any_call(fake, workdir, monkeypa
 
 
 def test_realtime_steps_configured_alike_share_one_client(fake, workdir, sdk_clients):
-    steps = {"classify": {"prompt": "Review: {{ row.text }}"}, "summarize": {"prompt": "Summarize: {{ row.text }}"},
-             "terse": {"prompt": "Three words: {{ row.text }}", "model": {"api": "responses"}}}
+    steps = {
+        "classify": {"prompt": "Review: {{ row.text }}"},
+        "summarize": {"prompt": "Summarize: {{ row.text }}"},
+        "terse": {"prompt": "Three words: {{ row.text }}", "model": {"api": "responses"}},
+    }
     result = api.apply(str(make_spec(workdir, rows=3, schema=None, steps=steps)), progress=False)
     assert (result.status, result.succeeded) == ("succeeded", 9)
     assert len(sdk_clients) == 2  # classify and summarize share one; terse (the Responses API) has its own

@@ -23,14 +23,32 @@ STATE = Path(".batchor") / "state.duckdb"
 SLOW = pytest.mark.slow
 # Each provider's finish reason is read by one parser for realtime and batch answers: the default
 # tier keeps every provider, both modes and a structured answer once; `slow` runs the rest.
-TRUNCATED = [("openai", None, "realtime"), ("anthropic", None, "batch"), ("gemini", None, "realtime"),
-             ("openai", "default", "batch"), ("gemini", "default", "batch"),
-             *(pytest.param(*case, marks=SLOW) for case in [
-                 ("anthropic", None, "realtime"), ("gemini", None, "batch"), ("openai", None, "batch"),
-                 ("openai", "default", "realtime"), ("gemini", "default", "realtime")])]
-REASKED = [("openai", "realtime"), ("anthropic", "batch"), ("gemini", "batch"),
-           *(pytest.param(*case, marks=SLOW) for case in [
-               ("openai", "batch"), ("anthropic", "realtime"), ("gemini", "realtime")])]
+TRUNCATED = [
+    ("openai", None, "realtime"),
+    ("anthropic", None, "batch"),
+    ("gemini", None, "realtime"),
+    ("openai", "default", "batch"),
+    ("gemini", "default", "batch"),
+    *(
+        pytest.param(*case, marks=SLOW)
+        for case in [
+            ("anthropic", None, "realtime"),
+            ("gemini", None, "batch"),
+            ("openai", None, "batch"),
+            ("openai", "default", "realtime"),
+            ("gemini", "default", "realtime"),
+        ]
+    ),
+]
+REASKED = [
+    ("openai", "realtime"),
+    ("anthropic", "batch"),
+    ("gemini", "batch"),
+    *(
+        pytest.param(*case, marks=SLOW)
+        for case in [("openai", "batch"), ("anthropic", "realtime"), ("gemini", "realtime")]
+    ),
+]
 
 
 def truncating_spec(folder: Path, provider: str, schema: Any, mode: str, max_tokens: int, **limits: Any) -> Path:

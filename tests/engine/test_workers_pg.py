@@ -39,15 +39,17 @@ def short_leases(monkeypatch):
 
 
 def _plan(folder: Path, url: str, rows: int, **limits: Any) -> Path:
-    spec = make_spec(folder, rows=rows, limits={"concurrency": CONCURRENCY, "max_attempts": 3, "request_timeout_s": 20,
-                                                **limits})
+    spec = make_spec(
+        folder, rows=rows, limits={"concurrency": CONCURRENCY, "max_attempts": 3, "request_timeout_s": 20, **limits}
+    )
     api.plan(spec, state=url, save=folder / "job.plan")
     return folder / "job.plan"
 
 
 def _workers(folder: Path, url: str, n: int, *extra: str) -> list[Background]:
-    return [Background(folder, "apply", "job.plan", "--state", url, "--json", *extra, name=f"worker{i}")
-            for i in range(n)]
+    return [
+        Background(folder, "apply", "job.plan", "--state", url, "--json", *extra, name=f"worker{i}") for i in range(n)
+    ]
 
 
 def _query(url: str, sql: str) -> list[tuple]:
@@ -96,11 +98,15 @@ def test_three_workers_one_killed_each_row_answered_once(fake, workdir, pg_url):
     answers = fake.stats()["by_prompt"]
     assert len(answers) == 3000
     repeated = sum(n - 1 for n in answers.values() if n > 1)
-    twice_stored = _query(pg_url, "SELECT count(*) FROM (SELECT request_key FROM attempts WHERE outcome = 'ok' "
-                                  "GROUP BY 1 HAVING count(*) > 1) t")[0][0]
+    twice_stored = _query(
+        pg_url,
+        "SELECT count(*) FROM (SELECT request_key FROM attempts WHERE outcome = 'ok' GROUP BY 1 HAVING count(*) > 1) t",
+    )[0][0]
     # What the killed worker lost: its requests in flight and the answers not committed yet.
-    assert repeated <= LOST_AT_MOST, (f"{repeated} requests answered twice ({twice_stored} stored twice by live "
-                                      f"workers); a killed worker loses at most {LOST_AT_MOST}")
+    assert repeated <= LOST_AT_MOST, (
+        f"{repeated} requests answered twice ({twice_stored} stored twice by live "
+        f"workers); a killed worker loses at most {LOST_AT_MOST}"
+    )
     status = _status(workdir, pg_url)
     assert status["status"] == "succeeded" and status["succeeded"] == 3000 and status["finished_at"]
     by_state = sorted(w["status"] for w in status["workers"])
@@ -108,7 +114,7 @@ def test_three_workers_one_killed_each_row_answered_once(fake, workdir, pg_url):
     assert all(w["leases"] == 0 and w["host"] and w["pid"] for w in status["workers"])
     assert sum(w["succeeded"] for w in status["workers"] if w["status"] == "finished") > 0
     # The budget was the run's: live workers gave back what they did not spend, the dead one's draw stays.
-    (limit, committed), = _query(pg_url, "SELECT limit_usd, committed_usd FROM run_budgets")
+    ((limit, committed),) = _query(pg_url, "SELECT limit_usd, committed_usd FROM run_budgets")
     spent = _query(pg_url, "SELECT sum(cost_usd) FROM results")[0][0]
     assert limit == 50 and spent > 0 and spent - 1e-9 <= committed <= spent + limit / 50 + 1e-9
 
@@ -121,8 +127,9 @@ def test_a_worker_killed_before_its_group_commit_loses_no_row(fake, workdir, pg_
     _plan(workdir, pg_url, rows=300)
     first = Background(workdir, "apply", "job.plan", "--state", pg_url, "--json", "--max-cost", "50", name="first")
     try:
-        wait_until(lambda: _query(pg_url, "SELECT count(*) FROM results")[0][0] >= 40, timeout=120,
-                   what="first answers stored")
+        wait_until(
+            lambda: _query(pg_url, "SELECT count(*) FROM results")[0][0] >= 40, timeout=120, what="first answers stored"
+        )
         with psycopg.connect(pg_url) as blocker:
             blocker.execute("LOCK TABLE attempts IN SHARE MODE")  # the next group commit waits on this
             given = _stalled(lambda: fake.stats()["answered"])  # every slot waits on a commit now
@@ -140,10 +147,10 @@ def test_a_worker_killed_before_its_group_commit_loses_no_row(fake, workdir, pg_
     assert len(answers) == 300 and sum(n - 1 for n in answers.values()) == lost  # exactly those asked again
     rows = _output_rows(workdir)
     assert len(rows) == 300 and {r["_status"] for r in rows} == {"succeeded"}
-    (results, result_cost), = _query(pg_url, "SELECT count(*), sum(cost_usd) FROM results")
-    (oks, attempt_cost), = _query(pg_url, "SELECT count(*), sum(cost_usd) FROM attempts WHERE outcome = 'ok'")
+    ((results, result_cost),) = _query(pg_url, "SELECT count(*), sum(cost_usd) FROM results")
+    ((oks, attempt_cost),) = _query(pg_url, "SELECT count(*), sum(cost_usd) FROM attempts WHERE outcome = 'ok'")
     assert results == oks == 300 and result_cost == pytest.approx(attempt_cost) and result_cost > 0
-    (committed_usd,), = _query(pg_url, "SELECT committed_usd FROM run_budgets")
+    ((committed_usd,),) = _query(pg_url, "SELECT committed_usd FROM run_budgets")
     assert committed_usd >= result_cost  # the dead worker's draw stays: what it lost was paid from it
 
 

@@ -74,8 +74,9 @@ def plausible_mistake(schema: Any, value: Any, seed: str) -> Any:
     past its maxLength, a list past its maxItems (constraints an adapter moved into descriptions
     count). The answer keeps its length and shape; without any such field, ``violating_value``."""
     props = schema.get("properties", {}) if isinstance(schema, dict) and isinstance(value, dict) else {}
-    mistakes: list[tuple[str, Any]] = [(name, _MISSING) for name in schema.get("required", []) if name in value] \
-        if props else []
+    mistakes: list[tuple[str, Any]] = (
+        [(name, _MISSING) for name in schema.get("required", []) if name in value] if props else []
+    )
     for name, prop in props.items():
         wrong = _broken_rule(_with_described(prop), value.get(name)) if name in value else _MISSING
         if wrong is not _MISSING:
@@ -195,7 +196,8 @@ class _Generator:
     def _string(self, schema: dict[str, Any], path: str, depth: int) -> str:
         n = self.pick(path)
         text = _formatted(schema.get("format"), n) or (
-            self.free_text(path) if self.free_text else f"{WORDS[n % len(WORDS)]}-{n % 1000}")
+            self.free_text(path) if self.free_text else f"{WORDS[n % len(WORDS)]}-{n % 1000}"
+        )
         low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
         if len(text) < low:
             text += "x" * (low - len(text))

@@ -56,12 +56,18 @@ def register(app: Any) -> None:
         after = request.query.get("after_id")
         if after:
             ids = [j.id for j in jobs]
-            jobs = jobs[ids.index(after) + 1:] if after in ids else []
+            jobs = jobs[ids.index(after) + 1 :] if after in ids else []
         limit = int(request.query.get("limit", 20))
         page = jobs[:limit]
-        return json_response(200, {"data": [batch_object(request, j) for j in page], "has_more": len(jobs) > limit,
-                                   "first_id": page[0].id if page else None,
-                                   "last_id": page[-1].id if page else None})
+        return json_response(
+            200,
+            {
+                "data": [batch_object(request, j) for j in page],
+                "has_more": len(jobs) > limit,
+                "first_id": page[0].id if page else None,
+                "last_id": page[-1].id if page else None,
+            },
+        )
 
     async def results(request: Request, params: dict[str, str]) -> Response:
         job = world(fake).jobs.get(params["id"])
@@ -95,8 +101,10 @@ def _rows(requests: Any) -> tuple[list[Row], str | None]:
 def _result(job: Job, row: Row) -> dict[str, Any]:
     if job.state == "failed":  # Anthropic has no failed batch: every request errored alike
         kind = "invalid_request_error" if job.error_code == "invalid_request" else "api_error"
-        return {"type": "errored", "error": {"type": "error", "error": {"type": kind,
-                                                                        "message": f"batch failed: {job.error_code}"}}}
+        return {
+            "type": "errored",
+            "error": {"type": "error", "error": {"type": kind, "message": f"batch failed: {job.error_code}"}},
+        }
     if row.status is None:
         return {"type": "canceled" if job.state == "cancelled" else "expired"}
     if row.status == 200:
@@ -109,18 +117,25 @@ def _result(job: Job, row: Row) -> dict[str, Any]:
 def batch_object(request: Request, job: Job) -> dict[str, Any]:
     ended = job.ended
     done = sum(1 for r in job.rows if r.status is not None)
-    counts = {"processing": 0 if ended else len(job.rows) - done, "succeeded": job.count(200),
-              "errored": len(job.rows) if job.state == "failed" else done - job.count(200),
-              "canceled": len(job.rows) - done if job.state == "cancelled" else 0,
-              "expired": len(job.rows) - done if job.state == "expired" else 0}
+    counts = {
+        "processing": 0 if ended else len(job.rows) - done,
+        "succeeded": job.count(200),
+        "errored": len(job.rows) if job.state == "failed" else done - job.count(200),
+        "canceled": len(job.rows) - done if job.state == "cancelled" else 0,
+        "expired": len(job.rows) - done if job.state == "expired" else 0,
+    }
     cancelled_at = job.extra.get("cancel_initiated_at")
     host = request.headers.get("host", "127.0.0.1")
     return {
-        "id": job.id, "type": "message_batch",
+        "id": job.id,
+        "type": "message_batch",
         "processing_status": "ended" if ended else "canceling" if job.state == "cancelling" else "in_progress",
-        "request_counts": counts, "ended_at": _iso(time.time()) if ended else None,
-        "created_at": _iso(job.created_at), "expires_at": _iso(job.created_at + 86400),
-        "cancel_initiated_at": _iso(cancelled_at) if cancelled_at else None, "archived_at": None,
+        "request_counts": counts,
+        "ended_at": _iso(time.time()) if ended else None,
+        "created_at": _iso(job.created_at),
+        "expires_at": _iso(job.created_at + 86400),
+        "cancel_initiated_at": _iso(cancelled_at) if cancelled_at else None,
+        "archived_at": None,
         "results_url": f"http://{host}/v1/messages/batches/{job.id}/results" if ended else None,
     }
 

@@ -105,9 +105,7 @@ CREDIT_MESSAGE = (
 )
 
 
-def error_body(
-    status: int, message: str, call: Call | None, retry_after_s: float
-) -> dict[str, Any]:
+def error_body(status: int, message: str, call: Call | None, retry_after_s: float) -> dict[str, Any]:
     kind = _TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return _envelope(kind, message)
 

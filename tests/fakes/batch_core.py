@@ -93,8 +93,11 @@ def read(fake: Fake, job: Job) -> Job:
     cfg = fake.config
     if job.state == "cancelling":
         job.state = "cancelled"
-    elif not job.ended and job.reads >= int(cfg["batch_polls"]) and \
-            time.time() - job.created_at >= float(cfg["batch_seconds"]):
+    elif (
+        not job.ended
+        and job.reads >= int(cfg["batch_polls"])
+        and time.time() - job.created_at >= float(cfg["batch_seconds"])
+    ):
         finish(fake, PROVIDERS[job.provider], job)
     elif not job.ended and cfg["batch_progress"]:  # rows finish as the job runs: its counts move
         run_rows(fake, PROVIDERS[job.provider], job, min(1.0, job.reads / max(1, int(cfg["batch_polls"]))))
@@ -110,7 +113,7 @@ async def answer_ahead(fake: Fake, job: Job, slice_rows: int = 100) -> None:
         await asyncio.sleep(0)
         if job.state != "running":
             return
-        answer_rows(fake, provider, job, job.rows[start:start + slice_rows])
+        answer_rows(fake, provider, job, job.rows[start : start + slice_rows])
 
 
 def finish(fake: Fake, provider: Provider, job: Job) -> None:
@@ -132,7 +135,7 @@ def cancel(fake: Fake, job: Job) -> Job:
 
 
 def run_rows(fake: Fake, provider: Provider, job: Job, share: float) -> None:
-    answer_rows(fake, provider, job, job.rows[:round(len(job.rows) * share)])
+    answer_rows(fake, provider, job, job.rows[: round(len(job.rows) * share)])
 
 
 def answer_rows(fake: Fake, provider: Provider, job: Job, rows: list[Row]) -> None:
@@ -143,8 +146,9 @@ def answer_rows(fake: Fake, provider: Provider, job: Job, rows: list[Row]) -> No
             row.status, row.payload = answer_row(fake, provider, job.route, row.body, params)
 
 
-def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any],
-               params: dict[str, str]) -> tuple[int, dict[str, Any]]:
+def answer_row(
+    fake: Fake, provider: Provider, route: Route, body: dict[str, Any], params: dict[str, str]
+) -> tuple[int, dict[str, Any]]:
     """(status, body) of one row, decided like a realtime call (without latency or rate limits)."""
     try:
         call = route.parse(body, params)
@@ -161,10 +165,16 @@ def answer_row(fake: Fake, provider: Provider, route: Route, body: dict[str, Any
         status = int(action.removeprefix("error_")) if isinstance(action, str) else int(action)
         fake.stats.faults[str(action)] += 1
         # A rate-limited row says when to retry (Gemini: RetryInfo); a spent quota is the "quota" fault.
-        return status, provider.error_body(status, f"Request failed with status {status} (injected fault).",
-                                           call, 1.0 if status == 429 else 0.0)
-    answer = build_answer(call, malformed=action == "malformed", words=fake.config["text_words"],
-                          config=fake.config, mistake=action == "mistake")  # reject_share: as realtime
+        return status, provider.error_body(
+            status, f"Request failed with status {status} (injected fault).", call, 1.0 if status == 429 else 0.0
+        )
+    answer = build_answer(
+        call,
+        malformed=action == "malformed",
+        words=fake.config["text_words"],
+        config=fake.config,
+        mistake=action == "mistake",
+    )  # reject_share: as realtime
     if action == "mistake":
         fake.stats.faults["mistake"] += 1
     if action == "blocked":

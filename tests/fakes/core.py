@@ -147,8 +147,11 @@ class Call:
 def conversation(messages: list[dict[str, Any]], key: str = "content") -> tuple[tuple[str, str], ...]:
     """The (role, text) turns of a message list; Gemini's `model` role reads as `assistant`."""
     roles = {"model": "assistant"}
-    return tuple((roles.get(str(m.get("role", "user")), str(m.get("role", "user"))), content_text(m.get(key)))
-                 for m in messages if m.get("role") in (None, "user", "assistant", "model"))
+    return tuple(
+        (roles.get(str(m.get("role", "user")), str(m.get("role", "user"))), content_text(m.get(key)))
+        for m in messages
+        if m.get("role") in (None, "user", "assistant", "model")
+    )
 
 
 def last_user(turns: tuple[tuple[str, str], ...]) -> str:
@@ -188,8 +191,9 @@ class Answer:
     truncated: bool = False  # hit max_output: finish reason "length" and cut-off text
 
 
-def build_answer(call: Call, malformed: bool = False, words: Any = None,
-                 config: dict[str, Any] | None = None, mistake: bool = False) -> Answer:
+def build_answer(
+    call: Call, malformed: bool = False, words: Any = None, config: dict[str, Any] | None = None, mistake: bool = False
+) -> Answer:
     """The answer to ``call``: text of ``words`` length (text_answer), or realistic lengths and
     token counts as the fake's ``config`` asks (lengths.py); ``mistake``: a structured answer
     with one plausible mistake (answers.plausible_mistake)."""
@@ -214,9 +218,7 @@ def build_answer(call: Call, malformed: bool = False, words: Any = None,
         text = text_answer(call.prompt, words)
     counter = str(config.get("token_counter") or "chars/4")
     output_tokens = count_tokens(text, counter)
-    truncated = (
-        call.tool is None and call.max_output is not None and output_tokens > call.max_output
-    )
+    truncated = call.tool is None and call.max_output is not None and output_tokens > call.max_output
     if truncated:
         text, output_tokens = text[: 4 * int(call.max_output or 0)], int(call.max_output or 0)
     return Answer(text, value, call_input_tokens(call, config), output_tokens, truncated)
@@ -366,9 +368,7 @@ class Fake:
         self.fault_rng = random.Random(self.config["seed"])
         self.jitter_rng = random.Random(f"jitter-{self.config['seed']}")
 
-    async def handle(
-        self, provider: Provider, route: Route, body: Any, params: dict[str, str]
-    ) -> Response | None:
+    async def handle(self, provider: Provider, route: Route, body: Any, params: dict[str, str]) -> Response | None:
         stats = self.stats
         stats.requests += 1
         stats.by_endpoint[route.endpoint] += 1
@@ -384,9 +384,7 @@ class Fake:
             stats.by_status[response.status] += 1
         return response
 
-    async def _answer(
-        self, provider: Provider, route: Route, body: Any, params: dict[str, str]
-    ) -> Response | None:
+    async def _answer(self, provider: Provider, route: Route, body: Any, params: dict[str, str]) -> Response | None:
         try:
             if not isinstance(body, dict):
                 raise TypeError("the body must be a JSON object")
@@ -431,9 +429,7 @@ class Fake:
             payload = refusal_body(provider.name, payload)
         return _spoiled(self._reply(provider, 200, payload, headers), action)
 
-    def _rate_limit(
-        self, provider: Provider, call: Call, answer: Answer
-    ) -> tuple[dict[str, str], Response | None]:
+    def _rate_limit(self, provider: Provider, call: Call, answer: Answer) -> tuple[dict[str, str], Response | None]:
         """Rate-limit headers for the reply, and the 429 to send instead if over the limit."""
         tokens = answer.input_tokens + answer.output_tokens
         snap = self.limiter.admit((provider.name, call.model), tokens)
@@ -569,9 +565,14 @@ def refusal_body(provider: str, payload: dict[str, Any]) -> dict[str, Any]:
     """An answer rendered as the provider's refusal, its usage kept (Gemini: the prompt's only)."""
     if provider == "gemini":
         usage = payload["usageMetadata"]
-        return {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "modelVersion": payload["modelVersion"],
-                "usageMetadata": {"promptTokenCount": usage["promptTokenCount"],
-                                  "totalTokenCount": usage["promptTokenCount"]}}
+        return {
+            "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+            "modelVersion": payload["modelVersion"],
+            "usageMetadata": {
+                "promptTokenCount": usage["promptTokenCount"],
+                "totalTokenCount": usage["promptTokenCount"],
+            },
+        }
     if provider == "anthropic":
         return {**payload, "content": [], "stop_reason": "refusal"}
     message = {"role": "assistant", "content": None, "refusal": "I'm sorry, I can't help with that."}

@@ -40,8 +40,14 @@ def vector(text: str, size: int) -> list[float]:
 
 def _call(provider: str, model: str, texts: list[str], body: dict[str, Any], size: int) -> Call:
     joined = "\n".join(texts)  # fail_matching and rate limits see every text of the call
-    return Call(provider=provider, model=model, prompt=joined, input_text=joined, body={**body, "_size": size},
-                inputs=tuple(texts))
+    return Call(
+        provider=provider,
+        model=model,
+        prompt=joined,
+        input_text=joined,
+        body={**body, "_size": size},
+        inputs=tuple(texts),
+    )
 
 
 def parse_openai(body: dict[str, Any], params: dict[str, str]) -> Call:
@@ -56,8 +62,10 @@ def parse_openai(body: dict[str, Any], params: dict[str, str]) -> Call:
         raise ValueError(f"'$.input' is too long: at most {OPENAI_MAX_INPUTS} inputs per request")
     counts = [count_tokens(t, "chars/4") for t in texts]
     if max(counts) > OPENAI_MAX_TEXT_TOKENS:
-        raise ValueError(f"This model's maximum context length is {OPENAI_MAX_TEXT_TOKENS} tokens, however you "
-                         f"requested {max(counts)} tokens in your input")
+        raise ValueError(
+            f"This model's maximum context length is {OPENAI_MAX_TEXT_TOKENS} tokens, however you "
+            f"requested {max(counts)} tokens in your input"
+        )
     if sum(counts) > OPENAI_MAX_TOKENS:
         raise ValueError(f"Requested {sum(counts)} tokens, max {OPENAI_MAX_TOKENS} tokens per request")
     if body.get("encoding_format", "float") not in ("float", "base64"):
@@ -85,8 +93,12 @@ def render_openai(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
         data.append({"object": "embedding", "index": index, "embedding": encoded})
     data.reverse()  # the API keys vectors by `index`; clients must not rely on the order
     tokens = sum(count_tokens(t, "chars/4") for t in call.inputs)
-    return {"object": "list", "data": data, "model": call.model,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    return {
+        "object": "list",
+        "data": data,
+        "model": call.model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def parse_gemini(body: dict[str, Any], params: dict[str, str]) -> Call:
@@ -94,13 +106,16 @@ def parse_gemini(body: dict[str, Any], params: dict[str, str]) -> Call:
     if not isinstance(requests, list) or not requests:
         raise ValueError("* BatchEmbedContentsRequest.requests: requests is not specified")
     if len(requests) > GEMINI_MAX_REQUESTS:
-        raise ValueError(f"* BatchEmbedContentsRequest.requests: at most {GEMINI_MAX_REQUESTS} requests can be "
-                         "in one batch")
+        raise ValueError(
+            f"* BatchEmbedContentsRequest.requests: at most {GEMINI_MAX_REQUESTS} requests can be in one batch"
+        )
     model, texts, sizes = params["model"], [], set()
     for i, request in enumerate(requests):
         if request.get("model") != f"models/{model}":
-            raise ValueError(f"* BatchEmbedContentsRequest.requests[{i}].model: model must be models/{model}, "
-                             f"as in the URL (got {request.get('model')!r})")
+            raise ValueError(
+                f"* BatchEmbedContentsRequest.requests[{i}].model: model must be models/{model}, "
+                f"as in the URL (got {request.get('model')!r})"
+            )
         parts = (request.get("content") or {}).get("parts")
         text = "".join(p.get("text", "") for p in parts or [] if isinstance(p, dict))
         if not parts or not text:

@@ -48,8 +48,10 @@ def check_plan(plan: Any) -> None:
             raise TypeError(f"fault_plan[{endpoint!r}] must be a list of actions")
         for action in actions:
             if not _valid(str(action)):
-                raise ValueError(f"fault_plan[{endpoint!r}]: unknown action {action!r}; use a status, "
-                                 f"or one of {KINDS} (quota:<variant> too)")
+                raise ValueError(
+                    f"fault_plan[{endpoint!r}]: unknown action {action!r}; use a status, "
+                    f"or one of {KINDS} (quota:<variant> too)"
+                )
 
 
 def _valid(action: str) -> bool:
@@ -66,8 +68,9 @@ def with_faults(fake: Any, endpoint: str, handler: Handler) -> Handler:
         stats = fake.stats
         stats.endpoint_calls[endpoint] += 1
         stats.endpoint_in_flight[endpoint] += 1
-        stats.endpoint_max_in_flight[endpoint] = max(stats.endpoint_max_in_flight[endpoint],
-                                                     stats.endpoint_in_flight[endpoint])
+        stats.endpoint_max_in_flight[endpoint] = max(
+            stats.endpoint_max_in_flight[endpoint], stats.endpoint_in_flight[endpoint]
+        )
         try:
             return await _act(fake, endpoint, provider_name, handler, request, params)
         finally:
@@ -76,8 +79,9 @@ def with_faults(fake: Any, endpoint: str, handler: Handler) -> Handler:
     return faulty
 
 
-async def _act(fake: Any, endpoint: str, provider_name: str, handler: Handler, request: Request,
-               params: dict[str, str]) -> Response | None:
+async def _act(
+    fake: Any, endpoint: str, provider_name: str, handler: Handler, request: Request, params: dict[str, str]
+) -> Response | None:
     """The next action of `endpoint`'s plan, carried out."""
     action = next_action(fake, endpoint)
     if action in ("ok", "slow"):

@@ -33,11 +33,33 @@ ROUTE = PROVIDER.routes[0]
 _VERSION = r"/(?P<version>v1|v1beta|v1alpha)"
 _FILE_ID = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")  # files/{id}, as the File API allows
 # GenerateContentRequest fields, in both spellings the API accepts (proto JSON).
-_REQUEST_FIELDS = {"model", "contents", "systemInstruction", "system_instruction", "generationConfig",
-                   "generation_config", "safetySettings", "safety_settings", "tools", "toolConfig", "tool_config",
-                   "cachedContent", "cached_content", "labels", "serviceTier", "service_tier", "store"}
-_STATE = {"running": "BATCH_STATE_RUNNING", "cancelling": "BATCH_STATE_RUNNING", "completed": "BATCH_STATE_SUCCEEDED",
-          "expired": "BATCH_STATE_EXPIRED", "failed": "BATCH_STATE_FAILED", "cancelled": "BATCH_STATE_CANCELLED"}
+_REQUEST_FIELDS = {
+    "model",
+    "contents",
+    "systemInstruction",
+    "system_instruction",
+    "generationConfig",
+    "generation_config",
+    "safetySettings",
+    "safety_settings",
+    "tools",
+    "toolConfig",
+    "tool_config",
+    "cachedContent",
+    "cached_content",
+    "labels",
+    "serviceTier",
+    "service_tier",
+    "store",
+}
+_STATE = {
+    "running": "BATCH_STATE_RUNNING",
+    "cancelling": "BATCH_STATE_RUNNING",
+    "completed": "BATCH_STATE_SUCCEEDED",
+    "expired": "BATCH_STATE_EXPIRED",
+    "failed": "BATCH_STATE_FAILED",
+    "cancelled": "BATCH_STATE_CANCELLED",
+}
 
 
 def register(app: Any) -> None:
@@ -61,8 +83,13 @@ def register(app: Any) -> None:
             extra["input_file"] = file_name
         else:
             items = (source.get("requests") or {}).get("requests")
-            rows, route = [Row(str((item.get("metadata") or {}).get("key") or i), item.get("request") or {})
-                           for i, item in enumerate(items or [])], ROUTE
+            rows, route = (
+                [
+                    Row(str((item.get("metadata") or {}).get("key") or i), item.get("request") or {})
+                    for i, item in enumerate(items or [])
+                ],
+                ROUTE,
+            )
             extra["metadata"] = [i.get("metadata") for i in items or []]
         if not rows:
             return _error(400, "batch.inputConfig: at least one request is required")
@@ -90,7 +117,7 @@ def register(app: Any) -> None:
         jobs = world(fake).newest_first("gemini")
         start = int(request.query.get("pageToken") or 0)
         size = int(request.query.get("pageSize") or 50)
-        page = jobs[start:start + size]
+        page = jobs[start : start + size]
         body: dict[str, Any] = {"operations": [operation(fake, j) for j in page]}
         if start + size < len(jobs):
             body["nextPageToken"] = str(start + size)
@@ -111,12 +138,17 @@ def register(app: Any) -> None:
         return await gemini_list(request, {"version": "v1"})
 
     register_files(app)
+
     async def create_embeddings(request: Request, params: dict[str, str]) -> Response:
         return await create(request, params, EMBED_ROUTE)
 
     app.add("POST", _VERSION + r"/models/(?P<model>[^/:]+):batchGenerateContent", create, "gemini.batches.create")
-    app.add("POST", _VERSION + r"/models/(?P<model>[^/:]+):asyncBatchEmbedContent", create_embeddings,
-            "gemini.batches.create")
+    app.add(
+        "POST",
+        _VERSION + r"/models/(?P<model>[^/:]+):asyncBatchEmbedContent",
+        create_embeddings,
+        "gemini.batches.create",
+    )
     app.add("GET", "/v1/batches", shared_list)
     app.add("GET", _VERSION + r"/batches", gemini_list)
     app.add("GET", _VERSION + r"/batches/(?P<id>[^/:]+)", get, "gemini.batches.get")
@@ -127,8 +159,11 @@ def register(app: Any) -> None:
 def operation(fake: Any, job: Job) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
-        "model": f"models/{job.extra['model']}", "displayName": job.tag, "state": _STATE[job.state],
-        "createTime": _iso(job.created_at), "updateTime": _iso(time.time()),
+        "model": f"models/{job.extra['model']}",
+        "displayName": job.tag,
+        "state": _STATE[job.state],
+        "createTime": _iso(job.created_at),
+        "updateTime": _iso(time.time()),
         "batchStats": {"requestCount": str(len(job.rows)), "successfulRequestCount": str(job.count(200))},
     }
     if "input_file" in job.extra:
@@ -136,8 +171,12 @@ def operation(fake: Any, job: Job) -> dict[str, Any]:
     if job.state == "failed":  # a failed operation carries a google.rpc.Status, and no output
         metadata["endTime"] = _iso(time.time())
         code = 3 if job.error_code == "invalid_request" else 13  # INVALID_ARGUMENT, else INTERNAL
-        return {"name": job.id, "metadata": metadata, "done": True,
-                "error": {"code": code, "message": f"batch failed: {job.error_code}"}}
+        return {
+            "name": job.id,
+            "metadata": metadata,
+            "done": True,
+            "error": {"code": code, "message": f"batch failed: {job.error_code}"},
+        }
     if job.ended:
         metadata["endTime"] = _iso(time.time())
         metadata["output"] = _output(fake, job)
@@ -151,8 +190,11 @@ def _output(fake: Any, job: Job) -> dict[str, Any]:
             lines = [json.dumps({"key": row.custom_id, **_result(row)}) for row in job.rows if row.status is not None]
             job.extra["output_file"] = _store(world(fake), "\n".join(broken(fake, lines)).encode(), generated=True)
         return {"responsesFile": job.extra["output_file"]}
-    responses = [{**_result(row), "metadata": meta} for row, meta in zip(job.rows, job.extra["metadata"])
-                 if row.status is not None]
+    responses = [
+        {**_result(row), "metadata": meta}
+        for row, meta in zip(job.rows, job.extra["metadata"])
+        if row.status is not None
+    ]
     return {"inlinedResponses": {"inlinedResponses": responses}}
 
 
@@ -176,11 +218,16 @@ def _parse_rest(body: dict[str, Any], params: dict[str, str]) -> Call:
 
 
 FILE_ROUTE = replace(ROUTE, parse=_parse_rest)
-EMBED_ROUTE = replace(ROUTE, endpoint="gemini.embed_content", parse=embedding_routes.parse_gemini_one,
-                      render=embedding_routes.render_gemini_one)  # an embeddings job's line
+EMBED_ROUTE = replace(
+    ROUTE,
+    endpoint="gemini.embed_content",
+    parse=embedding_routes.parse_gemini_one,
+    render=embedding_routes.render_gemini_one,
+)  # an embeddings job's line
 
 
 # --- File API --------------------------------------------------------------------------------
+
 
 def register_files(app: Any) -> None:
     fake = app.fake
@@ -234,9 +281,14 @@ def _start_upload(found: Any, request: Request, version: str) -> Response:
     if name in found.files:
         return _error(409, f"File {name} already exists")
     upload_id = new_id("u")
-    found.uploads[upload_id] = {"name": name, "data": b"", "generated": False, "created_at": time.time(),
-                                "display_name": _spelled(meta, "displayName", "display_name"),
-                                "mime_type": request.headers.get("x-goog-upload-header-content-type")}
+    found.uploads[upload_id] = {
+        "name": name,
+        "data": b"",
+        "generated": False,
+        "created_at": time.time(),
+        "display_name": _spelled(meta, "displayName", "display_name"),
+        "mime_type": request.headers.get("x-goog-upload-header-content-type"),
+    }
     url = f"http://{request.headers.get('host')}/upload/{version}/files?upload_id={upload_id}&upload_protocol=resumable"
     return json_response(200, {}, {"x-goog-upload-url": url, "x-goog-upload-status": "active"})
 
@@ -248,16 +300,28 @@ def _spelled(node: dict[str, Any], camel: str, snake: str) -> Any:
 
 def _store(found: Any, data: bytes, *, generated: bool) -> str:
     name = f"files/batch-{new_id('')}"
-    found.files[name] = {"name": name, "data": data, "generated": generated, "created_at": time.time(),
-                         "display_name": name, "mime_type": "application/jsonl"}
+    found.files[name] = {
+        "name": name,
+        "data": data,
+        "generated": generated,
+        "created_at": time.time(),
+        "display_name": name,
+        "mime_type": "application/jsonl",
+    }
     return name
 
 
 def _file_resource(found: dict[str, Any]) -> dict[str, Any]:
-    resource = {"name": found["name"], "displayName": found["display_name"], "mimeType": found["mime_type"],
-                "sizeBytes": str(len(found["data"])), "createTime": _iso(found["created_at"]),
-                "updateTime": _iso(found["created_at"]), "state": "ACTIVE",
-                "source": "GENERATED" if found["generated"] else "UPLOADED"}
+    resource = {
+        "name": found["name"],
+        "displayName": found["display_name"],
+        "mimeType": found["mime_type"],
+        "sizeBytes": str(len(found["data"])),
+        "createTime": _iso(found["created_at"]),
+        "updateTime": _iso(found["created_at"]),
+        "state": "ACTIVE",
+        "source": "GENERATED" if found["generated"] else "UPLOADED",
+    }
     if found["generated"]:
         resource["downloadUri"] = f"/download/v1beta/{found['name']}:download?alt=media"
     return resource

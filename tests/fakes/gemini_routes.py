@@ -117,9 +117,7 @@ _STATUS = {
 _TYPE = "type.googleapis.com/google.rpc."
 
 
-def error_body(
-    status: int, message: str, call: Call | None, retry_after_s: float
-) -> dict[str, Any]:
+def error_body(status: int, message: str, call: Call | None, retry_after_s: float) -> dict[str, Any]:
     details: list[dict[str, Any]] = []
     if status == 429:
         limit = "ContentInputTokens" if "on tokens" in message else "Requests"

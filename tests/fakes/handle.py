@@ -64,9 +64,7 @@ class FakeServer:
         if not line.startswith("LISTENING "):
             process.kill()
             process.wait()
-            raise FakeServerError(
-                f"fake server did not start (exit code {process.returncode}, said {line!r})"
-            )
+            raise FakeServerError(f"fake server did not start (exit code {process.returncode}, said {line!r})")
         return cls(process, host, int(line.split()[1]))
 
     def stats(self) -> dict[str, Any]:

@@ -20,9 +20,41 @@ from typing import Any
 
 from .answers import WORDS, estimate_tokens
 
-PROSE = ("the", "product", "arrived", "quickly", "and", "works", "well", "but", "battery", "life", "is",
-         "shorter", "than", "expected", "support", "answered", "my", "question", "overall", "I", "would",
-         "recommend", "it", "to", "a", "friend", "price", "quality", "was", "fine", "setup", "took", "minutes")
+PROSE = (
+    "the",
+    "product",
+    "arrived",
+    "quickly",
+    "and",
+    "works",
+    "well",
+    "but",
+    "battery",
+    "life",
+    "is",
+    "shorter",
+    "than",
+    "expected",
+    "support",
+    "answered",
+    "my",
+    "question",
+    "overall",
+    "I",
+    "would",
+    "recommend",
+    "it",
+    "to",
+    "a",
+    "friend",
+    "price",
+    "quality",
+    "was",
+    "fine",
+    "setup",
+    "took",
+    "minutes",
+)
 
 
 def words_for(seed: str, median_sigma: Any) -> int:
@@ -56,8 +88,9 @@ def count_tokens(text: str, counter: str) -> int:
     return estimate_tokens(text)
 
 
-def input_tokens(text: str, provider: str, config: dict[str, Any], body: dict[str, Any] | None = None,
-                 schema: Any = None) -> int:
+def input_tokens(
+    text: str, provider: str, config: dict[str, Any], body: dict[str, Any] | None = None, schema: Any = None
+) -> int:
     """What a provider reports reading. OpenAI (o200k, `body` given): its chat format and the
     structured-output schema (openai_prompt_tokens); others: the text and ~7 tokens of framing,
     in another tokenizer (o200k x `input_token_ratio`)."""

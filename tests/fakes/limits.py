@@ -93,9 +93,7 @@ class Limiter:
             snap.tokens_left, snap.tokens_reset_s = max(0, int(tok.level)), tok.reset_s()
         return snap
 
-    def _bucket(
-        self, key: tuple[str, str], kind: str, per_minute: float | None, now: float
-    ) -> Bucket | None:
+    def _bucket(self, key: tuple[str, str], kind: str, per_minute: float | None, now: float) -> Bucket | None:
         if not per_minute:
             return None
         bucket = self.buckets.get((*key, kind))

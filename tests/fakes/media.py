@@ -14,8 +14,13 @@ from typing import Any
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 PDF = "application/pdf"
-_SIGNATURES = {"image/png": b"\x89PNG", "image/jpeg": b"\xff\xd8", "image/gif": b"GIF8", "image/webp": b"RIFF",
-               PDF: b"%PDF"}
+_SIGNATURES = {
+    "image/png": b"\x89PNG",
+    "image/jpeg": b"\xff\xd8",
+    "image/gif": b"GIF8",
+    "image/webp": b"RIFF",
+    PDF: b"%PDF",
+}
 
 
 def _decoded(media_type: str, data: Any, where: str, urlsafe: bool = False) -> dict[str, Any]:

@@ -19,8 +19,14 @@ from .wire import Request, Response, json_response, parse_multipart
 PROVIDER = openai_routes.PROVIDER
 PROVIDERS["openai"] = PROVIDER
 _ROUTES = {route.pattern.replace("\\", ""): route for route in PROVIDER.routes}  # "/v1/chat/completions"
-_STATUS = {"running": "in_progress", "cancelling": "cancelling", "completed": "completed",
-           "expired": "expired", "failed": "failed", "cancelled": "cancelled"}
+_STATUS = {
+    "running": "in_progress",
+    "cancelling": "cancelling",
+    "completed": "completed",
+    "expired": "expired",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
 
 
 def register(app: Any) -> None:
@@ -32,8 +38,12 @@ def register(app: Any) -> None:
             return _error(400, "file and purpose are required")
         file_id = new_id("file-")
         data = parts["file"].data
-        world(fake).files[file_id] = {"data": data, "filename": parts["file"].filename or "upload.jsonl",
-                                      "purpose": parts["purpose"].data.decode(), "created_at": int(time.time())}
+        world(fake).files[file_id] = {
+            "data": data,
+            "filename": parts["file"].filename or "upload.jsonl",
+            "purpose": parts["purpose"].data.decode(),
+            "created_at": int(time.time()),
+        }
         return json_response(200, _file_object(file_id, world(fake).files[file_id]))
 
     async def file_content(request: Request, params: dict[str, str]) -> Response:
@@ -53,10 +63,18 @@ def register(app: Any) -> None:
         rows, problem = _rows(found["data"], str(body.get("endpoint")))
         if problem:
             return _error(400, problem)
-        job = Job(new_id("batch_"), "openai", _ROUTES[str(body["endpoint"])], rows,
-                  tag=(body.get("metadata") or {}).get("batchor_batch"),
-                  extra={"metadata": body.get("metadata"), "endpoint": body["endpoint"],
-                         "input_file_id": body["input_file_id"]})
+        job = Job(
+            new_id("batch_"),
+            "openai",
+            _ROUTES[str(body["endpoint"])],
+            rows,
+            tag=(body.get("metadata") or {}).get("batchor_batch"),
+            extra={
+                "metadata": body.get("metadata"),
+                "endpoint": body["endpoint"],
+                "input_file_id": body["input_file_id"],
+            },
+        )
         world(fake).create(fake, job)
         delay = float(fake.config["batch_create_delay_s"])
         if delay > 0:
@@ -80,12 +98,20 @@ def register(app: Any) -> None:
         after = request.query.get("after")
         if after:
             ids = [j.id for j in jobs]
-            jobs = jobs[ids.index(after) + 1:] if after in ids else []
+            jobs = jobs[ids.index(after) + 1 :] if after in ids else []
         limit = int(request.query.get("limit", 20))
         page = jobs[:limit]
         data = [batch_object(fake, j) for j in page]
-        return json_response(200, {"object": "list", "data": data, "first_id": page[0].id if page else None,
-                                   "last_id": page[-1].id if page else None, "has_more": len(jobs) > limit})
+        return json_response(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "first_id": page[0].id if page else None,
+                "last_id": page[-1].id if page else None,
+                "has_more": len(jobs) > limit,
+            },
+        )
 
     async def delete_file(request: Request, params: dict[str, str]) -> Response:
         if world(fake).files.pop(params["id"], None) is None:
@@ -130,13 +156,25 @@ def batch_object(fake: Any, job: Job) -> dict[str, Any]:
     done = sum(1 for r in job.rows if r.status is not None)
     errors = None
     if job.state == "failed":
-        errors = {"object": "list", "data": [{"code": job.error_code, "message": f"batch failed: {job.error_code}",
-                                              "param": None, "line": None}]}
+        errors = {
+            "object": "list",
+            "data": [
+                {"code": job.error_code, "message": f"batch failed: {job.error_code}", "param": None, "line": None}
+            ],
+        }
     return {
-        "id": job.id, "object": "batch", "endpoint": job.extra["endpoint"], "errors": errors,
-        "input_file_id": job.extra["input_file_id"], "completion_window": "24h", "status": _STATUS[job.state],
-        "output_file_id": files[0], "error_file_id": files[1], "created_at": int(job.created_at),
-        "in_progress_at": int(job.created_at), "expires_at": int(job.created_at) + 86400,
+        "id": job.id,
+        "object": "batch",
+        "endpoint": job.extra["endpoint"],
+        "errors": errors,
+        "input_file_id": job.extra["input_file_id"],
+        "completion_window": "24h",
+        "status": _STATUS[job.state],
+        "output_file_id": files[0],
+        "error_file_id": files[1],
+        "created_at": int(job.created_at),
+        "in_progress_at": int(job.created_at),
+        "expires_at": int(job.created_at) + 86400,
         "completed_at": ended if job.state == "completed" else None,
         "expired_at": ended if job.state == "expired" else None,
         "failed_at": ended if job.state == "failed" else None,
@@ -158,8 +196,9 @@ def _result_files(fake: Any, job: Job) -> tuple[str | None, str | None]:
             if row.status is None:
                 line.update(response=None, error={"code": missing, "message": f"not run: {missing}"})
             else:
-                line.update(response={"status_code": row.status, "request_id": new_id("req_"), "body": row.payload},
-                            error=None)
+                line.update(
+                    response={"status_code": row.status, "request_id": new_id("req_"), "body": row.payload}, error=None
+                )
             (ok if row.status == 200 else bad).append(json.dumps(line))
         ok.reverse()  # output order is not input order
         job.extra["files"] = tuple(_store(fake, broken(fake, lines), job.id) for lines in (ok, bad))
@@ -170,14 +209,25 @@ def _store(fake: Any, lines: list[str], job_id: str) -> str | None:
     if not lines:
         return None
     file_id = new_id("file-")
-    world(fake).files[file_id] = {"data": ("\n".join(lines) + "\n").encode(), "filename": f"{job_id}_output.jsonl",
-                                  "purpose": "batch_output", "created_at": int(time.time())}
+    world(fake).files[file_id] = {
+        "data": ("\n".join(lines) + "\n").encode(),
+        "filename": f"{job_id}_output.jsonl",
+        "purpose": "batch_output",
+        "created_at": int(time.time()),
+    }
     return file_id
 
 
 def _file_object(file_id: str, found: dict[str, Any]) -> dict[str, Any]:
-    return {"id": file_id, "object": "file", "bytes": len(found["data"]), "created_at": found["created_at"],
-            "filename": found["filename"], "purpose": found["purpose"], "status": "processed"}
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": len(found["data"]),
+        "created_at": found["created_at"],
+        "filename": found["filename"],
+        "purpose": found["purpose"],
+        "status": "processed",
+    }
 
 
 def _error(status: int, message: str) -> Response:

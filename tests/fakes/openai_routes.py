@@ -33,11 +33,7 @@ def parse_chat(body: dict[str, Any], params: dict[str, str]) -> Call:
         raise ValueError("'messages' must be a non-empty array")
     turns = conversation(messages)
     fmt = body.get("response_format") or {}
-    schema = (
-        (fmt.get("json_schema") or {}).get("schema", {})
-        if fmt.get("type") == "json_schema"
-        else None
-    )
+    schema = (fmt.get("json_schema") or {}).get("schema", {}) if fmt.get("type") == "json_schema" else None
     schema = JSON_OBJECT if fmt.get("type") == "json_object" else schema
     tool, tool_schema = _forced_function(body, nested=True)
     return Call(
@@ -93,9 +89,7 @@ def parse_responses(body: dict[str, Any], params: dict[str, str]) -> Call:
     schema = fmt.get("schema", {}) if fmt.get("type") == "json_schema" else None
     schema = JSON_OBJECT if fmt.get("type") == "json_object" else schema
     tool, tool_schema = _forced_function(body, nested=False)
-    texts = [str(body.get("instructions") or "")] + [
-        content_text(m.get("content")) for m in messages
-    ]
+    texts = [str(body.get("instructions") or "")] + [content_text(m.get("content")) for m in messages]
     return Call(
         provider="openai",
         model=str(body["model"]),
@@ -175,17 +169,13 @@ _TYPES = {
 }
 
 
-def error_body(
-    status: int, message: str, call: Call | None, retry_after_s: float
-) -> dict[str, Any]:
+def error_body(status: int, message: str, call: Call | None, retry_after_s: float) -> dict[str, Any]:
     if status == 429:
         # OpenAI names the exhausted limit in `type`; the limiter's message names it too.
         kind = "tokens" if "on tokens" in message else "requests"
         code = "rate_limit_exceeded"
     else:
-        kind, code = _TYPES.get(
-            status, ("server_error" if status >= 500 else "invalid_request_error", None)
-        )
+        kind, code = _TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
@@ -232,8 +222,13 @@ PROVIDER = Provider(
     routes=(
         Route("POST", r"/v1/chat/completions", "openai.chat_completions", parse_chat, render_chat),
         Route("POST", r"/v1/responses", "openai.responses", parse_responses, render_responses),
-        Route("POST", r"/v1/embeddings", "openai.embeddings", embedding_routes.parse_openai,
-              embedding_routes.render_openai),
+        Route(
+            "POST",
+            r"/v1/embeddings",
+            "openai.embeddings",
+            embedding_routes.parse_openai,
+            embedding_routes.render_openai,
+        ),
     ),
     error_body=error_body,
     quota_error=quota_error,

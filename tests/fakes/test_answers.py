@@ -138,12 +138,22 @@ def test_parse_multipart():
 
 def test_constraints_moved_into_descriptions_are_followed():
     # batchor's Anthropic adaptation writes unsupported keywords as "(key: value, ...)"
-    schema = {"type": "object", "required": ["n", "tags"], "properties": {
-        "n": {"type": "integer", "description": "Star rating (minimum: 1, maximum: 5)"},
-        "tags": {"type": "array", "description": "(maxItems: 1)",
-                 "items": {"type": "string", "description": "(maxLength: 3)"}}}}
-    strict = {"type": "object", "properties": {
-        "n": {"minimum": 1, "maximum": 5}, "tags": {"maxItems": 1, "items": {"maxLength": 3}}}}
+    schema = {
+        "type": "object",
+        "required": ["n", "tags"],
+        "properties": {
+            "n": {"type": "integer", "description": "Star rating (minimum: 1, maximum: 5)"},
+            "tags": {
+                "type": "array",
+                "description": "(maxItems: 1)",
+                "items": {"type": "string", "description": "(maxLength: 3)"},
+            },
+        },
+    }
+    strict = {
+        "type": "object",
+        "properties": {"n": {"minimum": 1, "maximum": 5}, "tags": {"maxItems": 1, "items": {"maxLength": 3}}},
+    }
     for seed in range(20):
         jsonschema.validate(schema_answer(schema, str(seed)), strict)
 
@@ -179,8 +189,9 @@ def test_text_answer_lengths_can_grow_with_the_prompts_and_stay_as_they_were_wit
     slope = sum((x - mx) * (y - my) for x, y in logs) / sum((x - mx) ** 2 for x, _ in logs)
     assert 0.85 <= slope <= 1.15  # log length grows with log prompt words at beta 1
     ratios = [f / p for f, p in zip(followed, plain)]  # the same draw around a moved median
-    assert all(abs(r - len(p.split()) / 50) <= 0.05 * len(p.split()) / 50 + 1 / q
-               for r, p, q in zip(ratios, prompts, plain))
+    assert all(
+        abs(r - len(p.split()) / 50) <= 0.05 * len(p.split()) / 50 + 1 / q for r, p, q in zip(ratios, prompts, plain)
+    )
 
 
 REVIEW = json.loads((__import__("pathlib").Path(__file__).parents[2] / "schemas" / "review.schema.json").read_text())

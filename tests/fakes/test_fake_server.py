@@ -98,9 +98,7 @@ def test_openai_chat_json_schema_is_valid_and_deterministic(oai):
 
 def test_openai_responses_api(oai):
     text_format = {"format": {"type": "json_schema", "name": "r", "schema": SCHEMA, "strict": True}}
-    reply = oai.responses.create(
-        model="gpt-test", instructions="classify", input="I love it", text=text_format
-    )
+    reply = oai.responses.create(model="gpt-test", instructions="classify", input="I love it", text=text_format)
     jsonschema.validate(json.loads(reply.output_text), SCHEMA)
     assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
     items = [{"role": "user", "content": [{"type": "input_text", "text": "plain please"}]}]
@@ -109,9 +107,7 @@ def test_openai_responses_api(oai):
 
 def test_openai_rpm_limit_answers_429_with_retry_after(server, oai):
     server.configure(rpm=60, burst_s=1)  # a bucket of one request, refilled every second
-    ok = oai.chat.completions.with_raw_response.create(
-        model="gpt-test", messages=[{"role": "user", "content": "a"}]
-    )
+    ok = oai.chat.completions.with_raw_response.create(model="gpt-test", messages=[{"role": "user", "content": "a"}])
     assert ok.headers["x-ratelimit-limit-requests"] == "60"
     assert ok.headers["x-ratelimit-remaining-requests"] == "0"
     assert ok.headers["x-ratelimit-reset-requests"].endswith("s")
@@ -189,22 +185,16 @@ def test_anthropic_rate_limit_and_quota(server, claude):
     assert raw.headers["anthropic-ratelimit-requests-limit"] == "60"
     assert raw.headers["anthropic-ratelimit-requests-reset"].endswith("Z")
     with pytest.raises(anthropic.RateLimitError) as caught:
-        claude.messages.create(
-            model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "b"}]
-        )
+        claude.messages.create(model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "b"}])
     assert float(caught.value.response.headers["retry-after"]) > 0
     assert caught.value.type == "rate_limit_error"
     server.configure(rpm=None, quota_exhausted=True)
     with pytest.raises(anthropic.PaymentRequiredError) as billing:
-        claude.messages.create(
-            model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "c"}]
-        )
+        claude.messages.create(model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "c"}])
     assert billing.value.type == "billing_error"
     server.configure(quota_exhausted="spend_limit")
     with pytest.raises(anthropic.EnforcedSpendLimitReachedError):
-        claude.messages.create(
-            model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "d"}]
-        )
+        claude.messages.create(model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "d"}])
 
 
 # -- Gemini -------------------------------------------------------------------------------------
@@ -232,9 +222,7 @@ class Review(BaseModel):
 def test_gemini_response_schema_on_v1beta(server):
     options = genai_types.HttpOptions(base_url=server.gemini_base_url, api_version="v1beta")
     client = genai.Client(api_key="x", http_options=options)
-    config = genai_types.GenerateContentConfig(
-        response_mime_type="application/json", response_schema=Review
-    )
+    config = genai_types.GenerateContentConfig(response_mime_type="application/json", response_schema=Review)
     reply = client.models.generate_content(model="gemini-test", contents="hm", config=config)
     assert isinstance(reply.parsed, Review)
     text = client.models.generate_content(model="gemini-test", contents="say hi").text
@@ -390,17 +378,25 @@ def test_runs_as_module(tmp_path):
 def test_scripted_answers_are_served_in_order_then_generated_again(server, oai, claude):
     """A test sets canned answers (text or JSON values); each answered call takes the next one,
     whatever it asked; a fault does not use one up; setting the list again restarts it."""
-    server.configure(scripted_answers=["first canned", {"label": "scripted"}, {"tool": "input"}],
-                     fail_matching={"boom": 500})
-    ask = lambda text: oai.chat.completions.create(  # noqa: E731
-        model="gpt-4.1-mini", messages=[{"role": "user", "content": text}]).choices[0].message.content
+    server.configure(
+        scripted_answers=["first canned", {"label": "scripted"}, {"tool": "input"}], fail_matching={"boom": 500}
+    )
+
+    def ask(text: str) -> str | None:
+        reply = oai.chat.completions.create(model="gpt-4.1-mini", messages=[{"role": "user", "content": text}])
+        return reply.choices[0].message.content
+
     assert ask("anything") == "first canned"
     with pytest.raises(openai.InternalServerError):
         ask("boom")
     assert json.loads(ask("something else")) == {"label": "scripted"}
-    tool = claude.messages.create(model="claude-haiku-4-5", max_tokens=200, messages=[{"role": "user", "content": "x"}],
-                                  tools=[{"name": "record", "input_schema": SCHEMA}],
-                                  tool_choice={"type": "tool", "name": "record"})
+    tool = claude.messages.create(
+        model="claude-haiku-4-5",
+        max_tokens=200,
+        messages=[{"role": "user", "content": "x"}],
+        tools=[{"name": "record", "input_schema": SCHEMA}],
+        tool_choice={"type": "tool", "name": "record"},
+    )
     assert tool.content[0].input == {"tool": "input"}
     assert ask("after the script").startswith("echo: ")
     assert server.stats()["scripted_served"] == 3

@@ -61,9 +61,7 @@ async def serve(handler: Handler, host: str, port: int) -> asyncio.Server:
     return await asyncio.start_server(on_connect, host, port, limit=MAX_HEAD, backlog=4096)
 
 
-async def _connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler
-) -> None:
+async def _connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler) -> None:
     try:
         while True:
             request, keep_alive = await _read_request(reader, writer)
@@ -92,9 +90,7 @@ async def _connection(
         writer.close()
 
 
-async def _read_request(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> tuple[Request | None, bool]:
+async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> tuple[Request | None, bool]:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:

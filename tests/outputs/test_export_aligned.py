@@ -41,18 +41,14 @@ def _reference(plan, store, path):
     ]
     joins = " ".join(f"LEFT JOIN {a} ON {a}.row_key = rows._row_key" for a in aliases)
     rows = pa.concat_tables(
-        pa.Table.from_batches([b])
-        for b in plan.iter_batches(["_row_key"] + list(plan.header.input.columns))
+        pa.Table.from_batches([b]) for b in plan.iter_batches(["_row_key"] + list(plan.header.input.columns))
     )
     rows = rows.append_column("__idx", pa.array(range(rows.num_rows), pa.int64()))
     db = duckdb.connect()
     db.register("rows", rows)
     for alias, step in zip(aliases, steps):
         db.register(alias, store.job_results(plan.job_id, step.name))
-    db.execute(
-        f"COPY (SELECT {', '.join(select)} FROM rows {joins} ORDER BY rows.__idx) TO '{path}' "
-        "(FORMAT parquet)"
-    )
+    db.execute(f"COPY (SELECT {', '.join(select)} FROM rows {joins} ORDER BY rows.__idx) TO '{path}' (FORMAT parquet)")
     db.close()
 
 
@@ -68,14 +64,7 @@ def test_export_matches_a_sorted_join(workdir, monkeypatch, part_rows):
     write_csv(workdir / "data.csv", [{"id": i, "text": texts[i]} for i in ids])
     plan = api.plan(spec, save=False, mock=True)
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
-    keys = dict(
-        zip(
-            *(
-                c.to_pylist()
-                for c in next(plan.iter_batches(["_row_key", "__req.classify.key"])).columns
-            )
-        )
-    )
+    keys = dict(zip(*(c.to_pylist() for c in next(plan.iter_batches(["_row_key", "__req.classify.key"])).columns)))
     mapped = [i for i in ids if i != "unmapped"]
     store.add_run_requests(
         plan.job_id,
@@ -103,8 +92,7 @@ def test_export_matches_a_sorted_join(workdir, monkeypatch, part_rows):
                 "step": ["classify"] * len(answered),
                 "status": [status[i] for i in answered],
                 "output": [
-                    None if status[i] == "failed" else '{"sentiment": "positive", "score": 4}'
-                    for i in answered
+                    None if status[i] == "failed" else '{"sentiment": "positive", "score": 4}' for i in answered
                 ],
                 "error_code": ["server_error" if status[i] == "failed" else None for i in answered],
                 "error": ["boom" if status[i] == "failed" else None for i in answered],
@@ -134,10 +122,7 @@ def test_export_matches_a_sorted_join(workdir, monkeypatch, part_rows):
     with duckdb.connect() as db:
         for fmt, reader in (("csv", "read_csv"), ("jsonl", "read_json")):
             assert [
-                r[0]
-                for r in db.execute(
-                    f"SELECT _row_key FROM {reader}('{workdir / f'out.{fmt}'}')"
-                ).fetchall()
+                r[0] for r in db.execute(f"SELECT _row_key FROM {reader}('{workdir / f'out.{fmt}'}')").fetchall()
             ] == ids
     statuses = got.column("_status").to_pylist()
     counts = export.row_counts(plan, store)
@@ -159,14 +144,28 @@ def test_an_apply_s_counts_are_those_of_the_file_it_wrote(workdir, monkeypatch, 
     plan = api.plan(spec, save=False, mock=True)
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
     keys = next(plan.iter_batches(["_row_key", "__req.classify.key"])).to_pydict()
-    store.add_run_requests(plan.job_id, "classify", pa.table({"row_key": keys["_row_key"],
-                                                              "request_key": keys["__req.classify.key"]}))
+    store.add_run_requests(
+        plan.job_id, "classify", pa.table({"row_key": keys["_row_key"], "request_key": keys["__req.classify.key"]})
+    )
     done = sorted(set(keys["__req.classify.key"]))[:2]  # "same" (8 rows) and one other: the rest stay pending
-    store.record_results(pa.table({
-        "request_key": done, "step": ["classify"] * 2, "status": ["failed", "succeeded"],
-        "output": [None, '{"sentiment": "mixed", "score": 3}'], "error_code": ["server_error", None],
-        "error": ["boom", None], "attempts": [1, 1], "input_tokens": [1, 1], "output_tokens": [1, 1],
-        "cost_usd": [0.0, 0.0], "run_id": ["r", "r"]}, schema=RESULT_SCHEMA))
+    store.record_results(
+        pa.table(
+            {
+                "request_key": done,
+                "step": ["classify"] * 2,
+                "status": ["failed", "succeeded"],
+                "output": [None, '{"sentiment": "mixed", "score": 3}'],
+                "error_code": ["server_error", None],
+                "error": ["boom", None],
+                "attempts": [1, 1],
+                "input_tokens": [1, 1],
+                "output_tokens": [1, 1],
+                "cost_usd": [0.0, 0.0],
+                "run_id": ["r", "r"],
+            },
+            schema=RESULT_SCHEMA,
+        )
+    )
     if not small:
         monkeypatch.setattr(export, "SMALL_ROWS", 5)
     reads = []

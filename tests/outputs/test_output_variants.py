@@ -33,12 +33,15 @@ def apply_cli(*args: str) -> str:
     return result.output
 
 
-@pytest.mark.parametrize(("flags", "name", "rows"), [
-    (["--limit", "3"], "results.limit-3.csv", 3),
-    (["--sample", "4"], "results.sample-4.csv", 4),
-    (["--model", "openai:gpt-4.1-nano"], "results.model-gpt-4.1-nano.csv", 6),
-    (["--limit", "5", "--model", "openai:gpt-4.1-nano"], "results.limit-5.model-gpt-4.1-nano.csv", 5),
-])
+@pytest.mark.parametrize(
+    ("flags", "name", "rows"),
+    [
+        (["--limit", "3"], "results.limit-3.csv", 3),
+        (["--sample", "4"], "results.sample-4.csv", 4),
+        (["--model", "openai:gpt-4.1-nano"], "results.model-gpt-4.1-nano.csv", 6),
+        (["--limit", "5", "--model", "openai:gpt-4.1-nano"], "results.limit-5.model-gpt-4.1-nano.csv", 5),
+    ],
+)
 def test_a_partial_run_writes_beside_the_spec_output(fake, workdir, spec, flags, name, rows):
     printed = apply_cli(str(spec), *flags)
     written = workdir / "out" / name

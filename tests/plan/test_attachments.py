@@ -17,8 +17,9 @@ from batchor.plan.media_info import MediaError, describe, pdf_pages
 from tests.media_files import image_bytes, pdf_bytes, write
 
 
-@pytest.mark.parametrize("fmt, kind", [("PNG", "image/png"), ("JPEG", "image/jpeg"), ("GIF", "image/gif"),
-                                       ("WEBP", "image/webp")])
+@pytest.mark.parametrize(
+    "fmt, kind", [("PNG", "image/png"), ("JPEG", "image/jpeg"), ("GIF", "image/gif"), ("WEBP", "image/webp")]
+)
 def test_image_size_from_the_header(fmt, kind):
     info = describe(image_bytes(1234, 567, fmt))
     assert (info.media_type, info.width, info.height) == (kind, 1234, 567)
@@ -47,8 +48,10 @@ def test_pdf_page_count_and_damaged_files():
         describe(b"%PDF-1.7 garbage")
 
 
-@pytest.mark.parametrize("width, height, tokens", [
-    (512, 512, 85 + 170), (1024, 1024, 85 + 170 * 4), (2048, 4096, 85 + 170 * 6), (100, 100, 255)])
+@pytest.mark.parametrize(
+    "width, height, tokens",
+    [(512, 512, 85 + 170), (1024, 1024, 85 + 170 * 4), (2048, 4096, 85 + 170 * 6), (100, 100, 255)],
+)
 def test_openai_tile_rule(width, height, tokens):
     assert openai_tokens(width, height, 0) == tokens  # documented examples: 1024x1024 -> 765, 2048x4096 -> 1105
 
@@ -62,8 +65,9 @@ def test_anthropic_and_gemini_rules():
 
 
 def test_token_rules_follow_the_provider(tmp_path):
-    ref = describe_row([str(write(tmp_path / "a.png", image_bytes(1024, 1024)))], "r1",
-                       AttachmentContext(tmp_path, "openai"))[0]
+    ref = describe_row(
+        [str(write(tmp_path / "a.png", image_bytes(1024, 1024)))], "r1", AttachmentContext(tmp_path, "openai")
+    )[0]
     assert attachment_tokens("openai", ref) == 765
     assert attachment_tokens("anthropic", ref) == 1399
     assert attachment_tokens("gemini", ref) == 258 * 4
@@ -77,8 +81,9 @@ def test_relative_paths_start_at_the_input_folder(tmp_path):
 
 def test_the_key_holds_the_content_hash_not_the_path(tmp_path):
     ctx = AttachmentContext(tmp_path, "anthropic")
-    first = describe_row(["a.png"], "r1", AttachmentContext(write(tmp_path / "a.png", image_bytes(64, 64)).parent,
-                                                             "anthropic"))
+    first = describe_row(
+        ["a.png"], "r1", AttachmentContext(write(tmp_path / "a.png", image_bytes(64, 64)).parent, "anthropic")
+    )
     moved = write(tmp_path / "elsewhere" / "b.png", image_bytes(64, 64))
     second = describe_row([str(moved)], "r1", ctx)
     assert first[0]["path"] != second[0]["path"]
@@ -100,7 +105,9 @@ def test_inline_data_uri_base64_and_bytes_values(tmp_path):
 def test_urls_are_sent_only_where_the_provider_fetches_them(tmp_path):
     url = "https://example.org/scan.pdf"
     assert describe_row([url], "r1", AttachmentContext(tmp_path, "anthropic"))[0] == {
-        "media_type": "application/pdf", "url": url}
+        "media_type": "application/pdf",
+        "url": url,
+    }
     refused = describe_row([url], "r9", AttachmentContext(tmp_path, "openai"))[0]
     assert refused["error"] == "attachment_unsupported"
     assert "row r9" in refused["detail"] and "never downloads" in refused["detail"]

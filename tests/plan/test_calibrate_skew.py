@@ -17,11 +17,19 @@ from batchor.state.length_stats import OutputStats
 def stats_of(lengths: list[float]) -> OutputStats:
     n = len(lengths)
     logs = [math.log(v) for v in lengths]
-    return OutputStats(answers=n, attempts=n, answer_tokens=round(sum(lengths)),
-                       answer_tokens_sq=sum(v * v for v in lengths), attempt_tokens=round(sum(lengths)),
-                       max_tokens=round(max(lengths)), requests=n, answer_tokens_cu=sum(v ** 3 for v in lengths),
-                       answer_logs=sum(logs), answer_logs_sq=sum(v * v for v in logs),
-                       answer_logs_cu=sum(v ** 3 for v in logs))
+    return OutputStats(
+        answers=n,
+        attempts=n,
+        answer_tokens=round(sum(lengths)),
+        answer_tokens_sq=sum(v * v for v in lengths),
+        attempt_tokens=round(sum(lengths)),
+        max_tokens=round(max(lengths)),
+        requests=n,
+        answer_tokens_cu=sum(v**3 for v in lengths),
+        answer_logs=sum(logs),
+        answer_logs_sq=sum(v * v for v in logs),
+        answer_logs_cu=sum(v**3 for v in logs),
+    )
 
 
 def misses(draw, answers: int, rest: int, trials: int, seed: int) -> tuple[float, float]:
@@ -47,8 +55,9 @@ def test_log_normal_lengths_are_covered_about_90_percent_with_about_5_percent_ab
     at n = 15 before the log-normal skewness floor and the second-order term: a sample that missed
     the long answers has a low mean, spread and skewness at once); `python
     benchmarks/interval_coverage.py` for the full table."""
-    above, below = misses(lambda rng: 120 * rng.lognormvariate(0, sigma), answers, 150, trials=2000,
-                          seed=answers + round(100 * sigma))
+    above, below = misses(
+        lambda rng: 120 * rng.lognormvariate(0, sigma), answers, 150, trials=2000, seed=answers + round(100 * sigma)
+    )
     assert 0.87 <= 1 - above - below <= 0.94
     assert 0.03 <= above <= 0.075 and below >= 0.015
 
@@ -79,10 +88,9 @@ def test_fewer_than_three_answers_give_no_shift_and_wild_skewness_is_capped():
     one_long = stats_of([10] * 40 + [4000])
     assert one_long.skewness > 6
     variance, capped = output_spread(one_long, 50, one_long.stdev)
-    assert capped == pytest.approx(
-        3.0 * one_long.stdev * (50 * (2 * Z90 ** 2 + 1) / (6 * 41) + (Z90 ** 2 - 1) / 6))
+    assert capped == pytest.approx(3.0 * one_long.stdev * (50 * (2 * Z90**2 + 1) / (6 * 41) + (Z90**2 - 1) / 6))
     quantile = t90(40) + SECOND_ORDER * 9 / 41  # the mean's part widened by the capped G, squared
-    assert variance == pytest.approx(((quantile / Z90) ** 2 * 50 ** 2 / 41 + 50) * one_long.stdev ** 2)
+    assert variance == pytest.approx(((quantile / Z90) ** 2 * 50**2 / 41 + 50) * one_long.stdev**2)
 
 
 def reasks_of(draw: random.Random, p1: float, p2: float, attempts: int) -> tuple[int, int]:
@@ -106,10 +114,14 @@ def test_the_rests_re_asks_are_covered_about_90_percent_from_a_pilots_first_asks
     rng, inside, trials = random.Random(7), 0, 1500
     for _ in range(trials):
         pilot = [reasks_of(rng, p1, p2, 4) for _ in range(50)]
-        measured = OutputStats(first_asks=50, first_rejected=sum(k > 0 for k, _ in pilot),
-                               reasks=sum(k for k, _ in pilot), reasks_rejected=sum(j for _, j in pilot))
+        measured = OutputStats(
+            first_asks=50,
+            first_rejected=sum(k > 0 for k, _ in pilot),
+            reasks=sum(k for k, _ in pilot),
+            reasks_rejected=sum(j for _, j in pilot),
+        )
         own, error = measured.reask_spread(4)
         actual = sum(reasks_of(rng, p1, p2, 4)[0] for _ in range(250))
         expected = 250 * measured.reasks_per_request(4)
-        inside += abs(actual - expected) <= Z90 * math.sqrt(250 ** 2 * error + 250 * own) + 1e-9
+        inside += abs(actual - expected) <= Z90 * math.sqrt(250**2 * error + 250 * own) + 1e-9
     assert 0.85 <= inside / trials <= 0.95

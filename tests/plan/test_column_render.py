@@ -36,9 +36,7 @@ TEMPLATES = [
 
 def _batch() -> pa.RecordBatch:
     n = len(NASTY)
-    return pa.RecordBatch.from_pydict(
-        {"_row_key": [str(i) for i in range(n)], "a": NASTY, "b": list(reversed(NASTY))}
-    )
+    return pa.RecordBatch.from_pydict({"_row_key": [str(i) for i in range(n)], "a": NASTY, "b": list(reversed(NASTY))})
 
 
 @pytest.mark.parametrize(("system", "prompt"), TEMPLATES)
@@ -53,13 +51,9 @@ def test_bodies_keys_and_tokens_match_jinja(system, prompt):
     bodies = fast.bodies(batch).to_pylist()
     assert bodies == expected
     assert request_keys("prefix", bodies) == [request_key_from_json("prefix", b) for b in expected]
-    contents = [
-        (role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)
-    ]
+    contents = [(role, c if isinstance(c, str) else c.to_pylist()) for role, c in fast.render(batch)]
     counter = get_counter("openai", "gpt-4.1-mini")
-    assert counter.count_chat_columns(contents, batch.num_rows) == counter.count_messages_batch(
-        messages
-    )
+    assert counter.count_chat_columns(contents, batch.num_rows) == counter.count_messages_batch(messages)
 
 
 @pytest.mark.parametrize(
@@ -93,9 +87,7 @@ def test_plan_data_is_the_same_on_both_paths(workdir, monkeypatch):
     write_csv(workdir / "data.csv", rows + [{"id": "dup", "text": "plain"}])
     used = []
     real = render_module.fast_step
-    monkeypatch.setattr(
-        render_module, "fast_step", lambda *args: used.append(real(*args)) or used[-1]
-    )
+    monkeypatch.setattr(render_module, "fast_step", lambda *args: used.append(real(*args)) or used[-1])
     fast = api.plan(spec, save=False)
     assert used and used[0] is not None, "the column-wise path was not taken"
     monkeypatch.setattr(render_module, "fast_step", lambda *args: None)
@@ -150,8 +142,5 @@ def test_row_tally_counts_like_the_row_by_row_loop(window):
         end = {0: 4, 4: 7, 7: 10}[start]
         tally.add(pa.array(keys[start:end], pa.string()), pa.array(tokens[start:end], pa.int32()))
     tally.finish(step, store)
-    got = {
-        name: getattr(tally, name)
-        for name in ("rows", "skipped", "cached", "to_run", "input_tokens", "too_long")
-    }
+    got = {name: getattr(tally, name) for name in ("rows", "skipped", "cached", "to_run", "input_tokens", "too_long")}
     assert got == _reference(keys, tokens, store.cached, step)

@@ -16,11 +16,16 @@ ROWS = 30
 
 def _spec(folder, when: str) -> str:
     write_csv(folder / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(ROWS)])
-    spec = {"name": "tickets", "input": {"path": "data.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 100}},
-            "steps": {"triage": {"prompt": "Classify: {{ row.text }}", "output": "text"},
-                      "reply": {"prompt": "Reply to {{ row.text }} ({{ triage }})", "output": "text", "when": when}},
-            "output": {"path": "out.csv"}}
+    spec = {
+        "name": "tickets",
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 100}},
+        "steps": {
+            "triage": {"prompt": "Classify: {{ row.text }}", "output": "text"},
+            "reply": {"prompt": "Reply to {{ row.text }} ({{ triage }})", "output": "text", "when": when},
+        },
+        "output": {"path": "out.csv"},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(path)

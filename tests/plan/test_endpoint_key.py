@@ -61,8 +61,13 @@ def test_another_base_url_is_another_request(tmp_path, no_base_url_env, monkeypa
     assert _first_key(tmp_path / "d", "openai", "gpt-4.1-mini") == local
     gemini = PINNED[("gemini", "gemini-2.5-flash")]
     via_gateway = _first_key(tmp_path / "e", "gemini", "gemini-2.5-flash", base_url="https://gw.example.com")
-    versioned = _first_key(tmp_path / "f", "gemini", "gemini-2.5-flash", base_url="https://gw.example.com",
-                           options="{api_version: v1alpha}")
+    versioned = _first_key(
+        tmp_path / "f",
+        "gemini",
+        "gemini-2.5-flash",
+        base_url="https://gw.example.com",
+        options="{api_version: v1alpha}",
+    )
     assert len({gemini, via_gateway, versioned}) == 3
 
 

@@ -25,8 +25,10 @@ def query(workdir: Path, sql: str) -> list[tuple]:
 
 def new_rows(folder: Path, start: int, rows: int = 20) -> None:
     """Other input rows for the same step: nothing cached, the same length key."""
-    write_csv(folder / "data.csv", [{"id": f"n{i}", "text": f"another review {i} of a product"}
-                                    for i in range(start, start + rows)])
+    write_csv(
+        folder / "data.csv",
+        [{"id": f"n{i}", "text": f"another review {i} of a product"} for i in range(start, start + rows)],
+    )
 
 
 def test_a_second_plan_uses_the_answers_of_the_first_run(workdir, fake):
@@ -82,8 +84,10 @@ def test_rejected_attempts_count_in_the_expected_tokens(workdir, fake):
     spec = make_spec(workdir, rows=20)
     api.apply(spec, handle_signals=False)
     fake.configure(malformed_times=0)
-    billed, answers = query(workdir, "SELECT sum(output_tokens), count(*) FILTER (WHERE outcome = 'ok') "
-                                     "FROM attempts WHERE output_tokens > 0")[0]
+    billed, answers = query(
+        workdir,
+        "SELECT sum(output_tokens), count(*) FILTER (WHERE outcome = 'ok') FROM attempts WHERE output_tokens > 0",
+    )[0]
     new_rows(workdir, 0)
     step = api.plan(spec, save=False).header.steps[0]
     assert step.expected_output_tokens == round(billed / answers)
@@ -95,15 +99,18 @@ def test_other_providers_input_is_calibrated_from_reported_tokens(workdir, fake)
     before = api.plan(spec, save=False).header.steps[0]
     assert before.input_source.startswith("estimate") and not before.token_count_exact
     api.apply(spec, handle_signals=False)
-    reported, counted = query(workdir, "SELECT sum(input_tokens), sum(counted_input_tokens) FROM attempts "
-                                       "WHERE attempt = 1 AND outcome = 'ok'")[0]
+    reported, counted = query(
+        workdir,
+        "SELECT sum(input_tokens), sum(counted_input_tokens) FROM attempts WHERE attempt = 1 AND outcome = 'ok'",
+    )[0]
     new_rows(workdir, 0)
     plan = api.plan(spec, save=False)
     step = plan.header.steps[0]
     assert step.input_source == "calibrated: 30 answers"
     assert step.input_factor == pytest.approx(reported / counted)
-    assert step.token_upper_factor >= max(r for (r,) in query(
-        workdir, "SELECT input_tokens * 1.0 / counted_input_tokens FROM attempts WHERE attempt = 1"))
+    assert step.token_upper_factor >= max(
+        r for (r,) in query(workdir, "SELECT input_tokens * 1.0 / counted_input_tokens FROM attempts WHERE attempt = 1")
+    )
 
 
 def test_a_run_stores_its_estimate_and_reports_it_next_to_its_spend(workdir, fake):
@@ -133,8 +140,9 @@ def test_a_mean_learned_from_few_answers_says_how_far_it_may_be_off(workdir, fak
     plan = api.plan(spec, save=False)
     step = plan.header.steps[0]
     assert step.output_error is not None and step.output_error > 0.10
-    assert f"(history: 12 answers, {ends_text(step)}: few answers, a pilot (--pilot N) measures more)" \
-        in plan_text(plan)
+    assert f"(history: 12 answers, {ends_text(step)}: few answers, a pilot (--pilot N) measures more)" in plan_text(
+        plan
+    )
     new_rows(workdir, 100, rows=80)
     api.apply(spec, handle_signals=False)
     new_rows(workdir, 200)
@@ -175,8 +183,9 @@ def test_re_asks_add_the_rejected_answer_and_the_feedback_to_the_expected_input(
     spec = make_spec(workdir, rows=40)
     api.apply(spec, handle_signals=False)
     reasks = fake.stats()["reasks"]
-    first, rejected = query(workdir, "SELECT count(*), count(*) FILTER (WHERE outcome = 'invalid_output') "
-                                     "FROM attempts WHERE attempt = 1")[0]
+    first, rejected = query(
+        workdir, "SELECT count(*), count(*) FILTER (WHERE outcome = 'invalid_output') FROM attempts WHERE attempt = 1"
+    )[0]
     assert 10 <= rejected <= 30 and len(reasks) == rejected  # every rejected answer re-asked once, accepted
     new_rows(workdir, 0)
     plan = api.plan(spec, save=False)
@@ -194,11 +203,20 @@ def test_a_finished_run_is_held_to_its_whole_plan_when_a_when_step_skipped_rows(
     expects only its measured share to run; a run that settled every row is held to the whole
     expected cost, not to sent / planned of it (that read 2.9x for a step on a third of the rows)."""
     write_csv(workdir / "data.csv", [{"id": f"t{i}", "text": f"ticket {i}"} for i in range(30)])
-    tone = {"type": "object", "additionalProperties": False, "required": ["tone"],
-            "properties": {"tone": {"enum": ["calm", "angry", "sad"]}}}
-    spec = make_spec(workdir, rows=30, steps={
-        "first": {"prompt": "First {{ row.text }}", "output": {"schema": tone}},
-        "second": {"prompt": "Second {{ row.text }}", "when": "first.tone == 'calm'"}})
+    tone = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["tone"],
+        "properties": {"tone": {"enum": ["calm", "angry", "sad"]}},
+    }
+    spec = make_spec(
+        workdir,
+        rows=30,
+        steps={
+            "first": {"prompt": "First {{ row.text }}", "output": {"schema": tone}},
+            "second": {"prompt": "Second {{ row.text }}", "when": "first.tone == 'calm'"},
+        },
+    )
     result = api.apply(spec, handle_signals=False)
     second = next(s for s in result.steps if s["step"] == "second")
     sent = query(workdir, "SELECT count(DISTINCT request_key) FROM attempts WHERE step = 'second'")[0][0]

@@ -15,22 +15,47 @@ from batchor.pilot import calibrated
 from batchor.plan.summary import plan_dict, plan_text
 
 STATE = Path(".batchor") / "state.duckdb"
-FILLER = ("the", "order", "arrived", "late", "and", "the", "box", "was", "damaged", "so", "I", "asked", "for", "a",
-          "refund")
+FILLER = (
+    "the",
+    "order",
+    "arrived",
+    "late",
+    "and",
+    "the",
+    "box",
+    "was",
+    "damaged",
+    "so",
+    "I",
+    "asked",
+    "for",
+    "a",
+    "refund",
+)
 
 
 def rows(folder: Path, prefix: str, words: range, count: int = 40) -> None:
     """`count` reviews of a number of words cycling through `words` (each text its own request)."""
     sizes = list(words)
-    write_csv(folder / "data.csv", [{"id": f"{prefix}{i}", "text": f"{prefix} review {i} " + " ".join(
-        FILLER[(i + k) % len(FILLER)] for k in range(sizes[(i * 7) % len(sizes)]))} for i in range(count)])
+    write_csv(
+        folder / "data.csv",
+        [
+            {
+                "id": f"{prefix}{i}",
+                "text": f"{prefix} review {i} "
+                + " ".join(FILLER[(i + k) % len(FILLER)] for k in range(sizes[(i * 7) % len(sizes)])),
+            }
+            for i in range(count)
+        ],
+    )
 
 
 def answers(folder: Path, run_id: str) -> tuple[float, int]:
     """Mean output tokens of a run's accepted answers, and their count."""
     with duckdb.connect(str(folder / STATE), read_only=True) as db:
-        mean, n = db.execute("SELECT avg(output_tokens), count(*) FROM attempts WHERE outcome = 'ok' AND run_id = ?",
-                             [run_id]).fetchone()
+        mean, n = db.execute(
+            "SELECT avg(output_tokens), count(*) FROM attempts WHERE outcome = 'ok' AND run_id = ?", [run_id]
+        ).fetchone()
     return float(mean), int(n)
 
 

@@ -20,17 +20,36 @@ def stats_of(pairs: list[tuple[float, float]]) -> OutputStats:
     """Accepted first answers (input, output tokens), as the ledger's sums hold them."""
     ys = [y for _, y in pairs]
     n = len(ys)
-    return OutputStats(answers=n, attempts=n, answer_tokens=round(sum(ys)), answer_tokens_sq=sum(y * y for y in ys),
-                       attempt_tokens=round(sum(ys)), requests=n, answer_tokens_cu=sum(y ** 3 for y in ys),
-                       first_asks=n, **length_fit_sums(pairs))
+    return OutputStats(
+        answers=n,
+        attempts=n,
+        answer_tokens=round(sum(ys)),
+        answer_tokens_sq=sum(y * y for y in ys),
+        attempt_tokens=round(sum(ys)),
+        requests=n,
+        answer_tokens_cu=sum(y**3 for y in ys),
+        first_asks=n,
+        **length_fit_sums(pairs),
+    )
 
 
 def step_with(stats: OutputStats, fit_output: float | None = None) -> StepPlan:
     """A step whose estimate learned from `stats` (as plan/estimate.py leaves it)."""
     fit = length_fit(stats, stats.mean if fit_output is None else fit_output, 1.0)
-    return StepPlan(name="s", provider="openai", model="m", params={}, prompt="p", max_tokens=4000,
-                    expected_output_tokens=round(stats.mean), expected_output_mean=stats.mean, key_prefix="k",
-                    output_error=0.1, output_error_ends=(0.08, 0.12), length_fit=fit)
+    return StepPlan(
+        name="s",
+        provider="openai",
+        model="m",
+        params={},
+        prompt="p",
+        max_tokens=4000,
+        expected_output_tokens=round(stats.mean),
+        expected_output_mean=stats.mean,
+        key_prefix="k",
+        output_error=0.1,
+        output_error_ends=(0.08, 0.12),
+        length_fit=fit,
+    )
 
 
 def test_the_fit_is_least_squares_and_moves_the_mean_to_the_rest_s_input():
@@ -140,11 +159,11 @@ def test_a_fit_asked_about_more_answers_narrows_its_mean_error_alone():
     step = adjusted_for_input(step_with(stats), 200.0)
 
     def variance(measured: OutputStats) -> float:
-        return (300 ** 2 / measured.answers + 300) * fitted_sd(step, measured, 300, 1.0) ** 2
+        return (300**2 / measured.answers + 300) * fitted_sd(step, measured, 300, 1.0) ** 2
 
     bigger = dataclasses.replace(stats, answers=stats.answers * 1_000_000)
     fit = step.length_fit
     assert fit is not None
     at_rest = fit.residual_sd * (step.expected_output_mean or 0.0) / stats.mean  # the residuals' spread there
     assert variance(bigger) < variance(stats) / 3
-    assert variance(bigger) == pytest.approx(300 * at_rest ** 2, rel=0.01)
+    assert variance(bigger) == pytest.approx(300 * at_rest**2, rel=0.01)

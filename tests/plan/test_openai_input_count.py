@@ -14,8 +14,14 @@ from batchor import api
 from batchor.plan.tokens import SCHEMA_FRAMING_TOKENS, get_counter, schema_tokens
 from batchor.state import open_state
 
-TEXTS = ["Great kettle, boils fast!", "Le café était froid — déçu.", "2/5: the strap broke after 3 days...",
-         "ok", "Support answered in minutes; would buy again. 👍", "No."]
+TEXTS = [
+    "Great kettle, boils fast!",
+    "Le café était froid — déçu.",
+    "2/5: the strap broke after 3 days...",
+    "ok",
+    "Support answered in minutes; would buy again. 👍",
+    "No.",
+]
 
 
 def billed_first_attempts(state: Path) -> int:
@@ -45,8 +51,12 @@ def test_the_planned_input_is_what_openai_bills(workdir, fake, endpoint, structu
 
 def test_a_schema_is_billed_as_its_compact_json_without_the_keys_openai_leaves_out():
     counter = get_counter("openai", "gpt-4.1-mini")
-    schema = {"type": "object", "additionalProperties": False, "required": ["label"],
-              "properties": {"label": {"type": "string", "enum": ["yes", "no"]}}}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["label"],
+        "properties": {"label": {"type": "string", "enum": ["yes", "no"]}},
+    }
     billed = '{"type":"object","properties":{"label":{"type":"string","enum":["yes","no"]}}}'
     assert schema_tokens(counter, schema) == counter.count(billed) + SCHEMA_FRAMING_TOKENS
     assert schema_tokens(counter, None) == 0

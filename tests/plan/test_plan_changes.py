@@ -13,10 +13,14 @@ from tests.conftest import write_csv
 
 def _spec(folder, rows: int, prompt: str = "Classify: {{ row.text }}", name: str = "changes") -> str:
     write_csv(folder / "data.csv", [{"id": f"r{i}", "text": f"review {i}"} for i in range(rows)])
-    spec = {"name": name, "input": {"path": "data.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 20}},
-            "steps": {"label": {"prompt": prompt, "output": "text"}},
-            "output": {"path": "out.csv"}, "limits": {"concurrency": 4, "max_attempts": 1}}
+    spec = {
+        "name": name,
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 20}},
+        "steps": {"label": {"prompt": prompt, "output": "text"}},
+        "output": {"path": "out.csv"},
+        "limits": {"concurrency": 4, "max_attempts": 1},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(path)
@@ -87,16 +91,25 @@ def test_changed_rows_are_split_by_cause(fake, workdir):
         "template": {"steps__label__prompt": "Label: {{ row.text }}"},
         "model": {"model__name": "gpt-4.1-nano"},
         "params": {"model__params": {"max_tokens": 21}},
-        "schema": {"steps__label__output": {"schema": {"type": "object", "properties": {"x": {"type": "string"}},
-                                                       "required": ["x"], "additionalProperties": False}}},
+        "schema": {
+            "steps__label__output": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"x": {"type": "string"}},
+                    "required": ["x"],
+                    "additionalProperties": False,
+                }
+            }
+        },
         "template+model": {"steps__label__prompt": "Label: {{ row.text }}", "model__name": "gpt-4.1-nano"},
     }
     for cause, changes in cases.items():
         counts = _counts(_edited(workdir, **changes))
         assert (counts["changed"], counts["changed_by"]) == (4, {cause: 4}), cause
     spec = _spec(workdir, rows=4)  # the spec as it was answered; one row's text edited
-    write_csv(workdir / "data.csv", [{"id": f"r{i}", "text": f"review {i}" + (" edited" if i == 1 else "")}
-                                     for i in range(4)])
+    write_csv(
+        workdir / "data.csv", [{"id": f"r{i}", "text": f"review {i}" + (" edited" if i == 1 else "")} for i in range(4)]
+    )
     counts = _counts(spec)
     assert (counts["to_run"], counts["changed_by"]) == (1, {"row values": 1})
     assert "1 to run (0 new, 1 changed: row values 1)" in str(batchor.plan(spec, save=False))
@@ -105,11 +118,18 @@ def test_changed_rows_are_split_by_cause(fake, workdir):
 def _pipeline(folder, label: dict | None = None, reply: dict | None = None) -> str:
     """A 2-step spec: `reply` is rendered from `label`'s answer (a dependent step)."""
     write_csv(folder / "data.csv", [{"id": f"r{i}", "text": f"review {i}"} for i in range(4)])
-    steps = {"label": {"prompt": "Classify: {{ row.text }}", "output": "text", **(label or {})},
-             "reply": {"prompt": "Reply to {{ row.text }} given {{ label }}", "output": "text", **(reply or {})}}
-    spec = {"name": "pipeline", "input": {"path": "data.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 20}},
-            "steps": steps, "output": {"path": "out.csv"}, "limits": {"concurrency": 4, "max_attempts": 1}}
+    steps = {
+        "label": {"prompt": "Classify: {{ row.text }}", "output": "text", **(label or {})},
+        "reply": {"prompt": "Reply to {{ row.text }} given {{ label }}", "output": "text", **(reply or {})},
+    }
+    spec = {
+        "name": "pipeline",
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 20}},
+        "steps": steps,
+        "output": {"path": "out.csv"},
+        "limits": {"concurrency": 4, "max_attempts": 1},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return str(path)
@@ -123,10 +143,21 @@ def test_a_dependent_step_changed_is_split_by_cause(fake, workdir):
     assert batchor.apply(_pipeline(workdir), max_cost=1).status == "succeeded"
     unchanged = _step_counts(_pipeline(workdir))
     assert [(unchanged[s]["to_run"], unchanged[s]["changed"]) for s in ("label", "reply")] == [(0, 0), (0, 0)]
-    cases = {"model": {"model": {"name": "gpt-4.1-nano"}}, "template": {"prompt": "Answer {{ row.text }}: {{ label }}"},
-             "params": {"model": {"params": {"max_tokens": 25}}},
-             "schema": {"output": {"schema": {"type": "object", "properties": {"x": {"type": "string"}},
-                                              "required": ["x"], "additionalProperties": False}}}}
+    cases = {
+        "model": {"model": {"name": "gpt-4.1-nano"}},
+        "template": {"prompt": "Answer {{ row.text }}: {{ label }}"},
+        "params": {"model": {"params": {"max_tokens": 25}}},
+        "schema": {
+            "output": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"x": {"type": "string"}},
+                    "required": ["x"],
+                    "additionalProperties": False,
+                }
+            }
+        },
+    }
     for cause, change in cases.items():
         plan = batchor.plan(_pipeline(workdir, reply=change), save=False)
         label, reply = plan.steps["label"], plan.steps["reply"]
@@ -150,8 +181,10 @@ def test_a_row_too_long_for_the_context_window_is_not_counted_changed(fake, work
     """A row over the window fails without a call: it never runs, so it is not among the changed
     rows to run either ('1 to run (-1 new, 2 changed)' was printed for a 20 MB cell)."""
     path = Path(_spec(workdir, rows=3))
-    write_csv(workdir / "data.csv", [{"id": "r0", "text": "long " * 400}, {"id": "r1", "text": "review 1"},
-                                     {"id": "r2", "text": "review 2"}])
+    write_csv(
+        workdir / "data.csv",
+        [{"id": "r0", "text": "long " * 400}, {"id": "r1", "text": "review 1"}, {"id": "r2", "text": "review 2"}],
+    )
     spec = yaml.safe_load(path.read_text())
     spec["model"]["context_window"] = 200
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

@@ -11,8 +11,10 @@ from batchor.plan.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, load_e
 
 # What OpenAI bills for conftest's SENTIMENT_SCHEMA: its compact JSON less `required` and
 # `additionalProperties`, plus 9 (plan/tokens.py SCHEMA_FRAMING_TOKENS).
-BILLED_SCHEMA = ('{"type":"object","properties":{"sentiment":{"type":"string","enum":["positive","negative",'
-                 '"mixed"]},"score":{"type":"integer","minimum":1,"maximum":5}}}')
+BILLED_SCHEMA = (
+    '{"type":"object","properties":{"sentiment":{"type":"string","enum":["positive","negative",'
+    '"mixed"]},"score":{"type":"integer","minimum":1,"maximum":5}}}'
+)
 
 
 def independent_count(messages: list[dict[str, str]]) -> int:
@@ -22,11 +24,7 @@ def independent_count(messages: list[dict[str, str]]) -> int:
     assert enc is not None, "the bundled o200k vocabulary did not load"
     total = REPLY_PRIMING_TOKENS + len(enc.encode(BILLED_SCHEMA)) + 9
     for message in messages:
-        total += (
-            TOKENS_PER_MESSAGE
-            + len(enc.encode(message["role"]))
-            + len(enc.encode(message["content"]))
-        )
+        total += TOKENS_PER_MESSAGE + len(enc.encode(message["role"])) + len(enc.encode(message["content"]))
     return total
 
 
@@ -53,9 +51,7 @@ def test_counts_tokens_and_cost_of_a_small_spec(workdir):
     price = lookup_price("openai", "gpt-4.1-mini")
     assert price is not None
     assert totals.cost_upper == pytest.approx(price.cost(expected_tokens, 7 * 50))
-    assert totals.cost_expected == pytest.approx(
-        price.cost(expected_tokens, 7 * step.expected_output_tokens)
-    )
+    assert totals.cost_expected == pytest.approx(price.cost(expected_tokens, 7 * step.expected_output_tokens))
     assert 0 < totals.cost_expected < totals.cost_upper
 
 
@@ -97,9 +93,7 @@ def test_same_spec_and_input_give_the_same_plan_id(workdir):
 def test_changed_prompt_or_input_changes_the_plan_id(workdir):
     spec = make_spec(workdir, rows=4)
     original = api.plan(spec, save=False).plan_id
-    spec.write_text(
-        spec.read_text(encoding="utf-8").replace("Classify.", "Classify briefly."), encoding="utf-8"
-    )
+    spec.write_text(spec.read_text(encoding="utf-8").replace("Classify.", "Classify briefly."), encoding="utf-8")
     reworded = api.plan(spec, save=False).plan_id
     write_csv(workdir / "data.csv", [{"id": "r0", "text": "changed"}])
     changed_input = api.plan(spec, save=False).plan_id
@@ -124,10 +118,6 @@ def test_answered_requests_are_planned_as_cached(workdir, fake):
 def test_templates_using_the_whole_row_see_every_column(workdir, prompt):
     spec = make_spec(workdir, rows=2, steps={"classify": {"prompt": prompt}})
     plan = api.plan(spec, save=False)
-    messages = [
-        m
-        for batch in plan.iter_batches(["__req.classify.messages"])
-        for m in batch.column(0).to_pylist()
-    ]
+    messages = [m for batch in plan.iter_batches(["__req.classify.messages"]) for m in batch.column(0).to_pylist()]
     assert "review number 1" in messages[1] and "r1" in messages[1]
     assert plan.header.totals.to_run == 2

@@ -25,14 +25,10 @@ def saved_plan(workdir: Path, rows: int = 4) -> Path:
 def rewrite(plan_file: Path, member: str, change) -> None:
     """Rewrite one member of the plan zip through `change(bytes) -> bytes` (a valid zip again)."""
     with zipfile.ZipFile(plan_file) as archive:
-        members = {
-            info.filename: (info, archive.read(info.filename)) for info in archive.infolist()
-        }
+        members = {info.filename: (info, archive.read(info.filename)) for info in archive.infolist()}
     with zipfile.ZipFile(plan_file, "w") as archive:
         for name, (info, data) in members.items():
-            archive.writestr(
-                name, change(data) if name == member else data, compress_type=info.compress_type
-            )
+            archive.writestr(name, change(data) if name == member else data, compress_type=info.compress_type)
 
 
 def flip_middle_byte(data: bytes) -> bytes:
@@ -197,12 +193,15 @@ def test_cached_answers_gone_since_planning_is_stale(workdir, fake):
 
 def joined_file_spec(workdir: Path) -> Path:
     """A triage step, a SQL step joining `teams.csv`, and a step whose prompt reads the joined team."""
-    write_csv(workdir / "teams.csv", [{"sentiment": "positive", "team": "praise"},
-                                      {"sentiment": "negative", "team": "care"}])
+    write_csv(
+        workdir / "teams.csv", [{"sentiment": "positive", "team": "praise"}, {"sentiment": "negative", "team": "care"}]
+    )
     steps = {
         "classify": {"prompt": "Review: {{ row.text }}", "output": {"schema": SENTIMENT_SCHEMA}},
-        "routing": {"sql": "SELECT rows._row_key, coalesce(t.team, 'general') AS team FROM rows "
-                           "LEFT JOIN read_csv('teams.csv') AS t ON t.sentiment = classify.sentiment"},
+        "routing": {
+            "sql": "SELECT rows._row_key, coalesce(t.team, 'general') AS team FROM rows "
+            "LEFT JOIN read_csv('teams.csv') AS t ON t.sentiment = classify.sentiment"
+        },
         "reply": {"prompt": "Team {{ routing.team }} replies to: {{ row.text }}", "output": "text"},
     }
     return make_spec(workdir, rows=3, steps=steps)
@@ -228,8 +227,9 @@ def test_a_glob_a_sql_step_reads_that_matches_another_file_since_planning_is_sta
     spec = joined_file_spec(workdir)
     (workdir / "teams").mkdir()
     (workdir / "teams.csv").rename(workdir / "teams" / "a.csv")
-    spec.write_text(spec.read_text(encoding="utf-8").replace("read_csv('teams.csv')", "read_csv('teams/*.csv')"),
-                    encoding="utf-8")
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("read_csv('teams.csv')", "read_csv('teams/*.csv')"), encoding="utf-8"
+    )
     plan_file = workdir / api.plan(spec).saved_path
     write_csv(workdir / "teams" / "b.csv", [{"sentiment": "mixed", "team": "research"}])
     with pytest.raises(StalePlanError, match=r"b\.csv, which is new"):

@@ -29,8 +29,12 @@ print(json.dumps({"price": price.to_dict(), "known": table_knows("openai", "not-
 def fresh(monkeypatch, tmp_path):
     """An empty cache folder, and no answer remembered in this process."""
     monkeypatch.setenv("BATCHOR_CACHE_DIR", str(tmp_path / "cache"))
-    clear = (price_cache._answers_path.cache_clear, price_cache._answers.cache_clear,
-             prices._table_price.cache_clear, known_models._matched_id.cache_clear)
+    clear = (
+        price_cache._answers_path.cache_clear,
+        price_cache._answers.cache_clear,
+        prices._table_price.cache_clear,
+        known_models._matched_id.cache_clear,
+    )
     for each in clear:
         each()
     yield tmp_path / "cache"

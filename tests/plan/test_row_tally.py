@@ -20,8 +20,17 @@ def _key(i: int) -> str:
 
 
 def _step() -> StepPlan:
-    return StepPlan(name="s", provider="openai", model="gpt-4.1-mini", params={}, prompt="p", max_tokens=50,
-                    context_window=650, expected_output_tokens=10, key_prefix="x")
+    return StepPlan(
+        name="s",
+        provider="openai",
+        model="gpt-4.1-mini",
+        params={},
+        prompt="p",
+        max_tokens=50,
+        context_window=650,
+        expected_output_tokens=10,
+        key_prefix="x",
+    )
 
 
 def test_a_big_step_is_counted_exactly_as_row_by_row(tmp_path):
@@ -32,12 +41,19 @@ def test_a_big_step_is_counted_exactly_as_row_by_row(tmp_path):
     settled = {_key(i) for i in range(3, distinct, 11)} - cached
     retried = {_key(i) for i in range(5, distinct, 13)} - cached - settled  # a failure worth sending again
     store = DuckDBStore(tmp_path / "state.duckdb")
-    store.record_results(stored_results([(k, "succeeded", None) for k in cached]
-                                 + [(k, "failed", "invalid_request") for k in settled]
-                                 + [(k, "failed", "rate_limited") for k in retried]), None)
+    store.record_results(
+        stored_results(
+            [(k, "succeeded", None) for k in cached]
+            + [(k, "failed", "invalid_request") for k in settled]
+            + [(k, "failed", "rate_limited") for k in retried]
+        ),
+        None,
+    )
     tally = RowTally()
     for start in range(0, ROWS, 10_000):
-        tally.add(pa.array(keys[start:start + 10_000], pa.string()), pa.array(tokens[start:start + 10_000], pa.int32()))
+        tally.add(
+            pa.array(keys[start : start + 10_000], pa.string()), pa.array(tokens[start : start + 10_000], pa.int32())
+        )
     tally.finish(_step(), store)
 
     most: dict[str, int] = {}

@@ -12,8 +12,16 @@ from batchor.state.length_stats import KeyStats, OutputStats
 
 
 def stats(lengths: list[int]) -> OutputStats:
-    return OutputStats(len(lengths), len(lengths), sum(lengths), float(sum(t * t for t in lengths)), sum(lengths),
-                       max(lengths), len(lengths), float(sum(t ** 3 for t in lengths)))
+    return OutputStats(
+        len(lengths),
+        len(lengths),
+        sum(lengths),
+        float(sum(t * t for t in lengths)),
+        sum(lengths),
+        max(lengths),
+        len(lengths),
+        float(sum(t**3 for t in lengths)),
+    )
 
 
 def variance(lengths: list[int]) -> float:
@@ -27,9 +35,9 @@ def test_each_side_is_weighted_to_its_share_and_counted_as_its_effective_answers
     assert weighted is not None
     truth = 0.25 * sum(inside) / len(inside) + 0.75 * sum(outside) / len(outside)
     assert weighted.mean == pytest.approx(truth, rel=0.01)  # a plain mean of the 20 would read 32.4
-    error = 0.25 ** 2 * variance(inside) / len(inside) + 0.75 ** 2 * variance(outside) / len(outside)
+    error = 0.25**2 * variance(inside) / len(inside) + 0.75**2 * variance(outside) / len(outside)
     squares = 0.25 * 20 / 12 * sum(t * t for t in inside) + 0.75 * 20 / 8 * sum(t * t for t in outside)
-    spread = (squares - 20 * truth ** 2) / 19  # the weighted answers' variance
+    spread = (squares - 20 * truth**2) / 19  # the weighted answers' variance
     assert weighted.answers == max(2, round(min(20, spread / error)))  # its mean's error, as answers (Kish)
     alike = post_stratified(stats(inside), stats([t + 1 for t in inside[:8]]), 0.25)  # sides alike
     assert alike is not None and alike.answers < 20  # weights unlike the draw cost precision (Kish)

@@ -64,9 +64,7 @@ def test_batch_equals_single(size):
     texts = [SAMPLES[i % len(SAMPLES)] + (f" row {i}" if size > 100 else "") for i in range(size)]
     assert counter.count_batch(texts) == [counter.count(t) for t in texts]
     conversations = [[{"role": "user", "content": t}] for t in texts[:50]]
-    assert counter.count_messages_batch(conversations) == [
-        counter.count_messages(c) for c in conversations
-    ]
+    assert counter.count_messages_batch(conversations) == [counter.count_messages(c) for c in conversations]
 
 
 @pytest.mark.parametrize(

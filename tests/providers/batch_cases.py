@@ -9,14 +9,26 @@ from typing import Any
 from batchor.providers.base import LLMRequest, ProviderConfig
 from batchor.providers.batch import BatchTag, RemoteBatch, RowResult, create_batch_provider
 
-SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"],
-          "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"label": {"type": "string"}},
+    "required": ["label"],
+    "additionalProperties": False,
+}
 
 
 def requests(model: str, n: int, schema: dict | None = SCHEMA) -> list[LLMRequest]:
-    return [LLMRequest(f"{i:032x}", model, ({"role": "system", "content": "Label it."},
-                                            {"role": "user", "content": f"item {i}"}),
-                       {"max_tokens": 40}, schema, "label") for i in range(n)]
+    return [
+        LLMRequest(
+            f"{i:032x}",
+            model,
+            ({"role": "system", "content": "Label it."}, {"role": "user", "content": f"item {i}"}),
+            {"max_tokens": 40},
+            schema,
+            "label",
+        )
+        for i in range(n)
+    ]
 
 
 def tag(batch_id: str, n: int) -> BatchTag:

@@ -12,8 +12,12 @@ from batchor.providers.base import LLMRequest
 from tests.conftest import make_spec
 
 CASES = Path(__file__).resolve().parents[1] / "cases" / "providers"
-SCHEMA = {"type": "object", "properties": {"sentiment": {"type": "string"}, "score": {"type": "integer"}},
-          "required": ["sentiment", "score"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"sentiment": {"type": "string"}, "score": {"type": "integer"}},
+    "required": ["sentiment", "score"],
+    "additionalProperties": False,
+}
 
 
 def case(name: str) -> dict[str, Any]:
@@ -22,12 +26,14 @@ def case(name: str) -> dict[str, Any]:
 
 def request(schema: dict[str, Any] | None = None, *, system: str | None = "Classify.", **params: Any) -> LLMRequest:
     messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": "Review: great"}]
+        {"role": "user", "content": "Review: great"}
+    ]
     return LLMRequest("k1", "some-model", tuple(messages), {"max_tokens": 50, **params}, schema, "classify")
 
 
-def provider_spec(folder: Path, provider: str, model: str, *, rows: int = 6, schema: Any = "default",
-                  **model_block: Any) -> Path:
+def provider_spec(
+    folder: Path, provider: str, model: str, *, rows: int = 6, schema: Any = "default", **model_block: Any
+) -> Path:
     """make_spec() with the model block set to `provider`/`model` (plus e.g. api, base_url)."""
     kwargs = {} if schema == "default" else {"schema": schema}
     path = make_spec(folder, rows=rows, **kwargs)

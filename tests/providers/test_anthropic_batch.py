@@ -30,13 +30,27 @@ def test_requests_carry_the_realtime_params_under_a_safe_custom_id():
 
 
 def test_result_types_map_to_completion_error_or_missing():
-    ok = parse_line({"custom_id": "k", "result": {"type": "succeeded", "message": {
-        "content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 2, "output_tokens": 1}}}})
+    ok = parse_line(
+        {
+            "custom_id": "k",
+            "result": {
+                "type": "succeeded",
+                "message": {
+                    "content": [{"type": "text", "text": "hi"}],
+                    "usage": {"input_tokens": 2, "output_tokens": 1},
+                },
+            },
+        }
+    )
     assert ok.completion.text == "hi"
 
     def errored(kind: str, message: str = "x") -> object:
-        return parse_line({"custom_id": "k", "result": {"type": "errored", "error": {
-            "type": "error", "error": {"type": kind, "message": message}}}}).error
+        return parse_line(
+            {
+                "custom_id": "k",
+                "result": {"type": "errored", "error": {"type": "error", "error": {"type": kind, "message": message}}},
+            }
+        ).error
 
     assert isinstance(errored("invalid_request_error"), InvalidRequestError)
     assert isinstance(errored("rate_limit_error"), RateLimitedError)

@@ -37,8 +37,16 @@ def test_text_body_keeps_system_apart_and_passes_sampling_params():
 
 
 def test_openai_only_params_are_dropped_without_error():
-    body = to_body(request(seed=7, frequency_penalty=0.5, presence_penalty=0.1, logit_bias={"1": 2},
-                           response_format={"type": "json_object"}, n=1))
+    body = to_body(
+        request(
+            seed=7,
+            frequency_penalty=0.5,
+            presence_penalty=0.1,
+            logit_bias={"1": 2},
+            response_format={"type": "json_object"},
+            n=1,
+        )
+    )
     for name in ("seed", "frequency_penalty", "presence_penalty", "logit_bias", "response_format", "n"):
         assert name not in body
 
@@ -65,17 +73,20 @@ def test_tool_mode_forces_one_tool_carrying_the_schema():
     assert "output_config" not in body
 
 
-@pytest.mark.parametrize(("model", "strict", "option", "mode"), [
-    ("claude-haiku-4-5", True, None, OUTPUT_CONFIG),
-    ("claude-sonnet-4-5-20250929", True, None, OUTPUT_CONFIG),
-    ("claude-opus-4-1", True, None, OUTPUT_CONFIG),
-    ("claude-3-5-haiku-latest", True, None, TOOL),
-    ("claude-3-7-sonnet-20250219", True, None, TOOL),
-    ("claude-sonnet-4-20250514", True, None, TOOL),
-    ("claude-haiku-4-5", False, None, TOOL),  # schema the API cannot enforce: guidance via a tool
-    ("claude-haiku-4-5", True, "tool", TOOL),
-    ("claude-3-5-haiku-latest", True, "output_config", OUTPUT_CONFIG),
-])
+@pytest.mark.parametrize(
+    ("model", "strict", "option", "mode"),
+    [
+        ("claude-haiku-4-5", True, None, OUTPUT_CONFIG),
+        ("claude-sonnet-4-5-20250929", True, None, OUTPUT_CONFIG),
+        ("claude-opus-4-1", True, None, OUTPUT_CONFIG),
+        ("claude-3-5-haiku-latest", True, None, TOOL),
+        ("claude-3-7-sonnet-20250219", True, None, TOOL),
+        ("claude-sonnet-4-20250514", True, None, TOOL),
+        ("claude-haiku-4-5", False, None, TOOL),  # schema the API cannot enforce: guidance via a tool
+        ("claude-haiku-4-5", True, "tool", TOOL),
+        ("claude-3-5-haiku-latest", True, "output_config", OUTPUT_CONFIG),
+    ],
+)
 def test_structured_mode_choice(model, strict, option, mode):
     assert structured_mode(model, strict=strict, option=option) == mode
 
@@ -104,11 +115,17 @@ def test_refusal_is_content_refused():
 
 
 def test_rate_limit_headers_are_read():
-    headers = {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
-               "anthropic-ratelimit-tokens-remaining": "9000",
-               "anthropic-ratelimit-tokens-reset": "2026-01-01T00:00:00Z"}
-    assert rate_limit_headers(headers) == {"limit-requests": 50.0, "remaining-requests": 49.0,
-                                           "remaining-tokens": 9000.0}
+    headers = {
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "49",
+        "anthropic-ratelimit-tokens-remaining": "9000",
+        "anthropic-ratelimit-tokens-reset": "2026-01-01T00:00:00Z",
+    }
+    assert rate_limit_headers(headers) == {
+        "limit-requests": 50.0,
+        "remaining-requests": 49.0,
+        "remaining-tokens": 9000.0,
+    }
 
 
 def _body(kind: str, message: str, error_code: str | None = None) -> dict:
@@ -118,18 +135,29 @@ def _body(kind: str, message: str, error_code: str | None = None) -> dict:
     return {"type": "error", "error": error}
 
 
-@pytest.mark.parametrize(("status", "body", "expected"), [
-    (429, _body("rate_limit_error", "Number of requests has exceeded your rate limit"), RateLimitedError),
-    (402, _body("billing_error", "Your credit balance is too low"), QuotaExhaustedError),
-    (400, _body("invalid_request_error", "Your credit balance is too low to access the Anthropic API."),
-     QuotaExhaustedError),
-    (429, _body("rate_limit_error", "You have reached your specified API usage limits.",
-                "enforced_spend_limit_reached"), QuotaExhaustedError),
-    (529, _body("overloaded_error", "Overloaded"), TransientProviderError),
-    (500, _body("api_error", "Internal server error"), TransientProviderError),
-    (400, _body("invalid_request_error", "max_tokens: Field required"), InvalidRequestError),
-    (400, _body("invalid_request_error", "prompt is too long: 214000 tokens > 200000 maximum"), ContextLengthError),
-])
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (429, _body("rate_limit_error", "Number of requests has exceeded your rate limit"), RateLimitedError),
+        (402, _body("billing_error", "Your credit balance is too low"), QuotaExhaustedError),
+        (
+            400,
+            _body("invalid_request_error", "Your credit balance is too low to access the Anthropic API."),
+            QuotaExhaustedError,
+        ),
+        (
+            429,
+            _body(
+                "rate_limit_error", "You have reached your specified API usage limits.", "enforced_spend_limit_reached"
+            ),
+            QuotaExhaustedError,
+        ),
+        (529, _body("overloaded_error", "Overloaded"), TransientProviderError),
+        (500, _body("api_error", "Internal server error"), TransientProviderError),
+        (400, _body("invalid_request_error", "max_tokens: Field required"), InvalidRequestError),
+        (400, _body("invalid_request_error", "prompt is too long: 214000 tokens > 200000 maximum"), ContextLengthError),
+    ],
+)
 def test_error_mapping(status, body, expected):
     error = error_for(status, body, body["error"]["message"], 2.0)
     assert type(error) is expected

@@ -27,22 +27,37 @@ TARGETS = {
 BATCH = ("openai-chat", "anthropic", "gemini")
 
 
-def media_job(folder: Path, target: str, *, limits: dict[str, Any] | None = None,
-              rows: list[dict[str, str]] | None = None) -> tuple[Path, dict[str, bytes]]:
+def media_job(
+    folder: Path, target: str, *, limits: dict[str, Any] | None = None, rows: list[dict[str, str]] | None = None
+) -> tuple[Path, dict[str, bytes]]:
     """Three rows: a PNG, a JPEG, and a PNG with a two-page PDF; files in `folder/media`."""
-    files = {"a.png": image_bytes(1024, 1024), "b.jpg": image_bytes(300, 200, "JPEG"),
-             "c.png": image_bytes(64, 64, colour=(1, 2, 3)), "doc.pdf": pdf_bytes(2)}
+    files = {
+        "a.png": image_bytes(1024, 1024),
+        "b.jpg": image_bytes(300, 200, "JPEG"),
+        "c.png": image_bytes(64, 64, colour=(1, 2, 3)),
+        "doc.pdf": pdf_bytes(2),
+    }
     for name, data in files.items():
         write(folder / "media" / name, data)
-    write_csv(folder / "rows.csv", rows or [{"id": "r1", "photo": "media/a.png", "doc": ""},
-                                            {"id": "r2", "photo": "media/b.jpg", "doc": ""},
-                                            {"id": "r3", "photo": "media/c.png", "doc": "media/doc.pdf"}])
+    write_csv(
+        folder / "rows.csv",
+        rows
+        or [
+            {"id": "r1", "photo": "media/a.png", "doc": ""},
+            {"id": "r2", "photo": "media/b.jpg", "doc": ""},
+            {"id": "r3", "photo": "media/c.png", "doc": "media/doc.pdf"},
+        ],
+    )
     provider, model, block = TARGETS[target]
-    spec = {"version": 1, "name": "media", "input": {"path": "rows.csv", "key": "id"},
-            "model": {"provider": provider, "name": model, "params": {"max_tokens": 40}, **block},
-            "steps": {"look": {"prompt": "Describe item {{ row.id }}", "attachments": ["row.photo", "row.doc"]}},
-            "output": {"path": "out/results.csv"},
-            "limits": {"concurrency": 4, "max_attempts": 2, "request_timeout_s": 10, **(limits or {})}}
+    spec = {
+        "version": 1,
+        "name": "media",
+        "input": {"path": "rows.csv", "key": "id"},
+        "model": {"provider": provider, "name": model, "params": {"max_tokens": 40}, **block},
+        "steps": {"look": {"prompt": "Describe item {{ row.id }}", "attachments": ["row.photo", "row.doc"]}},
+        "output": {"path": "out/results.csv"},
+        "limits": {"concurrency": 4, "max_attempts": 2, "request_timeout_s": 10, **(limits or {})},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return path, files
@@ -59,8 +74,12 @@ def received(fake) -> dict[str, list[tuple[str, int, str]]]:
 def expected(files: dict[str, bytes]) -> dict[str, list[tuple[str, int, str]]]:
     def one(name: str, kind: str) -> tuple[str, int, str]:
         return kind, len(files[name]), hashlib.sha256(files[name]).hexdigest()
-    return {"Describe item r1": [one("a.png", "image/png")], "Describe item r2": [one("b.jpg", "image/jpeg")],
-            "Describe item r3": [one("c.png", "image/png"), one("doc.pdf", "application/pdf")]}
+
+    return {
+        "Describe item r1": [one("a.png", "image/png")],
+        "Describe item r2": [one("b.jpg", "image/jpeg")],
+        "Describe item r3": [one("c.png", "image/png"), one("doc.pdf", "application/pdf")],
+    }
 
 
 def apply(folder: Path, spec: Path, **kwargs: Any):
@@ -101,9 +120,11 @@ def test_moving_files_does_not_rerun_rows_and_changing_one_does(fake, workdir):
     spec, _ = media_job(workdir, "gemini")
     assert apply(workdir, spec).succeeded == 3
     (workdir / "media").rename(workdir / "moved")
-    rows = [{"id": "r1", "photo": str(workdir / "moved" / "a.png"), "doc": ""},
-            {"id": "r2", "photo": "moved/b.jpg", "doc": ""},
-            {"id": "r3", "photo": "moved/c.png", "doc": "moved/doc.pdf"}]
+    rows = [
+        {"id": "r1", "photo": str(workdir / "moved" / "a.png"), "doc": ""},
+        {"id": "r2", "photo": "moved/b.jpg", "doc": ""},
+        {"id": "r3", "photo": "moved/c.png", "doc": "moved/doc.pdf"},
+    ]
     write_csv(workdir / "rows.csv", rows)
     plan = api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
     assert (plan.header.totals.to_run, plan.header.totals.cached) == (0, 3)
@@ -112,31 +133,43 @@ def test_moving_files_does_not_rerun_rows_and_changing_one_does(fake, workdir):
     assert (plan.header.totals.to_run, plan.header.totals.cached) == (1, 2)
 
 
-@pytest.mark.parametrize("target, image_tokens", [("openai-chat", 765 + 255 + 255 + 2 * 1000),
-                                                  ("anthropic", 1399 + 80 + 6 + 2 * 3000),
-                                                  ("gemini", 4 * 258 + 258 + 258 + 2 * 258)])
+@pytest.mark.parametrize(
+    "target, image_tokens",
+    [
+        ("openai-chat", 765 + 255 + 255 + 2 * 1000),
+        ("anthropic", 1399 + 80 + 6 + 2 * 3000),
+        ("gemini", 4 * 258 + 258 + 258 + 2 * 258),
+    ],
+)
 def test_plan_prices_attachments_by_the_provider_rule(workdir, target, image_tokens):
     spec, _ = media_job(workdir, target)
     plan = api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
     step = plan.header.steps[0]
-    text_only, _ = media_job(workdir / "text", target, rows=[{"id": f"r{i}", "photo": "", "doc": ""}
-                                                             for i in (1, 2, 3)])
+    text_only, _ = media_job(
+        workdir / "text", target, rows=[{"id": f"r{i}", "photo": "", "doc": ""} for i in (1, 2, 3)]
+    )
     text_tokens = api.plan(text_only, state=str(workdir / "state.duckdb"), save=False).header.steps[0].counts
     assert step.counts.input_tokens - text_tokens.input_tokens == image_tokens
     assert step.counts.estimated and plan.header.totals.estimates
 
 
 def test_mock_rehearsal_reads_the_files_too(fake, workdir):
-    spec, _ = media_job(workdir, "openai-chat", rows=[{"id": "r1", "photo": "media/a.png", "doc": ""},
-                                                      {"id": "r2", "photo": "", "doc": "media/missing.pdf"}])
+    spec, _ = media_job(
+        workdir,
+        "openai-chat",
+        rows=[{"id": "r1", "photo": "media/a.png", "doc": ""}, {"id": "r2", "photo": "", "doc": "media/missing.pdf"}],
+    )
     outcome = apply(workdir, spec, mock=True)
     assert (outcome.succeeded, outcome.failed) == (1, 1)
     assert fake.stats()["requests"] == 0
 
 
 def test_the_plan_names_rows_whose_files_cannot_be_sent(workdir):
-    rows = [{"id": "r1", "photo": "media/a.png", "doc": ""}, {"id": "r2", "photo": "media/gone.png", "doc": ""},
-            {"id": "r3", "photo": "https://example.org/x.png", "doc": ""}]
+    rows = [
+        {"id": "r1", "photo": "media/a.png", "doc": ""},
+        {"id": "r2", "photo": "media/gone.png", "doc": ""},
+        {"id": "r3", "photo": "https://example.org/x.png", "doc": ""},
+    ]
     spec, _ = media_job(workdir, "gemini", rows=rows)
     plan = api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
     counts = plan.header.steps[0].counts
@@ -149,8 +182,10 @@ def test_the_plan_names_rows_whose_files_cannot_be_sent(workdir):
 def test_projected_rows_of_a_later_step_count_their_attachments(workdir):
     spec, _ = media_job(workdir, "openai-chat")
     document = yaml.safe_load(spec.read_text())
-    document["steps"] = {"first": {"prompt": "Name item {{ row.id }}"},
-                         "look": {"prompt": "Is {{ first }} in the photo?", "attachments": ["row.photo"]}}
+    document["steps"] = {
+        "first": {"prompt": "Name item {{ row.id }}"},
+        "look": {"prompt": "Is {{ first }} in the photo?", "attachments": ["row.photo"]},
+    }
     spec.write_text(yaml.safe_dump(document, sort_keys=False))
     with_files = api.plan(spec, state=str(workdir / "state.duckdb"), save=False).header.step("look").counts
     document["steps"]["look"].pop("attachments")

@@ -30,18 +30,36 @@ def texts(n: int, prefix: str = "review") -> list[dict[str, str]]:
     return [{"id": f"r{i}", "text": f"{prefix} number {i} says the product is fine"} for i in range(n)]
 
 
-def embed_job(folder: Path, rows: list[dict[str, str]], *, provider: str = "openai",
-              model: str = "text-embedding-3-small", step: dict[str, Any] | None = None,
-              block: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
-              steps: dict[str, Any] | None = None, output: str = "out/results.parquet") -> Path:
+def embed_job(
+    folder: Path,
+    rows: list[dict[str, str]],
+    *,
+    provider: str = "openai",
+    model: str = "text-embedding-3-small",
+    step: dict[str, Any] | None = None,
+    block: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    steps: dict[str, Any] | None = None,
+    output: str = "out/results.parquet",
+) -> Path:
     write_csv(folder / "rows.csv", rows)
-    spec = {"version": 1, "name": "embed", "input": {"path": "rows.csv", "key": "id"},
-            "model": {"provider": "openai", "name": "gpt-4.1-mini"},
-            "steps": {"vec": {"embed": "{{ row.text }}", "dimensions": 8,
-                              "model": {"provider": provider, "name": model, **(block or {})}, **(step or {})},
-                      **(steps or {})},
-            "output": {"path": output},
-            "limits": {"concurrency": 4, "max_attempts": 3, "request_timeout_s": 10, **(limits or {})}}
+    spec = {
+        "version": 1,
+        "name": "embed",
+        "input": {"path": "rows.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini"},
+        "steps": {
+            "vec": {
+                "embed": "{{ row.text }}",
+                "dimensions": 8,
+                "model": {"provider": provider, "name": model, **(block or {})},
+                **(step or {}),
+            },
+            **(steps or {}),
+        },
+        "output": {"path": output},
+        "limits": {"concurrency": 4, "max_attempts": 3, "request_timeout_s": 10, **(limits or {})},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return path
@@ -52,8 +70,11 @@ def apply(folder: Path, spec: Path, **kwargs: Any):
 
 
 def attempts(folder: Path) -> list[tuple]:
-    return query(folder, "SELECT request_key, attempt, outcome, input_tokens, output_tokens, cost_usd, estimated "
-                         "FROM attempts ORDER BY request_key, attempt")
+    return query(
+        folder,
+        "SELECT request_key, attempt, outcome, input_tokens, output_tokens, cost_usd, estimated "
+        "FROM attempts ORDER BY request_key, attempt",
+    )
 
 
 @pytest.mark.slow  # 2,100 rows: ~5 s on a loaded machine (group_size below covers the default tier)
@@ -170,8 +191,14 @@ def test_gemini_groups_at_most_100_texts_per_call(fake, workdir):
 
 
 def test_an_openai_compatible_server_embeds_for_free(fake, workdir):
-    spec = embed_job(workdir, texts(5), provider="vllm", model="BAAI/bge-small",
-                     block={"base_url": fake.openai_base_url}, step={"dimensions": None})
+    spec = embed_job(
+        workdir,
+        texts(5),
+        provider="vllm",
+        model="BAAI/bge-small",
+        block={"base_url": fake.openai_base_url},
+        step={"dimensions": None},
+    )
     outcome = apply(workdir, spec)
     assert outcome.succeeded == 5 and outcome.cost_usd == 0
     table = pq.read_table(workdir / "out" / "results.parquet")
@@ -203,7 +230,7 @@ def test_output_columns_are_float_lists_and_json_text_in_csv(fake, workdir, fmt)
         db.close()
     elif fmt == "csv":
         line = out.read_text().splitlines()[1]
-        vector = json.loads(line[line.index('"[') + 1: line.index(']"') + 1])
+        vector = json.loads(line[line.index('"[') + 1 : line.index(']"') + 1])
     else:
         vector = json.loads(out.read_text().splitlines()[0])["vec"]
     assert len(vector) == 8 and math.isclose(sum(v * v for v in vector), 1.0, rel_tol=1e-5)
@@ -211,8 +238,10 @@ def test_output_columns_are_float_lists_and_json_text_in_csv(fake, workdir, fmt)
 
 def test_a_sql_step_finds_near_duplicates_with_array_functions(fake, workdir):
     rows = texts(4) + [{"id": "copy", "text": texts(4)[1]["text"]}]
-    near = {"sql": "SELECT a._row_key, max(array_cosine_similarity(a.vec, b.vec)) > 0.99 AS duplicate "
-                   "FROM rows a JOIN rows b ON a._row_key <> b._row_key GROUP BY a._row_key"}
+    near = {
+        "sql": "SELECT a._row_key, max(array_cosine_similarity(a.vec, b.vec)) > 0.99 AS duplicate "
+        "FROM rows a JOIN rows b ON a._row_key <> b._row_key GROUP BY a._row_key"
+    }
     spec = embed_job(workdir, rows, steps={"near": near}, output="out/r.csv")
     assert apply(workdir, spec).status == "succeeded"
     out = duckdb.read_csv(str(workdir / "out" / "r.csv")).fetchall()
@@ -237,11 +266,14 @@ def test_the_plan_prices_input_tokens_only(workdir):
     assert not step.counts.estimated  # OpenAI's tokenizer: exact, without any chat overhead
 
 
-@pytest.mark.parametrize("model, dimensions, message", [
-    ("gpt-4.1-mini", 8, "not an embedding model"),
-    ("text-embedding-ada-002", 8, "cannot shorten"),
-    ("text-embedding-3-small", 4096, "more than text-embedding-3-small gives"),
-])
+@pytest.mark.parametrize(
+    "model, dimensions, message",
+    [
+        ("gpt-4.1-mini", 8, "not an embedding model"),
+        ("text-embedding-ada-002", 8, "cannot shorten"),
+        ("text-embedding-3-small", 4096, "more than text-embedding-3-small gives"),
+    ],
+)
 def test_the_plan_refuses_a_wrong_model_or_size(workdir, model, dimensions, message):
     spec = embed_job(workdir, texts(2), model=model, step={"dimensions": dimensions})
     with pytest.raises(SpecError, match=message):
@@ -285,8 +317,9 @@ def test_gemini_embeddings_job_from_a_file(fake, workdir):
 
 def test_gemini_embedding_jobs_are_refused_on_vertex_ai(workdir):
     block = {"options": {"vertexai": True, "project": "p", "location": "us-central1"}}
-    spec = embed_job(workdir, texts(2), provider="gemini", model="gemini-embedding-001", step={"mode": "batch"},
-                     block=block)
+    spec = embed_job(
+        workdir, texts(2), provider="gemini", model="gemini-embedding-001", step={"mode": "batch"}, block=block
+    )
     with pytest.raises(SpecError, match="Developer API only"):
         api.plan(spec, state=str(workdir / "state.duckdb"), save=False)
 
@@ -303,13 +336,18 @@ def test_a_later_prompt_sees_the_vector_as_a_list_of_floats(fake, workdir):
 def test_quality_checks_read_the_vector_as_floats(workdir):
     spec = embed_job(workdir, texts(4))
     document = yaml.safe_load(spec.read_text())
-    document["checks"] = [{"sql": "array_length(vec) = 8"},
-                          {"aggregate": "avg(array_inner_product(vec, vec))", "min": 0.999, "max": 1.001},
-                          {"sql": "array_length(vec) = 9", "name": "wrong size"}]
+    document["checks"] = [
+        {"sql": "array_length(vec) = 8"},
+        {"aggregate": "avg(array_inner_product(vec, vec))", "min": 0.999, "max": 1.001},
+        {"sql": "array_length(vec) = 9", "name": "wrong size"},
+    ]
     spec.write_text(yaml.safe_dump(document, sort_keys=False))
     result = apply(workdir, spec, mock=True)
     assert {c.name: c.passed for c in result.checks.checks} == {
-        "array_length(vec) = 8": True, "avg(array_inner_product(vec, vec))": True, "wrong size": False}
+        "array_length(vec) = 8": True,
+        "avg(array_inner_product(vec, vec))": True,
+        "wrong size": False,
+    }
 
 
 def test_a_template_mistake_names_the_embed_key_and_its_line(workdir):

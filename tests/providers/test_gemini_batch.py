@@ -32,10 +32,20 @@ def test_inline_requests_carry_the_realtime_arguments_and_the_key():
 
 def test_file_lines_are_rest_requests_keyed_by_the_request_key():
     schema = {"type": "object", "properties": {"snake_name": {"type": "string"}}, "required": ["snake_name"]}
-    req = LLMRequest("k1", MODEL, ({"role": "system", "content": "Label it."}, {"role": "user", "content": "hi"}),
-                     {"max_tokens": 40, "temperature": 0, "stop": "END", "thinking_config": {"thinking_budget": 0},
-                      "safety_settings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}]},
-                     schema, "label")
+    req = LLMRequest(
+        "k1",
+        MODEL,
+        ({"role": "system", "content": "Label it."}, {"role": "user", "content": "hi"}),
+        {
+            "max_tokens": 40,
+            "temperature": 0,
+            "stop": "END",
+            "thinking_config": {"thinking_budget": 0},
+            "safety_settings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}],
+        },
+        schema,
+        "label",
+    )
     raw = file_line(encode_request(req))
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1
     line = json.loads(raw)
@@ -45,8 +55,13 @@ def test_file_lines_are_rest_requests_keyed_by_the_request_key():
     assert request["systemInstruction"] == {"parts": [{"text": "Label it."}]}
     assert request["safetySettings"] == [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}]
     assert request["generationConfig"] == {
-        "maxOutputTokens": 40, "temperature": 0.0, "stopSequences": ["END"], "thinkingConfig": {"thinkingBudget": 0},
-        "responseMimeType": "application/json", "responseJsonSchema": schema}  # the schema as written
+        "maxOutputTokens": 40,
+        "temperature": 0.0,
+        "stopSequences": ["END"],
+        "thinkingConfig": {"thinkingBudget": 0},
+        "responseMimeType": "application/json",
+        "responseJsonSchema": schema,
+    }  # the schema as written
 
 
 def test_file_line_rejects_a_config_the_sdk_does_not_know():
@@ -57,16 +72,32 @@ def test_file_line_rejects_a_config_the_sdk_does_not_know():
 
 
 def test_inline_and_file_results_map_to_completion_or_error():
-    ok = parse_row({"metadata": {"key": "k"}, "response": {
-        "candidates": [{"content": {"parts": [{"text": "hi"}]}, "finish_reason": "STOP"}],
-        "usage_metadata": {"prompt_token_count": 4, "candidates_token_count": 1}}})
+    ok = parse_row(
+        {
+            "metadata": {"key": "k"},
+            "response": {
+                "candidates": [{"content": {"parts": [{"text": "hi"}]}, "finish_reason": "STOP"}],
+                "usage_metadata": {"prompt_token_count": 4, "candidates_token_count": 1},
+            },
+        }
+    )
     assert ok.completion.text == "hi" and ok.completion.input_tokens == 4
-    rest = parse_row({"key": "k2", "response": {
-        "candidates": [{"content": {"parts": [{"text": "yo"}], "role": "model"}, "finishReason": "STOP"}],
-        "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 2, "thoughtsTokenCount": 3},
-        "modelVersion": MODEL}})
-    assert (rest.key, rest.completion.text, rest.completion.input_tokens, rest.completion.output_tokens) == \
-        ("k2", "yo", 7, 5)
+    rest = parse_row(
+        {
+            "key": "k2",
+            "response": {
+                "candidates": [{"content": {"parts": [{"text": "yo"}], "role": "model"}, "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 2, "thoughtsTokenCount": 3},
+                "modelVersion": MODEL,
+            },
+        }
+    )
+    assert (rest.key, rest.completion.text, rest.completion.input_tokens, rest.completion.output_tokens) == (
+        "k2",
+        "yo",
+        7,
+        5,
+    )
 
     def error(code: int, status: str, message: str = "x", where: str = "metadata") -> object:
         body = {"code": code, "status": status, "message": message}
@@ -156,8 +187,10 @@ def test_a_create_answered_too_late_is_unknown_then_found(fake):
     async def scenario(client):
         from google import genai
 
-        client.client = genai.Client(api_key="x", http_options={
-            "base_url": fake.gemini_base_url, "timeout": 500, "retry_options": {"attempts": 1}})
+        client.client = genai.Client(
+            api_key="x",
+            http_options={"base_url": fake.gemini_base_url, "timeout": 500, "retry_options": {"attempts": 1}},
+        )
         late = tag("batchor-gem-late", 1)
         with pytest.raises(BatchCreateUnknownError):
             await client.submit(late, [client.encode(r) for r in requests(MODEL, 1)])

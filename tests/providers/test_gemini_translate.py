@@ -58,8 +58,10 @@ def test_parse_answer_skips_thoughts_and_counts_them_as_output():
 
 
 def test_parse_accepts_snake_case_dumps():
-    data = {"candidates": [{"content": {"parts": [{"text": "hi"}]}, "finish_reason": "STOP"}],
-            "usage_metadata": {"prompt_token_count": 3, "candidates_token_count": 1}}
+    data = {
+        "candidates": [{"content": {"parts": [{"text": "hi"}]}, "finish_reason": "STOP"}],
+        "usage_metadata": {"prompt_token_count": 3, "candidates_token_count": 1},
+    }
     completion = parse_result(data)
     assert (completion.text, completion.input_tokens, completion.output_tokens) == ("hi", 3, 1)
 
@@ -94,8 +96,10 @@ def test_quota_failure_without_retry_info_is_quota_exhausted():
 
 
 def test_exceeded_your_current_quota_without_details_is_quota_exhausted():
-    message = ("You exceeded your current quota, please check your plan and billing details. For more "
-               "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.")
+    message = (
+        "You exceeded your current quota, please check your plan and billing details. For more "
+        "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."
+    )
     body = {"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}}
     assert type(error_for(429, body, message)) is QuotaExhaustedError
 
@@ -107,19 +111,28 @@ def test_exceeded_your_current_quota_with_a_per_minute_retry_is_a_rate_limit():
 
 
 def test_bare_429_is_a_rate_limit():
-    error = error_for(429, {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}},
-                      "Resource exhausted")
+    error = error_for(
+        429,
+        {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}},
+        "Resource exhausted",
+    )
     assert type(error) is RateLimitedError and error.retry_after is None
 
 
-@pytest.mark.parametrize(("status", "message", "expected"), [
-    (500, "Internal error encountered.", TransientProviderError),
-    (503, "The model is overloaded. Please try again later.", TransientProviderError),
-    (400, "Invalid JSON payload received. Unknown name \"foo\"", InvalidRequestError),
-    (400, "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
-     ContextLengthError),
-    (403, "Permission denied on resource project.", AuthenticationError),
-])
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        (500, "Internal error encountered.", TransientProviderError),
+        (503, "The model is overloaded. Please try again later.", TransientProviderError),
+        (400, 'Invalid JSON payload received. Unknown name "foo"', InvalidRequestError),
+        (
+            400,
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            ContextLengthError,
+        ),
+        (403, "Permission denied on resource project.", AuthenticationError),
+    ],
+)
 def test_error_mapping(status, message, expected):
     assert type(error_for(status, {"error": {"code": status, "message": message}}, message)) is expected
 
@@ -139,8 +152,15 @@ def test_retry_delay_parsing():
 
 @pytest.fixture
 def no_google_env(monkeypatch):
-    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT",
-                 "GOOGLE_CLOUD_LOCATION", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL"):
+    for name in (
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_CLOUD_PROJECT",
+        "GOOGLE_CLOUD_LOCATION",
+        "GOOGLE_GEMINI_BASE_URL",
+        "GOOGLE_VERTEX_BASE_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -161,13 +181,24 @@ def test_missing_developer_key_names_the_variable(no_google_env):
 
 
 def test_vertex_ai_config_needs_no_api_key(no_google_env):
-    config = ProviderConfig("gemini", api_key_env="GEMINI_API_KEY", base_url="https://proxy.example/gemini",
-                            options={"vertexai": True, "project": "my-project", "location": "europe-west4",
-                                     "api_version": "v1"})
+    config = ProviderConfig(
+        "gemini",
+        api_key_env="GEMINI_API_KEY",
+        base_url="https://proxy.example/gemini",
+        options={"vertexai": True, "project": "my-project", "location": "europe-west4", "api_version": "v1"},
+    )
     kwargs = client_kwargs(config, INFO)
-    assert kwargs == {"vertexai": True, "project": "my-project", "location": "europe-west4",
-                      "http_options": {"timeout": 60000, "retry_options": {"attempts": 1},
-                                       "base_url": "https://proxy.example/gemini", "api_version": "v1"}}
+    assert kwargs == {
+        "vertexai": True,
+        "project": "my-project",
+        "location": "europe-west4",
+        "http_options": {
+            "timeout": 60000,
+            "retry_options": {"attempts": 1},
+            "base_url": "https://proxy.example/gemini",
+            "api_version": "v1",
+        },
+    }
 
 
 def test_vertex_ai_from_the_sdk_environment_variable(no_google_env):

@@ -39,29 +39,44 @@ def _line(status: int, body: dict) -> dict:
 def test_chat_lines_spliced_into_the_step_template_are_the_bytes_of_the_whole_line():
     params, other = {"temperature": 0, "max_tokens": 50, "stop": ["\n", "é"]}, {"max_tokens": 7}
     messages = ({"role": "system", "content": 'Say "ok" \\ or ünïcode 🙂'}, {"role": "user", "content": "a\nb\u2028"})
-    cases = [LLMRequest('k"1\\é', "gpt-4.1-mini", messages, params, SCHEMA, "classify"),
-             LLMRequest("k2", "gpt-4.1-mini", messages[1:], params, SCHEMA, "classify"),
-             LLMRequest("k3", "gpt-4.1-mini", messages, other, None),
-             LLMRequest("k4", "gpt-4.1", messages, params, {**SCHEMA}, "other name")]
+    cases = [
+        LLMRequest('k"1\\é', "gpt-4.1-mini", messages, params, SCHEMA, "classify"),
+        LLMRequest("k2", "gpt-4.1-mini", messages[1:], params, SCHEMA, "classify"),
+        LLMRequest("k3", "gpt-4.1-mini", messages, other, None),
+        LLMRequest("k4", "gpt-4.1", messages, params, {**SCHEMA}, "other name"),
+    ]
     for strict in (True, False):
         for request in cases * 2:  # the second time from the cached template
-            whole = {"custom_id": request.key, "method": "POST", "url": "/v1/chat/completions",
-                     "body": to_body(request, api="chat", strict=strict)}
+            whole = {
+                "custom_id": request.key,
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": to_body(request, api="chat", strict=strict),
+            }
             expected = (json.dumps(whole, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
             assert encode_line(request, api="chat", strict=strict) == expected
 
 
 def test_output_and_error_lines_are_classified_like_realtime():
-    ok = parse_line(_line(200, {"choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}],
-                                "usage": {"prompt_tokens": 3, "completion_tokens": 2}}))
+    ok = parse_line(
+        _line(
+            200,
+            {
+                "choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+            },
+        )
+    )
     assert ok.completion.text == "{}" and ok.completion.input_tokens == 3
     bad = parse_line(_line(400, {"error": {"message": "bad", "code": None}}))
     assert isinstance(bad.error, InvalidRequestError) and not bad.error.transient
-    assert isinstance(parse_line(_line(429, {"error": {"message": "slow", "code": "rate_limit_exceeded"}})).error,
-                      RateLimitedError)
+    assert isinstance(
+        parse_line(_line(429, {"error": {"message": "slow", "code": "rate_limit_exceeded"}})).error, RateLimitedError
+    )
     assert isinstance(parse_line(_line(500, {"error": {"message": "oops"}})).error, TransientProviderError)
-    quota = parse_line(_line(429, {"error": {"message": "You exceeded your current quota",
-                                             "code": "insufficient_quota"}}))
+    quota = parse_line(
+        _line(429, {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}})
+    )
     assert isinstance(quota.error, QuotaExhaustedError)
     expired = parse_line({"custom_id": "k", "response": None, "error": {"code": "batch_expired", "message": "x"}})
     assert expired.missing and expired.error is None

@@ -22,16 +22,18 @@ def test_chat_body_compatible_server_keeps_max_tokens_and_extra_params():
 
 
 def test_responses_body_moves_system_to_instructions_and_drops_chat_only_params():
-    body = to_body(request(SCHEMA, seed=1, stop=["x"], frequency_penalty=0.2, temperature=0,
-                           reasoning_effort="low"), api="responses", strict=False)
+    body = to_body(
+        request(SCHEMA, seed=1, stop=["x"], frequency_penalty=0.2, temperature=0, reasoning_effort="low"),
+        api="responses",
+        strict=False,
+    )
     assert body["instructions"] == "Classify."
     assert body["input"] == [{"role": "user", "content": "Review: great"}]
     assert body["max_output_tokens"] == 50
     assert body["temperature"] == 0
     assert body["reasoning"] == {"effort": "low"}
     assert not {"seed", "stop", "frequency_penalty", "max_tokens", "reasoning_effort"} & body.keys()
-    assert body["text"] == {"format": {"type": "json_schema", "name": "classify", "schema": SCHEMA,
-                                       "strict": False}}
+    assert body["text"] == {"format": {"type": "json_schema", "name": "classify", "schema": SCHEMA, "strict": False}}
 
 
 def test_parse_responses_answer():

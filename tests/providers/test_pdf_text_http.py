@@ -21,17 +21,28 @@ PAGES = ["Invoice 42 total 99 EUR", "Paid by card on day two"]
 SENT = "Describe item r1\n\n--- PDF 1: doc.pdf (2 pages) ---\n" + "\n\n".join(PAGES)
 
 
-def pdf_job(folder: Path, *, provider: str = "openai", model: str = "gpt-4.1-mini", pdf: str = "text",
-            block: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
-            files: dict[str, bytes] | None = None) -> Path:
+def pdf_job(
+    folder: Path,
+    *,
+    provider: str = "openai",
+    model: str = "gpt-4.1-mini",
+    pdf: str = "text",
+    block: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    files: dict[str, bytes] | None = None,
+) -> Path:
     for name, data in (files or {"doc.pdf": text_pdf_bytes(PAGES)}).items():
         write(folder / "media" / name, data)
     write_csv(folder / "rows.csv", [{"id": "r1", "doc": "media/doc.pdf"}])
-    spec = {"version": 1, "name": "pdftext", "input": {"path": "rows.csv", "key": "id"},
-            "model": {"provider": provider, "name": model, "params": {"max_tokens": 40}, **(block or {})},
-            "steps": {"read": {"prompt": "Describe item {{ row.id }}", "attachments": ["row.doc"], "pdf": pdf}},
-            "output": {"path": "out/results.csv"},
-            "limits": {"concurrency": 2, "max_attempts": 2, "request_timeout_s": 10, **(limits or {})}}
+    spec = {
+        "version": 1,
+        "name": "pdftext",
+        "input": {"path": "rows.csv", "key": "id"},
+        "model": {"provider": provider, "name": model, "params": {"max_tokens": 40}, **(block or {})},
+        "steps": {"read": {"prompt": "Describe item {{ row.id }}", "attachments": ["row.doc"], "pdf": pdf}},
+        "output": {"path": "out/results.csv"},
+        "limits": {"concurrency": 2, "max_attempts": 2, "request_timeout_s": 10, **(limits or {})},
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return path
@@ -41,11 +52,14 @@ def apply(folder: Path, spec: Path):
     return api.apply(spec, state=str(folder / "state.duckdb"), handle_signals=False, progress=False)
 
 
-@pytest.mark.parametrize("provider, model, block", [
-    ("openai", "gpt-4.1-mini", {}),
-    ("anthropic", "claude-haiku-4-5", {}),
-    ("vllm", "any-model", {"base_url": "FAKE"}),  # a server that reads no PDF files at all
-])
+@pytest.mark.parametrize(
+    "provider, model, block",
+    [
+        ("openai", "gpt-4.1-mini", {}),
+        ("anthropic", "claude-haiku-4-5", {}),
+        ("vllm", "any-model", {"base_url": "FAKE"}),  # a server that reads no PDF files at all
+    ],
+)
 def test_the_pdf_text_follows_the_prompt_and_no_file_is_sent(fake, workdir, provider, model, block):
     block = {k: fake.openai_base_url if v == "FAKE" else v for k, v in block.items()}
     outcome = apply(workdir, pdf_job(workdir, provider=provider, model=model, block=block))

@@ -25,15 +25,20 @@ TARGETS = {
     "anthropic": ("anthropic", "claude-haiku-4-5", {}, "anthropic.messages"),
     "anthropic-tool": ("anthropic", "claude-3-5-haiku-latest", {}, "anthropic.messages"),
     "gemini": ("gemini", "gemini-2.5-flash", {}, "gemini.generate_content"),
-    "openai-compatible": ("openai-compatible", "my-llama", {"base_url": "FAKE_OPENAI", "custom": True},
-                          "openai.chat_completions"),
+    "openai-compatible": (
+        "openai-compatible",
+        "my-llama",
+        {"base_url": "FAKE_OPENAI", "custom": True},
+        "openai.chat_completions",
+    ),
     "vllm": ("vllm", "Qwen/Qwen3-8B", {"base_url": "FAKE_OPENAI"}, "openai.chat_completions"),
 }
 
 
 def apply(workdir: Path, spec: Path, **kwargs):
-    return api.apply(spec, output=workdir / "out.csv", state=str(workdir / "state.duckdb"),
-                     handle_signals=False, **kwargs)
+    return api.apply(
+        spec, output=workdir / "out.csv", state=str(workdir / "state.duckdb"), handle_signals=False, **kwargs
+    )
 
 
 def read_output(workdir: Path) -> list[dict[str, str]]:
@@ -102,8 +107,13 @@ def test_reviews_spec_with_anthropic_model_override_plans_and_applies(fake, work
     assert (step.provider, step.model, step.api_key_env) == ("anthropic", "claude-haiku-4-5", "ANTHROPIC_API_KEY")
     rating = step.sent_schema["properties"]["rating_guess"]  # adapted for Anthropic
     assert "maximum" not in rating and "maximum: 5" in rating["description"]
-    outcome = api.apply(plan, state=str(workdir / "state.duckdb"), output=workdir / "out.csv",
-                        handle_signals=False, limits={"rpm": None})
+    outcome = api.apply(
+        plan,
+        state=str(workdir / "state.duckdb"),
+        output=workdir / "out.csv",
+        handle_signals=False,
+        limits={"rpm": None},
+    )
     assert outcome.status == "succeeded", outcome.stop_reason
     assert outcome.succeeded == step.counts.to_run > 0
     assert fake.stats()["by_endpoint"] == {"anthropic.messages": step.counts.to_run}
@@ -113,8 +123,15 @@ def test_reviews_spec_gives_the_same_columns_with_each_provider(fake, workdir):
     headers = {}
     for model in ("openai:gpt-4.1-mini", "anthropic:claude-haiku-4-5", "gemini:gemini-2.5-flash"):
         out = workdir / f"{model.split(':')[0]}.csv"
-        outcome = api.apply(REVIEWS, model=model, state=str(workdir / "state.duckdb"), output=out,
-                            handle_signals=False, limits={"rpm": None}, limit=40)
+        outcome = api.apply(
+            REVIEWS,
+            model=model,
+            state=str(workdir / "state.duckdb"),
+            output=out,
+            handle_signals=False,
+            limits={"rpm": None},
+            limit=40,
+        )
         assert outcome.status == "succeeded", (model, outcome.stop_reason)
         with out.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
@@ -129,8 +146,7 @@ def test_reviews_spec_gives_the_same_columns_with_each_provider(fake, workdir):
 
 def test_two_provider_spec_applies_against_the_fake(fake, workdir):
     spec = ROOT / "specs" / "review_replies.yaml"
-    outcome = api.apply(spec, state=str(workdir / "state.duckdb"), output=workdir / "out.csv",
-                        handle_signals=False)
+    outcome = api.apply(spec, state=str(workdir / "state.duckdb"), output=workdir / "out.csv", handle_signals=False)
     assert outcome.status == "succeeded", outcome.stop_reason
     rows = read_output(workdir)
     negative = [row for row in rows if row["classify.sentiment"] == "negative"]
@@ -143,8 +159,10 @@ def test_two_provider_spec_applies_against_the_fake(fake, workdir):
 # --- errors ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("target", "env"), [("anthropic", "ANTHROPIC_API_KEY"), ("gemini", "GEMINI_API_KEY"),
-                                             ("openai-chat", "OPENAI_API_KEY")])
+@pytest.mark.parametrize(
+    ("target", "env"),
+    [("anthropic", "ANTHROPIC_API_KEY"), ("gemini", "GEMINI_API_KEY"), ("openai-chat", "OPENAI_API_KEY")],
+)
 def test_missing_key_stops_apply_before_any_request(fake, workdir, monkeypatch, target, env):
     monkeypatch.delenv(env)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
@@ -152,6 +170,7 @@ def test_missing_key_stops_apply_before_any_request(fake, workdir, monkeypatch, 
     with pytest.raises(NoApiKeyError, match=env):
         apply(workdir, spec)
     assert fake.stats()["requests"] == 0
+
 
 ERROR_TARGETS = ["openai-chat", "anthropic", "gemini"]
 
@@ -213,8 +232,15 @@ def test_secrets_never_reach_state_or_output(fake, workdir, target):
     assert not any(secret in stored for secret in SECRETS)
 
 
-MIXED_PARAMS = {"temperature": 0, "max_tokens": 50, "top_p": 0.9, "top_k": 5, "seed": 7, "stop": ["###"],
-                "frequency_penalty": 0.1}
+MIXED_PARAMS = {
+    "temperature": 0,
+    "max_tokens": 50,
+    "top_p": 0.9,
+    "top_k": 5,
+    "seed": 7,
+    "stop": ["###"],
+    "frequency_penalty": 0.1,
+}
 
 
 @pytest.mark.parametrize("target", ["openai-responses", "anthropic", "gemini", "vllm"])

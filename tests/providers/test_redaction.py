@@ -74,5 +74,6 @@ def test_a_key_quoted_in_part_is_redacted_and_nothing_else():
 
     key = "sk-proj-Ab12Cd34Ef56Gh78Ij90"
     text = f"Incorrect API key provided: {key[:12]}************{key[-4:]}. Model gpt-4.1-mini, key {key}."
-    assert redact(text, [key]) == ("Incorrect API key provided: [REDACTED]************Ij90. "
-                                   "Model gpt-4.1-mini, key [REDACTED].")
+    assert redact(text, [key]) == (
+        "Incorrect API key provided: [REDACTED]************Ij90. Model gpt-4.1-mini, key [REDACTED]."
+    )

@@ -37,8 +37,15 @@ def test_presets(name):
     assert info.adapter == "openai" and not info.first_party
 
 
-@pytest.mark.parametrize(("provider", "env"), [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY"),
-                                               ("gemini", "GEMINI_API_KEY"), ("groq", "GROQ_API_KEY")])
+@pytest.mark.parametrize(
+    ("provider", "env"),
+    [
+        ("openai", "OPENAI_API_KEY"),
+        ("anthropic", "ANTHROPIC_API_KEY"),
+        ("gemini", "GEMINI_API_KEY"),
+        ("groq", "GROQ_API_KEY"),
+    ],
+)
 def test_missing_key_fails_at_create_time_naming_the_variable(monkeypatch, provider, env):
     for name in (env, "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"):
         monkeypatch.delenv(name, raising=False)

@@ -17,22 +17,25 @@ from batchor.providers.errors_map import parse_retry_after
 from batchor.providers.openai import rate_limit_headers
 
 
-@pytest.mark.parametrize(("headers", "seconds"), [
-    ({"retry-after": "3"}, 3.0),
-    ({"retry-after": "0.25"}, 0.25),
-    ({"retry-after-ms": "1500"}, 1.5),
-    ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),  # the precise one first
-    ({"llm_provider-retry-after": "4"}, 4.0),
-    ({"llm_provider-retry-after-ms": "250"}, 0.25),
-    ({"llm_provider-retry-after-ms": "250", "llm_provider-retry-after": "1"}, 0.25),
-    ({"retry-after": "2", "llm_provider-retry-after": "7"}, 2.0),  # the gateway's own wait first
-    ({"retry-after-ms": "soon", "retry-after": "5"}, 5.0),  # a bad value falls through
-    ({"retry-after": "-3"}, 0.0),
-    ({"retry-after": "nan"}, None),
-    ({"retry-after": "tomorrow"}, None),
-    ({"llm_provider-retry-after-ms": "x"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after": "0.25"}, 0.25),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),  # the precise one first
+        ({"llm_provider-retry-after": "4"}, 4.0),
+        ({"llm_provider-retry-after-ms": "250"}, 0.25),
+        ({"llm_provider-retry-after-ms": "250", "llm_provider-retry-after": "1"}, 0.25),
+        ({"retry-after": "2", "llm_provider-retry-after": "7"}, 2.0),  # the gateway's own wait first
+        ({"retry-after-ms": "soon", "retry-after": "5"}, 5.0),  # a bad value falls through
+        ({"retry-after": "-3"}, 0.0),
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "tomorrow"}, None),
+        ({"llm_provider-retry-after-ms": "x"}, None),
+        ({}, None),
+    ],
+)
 def test_retry_after_headers(headers, seconds):
     assert parse_retry_after(headers) == seconds
 
@@ -44,11 +47,12 @@ def test_retry_after_as_an_http_date():
 
 
 def test_gateway_rate_limit_headers_are_read():
-    assert rate_limit_headers({"llm_provider-x-ratelimit-limit-requests": "500",
-                               "llm_provider-x-ratelimit-remaining-requests": "0"}) == {
-        "limit-requests": 500.0, "remaining-requests": 0.0}
+    assert rate_limit_headers(
+        {"llm_provider-x-ratelimit-limit-requests": "500", "llm_provider-x-ratelimit-remaining-requests": "0"}
+    ) == {"limit-requests": 500.0, "remaining-requests": 0.0}
     assert rate_limit_headers({"x-ratelimit-limit-requests": "60", "llm_provider-x-ratelimit-limit-requests": "9"}) == {
-        "limit-requests": 60.0}
+        "limit-requests": 60.0
+    }
 
 
 MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5"}
@@ -57,8 +61,12 @@ MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5"}
 def rate_limited(provider: str, calls: int = 1) -> RateLimitedError:
     """The 429 of the last of `calls` requests (the ones before must be answered)."""
     adapter = create_provider(ProviderConfig(provider))
-    request = LLMRequest(key="k", model=MODELS[provider], params={"max_tokens": 20},
-                         messages=({"role": "user", "content": "please THROTTLE me"},))
+    request = LLMRequest(
+        key="k",
+        model=MODELS[provider],
+        params={"max_tokens": 20},
+        messages=({"role": "user", "content": "please THROTTLE me"},),
+    )
 
     async def call() -> None:
         try:

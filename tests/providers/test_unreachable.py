@@ -27,8 +27,9 @@ def closed_port() -> int:
 
 def errors(workdir: Path, spec: Path) -> set[str]:
     out = workdir / "out.csv"
-    result = api.apply(spec, output=out, state=str(workdir / "state.duckdb"), handle_signals=False,
-                       limits={"max_attempts": 1})
+    result = api.apply(
+        spec, output=out, state=str(workdir / "state.duckdb"), handle_signals=False, limits={"max_attempts": 1}
+    )
     assert result.status == "failed"
     with out.open(newline="", encoding="utf-8") as handle:
         return {row["_error"] for row in csv.DictReader(handle)}
@@ -38,8 +39,7 @@ def errors(workdir: Path, spec: Path) -> set[str]:
 def test_refused_connection_names_the_url_and_the_cause(workdir, fake, provider):
     url = f"http://127.0.0.1:{closed_port()}/"
     spec = provider_spec(workdir, provider, PROVIDERS[provider], rows=2, base_url=url)
-    assert errors(workdir, spec) == {
-        f"classify: provider_unreachable: cannot connect to {url} (connection refused)"}
+    assert errors(workdir, spec) == {f"classify: provider_unreachable: cannot connect to {url} (connection refused)"}
 
 
 def dead_endpoint_run(workdir: Path, provider: str, mode: str) -> tuple[api.Result, float]:
@@ -50,16 +50,20 @@ def dead_endpoint_run(workdir: Path, provider: str, mode: str) -> tuple[api.Resu
     spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     compiled = api.plan(spec, state=str(workdir / "state.duckdb"))
     started = time.monotonic()
-    result = api.apply(compiled, output=workdir / "out.csv", state=str(workdir / "state.duckdb"),
-                       handle_signals=False)
+    result = api.apply(compiled, output=workdir / "out.csv", state=str(workdir / "state.duckdb"), handle_signals=False)
     return result, time.monotonic() - started
 
 
 # Each SDK's refusal is translated by its adapter (test_refused_connection_names_the_url_and_the_cause,
 # realtime) and a batch create refused by each SDK stops the run here; the stop itself is the
 # engine's, so the other providers' realtime runs are in `slow`.
-DEAD = [("openai", "realtime"), ("openai", "batch"), ("anthropic", "batch"), ("gemini", "batch"),
-        *(pytest.param(provider, "realtime", marks=pytest.mark.slow) for provider in ("anthropic", "gemini"))]
+DEAD = [
+    ("openai", "realtime"),
+    ("openai", "batch"),
+    ("anthropic", "batch"),
+    ("gemini", "batch"),
+    *(pytest.param(provider, "realtime", marks=pytest.mark.slow) for provider in ("anthropic", "gemini")),
+]
 
 
 @pytest.mark.parametrize(("provider", "mode"), DEAD)
@@ -95,8 +99,10 @@ def test_a_body_cut_short_over_plain_httpx_is_an_answer_cut_in_transit(fake):
     async def post() -> BaseException:
         async with httpx2.AsyncClient() as client:
             try:
-                await client.post(f"{fake.openai_base_url}/chat/completions",
-                                  json={"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}]})
+                await client.post(
+                    f"{fake.openai_base_url}/chat/completions",
+                    json={"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}]},
+                )
             except httpx2.TransportError as exc:
                 return exc
         raise AssertionError("the answer arrived whole")

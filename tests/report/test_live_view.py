@@ -41,13 +41,24 @@ def test_steps_batches_and_notices_come_from_events():
     view, _, clock = _view(max_cost=2.0)
     view(Event("step_started", {"step": "classify", "pending": 400}))
     clock.now += 10
-    view(Event("progress", {"cost_usd": 0.5, "in_flight": 3, "rate_limited": 2,
-                            "steps": {"classify": {"done": 100, "failed": 4, "cost_usd": 0.5}}}))
-    view(Event("batch_submitted", {"step": "classify", "batch_id": "b-1", "remote_id": "r", "requests": 300,
-                                   "chunk": 1}))
+    view(
+        Event(
+            "progress",
+            {
+                "cost_usd": 0.5,
+                "in_flight": 3,
+                "rate_limited": 2,
+                "steps": {"classify": {"done": 100, "failed": 4, "cost_usd": 0.5}},
+            },
+        )
+    )
+    view(
+        Event("batch_submitted", {"step": "classify", "batch_id": "b-1", "remote_id": "r", "requests": 300, "chunk": 1})
+    )
     clock.now += 30
-    view(Event("batch_polled", {"step": "classify", "batch_id": "b-1", "remote_status": "in_progress",
-                                "requests": 300}))
+    view(
+        Event("batch_polled", {"step": "classify", "batch_id": "b-1", "remote_status": "in_progress", "requests": 300})
+    )
     view(Event("batch_waiting", {"live": 1, "next_poll_s": 20}))
     view(Event("provider_call_retry", {"endpoint": "poll", "attempt": 2}))
     text = _text(view)

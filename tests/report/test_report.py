@@ -119,10 +119,24 @@ def _chromium() -> str:
 def _open(browser: str, page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     """Headless Chromium on a file: the rendered DOM on stdout, console messages on stderr."""
     profile = page.parent / "chromium-profile"
-    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *flags,
-                           page.as_uri()], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HOME": str(page.parent)})
+    return subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            *flags,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(page.parent)},
+    )
 
 
 def _console(stderr: str) -> list[str]:

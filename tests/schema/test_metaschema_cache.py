@@ -12,8 +12,12 @@ from batchor.schema.core import check_schema
 
 
 def _schema(kind: str = "string") -> dict:
-    return {"type": "object", "properties": {"label": {"type": kind}}, "required": ["label"],
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {"label": {"type": kind}},
+        "required": ["label"],
+        "additionalProperties": False,
+    }
 
 
 def test_a_schema_changed_after_passing_is_checked_again():

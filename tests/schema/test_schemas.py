@@ -41,11 +41,10 @@ SCHEMAS = {
         },
         ["score", "ratio", "step", "name"],
     ),
-    "nested": obj({"person": obj({"name": {"type": "string"}, "age": {"type": "integer"}},
-                                 ["name", "age"])}, ["person"]),  # fmt: skip
-    "array_of_objects": obj(
-        {"tags": {"type": "array", "items": TAG, "minItems": 2, "maxItems": 4}}, ["tags"]
-    ),
+    "nested": obj(
+        {"person": obj({"name": {"type": "string"}, "age": {"type": "integer"}}, ["name", "age"])}, ["person"]
+    ),  # fmt: skip
+    "array_of_objects": obj({"tags": {"type": "array", "items": TAG, "minItems": 2, "maxItems": 4}}, ["tags"]),
     "nullable": obj(
         {"note": {"type": ["string", "null"]}, "level": {"enum": ["low", "high", None]}},
         ["note", "level"],
@@ -59,8 +58,10 @@ SCHEMAS = {
         "definitions": {"Tag": TAG},
     },
     "any_of": obj(
-        {"value": {"anyOf": [{"type": "integer", "minimum": 10}, {"type": "string"}]},
-         "pick": {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer"}]}},
+        {
+            "value": {"anyOf": [{"type": "integer", "minimum": 10}, {"type": "string"}]},
+            "pick": {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer"}]},
+        },
         ["value", "pick"],
     ),  # fmt: skip
     "formats": obj(
@@ -72,16 +73,19 @@ SCHEMAS = {
         ["code", "kind"],
     ),
     "unique_closed": obj(
-        {"colors": {"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": True,
-                    "minItems": 3}},
-        ["colors"], additionalProperties=False,
+        {"colors": {"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": True, "minItems": 3}},
+        ["colors"],
+        additionalProperties=False,
     ),  # fmt: skip
     "all_of": {**obj({"a": {"type": "string"}}), "allOf": [{"required": ["a"]}]},
     "recursive": {
         **obj({"root": {"$ref": "#/$defs/Node"}}, ["root"]),
-        "$defs": {"Node": obj({"label": {"type": "string"},
-                               "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
-                              ["label", "children"])},
+        "$defs": {
+            "Node": obj(
+                {"label": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+                ["label", "children"],
+            )
+        },
     },  # fmt: skip
 }
 PROVIDERS = ["openai", "groq", "anthropic", "gemini", "mock", "somethingelse"]
@@ -426,7 +430,8 @@ def test_expected_answer_tokens():
     labels = obj({"sentiment": {"type": "string", "enum": ["positive", "negative"]}})
     assert expected_answer_tokens(labels) == expected_answer_tokens(obj({"sentiment": {"const": "positive"}}))
     assert expected_answer_tokens(obj({"reason": {"type": "string"}})) > 3 * expected_answer_tokens(
-        obj({"label": {"type": "string"}}))
+        obj({"label": {"type": "string"}})
+    )
     few = obj({"tags": {"type": "array", "items": TAG, "maxItems": 2}})
     many = obj({"tags": {"type": "array", "items": TAG, "minItems": 8, "maxItems": 10}})
     assert expected_answer_tokens(many) > 4 * expected_answer_tokens(few)

@@ -33,9 +33,7 @@ def texts(rows: list[dict]) -> list[str]:
 
 
 def test_csv_cells_are_kept_as_text(workdir):
-    (workdir / "zips.csv").write_text(
-        "id,zip,text,flag\n1,012,a,NO\n2,00501,b,1e3\n", encoding="utf-8"
-    )
+    (workdir / "zips.csv").write_text("id,zip,text,flag\n1,012,a,NO\n2,00501,b,1e3\n", encoding="utf-8")
     rows = read_rows(spec_for(workdir, "zips.csv"))
     assert [(r["id"], r["zip"], r["flag"]) for r in rows] == [
         ("1", "012", "NO"),
@@ -57,18 +55,14 @@ def test_csv_doubled_quotes_are_one_quote_as_excel_and_python_write_them(workdir
 
 
 def test_tsv(workdir):
-    (workdir / "in.tsv").write_text(
-        'id\tzip\ttext\n1\t012\the said "hi", twice\n', encoding="utf-8"
-    )
+    (workdir / "in.tsv").write_text('id\tzip\ttext\n1\t012\the said "hi", twice\n', encoding="utf-8")
     rows = read_rows(spec_for(workdir, "in.tsv"))
     assert [(r["id"], r["zip"], r["text"]) for r in rows] == [("1", "012", 'he said "hi", twice')]
 
 
 def test_jsonl(workdir):
     lines = [{"id": 1, "zip": "012", "text": "x"}, {"id": 2, "zip": "013", "text": "y"}]
-    (workdir / "in.jsonl").write_text(
-        "".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8"
-    )
+    (workdir / "in.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     rows = read_rows(spec_for(workdir, "in.jsonl"))
     assert [(r["id"], r["zip"], r["text"]) for r in rows] == [(1, "012", "x"), (2, "013", "y")]
 
@@ -91,9 +85,7 @@ def test_sql_over_input(workdir):
         workdir / "in.csv",
         [{"id": str(i), "text": f"t{i}", "lang": "en" if i % 2 else "de"} for i in range(6)],
     )
-    spec = spec_for(
-        workdir, "in.csv", sql="SELECT id, upper(text) AS text FROM input WHERE lang = 'en'"
-    )
+    spec = spec_for(workdir, "in.csv", sql="SELECT id, upper(text) AS text FROM input WHERE lang = 'en'")
     rows = read_rows(spec)
     assert [(r["id"], r["text"]) for r in rows] == [("1", "T1"), ("3", "T3"), ("5", "T5")]
     assert set(rows[0]) == {ROW_KEY, "id", "text"}
@@ -266,14 +258,17 @@ def test_rows_only_sql_keeps_the_rows_named_by_their_keys_over_the_inputs_sql(wo
     with content keys (no key column) too; the rows keep the keys they had."""
     from batchor.spec.inputs import rows_only_sql
 
-    write_csv(workdir / "in.csv", [{"id": str(i), "text": f"t{i}", "lang": "en" if i % 2 else "de"}
-                                   for i in range(10)])
+    write_csv(workdir / "in.csv", [{"id": str(i), "text": f"t{i}", "lang": "en" if i % 2 else "de"} for i in range(10)])
     sql = "SELECT id, upper(text) AS text FROM input WHERE lang = 'en'"
     spec = spec_for(workdir, "in.csv", sql=sql, **({"key": key} if key else {}))
     every = {r[ROW_KEY]: r["text"] for r in read_rows(spec)}
     wanted = [k for k, text in every.items() if text in ("T3", "T7")]
-    kept = spec_for(workdir, "in.csv", sql=rows_only_sql(sql, [key] if key else [], [*wanted, "no-such-row"]),
-                    **({"key": key} if key else {}))
+    kept = spec_for(
+        workdir,
+        "in.csv",
+        sql=rows_only_sql(sql, [key] if key else [], [*wanted, "no-such-row"]),
+        **({"key": key} if key else {}),
+    )
     assert {r[ROW_KEY]: r["text"] for r in read_rows(kept)} == {k: every[k] for k in wanted}
 
 

@@ -63,15 +63,10 @@ def test_unknown_key_names_key_path_and_line(workdir):
 
 
 def test_unknown_key_inside_a_step(workdir):
-    spec = edit(
-        make_spec(workdir), "    system: Classify.\n", "    system: Classify.\n    promt: hi\n"
-    )
+    spec = edit(make_spec(workdir), "    system: Classify.\n", "    system: Classify.\n    promt: hi\n")
     with pytest.raises(SpecError) as info:
         load_spec(spec)
-    assert (
-        f"{spec}:{line_of(spec, 'promt: hi')}: steps.classify.promt: unknown key"
-        in info.value.message
-    )
+    assert f"{spec}:{line_of(spec, 'promt: hi')}: steps.classify.promt: unknown key" in info.value.message
     assert "SqlStep" not in info.value.message  # one clear problem, not one per step kind
 
 

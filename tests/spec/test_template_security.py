@@ -22,9 +22,13 @@ INJECTIONS = [
 
 
 def _spec(prompt: str, **model: object) -> dict:
-    return {"name": "sec", "input": {"path": "unused.csv"},
-            "model": {"provider": "mock", "name": "m", **model},
-            "steps": {"echo": {"prompt": prompt}}, "output": {"path": "out.parquet"}}
+    return {
+        "name": "sec",
+        "input": {"path": "unused.csv"},
+        "model": {"provider": "mock", "name": "m", **model},
+        "steps": {"echo": {"prompt": prompt}},
+        "output": {"path": "out.parquet"},
+    }
 
 
 def test_row_data_containing_template_syntax_is_rendered_as_text(workdir):
@@ -39,11 +43,14 @@ def test_row_data_containing_template_syntax_is_rendered_as_text(workdir):
         assert json.loads(body)[-1]["content"] == f"Say: {payload}"  # literally, not evaluated
 
 
-@pytest.mark.parametrize("template", [
-    "{{ row.__class__.__mro__[1].__subclasses__() }}",
-    "{{ ().__class__.__base__.__subclasses__() }}",
-    "{{ row.text.__class__.__init__.__globals__ }}",
-])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ row.__class__.__mro__[1].__subclasses__() }}",
+        "{{ ().__class__.__base__.__subclasses__() }}",
+        "{{ row.text.__class__.__init__.__globals__ }}",
+    ],
+)
 def test_sandbox_blocks_python_internals_in_spec_templates(workdir, template):
     import pandas as pd
 

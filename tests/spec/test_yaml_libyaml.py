@@ -15,12 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TRICKY = {
     "ambiguous scalars": "a: NO\nb: on\nc: 012\nd: 1_000\ne: 1:30\nf: 'NO'\ng: \"012\"\nh: true\ni: 0.5\n",
-    "block text": ("steps:\n  s:\n    prompt: |\n      line one\n      line two\n"
-                   "    system: >\n      folded\n      text\n"),
+    "block text": (
+        "steps:\n  s:\n    prompt: |\n      line one\n      line two\n    system: >\n      folded\n      text\n"
+    ),
     "duplicates and merge": "base: &b {x: 1}\nk: 1\nk: 2\nm:\n  <<: *b\n  y: 2\n",
     "environment": "key: ${BATCHOR_TEST_UNSET_VAR:-fallback}\nmissing: ${BATCHOR_TEST_UNSET_VAR}\nlit: $$x\n",
-    "flow, unicode, comments": ("# c\nlist: [1, 'two', {three: 3}]\ntext: \"héllo ✓ 😀\"  # trailing\n"
-                                "empty:\nnull_v: ~\n"),
+    "flow, unicode, comments": (
+        "# c\nlist: [1, 'two', {three: 3}]\ntext: \"héllo ✓ 😀\"  # trailing\nempty:\nnull_v: ~\n"
+    ),
     "multi-line plain, CRLF": "a: one\r\n  two\r\nb:\r\n  - x\r\n  - y\r\n",
 }
 

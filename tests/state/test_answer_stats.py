@@ -25,27 +25,53 @@ from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA
 
 @pytest.fixture(params=["duckdb", "postgres"])
 def store(request, tmp_path):
-    made = (DuckDBStore(tmp_path / "state.duckdb") if request.param == "duckdb"
-            else PostgresStore(request.getfixturevalue("pg_url")))
+    made = (
+        DuckDBStore(tmp_path / "state.duckdb")
+        if request.param == "duckdb"
+        else PostgresStore(request.getfixturevalue("pg_url"))
+    )
     yield made
     made.close()
 
 
 def estimate(step: str, key: str, model: str = "anthropic:claude", usd: float = 1.0) -> StepEstimate:
-    return StepEstimate(step=step, length_key=key, model=model, requests=3, input_tokens=300, output_tokens=60,
-                        expected_usd=usd, upper_usd=usd * 4, output_source="heuristic", input_source="estimate")
+    return StepEstimate(
+        step=step,
+        length_key=key,
+        model=model,
+        requests=3,
+        input_tokens=300,
+        output_tokens=60,
+        expected_usd=usd,
+        upper_usd=usd * 4,
+        output_source="heuristic",
+        input_source="estimate",
+    )
 
 
 def attempts(run_id: str, step: str, rows: list[tuple]) -> pa.Table:
     """rows of (key, attempt, outcome, input_tokens, output_tokens, counted_input_tokens, cost)"""
     n = len(rows)
-    return pa.table({"request_key": [r[0] for r in rows], "run_id": [run_id] * n, "attempt": [r[1] for r in rows],
-                     "outcome": [r[2] for r in rows], "status_code": [200] * n, "error": [None] * n,
-                     "duration_ms": [1] * n, "raw": [None] * n, "input_tokens": [r[3] for r in rows],
-                     "output_tokens": [r[4] for r in rows], "cost_usd": [r[6] for r in rows],
-                     "estimated": [False] * n, "step": [step] * n, "counted_input_tokens": [r[5] for r in rows],
-                     "feedback": [None] * n},
-                    schema=ATTEMPT_SCHEMA)
+    return pa.table(
+        {
+            "request_key": [r[0] for r in rows],
+            "run_id": [run_id] * n,
+            "attempt": [r[1] for r in rows],
+            "outcome": [r[2] for r in rows],
+            "status_code": [200] * n,
+            "error": [None] * n,
+            "duration_ms": [1] * n,
+            "raw": [None] * n,
+            "input_tokens": [r[3] for r in rows],
+            "output_tokens": [r[4] for r in rows],
+            "cost_usd": [r[6] for r in rows],
+            "estimated": [False] * n,
+            "step": [step] * n,
+            "counted_input_tokens": [r[5] for r in rows],
+            "feedback": [None] * n,
+        },
+        schema=ATTEMPT_SCHEMA,
+    )
 
 
 def no_results() -> pa.Table:
@@ -56,9 +82,19 @@ def test_statistics_per_length_key_kind_and_model(store):
     record_run_steps(store, "r1", [estimate("a", "k1"), estimate("b", "k2", model="openai:gpt")])
     record_run_steps(store, "r1", [estimate("a", "other")])  # a worker joining the run adds nothing
     record_run_steps(store, "r2", [estimate("a", "k1")], kind="pilot")
-    store.record_results(no_results(), attempts("r1", "a", [
-        ("x", 1, "invalid_output", 110, 40, 100, 0.1), ("x", 2, "ok", 130, 10, None, 0.1),
-        ("y", 1, "ok", 120, 20, 100, 0.1), ("z", 1, "rate_limited", 0, 0, None, 0.0)]))
+    store.record_results(
+        no_results(),
+        attempts(
+            "r1",
+            "a",
+            [
+                ("x", 1, "invalid_output", 110, 40, 100, 0.1),
+                ("x", 2, "ok", 130, 10, None, 0.1),
+                ("y", 1, "ok", 120, 20, 100, 0.1),
+                ("z", 1, "rate_limited", 0, 0, None, 0.0),
+            ],
+        ),
+    )
     store.record_results(no_results(), attempts("r1", "b", [("w", 1, "ok", 50, 500, 50, 0.2)]))
     store.record_results(no_results(), attempts("r2", "a", [("v", 1, "ok", 100, 30, 80, 0.3)]))
 
@@ -83,8 +119,9 @@ def test_statistics_per_length_key_kind_and_model(store):
 
 def test_a_runs_estimate_next_to_its_spend(store):
     record_run_steps(store, "r1", [estimate("a", "k1", usd=0.25), estimate("b", "k2", usd=0.0)])
-    store.record_results(no_results(), attempts("r1", "a", [("x", 1, "ok", 10, 10, 10, 0.2),
-                                                             ("y", 1, "ok", 10, 10, 10, 0.1)]))
+    store.record_results(
+        no_results(), attempts("r1", "a", [("x", 1, "ok", 10, 10, 10, 0.2), ("y", 1, "ok", 10, 10, 10, 0.1)])
+    )
     a, b = run_step_report(store, "r1")
     assert (a["step"], a["expected_usd"], a["upper_usd"]) == ("a", 0.25, 1.0)
     assert a["actual_usd"] == pytest.approx(0.3) and a["settled_requests"] == 2  # of the 3 it planned
@@ -101,16 +138,28 @@ def test_a_when_share_counts_rows_whose_upstream_answered_once_across_jobs(store
     record_run_steps(store, "r1", [dataclasses.replace(estimate("second", "k2"), when_key="w")])
     record_run_steps(store, "r2", [dataclasses.replace(estimate("second", "k2"), when_key="w")])
     record_run_steps(store, "r3", [dataclasses.replace(estimate("second", "k2"), when_key="other")])
-    rows = {"j1": [("a", "ka", "sa"), ("b", "kb", None), ("c", "kc", None), ("d", "kd", None)],
-            "j2": [("a", "ka", "sa"), ("b", "kb", None)], "j3": [("e", "ke", "se")]}
+    rows = {
+        "j1": [("a", "ka", "sa"), ("b", "kb", None), ("c", "kc", None), ("d", "kd", None)],
+        "j2": [("a", "ka", "sa"), ("b", "kb", None)],
+        "j3": [("e", "ke", "se")],
+    }
     for job, found in rows.items():
         for row, first, second in found:
-            store.execute("INSERT INTO job_requests (job_id, step, row_key, request_key) VALUES (?, 'first', ?, ?)",
-                          [job, row, first])
-            store.execute("INSERT INTO job_requests (job_id, step, row_key, request_key) VALUES (?, 'second', ?, ?)",
-                          [job, row, second])
-    for key, status in (("ka", "succeeded"), ("kb", "succeeded"), ("kc", "succeeded"), ("kd", "failed"),
-                        ("ke", "succeeded")):
+            store.execute(
+                "INSERT INTO job_requests (job_id, step, row_key, request_key) VALUES (?, 'first', ?, ?)",
+                [job, row, first],
+            )
+            store.execute(
+                "INSERT INTO job_requests (job_id, step, row_key, request_key) VALUES (?, 'second', ?, ?)",
+                [job, row, second],
+            )
+    for key, status in (
+        ("ka", "succeeded"),
+        ("kb", "succeeded"),
+        ("kc", "succeeded"),
+        ("kd", "failed"),
+        ("ke", "succeeded"),
+    ):
         store.execute("INSERT INTO results (request_key, step, status) VALUES (?, 'first', ?)", [key, status])
     assert when_share(store, "w", ["first"]) == (1, 3)  # d's upstream failed: skipped, not by `when:`
     assert when_share(store, "other", ["first"]) == (1, 1) and when_share(store, "none", ["first"]) == (0, 0)
@@ -121,7 +170,7 @@ def sample_skewness(values: list[float]) -> float:
     n, mean = len(values), statistics.fmean(values)
     m2 = sum((v - mean) ** 2 for v in values) / n
     m3 = sum((v - mean) ** 3 for v in values) / n
-    return m3 / m2 ** 1.5 * (n * (n - 1)) ** 0.5 / (n - 2)
+    return m3 / m2**1.5 * (n * (n - 1)) ** 0.5 / (n - 2)
 
 
 def test_the_answers_skewness_is_read_from_the_ledger_without_overflow(store):
@@ -146,21 +195,31 @@ def test_re_asks_are_counted_in_stages_whatever_the_attempt_numbers(store):
     allowance) counts its rejected first ask, so the shares are not read low; what a re-ask
     reads beyond its first attempt (the rejected answer and the feedback) is summed."""
     record_run_steps(store, "r1", [estimate("a", "k1")])
-    store.record_results(no_results(), attempts("r1", "a", [
-        ("x", 1, "invalid_output", 100, 40, 90, 0.1), ("x", 2, "server_error", 0, 0, None, 0.0),
-        ("x", 3, "ok", 150, 10, None, 0.1),
-        ("y", 1, "ok", 120, 20, 100, 0.1),
-        ("z", 1, "invalid_output", 80, 30, 70, 0.1),  # cut: its re-ask never sent
-        ("w", 1, "invalid_output", 60, 20, 50, 0.1), ("w", 2, "invalid_output", 90, 25, None, 0.1),
-        ("w", 3, "ok", 100, 15, None, 0.1),
-        ("v", 1, "refused", 70, 5, 60, 0.1)]))
+    store.record_results(
+        no_results(),
+        attempts(
+            "r1",
+            "a",
+            [
+                ("x", 1, "invalid_output", 100, 40, 90, 0.1),
+                ("x", 2, "server_error", 0, 0, None, 0.0),
+                ("x", 3, "ok", 150, 10, None, 0.1),
+                ("y", 1, "ok", 120, 20, 100, 0.1),
+                ("z", 1, "invalid_output", 80, 30, 70, 0.1),  # cut: its re-ask never sent
+                ("w", 1, "invalid_output", 60, 20, 50, 0.1),
+                ("w", 2, "invalid_output", 90, 25, None, 0.1),
+                ("w", 3, "ok", 100, 15, None, 0.1),
+                ("v", 1, "refused", 70, 5, 60, 0.1),
+            ],
+        ),
+    )
     stats = output_stats(store, ["k1"])["k1"].total
     assert (stats.first_asks, stats.first_rejected, stats.first_failed) == (5, 3, 1)
     assert (stats.reasks, stats.reasks_rejected, stats.reask_tokens) == (3, 1, 50)
     assert stats.reask_added_input == (150 - 100) + (90 - 60) + (100 - 60)
     assert stats.reject_first == pytest.approx(3 / 5) and stats.reject_again == pytest.approx(1 / 3)
     p1, p2 = 3 / 5, 1 / 3
-    assert stats.reasks_per_request(4) == pytest.approx(p1 * (1 + p2 + p2 ** 2))
+    assert stats.reasks_per_request(4) == pytest.approx(p1 * (1 + p2 + p2**2))
     assert stats.reasks_per_request(1) == 0.0  # no re-ask allowed
     assert stats.first_tokens_each == pytest.approx((40 + 20 + 30 + 20 + 5) / 5)
     assert stats.reask_input_each == pytest.approx(120 / 3) and stats.reask_tokens_each == pytest.approx(50 / 3)
@@ -172,12 +231,22 @@ def test_truncated_answers_are_counted_apart_and_count_as_re_asked_where_the_spe
     asked again with a larger limit (`truncations_reasked`: rejected, not failed), and a re-ask
     truncated again is rejected again."""
     record_run_steps(store, "r1", [estimate("a", "k1")])
-    store.record_results(no_results(), attempts("r1", "a", [
-        ("t", 1, "truncated", 100, 50, 90, 0.1), ("t", 2, "truncated", 100, 100, None, 0.1),
-        ("t", 3, "ok", 100, 130, None, 0.1),
-        ("u", 1, "truncated", 80, 50, 70, 0.1),  # cut (or on_truncation: fail): no second attempt
-        ("y", 1, "ok", 120, 20, 100, 0.1),
-        ("x", 1, "invalid_output", 60, 20, 50, 0.1), ("x", 2, "ok", 90, 25, None, 0.1)]))
+    store.record_results(
+        no_results(),
+        attempts(
+            "r1",
+            "a",
+            [
+                ("t", 1, "truncated", 100, 50, 90, 0.1),
+                ("t", 2, "truncated", 100, 100, None, 0.1),
+                ("t", 3, "ok", 100, 130, None, 0.1),
+                ("u", 1, "truncated", 80, 50, 70, 0.1),  # cut (or on_truncation: fail): no second attempt
+                ("y", 1, "ok", 120, 20, 100, 0.1),
+                ("x", 1, "invalid_output", 60, 20, 50, 0.1),
+                ("x", 2, "ok", 90, 25, None, 0.1),
+            ],
+        ),
+    )
     stats = output_stats(store, ["k1"])["k1"].total
     assert (stats.first_asks, stats.first_rejected, stats.first_failed, stats.first_truncated) == (4, 1, 2, 2)
     assert (stats.reasks, stats.reasks_rejected, stats.reasks_truncated) == (3, 0, 1)

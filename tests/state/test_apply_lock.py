@@ -24,9 +24,11 @@ def test_a_second_holder_is_refused_with_the_first_named(tmp_path):
 
 def test_import_batchor_works_without_fcntl():
     """Windows has no `fcntl`: importing the package (and the lock module) must not need it."""
-    code = ("import sys; sys.modules['fcntl'] = None\n"
-            "import batchor, batchor.api, batchor.cli.main, batchor.state.lock\n"
-            "print('imported')")
+    code = (
+        "import sys; sys.modules['fcntl'] = None\n"
+        "import batchor, batchor.api, batchor.cli.main, batchor.state.lock\n"
+        "print('imported')"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "imported"

@@ -10,9 +10,20 @@ from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 def _record(batch_id: str, chunk: int = 0, fp: str = "fp1") -> BatchRecord:
-    return BatchRecord(batch_id=batch_id, job_id="job1", run_id="run1", step="classify", step_fp=fp,
-                       provider="openai", model="gpt-4.1-mini", connection="{}", chunk=chunk, requests=2,
-                       input_tokens=20, created_s=1.0)
+    return BatchRecord(
+        batch_id=batch_id,
+        job_id="job1",
+        run_id="run1",
+        step="classify",
+        step_fp=fp,
+        provider="openai",
+        model="gpt-4.1-mini",
+        connection="{}",
+        chunk=chunk,
+        requests=2,
+        input_tokens=20,
+        created_s=1.0,
+    )
 
 
 def test_a_version_1_state_is_migrated_to_version_2(tmp_path):
@@ -45,8 +56,12 @@ def test_intent_submitted_ended_collected(tmp_path):
 
 def test_attempts_count_consumed_outcomes_since_the_last_final_failure(tmp_path):
     ledger = BatchLedger(open_state(str(tmp_path / "s.duckdb")))
-    outcomes = [{"k": "retry", "j": "retry_free"}, {"k": "failed", "j": "missing"}, {"k": "retry", "j": "retry"},
-                {"k": "unsent", "j": "unsent"}]
+    outcomes = [
+        {"k": "retry", "j": "retry_free"},
+        {"k": "failed", "j": "missing"},
+        {"k": "retry", "j": "retry"},
+        {"k": "unsent", "j": "unsent"},
+    ]
     for i, batch in enumerate(outcomes):
         ledger.record_intent(_record(f"b{i}", chunk=i), list(batch))
         ledger.mark_collected(f"b{i}", batch)

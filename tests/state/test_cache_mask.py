@@ -23,8 +23,10 @@ def test_masks_match_the_stored_results_key_by_key(tmp_path, rows):
     answered = {_key(i) for i in range(0, rows, 5)}
     failed = {_key(i) for i in range(1, rows, 7)} - answered
     store = DuckDBStore(tmp_path / "state.duckdb")
-    store.record_results(stored_results([(k, "succeeded", None) for k in answered]
-                                 + [(k, "failed", "invalid_request") for k in failed]), None)
+    store.record_results(
+        stored_results([(k, "succeeded", None) for k in answered] + [(k, "failed", "invalid_request") for k in failed]),
+        None,
+    )
     chunked = pa.chunked_array([pa.array(keys[:700], pa.string()), pa.array(keys[700:], pa.string())])
     assert cached_mask(store, chunked).to_pylist() == [k in answered for k in keys]
     assert settled_failure_mask(store, chunked).to_pylist() == [k in failed for k in keys]

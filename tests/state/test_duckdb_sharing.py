@@ -26,10 +26,22 @@ print(store.execute("SELECT count(*) FROM results")[0][0])
 
 def _results(start: int, n: int) -> pa.Table:
     keys = [f"k{i}" for i in range(start, start + n)]
-    return pa.table({
-        "request_key": keys, "step": ["s"] * n, "status": ["succeeded"] * n, "output": ["{}"] * n,
-        "error_code": [None] * n, "error": [None] * n, "attempts": [1] * n, "input_tokens": [1] * n,
-        "output_tokens": [1] * n, "cost_usd": [0.0] * n, "run_id": ["r1"] * n}, schema=RESULT_SCHEMA)
+    return pa.table(
+        {
+            "request_key": keys,
+            "step": ["s"] * n,
+            "status": ["succeeded"] * n,
+            "output": ["{}"] * n,
+            "error_code": [None] * n,
+            "error": [None] * n,
+            "attempts": [1] * n,
+            "input_tokens": [1] * n,
+            "output_tokens": [1] * n,
+            "cost_usd": [0.0] * n,
+            "run_id": ["r1"] * n,
+        },
+        schema=RESULT_SCHEMA,
+    )
 
 
 @pytest.mark.parametrize("kept_s", [None, 0.5], ids=["per-unit", "kept"])
@@ -52,8 +64,9 @@ def test_another_process_reads_the_state_while_flushes_go_on(tmp_path, kept_s):
     writer.start()
     try:
         threading.Event().wait(0.2)
-        read = subprocess.run([sys.executable, "-c", READER, str(path)], capture_output=True, text=True,
-                              timeout=60, check=False)
+        read = subprocess.run(
+            [sys.executable, "-c", READER, str(path)], capture_output=True, text=True, timeout=60, check=False
+        )
     finally:
         stop.set()
         writer.join()

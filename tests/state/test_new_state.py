@@ -11,10 +11,14 @@ import duckdb
 from batchor.state import DuckDBStore, duckdb_file, new_state
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 
-SCHEMA_QUERY = ("SELECT table_name, column_name, data_type, column_index FROM duckdb_columns() "
-                "WHERE database_name = current_database() ORDER BY 1, 4")
-KEYS_QUERY = ("SELECT table_name, constraint_type, constraint_text FROM duckdb_constraints() "
-              "WHERE database_name = current_database() ORDER BY ALL")
+SCHEMA_QUERY = (
+    "SELECT table_name, column_name, data_type, column_index FROM duckdb_columns() "
+    "WHERE database_name = current_database() ORDER BY 1, 4"
+)
+KEYS_QUERY = (
+    "SELECT table_name, constraint_type, constraint_text FROM duckdb_constraints() "
+    "WHERE database_name = current_database() ORDER BY ALL"
+)
 
 
 def _migrated_in_place(path) -> tuple[list, list]:

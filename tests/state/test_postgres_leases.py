@@ -44,10 +44,24 @@ def _expire(store: PostgresStore, worker_id: str) -> None:
 
 def _answer(store: PostgresStore, keys: list[str], status: str = "succeeded", run_id: str = "r1") -> None:
     n = len(keys)
-    store.record_results(pa.table({
-        "request_key": keys, "step": ["s"] * n, "status": [status] * n, "output": ["x"] * n,
-        "error_code": [None] * n, "error": [None] * n, "attempts": [1] * n, "input_tokens": [1] * n,
-        "output_tokens": [1] * n, "cost_usd": [0.25] * n, "run_id": [run_id] * n}, schema=RESULT_SCHEMA))
+    store.record_results(
+        pa.table(
+            {
+                "request_key": keys,
+                "step": ["s"] * n,
+                "status": [status] * n,
+                "output": ["x"] * n,
+                "error_code": [None] * n,
+                "error": [None] * n,
+                "attempts": [1] * n,
+                "input_tokens": [1] * n,
+                "output_tokens": [1] * n,
+                "cost_usd": [0.25] * n,
+                "run_id": [run_id] * n,
+            },
+            schema=RESULT_SCHEMA,
+        )
+    )
 
 
 def test_concurrent_claims_never_overlap(store):
@@ -93,7 +107,8 @@ def test_workers_starting_together_add_the_items_once(store):
         thread.join()
     assert sorted(added) == [False] * 5 + [True]
     assert store.execute("SELECT count(*), count(DISTINCT request_key), max(position) FROM work_items") == [
-        (2000, 2000, 1999)]
+        (2000, 2000, 1999)
+    ]
     assert books[3].enqueue("r1", "other-step", ["k0"])  # another step of the run has its own items
 
 
@@ -151,10 +166,12 @@ def test_a_run_whose_workers_all_died_is_marked_died_and_a_new_one_starts(store)
 def _bucket(store: PostgresStore, requests: float, tokens: float, elapsed: float = 0.0, paused: float = 0.0) -> None:
     """The bucket row as the last draw left it, `elapsed` seconds ago, paused `paused` s more."""
     store.execute("DELETE FROM rate_buckets")
-    store.execute("INSERT INTO rate_buckets (rate_key, requests, tokens, updated_at, paused_until) VALUES "
-                  "('k', ?, ?, clock_timestamp() - make_interval(secs => ?), "
-                  "CASE WHEN ? > 0 THEN clock_timestamp() + make_interval(secs => ?) END)",
-                  [requests, tokens, elapsed, paused, paused])
+    store.execute(
+        "INSERT INTO rate_buckets (rate_key, requests, tokens, updated_at, paused_until) VALUES "
+        "('k', ?, ?, clock_timestamp() - make_interval(secs => ?), "
+        "CASE WHEN ? > 0 THEN clock_timestamp() + make_interval(secs => ?) END)",
+        [requests, tokens, elapsed, paused, paused],
+    )
 
 
 def _level(store: PostgresStore) -> tuple[float, float]:
@@ -211,5 +228,7 @@ def test_shared_bucket_holds_the_rate_across_limiters(store):
 
 
 def test_qmark_placeholders_become_pyformat():
-    assert qmark_to_pyformat("SELECT '?', \"a?\" FROM t WHERE x = ? AND y LIKE 'a%'") == \
-        "SELECT '?', \"a?\" FROM t WHERE x = %s AND y LIKE 'a%%'"
+    assert (
+        qmark_to_pyformat("SELECT '?', \"a?\" FROM t WHERE x = ? AND y LIKE 'a%'")
+        == "SELECT '?', \"a?\" FROM t WHERE x = %s AND y LIKE 'a%%'"
+    )

@@ -33,8 +33,12 @@ def test_migrate_duckdb_to_postgres_and_back(workdir, pg_url, batchor_cli):
     duck = workdir / ".batchor" / "state.duckdb"
 
     report = _cli_json(batchor_cli, workdir, "state", "migrate", "--from", duck, "--to", pg_url)  # the command, once
-    assert {t: report["tables"][t]["added"] for t in TABLES} == {"runs": 1, "results": 30, "job_requests": 30,
-                                                                 "attempts": 30}
+    assert {t: report["tables"][t]["added"] for t in TABLES} == {
+        "runs": 1,
+        "results": 30,
+        "job_requests": 30,
+        "attempts": 30,
+    }
     again = operations.migrate_state(pg_url, str(duck))
     assert all(counts["added"] == 0 for counts in again["tables"].values())  # idempotent
 

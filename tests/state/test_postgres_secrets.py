@@ -46,8 +46,12 @@ def files_text(folder: Path) -> str:
 
 def database_text(url: str) -> str:
     store = open_state(url)
-    tables = [t for (t,) in store.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")]
+    tables = [
+        t
+        for (t,) in store.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+    ]
     return "\n".join(str(row) for table in tables for row in store.execute(f'SELECT * FROM "{table}"'))
 
 
@@ -56,18 +60,23 @@ def test_a_database_password_is_in_no_plan_state_output_or_log(workdir, fake, pg
     spec = make_spec(workdir, rows=6)
     env = cli_env(PGPASSWORD=PASSWORD)
     printed = []
-    for args in (["plan", spec, "--state", secret_url, "--out", "job.plan", "--json"],
-                 ["apply", "job.plan", "--max-cost", "1", "--json"],  # the plan's URL, password from PGPASSWORD
-                 ["apply", spec, "--state", secret_url, "--yes"],
-                 ["status", "--state", secret_url, "--json"],
-                 ["runs", "--state", secret_url],
-                 ["export", "--state", secret_url, "-o", "exported.csv"]):
+    for args in (
+        ["plan", spec, "--state", secret_url, "--out", "job.plan", "--json"],
+        ["apply", "job.plan", "--max-cost", "1", "--json"],  # the plan's URL, password from PGPASSWORD
+        ["apply", spec, "--state", secret_url, "--yes"],
+        ["status", "--state", secret_url, "--json"],
+        ["runs", "--state", secret_url],
+        ["export", "--state", secret_url, "-o", "exported.csv"],
+    ):
         result = run_cli(workdir, *args, env=env, timeout=SLOW)
         assert result.returncode == 0, (args, result.stderr)
         printed.append(result.stdout + result.stderr)
     assert fake.stats()["requests"] == 6  # the saved plan ran against the database without the password
-    for where, text in (("printed", "\n".join(printed)), ("files", files_text(workdir)),
-                        ("database", database_text(pg_url))):
+    for where, text in (
+        ("printed", "\n".join(printed)),
+        ("files", files_text(workdir)),
+        ("database", database_text(pg_url)),
+    ):
         assert PASSWORD not in text, where
 
 

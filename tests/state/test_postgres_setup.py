@@ -29,8 +29,16 @@ print(open_state(sys.argv[1]).schema_version())
 @pytest.mark.slow  # four processes racing to set up PostgreSQL (as the multi-worker PostgreSQL tests)
 def test_concurrent_first_time_setup(pg_url, tmp_path):
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", OPEN, pg_url, str(go)], env=cli_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN, pg_url, str(go)],
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     for proc in procs:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     go.touch()
@@ -38,8 +46,9 @@ def test_concurrent_first_time_setup(pg_url, tmp_path):
     assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outputs]
     assert {out.strip() for out, _ in outputs} == {str(SCHEMA_VERSION)}
     store = open_state(pg_url)
-    assert store.execute("SELECT version FROM batchor_migrations ORDER BY version") == \
-        [(v,) for v in range(1, SCHEMA_VERSION + 1)]
+    assert store.execute("SELECT version FROM batchor_migrations ORDER BY version") == [
+        (v,) for v in range(1, SCHEMA_VERSION + 1)
+    ]
 
 
 def test_newer_schema_is_refused(pg_url):

@@ -53,9 +53,7 @@ CLAUDE = {
     "usage": {"input_tokens": 12, "output_tokens": 7},
 }
 GEMINI = {
-    "candidates": [
-        {"content": {"parts": [{"text": "hi"}], "role": "model"}, "finishReason": "STOP"}
-    ],
+    "candidates": [{"content": {"parts": [{"text": "hi"}], "role": "model"}, "finishReason": "STOP"}],
     "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1, "totalTokenCount": 4},
 }
 

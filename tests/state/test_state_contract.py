@@ -27,34 +27,74 @@ def store(request, tmp_path):
 
 def _results(*rows: tuple) -> pa.Table:
     """rows of (key, status, output, error_code, run_id)"""
-    return pa.table({
-        "request_key": [r[0] for r in rows], "step": ["s"] * len(rows), "status": [r[1] for r in rows],
-        "output": [r[2] for r in rows], "error_code": [r[3] for r in rows],
-        "error": [("boom" if r[3] else None) for r in rows], "attempts": [1] * len(rows),
-        "input_tokens": [10] * len(rows), "output_tokens": [5] * len(rows), "cost_usd": [0.5] * len(rows),
-        "run_id": [r[4] for r in rows]}, schema=RESULT_SCHEMA)
+    return pa.table(
+        {
+            "request_key": [r[0] for r in rows],
+            "step": ["s"] * len(rows),
+            "status": [r[1] for r in rows],
+            "output": [r[2] for r in rows],
+            "error_code": [r[3] for r in rows],
+            "error": [("boom" if r[3] else None) for r in rows],
+            "attempts": [1] * len(rows),
+            "input_tokens": [10] * len(rows),
+            "output_tokens": [5] * len(rows),
+            "cost_usd": [0.5] * len(rows),
+            "run_id": [r[4] for r in rows],
+        },
+        schema=RESULT_SCHEMA,
+    )
 
 
-def _attempts(*keys: str, raw: bytes | None = b"\x00raw", run_id: str = "r1", outcome: str = "ok",
-              cost: float = 0.25, estimated: bool = False) -> pa.Table:
+def _attempts(
+    *keys: str,
+    raw: bytes | None = b"\x00raw",
+    run_id: str = "r1",
+    outcome: str = "ok",
+    cost: float = 0.25,
+    estimated: bool = False,
+) -> pa.Table:
     n = len(keys)
-    return pa.table({"request_key": list(keys), "run_id": [run_id] * n, "attempt": [1] * n,
-                     "outcome": [outcome] * n, "status_code": [200] * n, "error": [None] * n,
-                     "duration_ms": [7] * n, "raw": [raw] * n, "input_tokens": [10] * n, "output_tokens": [5] * n,
-                     "cost_usd": [cost] * n, "estimated": [estimated] * n, "step": ["s"] * n,
-                     "counted_input_tokens": [8] * n, "feedback": [None] * n}, schema=ATTEMPT_SCHEMA)
+    return pa.table(
+        {
+            "request_key": list(keys),
+            "run_id": [run_id] * n,
+            "attempt": [1] * n,
+            "outcome": [outcome] * n,
+            "status_code": [200] * n,
+            "error": [None] * n,
+            "duration_ms": [7] * n,
+            "raw": [raw] * n,
+            "input_tokens": [10] * n,
+            "output_tokens": [5] * n,
+            "cost_usd": [cost] * n,
+            "estimated": [estimated] * n,
+            "step": ["s"] * n,
+            "counted_input_tokens": [8] * n,
+            "feedback": [None] * n,
+        },
+        schema=ATTEMPT_SCHEMA,
+    )
 
 
 def test_spend_is_the_sum_of_attempts(store):
     """Accepted and wasted (rejected) spend, estimates, and what each failed row cost, per run."""
     store.add_run_requests("j", "s", pa.table({"row_key": ["1", "2"], "request_key": ["a", "b"]}))
     store.record_results(_results(("a", "succeeded", "A", None, "r1")), _attempts("a", "b", outcome="invalid_output"))
-    store.record_results(_results(("b", "failed", None, "invalid_output", "r1")),
-                         _attempts("a", "b", cost=0.5, estimated=True))
+    store.record_results(
+        _results(("b", "failed", None, "invalid_output", "r1")), _attempts("a", "b", cost=0.5, estimated=True)
+    )
     store.record_results(_results(), _attempts("a", run_id="r2", cost=1.0))
     spend = run_spend(store, ["r1", "r2", "r3"])
-    assert spend["r1"] == {"total_usd": 1.5, "accepted_usd": 1.0, "wasted_usd": 0.5, "estimated_usd": 1.0,
-                           "attempts_billed": 4, "attempts_rejected": 2, "input_tokens": 40, "output_tokens": 20}
+    assert spend["r1"] == {
+        "total_usd": 1.5,
+        "accepted_usd": 1.0,
+        "wasted_usd": 0.5,
+        "estimated_usd": 1.0,
+        "attempts_billed": 4,
+        "attempts_rejected": 2,
+        "input_tokens": 40,
+        "output_tokens": 20,
+    }
     assert spend["r2"]["total_usd"] == 1.0 and spend["r2"]["wasted_usd"] == 0.0
     assert spend["r3"]["total_usd"] == 0.0
     assert failure_costs(store, "j") == {"invalid_output": {"rows": 1, "cost_usd": 0.5}}
@@ -62,22 +102,30 @@ def test_spend_is_the_sum_of_attempts(store):
 
 def test_results_cache_and_replace(store):
     assert store.cached_keys(pa.array([], pa.string())) == set()
-    store.record_results(_results(("a", "succeeded", "A", None, "r1"), ("b", "failed", None, "http_400", "r1")),
-                         _attempts("a", "b"))
+    store.record_results(
+        _results(("a", "succeeded", "A", None, "r1"), ("b", "failed", None, "http_400", "r1")), _attempts("a", "b")
+    )
     assert store.cached_keys(pa.array(["a", "b", "zz"])) == {"a"}
     assert store.cached_key_array(pa.array(["a", "a", "b", "zz"])).to_pylist() == ["a"]
     store.record_results(_results(("b", "succeeded", "B2", None, "r2")), None)  # a later answer replaces
     assert store.cached_keys(pa.array(["a", "b"])) == {"a", "b"}
     got = {r["request_key"]: r for r in store.results_for_keys(pa.array(["a", "b", "zz"])).to_pylist()}
-    assert got == {"a": {"request_key": "a", "status": "succeeded", "output": "A"},
-                   "b": {"request_key": "b", "status": "succeeded", "output": "B2"}}
+    assert got == {
+        "a": {"request_key": "a", "status": "succeeded", "output": "A"},
+        "b": {"request_key": "b", "status": "succeeded", "output": "B2"},
+    }
 
 
 def test_failed_keys_by_error_code(store):
     assert store.failed_key_array(pa.array([], pa.string()), ["invalid_request"]).to_pylist() == []
-    store.record_results(_results(("a", "failed", None, "invalid_request", "r1"),
-                                  ("b", "failed", None, "provider_unavailable", "r1"),
-                                  ("c", "succeeded", "C", None, "r1")), None)
+    store.record_results(
+        _results(
+            ("a", "failed", None, "invalid_request", "r1"),
+            ("b", "failed", None, "provider_unavailable", "r1"),
+            ("c", "succeeded", "C", None, "r1"),
+        ),
+        None,
+    )
     keys = pa.array(["a", "a", "b", "c", "zz", None], pa.string())
     assert store.failed_key_array(keys, ["invalid_request", "content_refused"]).to_pylist() == ["a"]
     assert store.failed_key_array(keys, []).to_pylist() == []
@@ -92,9 +140,16 @@ def test_job_requests_map_rows_to_results(store):
     rows = sorted(store.job_results("j", "s").to_pylist(), key=lambda r: r["row_key"])
     assert rows == [
         {"row_key": "1", "request_key": "a", "status": "succeeded", "output": "A", "error_code": None, "error": None},
-        {"row_key": "2", "request_key": "b", "status": "failed", "output": None, "error_code": "http_400",
-         "error": "boom"},
-        {"row_key": "3", "request_key": "c2", "status": None, "output": None, "error_code": None, "error": None}]
+        {
+            "row_key": "2",
+            "request_key": "b",
+            "status": "failed",
+            "output": None,
+            "error_code": "http_400",
+            "error": "boom",
+        },
+        {"row_key": "3", "request_key": "c2", "status": None, "output": None, "error_code": None, "error": None},
+    ]
     assert store.job_results("j", "none").num_rows == 0
     assert store.failures_by_reason("j") == {"http_400": 1}
     part = store.job_results_for_rows("j", "s", pa.array(["3", "x", None, "2"], pa.string()))
@@ -126,8 +181,9 @@ def test_run_history(store):
 
 def test_execute_connection_and_session(store):
     store.record_results(_results(("a", "succeeded", "A", None, "r1")), _attempts("a"))
-    assert store.execute("SELECT request_key, raw FROM attempts WHERE run_id = ? AND outcome LIKE 'o%'",
-                         ["r1"]) == [("a", b"\x00raw")]
+    assert store.execute("SELECT request_key, raw FROM attempts WHERE run_id = ? AND outcome LIKE 'o%'", ["r1"]) == [
+        ("a", b"\x00raw")
+    ]
     assert store.execute("UPDATE attempts SET raw = NULL WHERE raw IS NOT NULL") == [(1,)]  # DML: row count
     assert store.execute("CHECKPOINT") == []
     with store.session():
@@ -140,8 +196,18 @@ def test_execute_connection_and_session(store):
 
 def test_batch_ledger_transitions(store):
     ledger = BatchLedger(store)
-    batch = BatchRecord(batch_id="b1", job_id="j", run_id="r1", step="s", step_fp="fp", provider="openai",
-                        model="m", connection="{}", chunk=ledger.next_chunk("j", "s"), requests=2)
+    batch = BatchRecord(
+        batch_id="b1",
+        job_id="j",
+        run_id="r1",
+        step="s",
+        step_fp="fp",
+        provider="openai",
+        model="m",
+        connection="{}",
+        chunk=ledger.next_chunk("j", "s"),
+        requests=2,
+    )
     ledger.record_intent(batch, ["k1", "k2"])
     assert [b.batch_id for b in ledger.live_batches("fp")] == ["b1"] and ledger.next_chunk("j", "s") == 1
     ledger.mark_submitted("b1", "remote-1", "validating")

@@ -23,8 +23,15 @@ FILLER = 120_000  # answers enough for the file to span many 256 KiB blocks
 
 
 def commands(spec: Path) -> list[list[str]]:
-    return [["plan", str(spec)], ["apply", str(spec), "--mock", "--yes"], ["status"], ["runs"],
-            ["export", "-o", "again.csv"], ["prune"], ["state", "check"]]
+    return [
+        ["plan", str(spec)],
+        ["apply", str(spec), "--mock", "--yes"],
+        ["status"],
+        ["runs"],
+        ["export", "-o", "again.csv"],
+        ["prune"],
+        ["state", "check"],
+    ]
 
 
 @pytest.fixture
@@ -35,8 +42,11 @@ def healthy(workdir) -> Path:
     store = DuckDBStore(workdir / STATE)
     keys = pa.array([f"filler-{i}" for i in range(FILLER)])
     columns = {f.name: pa.nulls(FILLER, f.type) for f in RESULT_SCHEMA}
-    columns.update(request_key=keys, status=pa.array(["succeeded"] * FILLER),
-                   output=pa.array([f"a stored answer, number {i}, " * 4 for i in range(FILLER)]))
+    columns.update(
+        request_key=keys,
+        status=pa.array(["succeeded"] * FILLER),
+        output=pa.array([f"a stored answer, number {i}, " * 4 for i in range(FILLER)]),
+    )
     store.record_results(pa.table(columns, schema=RESULT_SCHEMA))
     store.close()
     shutil.copy(workdir / STATE, workdir / "healthy.duckdb")
@@ -61,7 +71,7 @@ def test_garbage_in_the_middle_is_found_by_state_check_and_never_a_traceback(wor
     path = workdir / STATE
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
-    data[middle: middle + 65536] = b"\xab" * 65536
+    data[middle : middle + 65536] = b"\xab" * 65536
     path.write_bytes(bytes(data))
     check = run_cli(workdir, "state", "check", timeout=180)
     assert_reported(check, "state check")
