@@ -41,7 +41,7 @@ from batchor.cli.options import (
 )
 from batchor.cli.report_cmd import report as report_command
 from batchor.cli.results import results as results_command
-from batchor.cli.resume import continue_command
+from batchor.cli.resume import budget_continue, continue_command
 from batchor.cli.show import show as show_command
 from batchor.errors import (
     EXIT_ERROR,
@@ -270,7 +270,9 @@ def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> N
         typer.echo(f"in flight: {outcome.stop_reason}. See `batchor status`; collect with: {collect}", err=True)
     elif outcome.status == "interrupted":
         typer.echo(f"interrupted: finished work is saved. Resume with: {command}", err=True)
-    elif outcome.status in ("budget", "paused"):
+    elif outcome.status == "budget":  # the same command would grant nothing: the budget covers the job
+        typer.echo(f"stopped: {outcome.stop_reason}. {budget_continue(outcome.stop_reason, command)}", err=True)
+    elif outcome.status == "paused":
         typer.echo(f"stopped: {outcome.stop_reason}. Continue with: {command}", err=True)
     elif outcome.status in ("partial", "failed") and outcome.stop_reason and not as_json:
         typer.echo(f"stopped early: {outcome.stop_reason}", err=True)

@@ -1,24 +1,37 @@
 """Spend control during a run: actual cost plus the upper bound of what is in flight never
 passes the budget. Every attempt (re-asks included) is only sent after its worst-case cost is
 reserved, and settles on what the provider billed for it. A run may also be held to a number of
-calls (a pilot's allowance): each reservation is one call, so no attempt is sent past it."""
+calls (a pilot's allowance): each reservation is one call, so no attempt is sent past it.
+
+A budget covers a job across its resumes: what the job's unfinished earlier runs spent
+(`carried`) counts against it, so running the same command again after a stop grants nothing new."""
 
 from __future__ import annotations
 
 from batchor.humanize import money
-from batchor.plan.budget import CLI_SOURCE, SPEC_SOURCE, effective_max_cost
+from batchor.plan.budget import CLI_SOURCE, SPEC_SOURCE, effective_max_cost, raise_hint
 
-__all__ = ["CALL_LIMIT", "CLI_SOURCE", "SPEC_SOURCE", "Budget", "Hold", "effective_max_cost"]
+__all__ = [
+    "CALL_LIMIT",
+    "CLI_SOURCE",
+    "SPEC_SOURCE",
+    "Budget",
+    "Hold",
+    "carried_note",
+    "effective_max_cost",
+    "raise_hint",
+]
 
 CALL_LIMIT = "call allowance"
 """How `Budget.reached` names a stop by the run's call allowance (not by its money)."""
 
 
 class Budget:
-    def __init__(self, limit_usd: float | None, already_spent: float = 0.0, source: str = CLI_SOURCE) -> None:
+    def __init__(self, limit_usd: float | None, carried: float = 0.0, source: str = CLI_SOURCE) -> None:
         self.limit = limit_usd
         self.source = source
-        self.spent = already_spent
+        self.carried = carried  # spent by this job's earlier, unfinished runs
+        self.spent = carried
         self.reserved = 0.0
         self.exhausted = False
         self.max_calls: int | None = None  # the most attempts the run may send (None: no such limit)
@@ -61,7 +74,12 @@ class Budget:
         """Why the run stopped sending, naming the budget's source (or the call allowance)."""
         if self.calls_reached:
             return f"{CALL_LIMIT} of {self.max_calls:,} calls reached"
-        return f"{self.source} {money(self.limit)} reached"
+        return f"{self.source} {money(self.limit)} reached{carried_note(self.carried)}"
+
+
+def carried_note(carried: float) -> str:
+    """' ($0.40 of it spent by earlier runs of this job)', or nothing when they spent nothing."""
+    return f" ({money(carried)} of it spent by earlier runs of this job)" if carried > 0 else ""
 
 
 class Hold:

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
-from batchor.engine.budget import CLI_SOURCE, Budget, effective_max_cost
+from batchor.engine.budget import CLI_SOURCE, Budget, effective_max_cost, raise_hint
 from batchor.engine.clients import StepClients, build_clients
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.interrupts import Interrupts, grace_seconds, off_running_loop
@@ -53,13 +53,14 @@ from batchor.plan.sql_files import changed_sql_file
 from batchor.state.answer_stats import record_run_steps, run_step_report
 from batchor.state.base import RunRecord, RunStatus, StateStore
 from batchor.state.postgres_store import PostgresStore
-from batchor.state.spend import failure_costs
+from batchor.state.spend import failure_costs, unfinished_job_spend
 
 
 @dataclass
 class ApplyOptions:
     max_cost: float | None = None
     max_cost_source: str = CLI_SOURCE  # where the budget comes from (see budget.effective_max_cost)
+    carried: float = 0.0  # what the job's unfinished earlier runs spent: it counts against the budget
     refresh: frozenset[str] = frozenset()
     retry_failed: bool = False  # also send requests that failed for good earlier (deterministic errors)
     emit: EventSink = ignore
@@ -90,9 +91,10 @@ class RunOutcome:
     output_error: OutputError | None = None  # the rows were judged and recorded, but the file was not written
 
 
-def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
+def check_budget(plan: CompiledPlan, max_cost: float | None, carried: float = 0.0) -> None:
     """Refuse before any call when the plan's upper bound passes the budget: the lower of
-    --max-cost and the spec's `limits.max_cost_usd`."""
+    --max-cost and the spec's `limits.max_cost_usd`, less what the job's unfinished earlier runs
+    spent (`carried`: a budget covers a job across its resumes)."""
     max_cost, source = effective_max_cost(max_cost, plan.header.limits.get("max_cost_usd"))
     if max_cost is None:
         return
@@ -110,6 +112,13 @@ def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
             "in the upstream step's schema",
             plan=plan,
         )
+    if carried > 0 and totals.cost_upper + carried > max_cost + 1e-12:
+        raise CostLimitError(
+            f"this job's earlier runs spent {money(carried)} of {source} {money(max_cost)} (a budget covers the "
+            f"job across its resumes), and the rest may cost up to {money(totals.cost_upper)}; nothing was sent",
+            hint=raise_hint(source),
+            plan=plan,
+        )
     if totals.cost_upper > max_cost + 1e-12:
         raise CostLimitError(
             f"the plan may cost up to {money(totals.cost_upper)} (expected {money(totals.cost_expected)}), "
@@ -119,9 +128,18 @@ def check_budget(plan: CompiledPlan, max_cost: float | None) -> None:
         )
 
 
+def _shared_budget(options: ApplyOptions) -> tuple[float | None, str]:
+    """A shared run's budget row holds what is left for the job after its earlier runs."""
+    left = None if options.max_cost is None else max(0.0, options.max_cost - options.carried)
+    return left, options.max_cost_source
+
+
 def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> RunOutcome:
     header = plan.header
-    check_budget(plan, options.max_cost)
+    if effective_max_cost(options.max_cost, header.limits.get("max_cost_usd"))[0] is not None:
+        carried, _ = unfinished_job_spend(store, plan.job_id, skip_live=isinstance(store, PostgresStore))
+        options = dataclasses.replace(options, carried=carried)
+    check_budget(plan, options.max_cost, options.carried)
     check_output_target(plan, options.output_path)
     reason = check_input_unchanged(header) or changed_sql_file(header)
     if reason:
@@ -145,7 +163,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
     with runner.interrupts:
         # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
         runner.shared = (
-            SharedRun.join(store, run, progress, limits, options.emit, options.max_cost, options.max_cost_source)
+            SharedRun.join(store, run, progress, limits, options.emit, *_shared_budget(options))
             if isinstance(store, PostgresStore)
             else None
         )
@@ -205,7 +223,7 @@ class _Runner:
 
     @functools.cached_property
     def _budget(self) -> Budget:
-        budget = Budget(self.options.max_cost, source=self.options.max_cost_source)
+        budget = Budget(self.options.max_cost, carried=self.options.carried, source=self.options.max_cost_source)
         budget.cap_calls(self.options.max_calls)
         return budget
 

@@ -28,3 +28,13 @@ def budget_origin(cli: float | None, spec: float | None) -> str:
     if cli < spec:
         return f"--max-cost, lower than the spec's {SPEC_SOURCE} {money(spec)}"
     return f"--max-cost = {SPEC_SOURCE}"
+
+
+def raise_hint(source: str | None) -> str:
+    """How a user gives a job more money: the only way past a budget it has spent."""
+    if source == SPEC_SOURCE:
+        return (
+            f"raise `{SPEC_SOURCE}` in the spec (the lower of it and --max-cost applies), then run the same "
+            "command; answers already bought stay cached"
+        )
+    return "run the same command with a higher --max-cost (it covers the job's earlier runs too); answers stay cached"

@@ -59,3 +59,24 @@ def failure_costs(store: Any, job_id: str) -> dict[str, dict[str, Any]]:
         [job_id],
     )
     return {code or "unknown": {"rows": int(n), "cost_usd": float(cost)} for code, n, cost in rows}
+
+
+def unfinished_job_spend(store: Any, job_id: str, *, skip_live: bool = False) -> tuple[float, int]:
+    """What this job's runs since its last finished one spent, and how many runs that is.
+
+    A budget covers a job across its resumes: a run stopped by its budget, interrupted, paused,
+    failed by an error or killed leaves work a later apply finishes, and that apply's budget is
+    what those runs left. A run is finished when it reached its end with no row pending (then a
+    later apply is a new go: re-run failed rows, say). `skip_live` leaves out runs marked
+    `running` (a shared state's live run, whose spend its own budget row holds)."""
+    rows = store.execute(
+        "SELECT run_id, status, rows_pending FROM runs WHERE job_id = ? ORDER BY started_at, run_id", [job_id]
+    )
+    since: list[str] = []
+    for run_id, status, pending in rows:
+        if status == "succeeded" or (status in ("partial", "failed") and pending == 0):
+            since = []
+        elif not (skip_live and status == "running"):
+            since.append(run_id)
+    spent = run_spend(store, since)
+    return sum(s["total_usd"] for s in spent.values()), len(since)
