@@ -23,7 +23,7 @@ from typing import Any
 
 from batchor.engine.batch_calls import RetryingCalls
 from batchor.engine.batch_collect import KEEP_FILES_OPTION, Collecting
-from batchor.engine.batch_poll import PollPace
+from batchor.engine.batch_poll import DUE_SLACK_S, PollPace
 from batchor.engine.batch_rows import RowJudge
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
@@ -238,6 +238,8 @@ class _Lane(Collecting):
         self.typical_s: dict[int, float | None] = {}  # batch size -> how long such batches took here before
         self.submitted_s: dict[str, float] = {}  # batch id -> clock time its create returned (this run)
         self.keep_files = bool((connection.get("options") or {}).get(KEEP_FILES_OPTION))
+        self.unknown: set[str] = set()  # batches whose create got no answer in time (this run)
+        self.unseen: set[str] = set()  # ... and not found by the first lookup: looked up again at the end
 
     def open(self, work: StepWork) -> None:
         self.work, self.collect_only = work, work.step.mode != "batch"
@@ -281,10 +283,10 @@ class _Lane(Collecting):
 
     async def submit_ready(self) -> bool:
         changed = False
-        for batch in [b for b in self.active if b.state == "intent"]:
+        for batch in [b for b in self.active if b.state == "intent" and self._lookup_due(b)]:
             changed |= await self._reconcile(batch)
         while self.queue and not self.collect_only and not self.ex.stop.stopped:
-            if any(b.state == "intent" for b in self.live.values()):
+            if any(b.state == "intent" and b.batch_id not in self.unseen for b in self.live.values()):
                 break  # an unresolved create first: never two uncertain batches at once
             chunk = self._next_chunk()
             if chunk is None:
@@ -371,6 +373,10 @@ class _Lane(Collecting):
         try:
             remote = await self.provider.submit(self._tag(batch), lines)
         except BatchCreateUnknownError as exc:  # may exist: looked up (`find`) before anything else
+            # ... but not at once: a create answered after the client's timeout may take as long
+            # again to show at the provider, so the first look waits longer than the timeout.
+            self.due[batch.batch_id] = self.ex.options.clock() + self._settle_s()
+            self.unknown.add(batch.batch_id)
             self.ex.emit(
                 Event(
                     "batch_create_failed",
@@ -411,8 +417,18 @@ class _Lane(Collecting):
             return False
         self.troubles.pop(batch.batch_id, None)
         if remote is not None:
+            self.unknown.discard(batch.batch_id)
+            self.unseen.discard(batch.batch_id)
             self._submitted(batch, remote, event="batch_reattached")
             return True
+        if batch.batch_id in self.unknown and batch.batch_id not in self.unseen:
+            # Not there yet: other rows go on, and this one is looked up once more at the end of
+            # the run, before its rows are sent again (a create seen late is never paid twice).
+            self.unseen.add(batch.batch_id)
+            self.due[batch.batch_id] = self.ex.options.clock() + self._settle_s()
+            return False
+        self.unknown.discard(batch.batch_id)
+        self.unseen.discard(batch.batch_id)
         self._abandon(batch, "not created at the provider")
         self.create_failures += 1
         if self.create_failures >= self.ex.limits.max_attempts:
@@ -420,6 +436,25 @@ class _Lane(Collecting):
                 f"batch create for {batch.batch_id}: no answer from the provider {self.create_failures} times in a row"
             )
         return True
+
+    def _settle_s(self) -> float:
+        """How long an unknown create is given to show at the provider: twice the call timeout."""
+        return 2.0 * self.ex.limits.request_timeout_s
+
+    def _lookup_due(self, batch: BatchRecord) -> bool:
+        """An intent of an earlier apply is looked up at once; one whose create's answer did not
+        come in time, once its wait is over; a second time only at the end of the run (nothing
+        else of this step left to send or wait for)."""
+        due = self.due.get(batch.batch_id)
+        if due is not None and self.ex.options.clock() + DUE_SLACK_S < due:
+            return False
+        if batch.batch_id not in self.unseen:
+            return True
+        others = [b for b in self.active if b.batch_id != batch.batch_id]
+        if not others and (not self.queue or self.collect_only or self.ex.stop.stopped):
+            return True
+        self.due[batch.batch_id] = self.ex.options.clock() + self.ex.pace.poll_max_s  # not before then
+        return False
 
     def _submitted(self, batch: BatchRecord, remote: RemoteBatch, event: str = "batch_submitted") -> None:
         now = self.submitted_s[batch.batch_id] = self.ex.options.clock()

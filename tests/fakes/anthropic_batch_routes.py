@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -31,10 +30,7 @@ def register(app: Any) -> None:
         rows, problem = _rows(body.get("requests"))
         if problem:
             return _error(400, problem)
-        job = world(fake).create(fake, Job(new_id("msgbatch_"), "anthropic", ROUTE, rows))
-        delay = float(fake.config["batch_create_delay_s"])
-        if delay > 0:
-            await asyncio.sleep(delay)
+        job = await world(fake).create_late(fake, Job(new_id("msgbatch_"), "anthropic", ROUTE, rows))
         return json_response(200, batch_object(request, job))
 
     async def retrieve(request: Request, params: dict[str, str]) -> Response:

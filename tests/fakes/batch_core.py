@@ -72,6 +72,25 @@ class World:
             asyncio.get_running_loop().create_task(answer_ahead(fake, job))
         return job
 
+    async def create_late(self, fake: Fake, job: Job) -> Job:
+        """Create `job` and answer `batch_create_delay_s` later. With `batch_create_hidden` the job
+        only exists once the delay is over, whether or not the client still waits for the answer
+        (a server slow to create it: lookups before then find nothing)."""
+        delay = float(fake.config["batch_create_delay_s"])
+        if delay <= 0:
+            return self.create(fake, job)
+        if not fake.config["batch_create_hidden"]:
+            self.create(fake, job)
+            await asyncio.sleep(delay)
+            return job
+
+        async def later() -> Job:
+            await asyncio.sleep(delay)
+            job.created_at = time.time()
+            return self.create(fake, job)
+
+        return await asyncio.shield(asyncio.get_running_loop().create_task(later()))
+
     def newest_first(self, provider: str) -> list[Job]:
         jobs = [j for j in self.jobs.values() if j.provider == provider]
         return sorted(jobs, key=lambda j: (j.created_at, j.id), reverse=True)

@@ -13,7 +13,6 @@ then ``upload, finalize``); get, delete and ``:download?alt=media`` (generated f
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -94,10 +93,7 @@ def register(app: Any) -> None:
         if not rows:
             return _error(400, "batch.inputConfig: at least one request is required")
         job = Job(new_id("batches/"), "gemini", route, rows, tag=batch.get("displayName"), extra=extra)
-        world(fake).create(fake, job)
-        delay = float(fake.config["batch_create_delay_s"])
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await world(fake).create_late(fake, job)
         return json_response(200, operation(fake, job))
 
     async def get(request: Request, params: dict[str, str]) -> Response:

@@ -7,7 +7,6 @@ Input lines are ``{"custom_id", "method", "url", "body"}``; a finished batch has
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -75,10 +74,7 @@ def register(app: Any) -> None:
                 "input_file_id": body["input_file_id"],
             },
         )
-        world(fake).create(fake, job)
-        delay = float(fake.config["batch_create_delay_s"])
-        if delay > 0:
-            await asyncio.sleep(delay)  # created already: the client may give up before it hears so
+        await world(fake).create_late(fake, job)  # the client may give up before it hears so
         return json_response(200, batch_object(fake, job))
 
     async def retrieve(request: Request, params: dict[str, str]) -> Response:
