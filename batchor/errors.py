@@ -343,6 +343,7 @@ class ProviderError(BatchorError):
     # `--retry-failed` or `--refresh STEP`) instead of paying for the same error once more.
     deterministic: ClassVar[bool] = False
     completion: Any = None  # the billed answer behind the error (refused, invalid, truncated), if any
+    timed_out: bool = False  # no answer came within the request timeout (the endpoint may be silent)
 
     def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None, **kw: Any) -> None:
         super().__init__(message, **kw)
@@ -383,6 +384,19 @@ class ProviderUnreachableError(TransientProviderError):
     between stop the run (engine/reachability.py): every other request would fail the same way."""
 
     code = "provider_unreachable"
+
+
+class EndpointUnresponsiveError(TransientProviderError):
+    """The endpoint takes connections but answers nothing: many requests in a row timed out with
+    no answer in between (engine/reachability.py). The run stops; its rows stay pending."""
+
+    code = "endpoint_unresponsive"
+
+
+class EndpointNotFoundError(ProviderError):
+    """Every request got the same 404 (a wrong base URL or path): the run stops; rows stay pending."""
+
+    code = "endpoint_not_found"
 
 
 class InvalidRequestError(ProviderError):

@@ -37,6 +37,9 @@ FIXES = {
     "state_version": "Upgrade batchor: the state was written by a newer version.",
     "state_corrupt": "Restore the state from a copy, or move it aside and apply again (answers are asked again).",
     "disk_full": "Free disk space; the same command then finishes the run (what was stored is kept).",
+    "endpoint_not_found": "Check the model block's `base_url` (and `api:`): every request got the same 404 there.",
+    "endpoint_unresponsive": "Check the endpoint (`base_url`) is up and answering, or raise `limits.request_timeout_s`; "
+    "then run the same command (its rows stayed pending).",
     "batches_in_flight": "Collect the batches first: `batchor apply SPEC --mode batch` (or wait, or `batchor cancel`).",
     "output_unwritable": "Make the output path writable (not a folder, space on disk, permissions); `batchor export RUN -o FILE` writes it.",
     "run_not_found": "Use a run id from `batchor runs` (a prefix is enough when it is unique).",

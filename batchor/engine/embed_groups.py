@@ -221,7 +221,7 @@ class GroupSender:
                 continue
             except ProviderError as exc:
                 self._call_failed(items, attempt, exc, started)
-                kept = self.ex._beyond_the_row(exc)
+                kept = self.ex._beyond_the_row(exc, self.runtime)
                 return kept, items if kept is not None else []
             finally:
                 self.ex.progress.in_flight -= 1

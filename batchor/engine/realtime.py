@@ -39,11 +39,11 @@ from batchor.errors import (
     ProviderUnreachableError,
     QuotaExhaustedError,
     RateLimitedError,
-    TransientProviderError,
     TruncatedOutputError,
 )
 from batchor.plan.context import too_long
 from batchor.providers.base import Completion, Embedder, Embeddings, EmbedRequest, LLMRequest, Provider
+from batchor.providers.unreachable import timed_out
 
 REJECTED = (InvalidOutputError, TruncatedOutputError)  # answers judged unusable (see recorder.judge)
 MAX_RATE_LIMIT_WAITS = 100  # 429s do not use attempts, but a request cannot wait forever
@@ -211,7 +211,7 @@ class RealtimeExecutor:
                 continue
             except ProviderError as exc:
                 self._call_failed(item, step, attempt, exc, started, hold)
-                return self._beyond_the_row(exc)
+                return self._beyond_the_row(exc, step)
             finally:
                 self.progress.in_flight -= 1
             self.limiter.on_success(completion.rate_limits)
@@ -222,7 +222,7 @@ class RealtimeExecutor:
                 self.recorder.succeed(item, attempt, output or "", completion)
             return error
 
-    def _beyond_the_row(self, exc: ProviderError) -> ProviderError | None:
+    def _beyond_the_row(self, exc: ProviderError, step: StepRuntime) -> ProviderError | None:
         """What a failed call means for the run: None when it stops it (the row stays pending),
         else the error, for the row to retry or fail."""
         self.limiter.on_failure()
@@ -230,8 +230,12 @@ class RealtimeExecutor:
             if self.reachability.failed(exc):
                 self.stop.stop(UNREACHABLE, Reachability.stop_detail(exc))
             return None if self.stop.stopped else exc
+        dead = self.reachability.dead_endpoint(exc, step.plan)
+        if dead is not None:
+            self.stop.stop(UNREACHABLE, dead)
+            return None
         if exc.status is not None:
-            self.reachability.reached()
+            self.reachability.reached(exc.status)
         if isinstance(exc, (QuotaExhaustedError, ModelNotFoundError, AuthenticationError)):  # every row alike
             self.stop.stop("quota" if isinstance(exc, QuotaExhaustedError) else exc.code, exc.message)
             return None
@@ -252,14 +256,14 @@ class RealtimeExecutor:
             async with asyncio.timeout(self.timeout):
                 return await provider.embed(request)
         except TimeoutError:
-            raise TransientProviderError(f"no answer within {self.timeout:g} s (request_timeout_s)") from None
+            raise timed_out(f"no answer within {self.timeout:g} s (request_timeout_s)") from None
 
     async def _call(self, provider: Provider, request: LLMRequest) -> Completion:
         try:
             async with asyncio.timeout(self.timeout):  # unlike wait_for, no extra task per call
                 return await provider.complete(request)
         except TimeoutError:
-            raise TransientProviderError(f"no answer within {self.timeout:g} s (request_timeout_s)") from None
+            raise timed_out(f"no answer within {self.timeout:g} s (request_timeout_s)") from None
 
     def _report(self, force: bool = False) -> None:
         now = time.monotonic()

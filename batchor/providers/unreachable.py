@@ -41,10 +41,16 @@ def unreachable(exc: BaseException, url: str | None = None, secret: str | None =
         message = redact(f"cannot connect to {target} ({cause})", [secret or ""])
         return ProviderUnreachableError(message) if before_sending else TransientProviderError(message)
     if any(_is_timeout(e) for e in chain):
-        message = f"no answer from {target} in time (request timed out)"
-    else:
-        message = f"connection to {target} failed ({_plain(chain[-1])})"
+        return timed_out(redact(f"no answer from {target} in time (request timed out)", [secret or ""]))
+    message = f"connection to {target} failed ({_plain(chain[-1])})"
     return TransientProviderError(redact(message, [secret or ""]))
+
+
+def timed_out(message: str) -> TransientProviderError:
+    """A request that got no answer in time (counted towards an unresponsive endpoint)."""
+    error = TransientProviderError(message)
+    error.timed_out = True
+    return error
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
