@@ -399,6 +399,13 @@ class EndpointNotFoundError(ProviderError):
     code = "endpoint_not_found"
 
 
+class BatchUnsupportedError(ProviderError):
+    """The endpoint has no Batch API (its upload or create answered 404/405): nothing was sent in
+    batch, the rows stay pending. Run them in realtime instead."""
+
+    code = "batch_unsupported"
+
+
 class InvalidRequestError(ProviderError):
     """4xx invalid request: fail the row at once with the provider's message."""
 

@@ -28,6 +28,7 @@ from batchor.engine.batch_rows import RowJudge
 from batchor.engine.budget import Budget
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
+from batchor.engine.reachability import endpoint_of
 from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.resume import interrupted_reasks
 from batchor.engine.sink import ResultSink
@@ -37,6 +38,8 @@ from batchor.errors import (
     AttachmentError,
     AuthenticationError,
     BatchCreateUnknownError,
+    BatchUnsupportedError,
+    ModelNotFoundError,
     NoApiKeyError,
     ProviderError,
     QuotaExhaustedError,
@@ -395,6 +398,14 @@ class _Lane(Collecting):
             self._halt(exc.message)
             return False
         except ProviderError as exc:  # refused as a whole: every row used an attempt
+            if exc.status in (404, 405) and not isinstance(exc, ModelNotFoundError):
+                self._abandon(batch, exc.message)  # no Batch API there: its rows stay pending
+                raise BatchUnsupportedError(
+                    f"{endpoint_of(self.plan)} has no Batch API for step {self.plan.name} ({exc.message}); "
+                    "nothing was sent in batch",
+                    hint="run it with `--mode realtime` (or set `limits.mode: realtime` in the spec)",
+                    status=exc.status,
+                ) from None
             await self._collect(batch, RemoteBatch(batch.remote_id or "", "refused", FAILED, error=exc), read=False)
             return False
         crash_point("after_create")

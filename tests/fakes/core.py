@@ -79,6 +79,7 @@ DEFAULTS: dict[str, Any] = {
     # Anthropic's rows api_error; OpenAI's `failed` is validation only, whatever the code)
     "batch_fail_code": "invalid_request",
     "batch_create_delay_s": 0.0,  # answer a create this late (it is created at once) ...
+    "batch_api": True,  # false: a server without Batch API (every batch and file endpoint answers 404)
     "batch_create_hidden": False,  # ... true: it exists (listed, found) only once that delay is over
     "batch_create_status": None,  # refuse creates with this status, without creating
     "batch_broken_lines": 0,  # the first N lines of each results file are cut short (not JSON) ...

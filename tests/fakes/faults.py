@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .wire import Request, Response
+from .wire import Request, Response, json_response
 
 ENDPOINTS = (
     "openai.files.create", "openai.files.content", "openai.files.delete", "openai.batches.create",
@@ -72,6 +72,8 @@ def with_faults(fake: Any, endpoint: str, handler: Handler) -> Handler:
             stats.endpoint_max_in_flight[endpoint], stats.endpoint_in_flight[endpoint]
         )
         try:
+            if not fake.config["batch_api"] and (".batches." in endpoint or ".files." in endpoint):
+                return json_response(404, {"detail": "Not Found"})  # as an OpenAI-compatible server without it
             return await _act(fake, endpoint, provider_name, handler, request, params)
         finally:
             stats.endpoint_in_flight[endpoint] -= 1

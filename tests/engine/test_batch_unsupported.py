@@ -1,0 +1,27 @@
+"""Batch mode against a server without a Batch API (every batch and file endpoint answers 404):
+one coded error that suggests `--mode realtime`, nothing failed, the rows left pending."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from batchor import api
+from batchor.errors import BatchUnsupportedError
+from tests.engine.test_batch_providers import MODELS, spec_for
+
+
+@pytest.mark.parametrize("provider", list(MODELS))
+def test_batch_mode_without_a_batch_api_says_to_run_realtime(fake, workdir, provider):
+    fake.configure(batch_api=False)
+    spec = spec_for(workdir, provider, rows=6)
+    with pytest.raises(BatchUnsupportedError) as caught:
+        api.apply(str(spec), handle_signals=False)
+    assert caught.value.code == "batch_unsupported" and "--mode realtime" in (caught.value.hint or "")
+    assert "has no Batch API" in caught.value.message
+    with duckdb.connect(str(workdir / ".batchor" / "state.duckdb"), read_only=True) as db:
+        assert db.execute("SELECT count(*) FROM results WHERE status = 'failed'").fetchall() == [(0,)]
+
+    fake.configure(batch_api=True)  # the rows were left pending: realtime answers them all
+    done = api.apply(str(spec), handle_signals=False, limits={"mode": "realtime"})
+    assert done.succeeded == 6
