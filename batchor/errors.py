@@ -12,7 +12,7 @@ import re
 from contextlib import contextmanager
 from typing import Any, ClassVar, Iterator
 
-# CLI exit codes (documented in README "Exit codes").
+# CLI exit codes (documented in docs/reference/errors.md, generated from this module).
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_PENDING = 2
@@ -512,7 +512,7 @@ class RunPausedError(BatchorError):
     exit_code = EXIT_PAUSED
 
 
-# How a run ended -> the error it amounts to (its exit code); README "Exit codes" lists each.
+# How a run ended -> the error it amounts to (its exit code); docs/reference/errors.md lists each.
 RUN_STATUS_ERRORS: dict[str, type[BatchorError]] = {
     "partial": RunFailedError,
     "failed": RunFailedError,

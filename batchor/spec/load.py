@@ -90,7 +90,7 @@ def _spec_errors(exc: ValidationError, source: str, lines: Lines, data: Any) -> 
         problems.append(
             SpecError(
                 f"{where}: {dotted}: {'; or '.join(messages)}",
-                hint="see the spec reference in README.md or schemas/batchor-spec.schema.json",
+                hint="see docs/reference/spec-keys.md or schemas/batchor-spec.schema.json",
             )
         )
     return problems

@@ -76,7 +76,7 @@ class ModelSpec(_Strict):
     context_window: int | None = Field(default=None, ge=1)
     """Context window in tokens (known models have a default); longer rows fail alone."""
     options: dict[str, Any] = Field(default_factory=dict)
-    """Provider-specific settings, checked per provider (README "Providers"): anthropic
+    """Provider-specific settings, checked per provider (docs: guides/providers.md): anthropic
     `structured`; gemini `vertexai`, `project`, `location`, `api_version`,
     `batch_inline_max_bytes`; openai and gemini `keep_provider_files`."""
 

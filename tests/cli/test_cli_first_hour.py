@@ -1,6 +1,6 @@
 """What a new user sees in the first hour, through the real CLI: the summary counts rows and
-requests apart, the output's column order is the README's, `apply --no-cache`, and the quickstart
-prints what the README says it prints."""
+requests apart, the output's column order is the docs', `apply --no-cache`, and the quickstart
+prints what the docs say it prints."""
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ def test_output_columns_follow_the_readme_order(workdir, fake, batchor_cli):
         "_status",
         "_error",
     ]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "then one column per answer, then `_row_key`" in readme
+    tutorial = " ".join((ROOT / "docs" / "get-started" / "tutorial.md").read_text(encoding="utf-8").split())
+    assert "then one column per answer field, then `_row_key`, `_status` and `_error`" in tutorial
 
 
 def test_apply_no_cache_asks_every_request_again(workdir, fake, batchor_cli):
@@ -72,7 +72,7 @@ def test_apply_no_cache_asks_every_request_again(workdir, fake, batchor_cli):
     assert fake.stats()["requests"] == 6
 
 
-def test_quickstart_prints_what_the_readme_says(workdir, fake, batchor_cli):
+def test_quickstart_prints_what_the_docs_say(workdir, fake, batchor_cli):
     result = batchor_cli(
         workdir,
         "apply",
@@ -87,8 +87,8 @@ def test_quickstart_prints_what_the_readme_says(workdir, fake, batchor_cli):
     assert result.returncode == 0, result.stderr
     summary = re.search(r"succeeded: (300 rows: 276 requests, 24 rows share an answer);", result.stderr)
     assert summary, result.stderr
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert f"`{summary.group(1)}`" in readme
+    install = " ".join((ROOT / "docs" / "get-started" / "install.md").read_text(encoding="utf-8").split())
+    assert f"`{summary.group(1)}`" in install
 
 
 def test_results_without_output_prints_csv_to_a_pipe(workdir, fake, batchor_cli):

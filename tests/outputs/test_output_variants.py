@@ -1,6 +1,6 @@
 """A partial run (`--limit`, `--sample`, a `--model` override, a `--mock` rehearsal, data handed to the Python API)
 never overwrites the spec's real output file: it writes beside it under a name that says what it
-is, unless `--output` says where, and the command prints the path (README "Output")."""
+is, unless `--output` says where, and the command prints the path (docs/get-started/concepts.md)."""
 
 from __future__ import annotations
 
@@ -88,13 +88,13 @@ def test_a_spec_whose_provider_is_the_mock_writes_its_own_output_under_mock(work
     assert batchor.plan(spec, mock=True, save=False).header.output.variant == []
 
 
-def test_the_readme_quickstart_names_the_file_it_writes(workdir):
+def test_the_docs_quickstart_names_the_file_it_writes(workdir):
     root = Path(__file__).resolve().parents[2]
     plan = batchor.plan(root / "specs" / "reviews.yaml", mock=True, save=False, state=str(workdir / "s.duckdb"))
     written = Path(plan.header.output.path)
     assert written == root / "out" / "reviews.mock.csv"
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    assert "writes `out/reviews.mock.csv`" in readme
+    install = (root / "docs" / "get-started" / "install.md").read_text(encoding="utf-8")
+    assert "writes `out/reviews.mock.csv`" in install
 
 
 def test_a_full_run_still_writes_the_spec_output(fake, workdir, spec):
