@@ -104,7 +104,7 @@ class RowJudge:
             current = self.request(item)
         except AttachmentError:  # its file changed since it was sent: no retry
             return self._fail(item, used, error, counted)
-        retry = self.reask.next_request(current, error)
+        retry = self.reask.next_request(current, error, self.runtime.plan.max_tokens)
         if retry is None or used >= self.max_attempts:
             return self._fail(item, used, error, counted)
         if retry is not current:

@@ -156,7 +156,7 @@ class RealtimeExecutor:
             error = await self._attempt(item, step, request, attempt, hold, seat)
             if error is None:
                 return
-            retry = self.reask.next_request(request, error)
+            retry = self.reask.next_request(request, error, step.plan.max_tokens)
             if retry is None or attempt >= self.max_attempts:
                 self.recorder.fail(item, attempt, error)
                 return

@@ -117,23 +117,29 @@ class ReaskPolicy:
             on_truncation=str(limits.on_truncation or "fail"), truncation_max_tokens=limits.truncation_max_tokens
         )
 
-    def next_request(self, request: LLMRequest, error: ProviderError) -> LLMRequest | None:
+    def next_request(self, request: LLMRequest, error: ProviderError, step_max_tokens: int) -> LLMRequest | None:
         """The request for the next attempt after `error`, or None when asking again cannot help.
 
         A rejected answer is asked again with feedback (the answer and what broke which rule); a
-        transient failure sends the same request again."""
+        transient failure sends the same request again; a truncated one with twice the limit, up to
+        the step's ceiling (`step_max_tokens` is the step's own limit)."""
         if isinstance(error, TruncatedOutputError):
-            return self._larger(request)
+            return self._larger(request, step_max_tokens)
         if isinstance(error, InvalidOutputError) and error.rejected is not None:
             return replace(request, messages=reask_messages(request.messages, error.rejected, error.violations))
         return request if error.transient else None
 
-    def _larger(self, request: LLMRequest) -> LLMRequest | None:
+    def truncation_ceiling(self, step_max_tokens: int) -> int:
+        """The largest limit a truncation re-ask of a step may send: `truncation_max_tokens`, else
+        four times the step's own (what the plan's "if every request used them all" bound counts);
+        taken from the step, never from the attempt, so doubling stops there."""
+        return self.truncation_max_tokens or 4 * step_max_tokens
+
+    def _larger(self, request: LLMRequest, step_max_tokens: int) -> LLMRequest | None:
         if self.on_truncation != "reask":
             return None
-        current = int(request.params.get("max_tokens") or 0)
-        ceiling = self.truncation_max_tokens or current * 4
-        larger = min(current * 2, ceiling)
+        current = int(request.params.get("max_tokens") or step_max_tokens)
+        larger = min(current * 2, self.truncation_ceiling(step_max_tokens))
         if larger <= current:
             return None
         return replace(request, params={**request.params, "max_tokens": larger})

@@ -82,7 +82,7 @@ def test_the_feedback_names_the_field_and_the_rule(workdir):
         {"max_tokens": 50},
         RATING,
     )
-    retry = ReaskPolicy().next_request(request, caught.value)
+    retry = ReaskPolicy().next_request(request, caught.value, 50)
     assert retry is not None and retry.key == request.key and retry.params == request.params
     assert [m["role"] for m in retry.messages] == ["system", "user", "assistant", "user"]
     assert retry.messages[2]["content"] == '{"rating_guess": 42}'
@@ -180,7 +180,7 @@ def test_a_reask_reserves_its_longer_input_and_the_plan_allows_for_it(workdir):
     planned = runtime.request(item)
     error = InvalidOutputError("bad")
     error.rejected, error.violations = "x " * 40, ("$.score: 9 is greater than the maximum of 5",)
-    retry = ReaskPolicy().next_request(planned, error)
+    retry = ReaskPolicy().next_request(planned, error, step.max_tokens)
     assert retry is not None
     assert runtime.attempt_upper_cost(item, planned) == runtime.upper_cost(item)
     assert runtime.attempt_upper_cost(item, retry) > runtime.upper_cost(item)

@@ -105,3 +105,32 @@ def test_truncation_reask_stops_at_its_ceiling(fake, workdir):
     assert result.failed == 4
     # 2 -> 4 tokens, then the ceiling: no third attempt although max_attempts is 3
     assert set(query("SELECT error_code, attempts FROM results")) == {("truncated", 2)}
+
+
+CEILING = [
+    ("openai", "realtime"),
+    ("anthropic", "realtime"),
+    ("gemini", "realtime"),
+    ("openai", "batch"),
+    *(pytest.param(*case, marks=SLOW) for case in [("anthropic", "batch"), ("gemini", "batch")]),
+]
+
+
+@pytest.mark.parametrize(("provider", "mode"), CEILING)
+def test_truncation_reasks_stop_at_the_steps_ceiling_within_the_plans_bound(fake, workdir, provider, mode):
+    """Every answer is longer than any limit: the limit doubles from the step's 10 up to four times
+    it (the ceiling comes from the step, not from the attempt), so spend stays within the plan's
+    "if every request used them all" bound although max_attempts would allow 10 -> 5120."""
+    from batchor.plan.summary import reask_upper
+
+    fake.configure(text_words=[4000, 0.01])
+    spec = truncating_spec(workdir, provider, None, mode, 10, on_truncation="reask")
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    data["limits"]["max_attempts"] = 10
+    spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    bound = reask_upper(api.plan(spec, save=False).header)
+    result = api.apply(spec, handle_signals=False)
+    assert result.failed == 4
+    assert set(query("SELECT error_code, attempts FROM results")) == {("truncated", 3)}  # 10, 20, 40
+    assert max(n for (n,) in query("SELECT output_tokens FROM attempts")) <= 40
+    assert result.cost_usd <= bound + 1e-12, (result.cost_usd, bound)
