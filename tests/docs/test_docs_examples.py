@@ -1,4 +1,4 @@
-"""Every shell and YAML example in README.md and docs/ is run or validated, so the docs cannot show
+"""Every shell, Python and YAML example in README.md and docs/ is run or validated, so the docs cannot show
 a command or a spec that does not work. The YAML checks are fast; running the shell examples takes
 a few dozen real commands, so that test is in the slow tier (CI runs it).
 
@@ -112,6 +112,13 @@ def _run_shell(block: Block, work: Path, env: dict[str, str]) -> None:
     )
 
 
+def _run_python(block: Block, work: Path, env: dict[str, str]) -> None:
+    script = work / "_docs_example.py"
+    script.write_text(block.body, encoding="utf-8")
+    done = subprocess.run([sys.executable, script.name], cwd=work, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"{block.where()}: exit {done.returncode}\n{block.body}\n{done.stderr}"
+
+
 def _check_yaml(block: Block, work: Path) -> None:
     data = yaml.safe_load(block.body)
     if block.marker == "fragment":
@@ -127,7 +134,7 @@ def _check_yaml(block: Block, work: Path) -> None:
 
 
 def _example_pages() -> list[Path]:
-    return [page for page in PAGES if any(b.lang in SHELL | {"yaml", "yml"} for b in blocks(page))]
+    return [page for page in PAGES if any(b.lang in SHELL | {"yaml", "yml", "python"} for b in blocks(page))]
 
 
 @pytest.mark.parametrize("page", _example_pages(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -150,6 +157,8 @@ def test_every_shell_example_of_the_page_runs(page, tmp_path):
             continue
         if block.lang in SHELL:
             _run_shell(block, work, env)
+        elif block.lang == "python" and "import batchor" in block.body:  # not the reference's signatures
+            _run_python(block, work, env)
         elif block.lang in ("yaml", "yml") and block.marker == "file":
             _check_yaml(block, work)
 
