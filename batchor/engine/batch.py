@@ -26,6 +26,7 @@ from batchor.engine.batch_collect import KEEP_FILES_OPTION, Collecting
 from batchor.engine.batch_poll import DUE_SLACK_S, PollPace
 from batchor.engine.batch_rows import RowJudge
 from batchor.engine.budget import Budget
+from batchor.engine.embed_groups import unsendable_text
 from batchor.engine.events import Event, EventSink, Progress
 from batchor.engine.limits import RunLimits
 from batchor.engine.reachability import endpoint_of
@@ -308,12 +309,9 @@ class _Lane(Collecting):
         chunk = _Chunk([], [], 0, 0, 0.0)
         while self.queue and len(chunk.keys) < limits.max_requests:
             item = self.items[self.queue[0]]
-            try:
-                request = self._request(item)
-            except AttachmentError as exc:  # the row fails alone, before any call
+            request = self._sendable(item)
+            if request is None:  # the row failed alone, before any call
                 self.queue.popleft()
-                assert self.judge is not None
-                self.judge.recorder.fail(item, 0, exc)
                 continue
             line = self.provider.encode(request)
             if chunk.keys and (
@@ -340,6 +338,19 @@ class _Lane(Collecting):
         """A collect-only lane leaves its rows still without an answer to the realtime executor."""
         if self.collect_only:
             self.work.pending = self.work.pending.only(self.queue)
+
+    def _sendable(self, item: WorkItem) -> LLMRequest | None:
+        """The row's request, or None when it cannot be sent (its attachment changed; a text to
+        embed empty or too long, refused as realtime refuses it): the row is failed, nothing uploaded."""
+        assert self.judge is not None
+        problem: ProviderError | None = unsendable_text(self.plan, item) if self.plan.kind == "embed" else None
+        if problem is None:
+            try:
+                return self._request(item)
+            except AttachmentError as exc:
+                problem = exc
+        self.judge.recorder.fail(item, 0, problem)
+        return None
 
     def _request(self, item: WorkItem) -> LLMRequest:
         assert self.judge is not None

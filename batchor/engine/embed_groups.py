@@ -31,6 +31,7 @@ from batchor.errors import (
 )
 from batchor.plan.context import too_long
 from batchor.plan.embed_models import GroupLimits, group_limits
+from batchor.plan.model import StepPlan
 from batchor.plan.request import embed_text
 from batchor.providers import provider_info
 from batchor.providers.base import Completion, Embedder, Embeddings, EmbedRequest
@@ -87,6 +88,18 @@ class Grouper:
         return groups
 
 
+def unsendable_text(plan: StepPlan, item: WorkItem) -> ProviderError | None:
+    """Why a text cannot be embedded (empty, or beyond the model's token limit), else None: the
+    row fails alone before any call, in realtime and batch alike."""
+    if not embed_text(item.messages).strip():
+        return InvalidRequestError("the text to embed is empty (not sent)")
+    if too_long(item.input_tokens, 0, plan.context_window):
+        return ContextLengthError(
+            f"text has {item.input_tokens} tokens, more than the {plan.context_window} {plan.model} embeds (not sent)"
+        )
+    return None
+
+
 def group_upper_cost(runtime: StepRuntime, items: list[WorkItem]) -> float:
     """Worst case of one call for `items` (input tokens only: embeddings have no output)."""
     if runtime.price is None:
@@ -115,14 +128,7 @@ class GroupSender:
             await self._send(ready, 1)
 
     def _unsendable(self, item: WorkItem) -> ProviderError | None:
-        if not embed_text(item.messages).strip():
-            return InvalidRequestError("the text to embed is empty (not sent)")
-        if too_long(item.input_tokens, 0, self.plan.context_window):
-            return ContextLengthError(
-                f"text has {item.input_tokens} tokens, more than the {self.plan.context_window} "
-                f"{self.plan.model} embeds (not sent)"
-            )
-        return None
+        return unsendable_text(self.plan, item)
 
     async def _send(self, items: list[WorkItem], attempt: int, split: bool = True) -> ProviderError | None:
         """Attempts of `items` together until each is answered or failed, or the run stops.

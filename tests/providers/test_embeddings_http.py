@@ -178,6 +178,20 @@ def test_empty_and_too_long_texts_fail_before_any_call(fake, workdir):
     assert codes == ["context_length", "invalid_request"]
 
 
+@pytest.mark.parametrize(
+    ("provider", "model"), [("openai", "text-embedding-3-small"), ("gemini", "gemini-embedding-001")]
+)
+def test_batch_embeddings_refuse_what_realtime_refuses_before_any_upload(fake, workdir, provider, model):
+    rows = texts(3) + [{"id": "empty", "text": ""}, {"id": "long", "text": "word " * 9000}]
+    spec = embed_job(workdir, rows, provider=provider, model=model, limits=FAST)
+    outcome = apply(workdir, spec)
+    assert (outcome.succeeded, outcome.failed) == (3, 2)
+    assert sorted(fake.stats()["batch_rows_by_id"].values()) == [1, 1, 1]  # only the good texts went in a batch
+    failed = query(workdir, "SELECT error_code, error, attempts FROM results WHERE status = 'failed' ORDER BY 1")
+    assert [(code, attempts) for code, _, attempts in failed] == [("context_length", 0), ("invalid_request", 0)]
+    assert all("(not sent)" in error for _, error, _ in failed)
+
+
 def test_gemini_groups_at_most_100_texts_per_call(fake, workdir):
     spec = embed_job(workdir, texts(250), provider="gemini", model="gemini-embedding-001")
     outcome = apply(workdir, spec)
