@@ -134,15 +134,21 @@ def errors_page() -> str:
     import batchor.errors as errors
 
     exits = sorted((v, k) for k, v in vars(errors).items() if k.startswith("EXIT_") and isinstance(v, int))
+    by_code: dict[int, list[str]] = {errors.EXIT_OK: ["succeeded"]}
+    for status, error in sorted(errors.RUN_STATUS_ERRORS.items()):
+        by_code.setdefault(error.exit_code, []).append(status)
+    statuses = {code: ", ".join(f"`{s}`" for s in names) for code, names in by_code.items()}
     out = [
         "# Error codes and exit codes\n",
         "Every error batchor raises on purpose has a stable code, printed as `error [code]: message`",
         "followed by `fix: ...`, and as a JSON line with `--json`. Troubleshooting by symptom:",
         "[the guide](../guides/troubleshooting.md).\n",
         "## Exit codes\n",
-        "| exit code | name | meaning |",
-        "|---:|---|---|",
-        *[f"| {code} | `{name}` | {EXIT_MEANINGS.get(name, '')} |" for code, name in exits],
+        "A run's status (`batchor status`, `batchor runs`) gives its exit code; `died` is shown for a run",
+        "whose process ended without finishing it.\n",
+        "| exit code | name | meaning | run status |",
+        "|---:|---|---|---|",
+        *[f"| {code} | `{name}` | {EXIT_MEANINGS.get(name, '')} | {statuses.get(code, '')} |" for code, name in exits],
         "",
         "## Error codes\n",
         "| code | exit | class | what it means | how to fix it |",

@@ -32,6 +32,10 @@ def test_every_error_code_has_a_fix_on_the_errors_page():
     assert not missing, f"add a fix for {missing} to scripts/docs_errors.py, then run `python scripts/gen_docs.py`"
     page = (ROOT / "docs" / "reference" / "errors.md").read_text()
     assert all(f"| `{code}` |" in page for code in codes)
+    import batchor.errors as errors
+
+    exits = [name for name, value in vars(errors).items() if name.startswith("EXIT_") and isinstance(value, int)]
+    assert [name for name in exits if name not in gen.EXIT_MEANINGS] == [], "say what it means in EXIT_MEANINGS"
 
 
 def test_every_command_and_subcommand_has_its_help_on_the_cli_page():
