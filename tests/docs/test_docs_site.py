@@ -29,3 +29,14 @@ def test_every_docs_page_is_in_the_nav_and_every_nav_entry_exists():
 def test_the_readme_stays_a_front_page():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 200, "README.md is the front page: move details to docs/"
+
+
+def test_the_readmes_contract_commands_are_what_ci_runs():
+    """The README's quickstart and test commands are the ones .ci/run runs (its skip markers say so)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").replace("pip install -q ", "pip install ")
+    quickstart = "pip install -e . && batchor apply specs/reviews.yaml --mock --yes"
+    tests = 'pip install -e ".[test]" && python -m pytest'
+    assert quickstart in readme and tests in readme
+    assert quickstart in ci
+    assert 'pip install -e ".[test]"' in ci and "python -m pytest" in ci
