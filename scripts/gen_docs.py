@@ -83,7 +83,13 @@ def _type_of(prop: dict[str, Any]) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return _escape_html(" ".join(text.split())).replace("|", "\\|")
+
+
+def _escape_html(text: str) -> str:
+    """`<name>` outside code spans would be read as an HTML tag and vanish from the page."""
+    parts = text.split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
 
 
 def _keys_table(schema: dict[str, Any]) -> list[str]:
@@ -116,7 +122,7 @@ def spec_keys_page() -> str:
     ]
     for name in sorted(schema.get("$defs", {})):
         part = schema["$defs"][name]
-        out += [f"## {name}\n", part.get("description", "").strip() + "\n"]
+        out += [f"## {name}\n", _escape_html(part.get("description", "").strip()) + "\n"]
         if "properties" in part:
             out += [*_keys_table(part), ""]
     return "\n".join(out)
@@ -273,12 +279,12 @@ def python_api_page() -> str:
                 out.append(f"An error: code `{code}`, exit code {obj.exit_code}.\n")
             doc = (inspect.getdoc(obj) or "") if obj.__dict__.get("__doc__") else ""  # not a parent's
             if not doc.startswith(f"{obj.__name__}("):  # a dataclass without a docstring gets its signature
-                out.append(doc + "\n")
+                out.append(_escape_html(doc) + "\n")
             out += [*_fields(obj), *_members(obj), ""]
         else:
             sig = _signature(obj, name)
             out += [f"## `batchor.{name}`\n", f"```python\nbatchor.{name}{_wrapped(sig)}\n```\n"]
-            out.append((inspect.getdoc(target) or "") + "\n")
+            out.append(_escape_html(inspect.getdoc(target) or "") + "\n")
     return "\n".join(out)
 
 
