@@ -22,7 +22,7 @@ from batchor.plan.plan_file import CompiledPlan, load_plan
 from batchor.plan.steps import Overrides
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
-from batchor.quality import check_plan, checks_after_run
+from batchor.quality import bind_spec_checks, check_plan, checks_after_run
 from batchor.result import Result
 from batchor.spec.inputs import rows_only_sql
 from batchor.spec.load import LoadedSpec, load_spec
@@ -37,7 +37,7 @@ def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) ->
     """Check a spec without network or keys: spec, templates, columns, schemas, prices.
 
     Raises the problem found, or `SpecProblemsError` (its `.problems`) when there are several."""
-    return validate_loaded(load_spec(spec), Overrides(model=model, mock=mock))
+    return validate_loaded(load_spec(spec), Overrides(model=model, mock=mock), bind_spec_checks)
 
 
 def plan(
@@ -91,6 +91,7 @@ def plan(
             variant=variant,
             state_source=found.source,
         )
+        check_plan(compiled)  # a check naming a missing field fails here, as in validate, not at apply
         compiled.source_data = data  # apply(plan) returns results in the type of this input
         if save:
             target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"

@@ -181,6 +181,12 @@ class ModelOptionError(SpecError):
     code = "model_option"
 
 
+class ModelParamError(SpecError):
+    """`model.params` names a parameter the provider does not take (every request would be refused)."""
+
+    code = "model_param"
+
+
 class BaseUrlMissingError(SpecError):
     """An endpoint with no default URL (`openai-compatible`) and no `base_url` in the spec."""
 

@@ -5,10 +5,11 @@ This is the part of planning that needs no input rows, so `validate` runs it too
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from batchor.errors import Problems, SpecError
+from batchor.errors import BatchorError, Problems, SchemaError, SpecError, problems_of, raise_problems
 from batchor.fingerprint import request_prefix
 from batchor.plan.attachments import input_folder
 from batchor.plan.context import context_window
@@ -24,6 +25,7 @@ from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
 from batchor.providers.options import check_options
+from batchor.providers.params import check_params
 from batchor.schema.adapt import adapt_schema
 from batchor.schema.answer_length import expected_answer_tokens
 from batchor.schema.core import check_schema
@@ -41,13 +43,19 @@ class Overrides:
     mode: str | None = None
 
 
-def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPlan], dict[str, StepTemplates]]:
+def resolve_steps(
+    loaded: LoadedSpec, overrides: Overrides, found: Problems | None = None
+) -> tuple[list[StepPlan], dict[str, StepTemplates]]:
+    """Each step resolved; raises every problem found. With `found`, problems are added to it
+    instead and the steps that could be resolved are returned (`validate` goes on to check their
+    templates, columns and checks, so independent mistakes come out in one pass)."""
     spec = loaded.spec
     env = make_environment(loaded.base_dir)
     names = set(spec.steps)
     templates: dict[str, StepTemplates] = {}
     plans: list[StepPlan] = []
-    found = Problems()  # every step is checked, so one pass reports all of their problems
+    collect = found is not None
+    found = found if found is not None else Problems()  # every step is checked: one pass reports all
     checked: set[tuple[str, ...]] = set()  # model blocks already checked (the job's, shared by steps)
     for name, step in spec.steps.items():
         with found.check():
@@ -56,12 +64,14 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
                 plans.append(plan.model_copy(update={"sql_files": referenced_files(step.sql, loaded.base_dir)}))
                 continue
             if isinstance(step, EmbedStep):
-                templates[name] = compile_step(
-                    env, name, None, step.embed, step.when, names - {name}, prompt_key="embed"
+                templates[name] = _compile(
+                    loaded, env, name, None, step.embed, step.when, names - {name}, prompt_key="embed"
                 )
                 plans.append(_embed_plan(loaded, name, step, templates[name], overrides))
                 continue
-            compiled = compile_step(env, name, step.system, step.prompt, step.when, names - {name}, step.attachments)
+            compiled = _compile(
+                loaded, env, name, step.system, step.prompt, step.when, names - {name}, step.attachments
+            )
             templates[name] = compiled
             deps = sorted(set(step.depends_on) | compiled.step_refs)
             model = _effective_model(spec.model, step.model, overrides)
@@ -69,9 +79,42 @@ def resolve_steps(loaded: LoadedSpec, overrides: Overrides) -> tuple[list[StepPl
                 _check_model_block(loaded, name, model, overrides, checked)
             mode = overrides.mode or step.mode or spec.limits.mode
             plans.append(_step_plan(loaded, name, model, deps, overrides, mode))
-    found.raise_all()
-    _check_acyclic(plans)
-    return assign_grains(plans), templates
+    if not collect:
+        found.raise_all()
+        _check_acyclic(plans)
+        return assign_grains(plans), templates
+    plans = _with_their_steps(plans)
+    with found.check():
+        _check_acyclic(plans)
+        return assign_grains(plans), templates
+    return plans, templates
+
+
+def _compile(loaded: LoadedSpec, env: Any, *args: Any, **kwargs: Any) -> StepTemplates:
+    """`compile_step`, each template problem at the spec's `file:line` of the line it names."""
+    try:
+        return compile_step(env, *args, **kwargs)
+    except BatchorError as exc:
+        raise_problems([_in_text(loaded, problem) for problem in problems_of(exc)])
+        raise
+
+
+def _in_text(loaded: LoadedSpec, problem: BatchorError) -> BatchorError:
+    path, line = problem.details.get("path"), problem.details.get("line")
+    if path is None or line is None:
+        return problem
+    return type(problem)(f"{loaded.where_in_text(path, line)}: {problem.message}", hint=problem.hint)
+
+
+def _with_their_steps(plans: list[StepPlan]) -> list[StepPlan]:
+    """The steps whose every dependency was resolved too (the others cannot be checked yet)."""
+    kept = list(plans)
+    while True:
+        names = {p.name for p in kept}
+        complete = [p for p in kept if set(p.depends_on) <= names]
+        if len(complete) == len(kept):
+            return kept
+        kept = complete
 
 
 def _embed_plan(
@@ -90,7 +133,8 @@ _PROVIDER_BOUND = ("base_url", "api_key_env", "api", "price", "custom", "options
 def _check_model_block(
     loaded: LoadedSpec, step: str, model: ModelSpec, overrides: Overrides, checked: set[tuple[str, ...]]
 ) -> None:
-    """The model exists (or the spec says it is custom or priced) and its options are the provider's.
+    """The model exists (or the spec says it is custom or priced); its options and params are the
+    provider's. All three are checked, so one pass reports each.
 
     The spec's provider is checked, also under --mock: the rehearsal is of the real run. Each
     block is checked once, so a job-level mistake is one problem, not one per step."""
@@ -101,16 +145,32 @@ def _check_model_block(
         if overrides.model
         else _at(loaded, ("steps", step, "model", "name") if at_step else ("model", "name"))
     )
-    if ("model", where, model.provider, model.name) not in checked:
-        checked.add(("model", where, model.provider, model.name))
-        check_model(model.provider, model.name, custom=model.custom, priced=model.price is not None, where=where)
-    options_where = _at(
-        loaded,
-        ("steps", step, "model", "options") if own is not None and own.options is not None else ("model", "options"),
+    found = Problems()
+    if _first_time(checked, ("model", where, model.provider, model.name)):
+        with found.check():
+            check_model(model.provider, model.name, custom=model.custom, priced=model.price is not None, where=where)
+    options_at = (
+        ("steps", step, "model", "options") if own is not None and own.options is not None else ("model", "options")
     )
-    if model.options and ("options", options_where, model.provider) not in checked:
-        checked.add(("options", options_where, model.provider))
-        check_options(model.provider, model.options, options_where)
+    if model.options and _first_time(checked, ("options", *options_at, model.provider)):
+        with found.check():
+            check_options(model.provider, model.options, _at(loaded, options_at))
+    params_at = (
+        ("steps", step, "model", "params") if own is not None and own.params is not None else ("model", "params")
+    )
+    if _first_time(checked, ("params", *params_at, model.provider)):
+        official = provider_info(model.provider).first_party and model.base_url is None
+        with found.check():
+            check_params(model.provider, model.params, lambda key: _at(loaded, (*params_at, key)), exact=official)
+    found.raise_all()
+
+
+def _first_time(checked: set[tuple[str, ...]], what: tuple[str, ...]) -> bool:
+    """Whether `what` is checked for the first time (and remember it)."""
+    if what in checked:
+        return False
+    checked.add(what)
+    return True
 
 
 def _at(loaded: LoadedSpec, path: tuple[str, ...]) -> str:
@@ -150,7 +210,7 @@ def _step_plan(
     max_tokens = int(params["max_tokens"])
     sent_schema, strict, notes = None, False, []
     if schema is not None:
-        check_schema(schema, where=f"steps.{name}.output.schema")
+        _located_schema_check(loaded, schema, f"steps.{name}.output.schema")
         adapted = adapt_schema(schema, provider)
         sent_schema, strict, notes = adapted.schema, adapted.strict, list(adapted.notes)
     price = (
@@ -197,6 +257,16 @@ def _step_plan(
         key_prefix=request_prefix(key_identity(provider, endpoint), model.name, key_params, sent_schema),
         **_attachment_fields(loaded, step, model),
     )
+
+
+def _located_schema_check(loaded: LoadedSpec, schema: dict[str, Any], where: str) -> None:
+    """`check_schema`, its problem at the `file:line` of the schema key it names."""
+    try:
+        check_schema(schema, where=where)
+    except SchemaError as exc:
+        dotted = exc.message.split(": ", 1)[0]
+        path = [int(i) if i else key for key, i in re.findall(r"\.?([^.\[\]]+)|\[(\d+)\]", dotted)]
+        raise type(exc)(f"{loaded.where(*path)}: {exc.message}", hint=exc.hint) from None
 
 
 def _attachment_fields(loaded: LoadedSpec, step: LLMStep, model: ModelSpec) -> dict[str, Any]:

@@ -65,22 +65,31 @@ def _chain(node: nodes.Node) -> tuple[str, tuple[str | int, ...]] | None:
 
 
 def typed_steps(
-    loaded: LoadedSpec, steps: list[StepPlan], templates: dict[str, StepTemplates], columns: list[str]
+    loaded: LoadedSpec,
+    steps: list[StepPlan],
+    templates: dict[str, StepTemplates],
+    columns: list[str],
+    found: Problems | None = None,
 ) -> list[StepPlan]:
-    """Steps with their SQL output schemas, once every name the templates read is known to exist."""
-    found = Problems()
+    """Steps with their SQL output schemas, once every name the templates read is known to exist.
+    With `found`, problems are added to it and the steps that could be typed are returned."""
+    problems = found if found is not None else Problems()
     typed = steps
-    with found.check():
-        typed = with_sql_schemas(loaded, steps, columns)
+    with problems.check():
+        typed = with_sql_schemas(loaded, steps, columns, problems if found is not None else None)
     by_name = {s.name: s for s in typed}
-    with found.check():  # with a broken SQL step, the other steps are still checked (it reads as free-form)
+    with problems.check():  # with a broken SQL step, the other steps are still checked (it reads as free-form)
         check_references(loaded, [by_name.get(s.name, s) for s in steps], templates, columns)
-    found.raise_all()
+    if found is None:
+        problems.raise_all()
     return typed
 
 
-def with_sql_schemas(loaded: LoadedSpec, steps: list[StepPlan], columns: list[str]) -> list[StepPlan]:
-    """Check each SQL step's query and learn its output columns, upstream steps first."""
+def with_sql_schemas(
+    loaded: LoadedSpec, steps: list[StepPlan], columns: list[str], found: Problems | None = None
+) -> list[StepPlan]:
+    """Check each SQL step's query and learn its output columns, upstream steps first. With
+    `found`, problems are added to it and the steps that could be typed are returned."""
     resolved: dict[str, StepPlan] = {}
     problems: list[BatchorError] = []
     failed: set[str] = set()
@@ -96,6 +105,9 @@ def with_sql_schemas(loaded: LoadedSpec, steps: list[StepPlan], columns: list[st
                 failed.add(step.name)
                 continue
         resolved[step.name] = step
+    if found is not None:
+        found.found.extend(problems)
+        return [resolved[s.name] for s in steps if s.name in resolved]
     raise_problems(problems)
     return [resolved[s.name] for s in steps]
 

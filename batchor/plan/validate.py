@@ -1,21 +1,30 @@
 """`validate`: everything planning checks that needs no state, no network and no keys.
 
 It runs the same step resolution and reference checks as `plan`, so a spec that validates does
-not fail later on a name, a column or a schema. Independent problems are collected, so one run
-lists all of them instead of the first.
+not fail later on a name, a column, a schema or a check. Independent problems are collected, so
+one run lists all of them instead of the first: a step that cannot be resolved still has its
+templates checked against the input's columns, and the other steps go on to the next checks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from batchor.errors import Problems
 from batchor.plan.compile import output_target
+from batchor.plan.model import StepPlan
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.typecheck import typed_steps
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
+
+# Binds the spec's `checks:` to the answers these steps would give (batchor.quality.bind_checks):
+# passed in by the API, as quality sits above planning.
+CheckBinder = Callable[[LoadedSpec, pa.Schema, list[StepPlan]], None]
 
 
 @dataclass
@@ -28,21 +37,36 @@ class ValidationReport:
         return {"spec": self.spec, "ok": True, "steps": self.steps, "warnings": self.warnings}
 
 
-def validate_loaded(loaded: LoadedSpec, overrides: Overrides) -> ValidationReport:
+def validate_loaded(
+    loaded: LoadedSpec, overrides: Overrides, bind_checks: CheckBinder | None = None
+) -> ValidationReport:
     """Check a loaded spec; raises the one problem found, or SpecProblemsError with all of them."""
-    steps, templates = resolve_steps(loaded, overrides)
     found = Problems()
+    steps, templates = resolve_steps(loaded, overrides, found)
     with found.check():
         output_target(loaded)
-    columns: list[str] = []
+    inputs = _input_schema(loaded, found)
+    if inputs is not None:
+        steps = typed_steps(loaded, steps, templates, list(inputs.names), found)
+        if bind_checks is not None:
+            with found.check():
+                bind_checks(loaded, inputs, steps)
+    found.raise_all()
+    return _report(loaded, steps)
+
+
+def _input_schema(loaded: LoadedSpec, found: Problems) -> pa.Schema | None:
+    """The input's columns and their types (no rows read), or None with its problem recorded."""
     with found.check():
         reader = InputReader(input_source(loaded))
-        columns = reader.columns
-        reader.close()
-    if columns:
-        with found.check():
-            steps = typed_steps(loaded, steps, templates, columns)
-    found.raise_all()
+        try:
+            return reader.schema()
+        finally:
+            reader.close()
+    return None
+
+
+def _report(loaded: LoadedSpec, steps: list[StepPlan]) -> ValidationReport:
     report = ValidationReport(spec=loaded.source, steps=[st.name for st in steps])
     for st in steps:
         report.warnings += [f"steps.{st.name}: {note}" for note in st.schema_notes]

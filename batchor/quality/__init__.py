@@ -37,6 +37,14 @@ def check_plan(plan: Any) -> None:
     preflight(plan, plan_spec(plan))
 
 
+def bind_spec_checks(loaded: Any, inputs: Any, steps: Any) -> None:
+    """`validate`: every check and golden label of a loaded spec bound against an empty answers
+    table typed from the input's columns and the resolved steps; each problem at its `file:line`."""
+    from batchor.quality.checks import bind_checks
+
+    bind_checks(loaded.spec, inputs, steps, loaded.where)
+
+
 def checks_after_run(plan: Any, run_id: str, status: str, state: str | None = None) -> CheckReport | None:
     """The plan's own checks over what its run stored; None when the spec has none or the run
     stopped before its rows were settled (interrupted, out of budget, paused, in flight)."""
@@ -50,4 +58,14 @@ def checks_after_run(plan: Any, run_id: str, status: str, state: str | None = No
     return evaluate(plan, store, spec, plan.header.spec_source, run_id)
 
 
-__all__ = ["CheckOutcome", "CheckReport", "DiffReport", "Source", "check", "check_plan", "checks_after_run", "diff"]
+__all__ = [
+    "CheckOutcome",
+    "CheckReport",
+    "DiffReport",
+    "Source",
+    "bind_spec_checks",
+    "check",
+    "check_plan",
+    "checks_after_run",
+    "diff",
+]

@@ -10,6 +10,7 @@ say `classify.sentiment` and `judge.score > 3`) or text for a text step, next to
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,23 @@ from batchor.duck import duckdb, memory_db, shared_cursor
 from batchor.outputs.export import is_small, register_rows, result_column, row_status_sql
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What checks and golden labels bind to: the input columns and the planned steps (a saved
+    plan's, or the steps `validate` resolved before any plan exists)."""
+
+    columns: list[str]
+    steps: list[StepPlan]
+
+    @classmethod
+    def of(cls, plan: CompiledPlan) -> Shape:
+        return cls(list(plan.header.input.columns), list(plan.header.steps))
+
+    def step(self, name: str) -> StepPlan | None:
+        return next((s for s in self.steps if s.name == name), None)
+
 
 _SCALARS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN", "string": "VARCHAR"}
 
@@ -61,6 +79,22 @@ class _NoAnswers:
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
         return self.job_results(job_id, step)
+
+
+def empty_answers(db: duckdb.DuckDBPyConnection, inputs: pa.Schema, steps: list[StepPlan]) -> None:
+    """Create the typed, empty `answers` table from the input's columns and the steps' schemas
+    alone (no plan yet): what `validate` binds checks against. Same columns as `answers_sql`."""
+    answer = "__batchor_answer"  # a column, not a NULL literal: DuckDB would fold the cast to type NULL
+    db.register("validate_inputs", inputs.append(pa.field(answer, pa.string())).empty_table())
+    try:
+        columns = [q(c) for c in inputs.names] + [f"{answer} AS _row_key"]
+        for step in steps:
+            columns.append(f"{typed_answer(step, answer)} AS {q(step.name)}")
+            columns.append(f"false AS {q(ok_column(step.name))}")
+        columns.append(f"{answer} AS _status")
+        db.execute(f"CREATE OR REPLACE TEMP TABLE answers AS SELECT {', '.join(columns)} FROM validate_inputs")
+    finally:
+        db.unregister("validate_inputs")
 
 
 def answers_sql(plan: CompiledPlan) -> str:

@@ -10,22 +10,27 @@ the names templates use). Aggregate checks bound one figure: the largest share o
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
+import pyarrow as pa
 from jinja2 import meta
 
-from batchor.duck import duckdb
-from batchor.errors import SpecError
+from batchor.duck import duckdb, shared_cursor
+from batchor.errors import Problems, SpecError
+from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
-from batchor.quality.answers import connect, load_answers, ok_column, q
+from batchor.quality.answers import Shape, answer_fields, connect, empty_answers, load_answers, ok_column, q
 from batchor.quality.metrics import FieldMetrics, golden_metrics
 from batchor.quality.sources import Source
 from batchor.spec.model import CheckSpec, JobSpec, LLMStep
 from batchor.spec.templates import make_environment
 
+Locate = Callable[..., str]  # key path -> `file:line` in the spec (LoadedSpec.where)
 EXAMPLES = 3
 _JINJA_BATCH = 10_000
 _METRIC_NAMES = {
@@ -111,43 +116,86 @@ def check_source(source: Source) -> CheckReport:
 def preflight(plan: CompiledPlan, spec: JobSpec) -> None:
     """Bind every check and golden label against the plan's columns and steps before any call, so
     a typo is a spec error up front, not after the run has been paid for."""
-    if has_quality(spec):
-        evaluate(plan, None, spec, plan.header.spec_source, None)
+    if not has_quality(spec):
+        return
+    db = connect(plan)
+    try:
+        load_answers(db, plan, None)
+        _bind_all(db, Shape.of(plan), spec, None)
+    finally:
+        db.close()
+
+
+def bind_checks(spec: JobSpec, inputs: pa.Schema, steps: list[StepPlan], locate: Locate | None = None) -> None:
+    """`validate`'s preflight, before any plan exists: every check and golden label bound against
+    an empty answers table typed from the input's columns and the steps' output schemas. Checks of
+    a step that could not be resolved wait (its own problem is reported)."""
+    if not has_quality(spec):
+        return
+    db = shared_cursor()
+    try:
+        empty_answers(db, inputs, steps)
+        _bind_all(db, Shape(list(inputs.names), steps), spec, locate)
+    finally:
+        db.close()
+
+
+def _bind_all(db: duckdb.DuckDBPyConnection, shape: Shape, spec: JobSpec, locate: Locate | None) -> None:
+    """Each check evaluated over `answers` (empty: binding is what fails); raises every problem."""
+    found = Problems()
+    metrics: list[FieldMetrics] | None = None
+    with found.check():
+        metrics = golden_metrics(db, shape, spec)
+    for path, scope, check in _all_checks(spec, shape, partial=locate is not None):
+        if check.metric is not None and metrics is None:
+            continue  # its golden labels are the problem already reported
+        with found.check():
+            try:
+                _evaluate(db, shape, scope, check, metrics or [])
+            except SpecError as exc:
+                where = f"{locate(*path)}: " if locate else ""
+                raise type(exc)(where + exc.message, hint=exc.hint) from None
+    found.raise_all()
 
 
 def evaluate(plan: CompiledPlan, store: Any, spec: JobSpec, label: str, run_id: str | None) -> CheckReport:
     """Run every check and metric of `spec` over the stored answers of `plan`'s job (no calls)."""
     db = connect(plan)
+    shape = Shape.of(plan)
     try:
         load_answers(db, plan, store)
-        metrics = golden_metrics(db, plan, spec)
-        outcomes = [_evaluate(db, plan, scope, check, metrics) for scope, check in _all_checks(spec, plan)]
+        metrics = golden_metrics(db, shape, spec)
+        outcomes = [_evaluate(db, shape, scope, check, metrics) for _, scope, check in _all_checks(spec, shape)]
     finally:
         db.close()
     return CheckReport(label, run_id, outcomes, metrics)
 
 
-def _all_checks(spec: JobSpec, plan: CompiledPlan) -> list[tuple[str, CheckSpec]]:
-    found = [("job", check) for check in spec.checks]
-    steps = {s.name for s in plan.header.steps}
+def _all_checks(spec: JobSpec, shape: Shape, partial: bool = False) -> list[tuple[tuple[Any, ...], str, CheckSpec]]:
+    """(key path, scope, check) of every check; `partial`: only those whose steps all resolved."""
+    steps = {s.name for s in shape.steps}
+    complete = steps >= set(spec.steps)
+    found = [(("checks", i), "job", check) for i, check in enumerate(spec.checks) if complete or not partial]
     for name, step in spec.steps.items():
         if isinstance(step, LLMStep) and step.checks:
             if name not in steps:
+                if partial:
+                    continue
                 raise SpecError(f"steps.{name}.checks: step '{name}' is not in the plan of this run")
-            found += [(name, check) for check in step.checks]
+            found += [(("steps", name, "checks", i), name, check) for i, check in enumerate(step.checks)]
     return found
 
 
 def _evaluate(
-    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, scope: str, check: CheckSpec, metrics: list[FieldMetrics]
+    db: duckdb.DuckDBPyConnection, shape: Shape, scope: str, check: CheckSpec, metrics: list[FieldMetrics]
 ) -> CheckOutcome:
     where = q(ok_column(scope)) if scope != "job" else "_status = 'succeeded'"
-    steps = [s.name for s in plan.header.steps]
+    steps = [s.name for s in shape.steps]
     try:
         if check.sql is not None:
             return _sql_rows(db, scope, check, where, steps)
         if check.row is not None:
-            return _jinja_rows(db, plan, scope, check, where, steps)
+            return _jinja_rows(db, shape.columns, scope, check, where, steps)
         if check.distribution is not None:
             return _distribution(db, scope, check, where)
         if check.aggregate is not None:
@@ -157,12 +205,26 @@ def _evaluate(
             )
             return _bounded(check, scope, "aggregate", None if value is None else float(value), rows)
     except duckdb.Error as exc:
+        message = str(exc).splitlines()[0][:300]
         raise SpecError(
-            f"{_where(scope)}: check '{_name(check)}': {str(exc).splitlines()[0][:300]}",
+            f"{_where(scope)}: check '{_name(check)}': {message}{_did_you_mean(message, shape)}",
             hint="checks read the answers: input columns, one column per step "
             "(`classify.sentiment`), `_row_key`, `_status`",
         ) from None
     return _metric(scope, check, metrics)
+
+
+def _did_you_mean(message: str, shape: Shape) -> str:
+    """' (did you mean `triage.summary`?)' for the name DuckDB could not find."""
+    quoted = re.search(r'"([^"]+)"', message)
+    if quoted is None:
+        return ""
+    names = [*shape.columns, "_row_key", "_status"]
+    for step in shape.steps:
+        names += [step.name] + [f"{step.name}.{field}" for field in answer_fields(step) if step.schema is not None]
+    by_last = {name.rsplit(".", 1)[-1]: name for name in reversed(names)}
+    close = difflib.get_close_matches(quoted.group(1), list(by_last), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(f'`{by_last[c]}`' for c in close)}?)" if close else ""
 
 
 def _count(db: duckdb.DuckDBPyConnection, where: str) -> int:
@@ -187,10 +249,9 @@ def _shown_columns(expression: str, scope: str, steps: list[str]) -> str:
 
 
 def _jinja_rows(
-    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, scope: str, check: CheckSpec, where: str, steps: list[str]
+    db: duckdb.DuckDBPyConnection, inputs: list[str], scope: str, check: CheckSpec, where: str, steps: list[str]
 ) -> CheckOutcome:
     expression = _compile_expression(check, scope, set(steps))
-    inputs = list(plan.header.input.columns)
     rows = bad = 0
     examples: list[dict[str, Any]] = []
     reader = db.sql(f"SELECT * FROM answers WHERE {where}").to_arrow_reader(_JINJA_BATCH)

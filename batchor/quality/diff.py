@@ -16,6 +16,7 @@ from typing import Any
 from batchor.duck import duckdb
 from batchor.plan.model import StepPlan
 from batchor.quality.answers import (
+    Shape,
     answer_fields,
     connect,
     field_kind,
@@ -129,8 +130,8 @@ def diff_sources(a: Source, b: Source, examples: int = EXAMPLES) -> DiffReport:
     try:
         load_answers(db, a.plan, a.store, "a")
         load_answers(db, b.plan, b.store, "b")
-        metrics_a = {m.name: m for m in golden_metrics(db, a.plan, a.spec, "a")}
-        metrics_b = {m.name: m for m in golden_metrics(db, b.plan, b.spec, "b")}
+        metrics_a = {m.name: m for m in golden_metrics(db, Shape.of(a.plan), a.spec, "a")}
+        metrics_b = {m.name: m for m in golden_metrics(db, Shape.of(b.plan), b.spec, "b")}
         costs_a, costs_b = step_costs(a), step_costs(b)
         names_b = {s.name for s in b.plan.header.steps}
         steps = []

@@ -15,8 +15,7 @@ from typing import Any
 
 from batchor.duck import duckdb
 from batchor.errors import SpecError
-from batchor.plan.plan_file import CompiledPlan
-from batchor.quality.answers import answer_fields, field_kind, field_sql, ok_column, q
+from batchor.quality.answers import Shape, answer_fields, field_kind, field_sql, ok_column, q
 from batchor.spec.model import JobSpec, LLMStep
 
 _NORM = "lower(trim(regexp_replace(CAST({} AS VARCHAR), '\\s+', ' ', 'g')))"
@@ -53,43 +52,43 @@ class FieldMetrics:
 
 
 def golden_metrics(
-    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, spec: JobSpec, table: str = "answers"
+    db: duckdb.DuckDBPyConnection, shape: Shape, spec: JobSpec, table: str = "answers"
 ) -> list[FieldMetrics]:
     """Metrics for every `expected:` mapping of the spec's steps that the plan has."""
     found = []
     for name, step_spec in spec.steps.items():
         if not isinstance(step_spec, LLMStep) or not step_spec.expected:
             continue
-        step = _plan_step(plan, name)
+        step = _plan_step(shape, name)
         for answer_field, column in step_spec.expected.items():
-            check_expected(plan, name, answer_field, column)
+            check_expected(shape, name, answer_field, column)
             found.append(field_metrics(db, table, step, answer_field, column))
     return found
 
 
-def check_expected(plan: CompiledPlan, step_name: str, answer_field: str, column: str) -> None:
+def check_expected(shape: Shape, step_name: str, answer_field: str, column: str) -> None:
     """Fail with a clear message when a golden-label mapping names a missing field or column."""
-    step = _plan_step(plan, step_name)
+    step = _plan_step(shape, step_name)
     where = f"steps.{step_name}.expected.{answer_field}"
     if answer_field not in answer_fields(step):
         raise SpecError(
             f"{where}: the step's answers have no field '{answer_field}' (fields: {', '.join(answer_fields(step))})",
             hint="map an answer field (`text` for a text step) to an input column",
         )
-    if column not in plan.header.input.columns:
+    if column not in shape.columns:
         raise SpecError(
-            f"{where}: input column '{column}' not found (columns: {', '.join(plan.header.input.columns)})",
+            f"{where}: input column '{column}' not found (columns: {', '.join(shape.columns)})",
             hint="name the input column that holds the known answers",
         )
 
 
-def _plan_step(plan: CompiledPlan, name: str) -> Any:
-    try:
-        return plan.header.step(name)
-    except StopIteration:
+def _plan_step(shape: Shape, name: str) -> Any:
+    step = shape.step(name)
+    if step is None:
         raise SpecError(
             f"step '{name}' is not in the plan of this run", hint="check the spec against the run (`batchor runs`)"
-        ) from None
+        )
+    return step
 
 
 def field_metrics(db: duckdb.DuckDBPyConnection, table: str, step: Any, answer_field: str, column: str) -> FieldMetrics:

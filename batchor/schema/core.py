@@ -165,8 +165,25 @@ def _check_metaschema(schema: dict[str, Any], where: str) -> None:
     except JsonSchemaError as exc:
         raise SchemaError(
             f"{_loc(where, tuple(exc.absolute_path))}: not a valid JSON Schema: {_short(exc.message)}",
-            hint="fix that keyword (JSON Schema 2020-12, https://json-schema.org/understanding-json-schema)",
+            hint=_type_guess(exc)
+            or "fix that keyword (JSON Schema 2020-12, https://json-schema.org/understanding-json-schema)",
         ) from None
+
+
+_JSON_TYPES = ("string", "integer", "number", "boolean", "object", "array", "null")
+_TYPE_ALIASES = {"int": "integer", "float": "number", "double": "number", "bool": "boolean", "str": "string",
+                 "dict": "object", "list": "array", "none": "null"}  # fmt: skip
+
+
+def _type_guess(exc: JsonSchemaError) -> str | None:
+    """'did you mean ...' for a `type:` that is not one of JSON Schema's seven (`int`, `str`...)."""
+    path = tuple(exc.absolute_path)
+    if not path or path[-1] != "type" or not isinstance(exc.instance, str):
+        return None
+    written = exc.instance.lower()
+    guess = _TYPE_ALIASES.get(written) or next(iter(difflib.get_close_matches(written, _JSON_TYPES, n=1)), None)
+    listed = ", ".join(_JSON_TYPES)
+    return f"did you mean `type: {guess}`? (the types are {listed})" if guess else f"use one of {listed}"
 
 
 def _check_root(schema: dict[str, Any], where: str) -> None:

@@ -242,6 +242,13 @@ class InputReader:
                 )
         return columns
 
+    def schema(self) -> pa.Schema:
+        """The rows' columns and their types (no row is read)."""
+        try:
+            return self.db.sql("SELECT * FROM source LIMIT 0").to_arrow_table().schema
+        except duckdb.Error as exc:
+            raise _input_error(exc, self.source) from None
+
     def count(self) -> int:
         (n,) = self.query("SELECT count(*) FROM source").fetchall()[0]
         return int(n)

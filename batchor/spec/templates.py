@@ -110,8 +110,8 @@ def compile_step(
     compiled = StepTemplates(
         step=step,
         system=None,
-        prompt=None,
-        when=None,  # type: ignore[arg-type]
+        prompt=None,  # type: ignore[arg-type]
+        when=None,
         prompt_key=prompt_key,
     )
     parts = {"system": system, "prompt": prompt, "when": ("{{ " + when + " }}") if when else None}
@@ -120,7 +120,9 @@ def compile_step(
     for part, source in parts.items():
         if source is None:
             continue
-        where = f"steps.{step}.{compiled.key_of(part)}"
+        key = compiled.key_of(part)
+        where = f"steps.{step}.{key}"
+        path = ("steps", step, *_key_path(key))
         with found.check():
             try:
                 ast = env.parse(source)
@@ -129,9 +131,11 @@ def compile_step(
                 raise TemplateError(
                     f"{where}: template syntax error on line {exc.lineno}: {exc.message}",
                     hint="Jinja syntax: {{ row.column }}, {% if ... %}...{% endif %}",
+                    path=path,
+                    line=exc.lineno,
                 ) from None
             compiled.asts[part] = ast
-            _collect_refs(ast, compiled, where, known_steps)
+            _collect_refs(ast, compiled, where, known_steps, path)
             if part.startswith("attachments"):
                 compiled.attachments.append(env.compile_expression(source[3:-3], undefined_to_none=False))
             else:
@@ -140,7 +144,15 @@ def compile_step(
     return compiled
 
 
-def _collect_refs(ast: nodes.Template, compiled: StepTemplates, where: str, known_steps: set[str]) -> None:
+def _key_path(key: str) -> tuple[str | int, ...]:
+    """`attachments[0]` -> ("attachments", 0): the key path of a template part in the spec."""
+    name, _, index = key.partition("[")
+    return (name, int(index.rstrip("]"))) if index else (name,)
+
+
+def _collect_refs(
+    ast: nodes.Template, compiled: StepTemplates, where: str, known_steps: set[str], path: tuple[Any, ...] = ()
+) -> None:
     from jinja2 import meta
 
     for name in meta.find_undeclared_variables(ast):
@@ -149,9 +161,12 @@ def _collect_refs(ast: nodes.Template, compiled: StepTemplates, where: str, know
                 compiled.step_refs.add(name)
             continue
         hint = f"use row.{name} for an input column" if name not in known_steps else None
+        line = next((n.lineno for n in ast.find_all(nodes.Name) if n.name == name), 1)
         raise TemplateUndefinedError(
             f"{where}: template uses '{name}', which is neither `row` nor an earlier step",
             hint=hint or "declare the step before using it",
+            path=path,
+            line=line,
         )
     column_uses = 0
     for node in ast.find_all((nodes.Getattr, nodes.Getitem)):

@@ -45,18 +45,51 @@ def load_yaml(text: str, source: str) -> YamlDoc:
     try:
         node = _compose(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecYamlError(
-            f"{where}: malformed YAML: {problem}",
-            hint="check indentation, colons and quoting near that line",
-        ) from None
+        raise _malformed(exc, text, source) from None
     builder = _Builder(source)
     if node is None:
         return YamlDoc(None, {}, {}, [])
     data = builder.build(node, ())
     return YamlDoc(data, builder.lines, builder.text_lines, builder.problems)
+
+
+def _malformed(exc: yaml.YAMLError, text: str, source: str) -> SpecYamlError:
+    """The parser's error at the line that matters. An unclosed quote runs on until the next quote
+    and the parser stops lines later, so a line between where the parser's context began (its
+    context mark) and where it gave up that opens a quote it does not close is named first."""
+    problem = getattr(exc, "problem", None) or str(exc)
+    mark, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    line = mark.line + 1 if mark else None
+    if context is not None and mark is not None and context.line != mark.line:
+        problem = (
+            f"{getattr(exc, 'context', None) or 'while parsing'} from line {context.line + 1}: {problem} on line {line}"
+        )
+        unclosed = _unclosed_quote(text.splitlines(), context.line, mark.line)
+        if unclosed is not None:
+            line, problem = unclosed + 1, f"the quote opened on line {unclosed + 1} is not closed on it ({problem})"
+        elif str(getattr(exc, "context", "")).startswith(_OPENED):  # an unclosed bracket or quote: its start
+            line = context.line + 1
+    return SpecYamlError(
+        f"{source}:{line}: malformed YAML: {problem}" if line else f"{source}: malformed YAML: {problem}",
+        hint="check indentation, colons and quoting near that line",
+    )
+
+
+_OPENED = ("while scanning a quoted", "while parsing a flow")
+_OPENS_QUOTE = re.compile(r"""^\s*(?:-\s+)?(?:[^\s#'"][^:#]*:\s+|-\s+)?(["'])(.*)$""")
+
+
+def _unclosed_quote(lines: list[str], first: int, last: int) -> int | None:
+    """The first line in [first, last) whose value opens a quote that the line does not close."""
+    for number in range(first, min(last, len(lines))):
+        found = _OPENS_QUOTE.match(lines[number])
+        if found is None:
+            continue
+        quote, rest = found.groups()
+        body = rest.replace("\\\\", "").replace('\\"', "") if quote == '"' else rest.replace("''", "")
+        if quote not in body:
+            return number
+    return None
 
 
 def _compose(text: str) -> yaml.Node | None:

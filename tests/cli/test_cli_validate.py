@@ -46,8 +46,8 @@ def test_problems_in_several_steps_are_all_reported(workdir, batchor_cli):
     spec.write_text(data, encoding="utf-8")
     result = batchor_cli(workdir, "validate", spec)
     assert result.returncode == 1
-    assert "error [template_undefined]: steps.first.prompt: template uses 'nope'" in result.stderr
-    assert "error [template_syntax]: steps.second.prompt" in result.stderr
+    assert f"error [template_undefined]: {spec}:14: steps.first.prompt: template uses 'nope'" in result.stderr
+    assert f"error [template_syntax]: {spec}:16: steps.second.prompt" in result.stderr
 
 
 def test_json_lists_each_file_with_its_problems(workdir, batchor_cli):

@@ -56,10 +56,30 @@ def test_committed_specs_read_as_the_pure_parser_reads_them():
         _same(load_yaml(text, str(spec)), _pure(text, str(spec)))
 
 
-def test_malformed_yaml_reads_as_before():
+def test_malformed_yaml_names_where_the_bracket_opened_and_where_the_parser_stopped():
     text = "a: 1\nb: [unclosed\nc: 2\n"
     with pytest.raises(yaml.YAMLError) as pure:
         yaml.compose(text, Loader=yaml.SafeLoader)
     with pytest.raises(SpecYamlError) as info:
         load_yaml(text, "spec.yaml")
-    assert info.value.message == f"spec.yaml:{pure.value.problem_mark.line + 1}: malformed YAML: {pure.value.problem}"
+    assert info.value.message == (
+        f"spec.yaml:2: malformed YAML: {pure.value.context} from line 2: {pure.value.problem} on line 3"
+    )
+
+
+def test_an_unclosed_quote_is_reported_on_its_own_line():
+    """The quote opened on line 12 runs on to the next quote; the parser stops lines later. The
+    error names line 12 first (it used to name only where the parser gave up)."""
+    lines = ["version: 1", "name: x", "input:", "  path: data.csv", "model:", "  provider: mock", "  name: m"]
+    lines += ["steps:", "  first:", "    system: hi", "  second:"]
+    lines += ['    prompt: "Review: {{ row.text }}', "  third:", '    prompt: "ok"', "output:", "  path: o.csv", ""]
+    text = "\n".join(lines)
+    assert lines[11].startswith('    prompt: "Review')
+    with pytest.raises(SpecYamlError) as info:
+        load_yaml(text, "spec.yaml")
+    assert info.value.message.startswith("spec.yaml:12: malformed YAML: the quote opened on line 12 is not closed")
+    assert "on line 14" in info.value.message  # where the parser stopped is still named
+
+    with pytest.raises(SpecYamlError) as at_end:
+        load_yaml('a: 1\nb: "never closed\nc: 2\n\n\n', "spec.yaml")
+    assert at_end.value.message.startswith("spec.yaml:2: malformed YAML:")
