@@ -24,6 +24,7 @@ FIXES = {
     "unknown_provider": "Use one of the providers the message lists (`openai`, `anthropic`, `gemini`, a preset, `mock`).",
     "model_unlisted": "Use the name it suggests (`batchor prices MODEL`), or declare the model: `price:` or `custom: true`.",
     "model_option": "Use one of the provider's `model.options` the message lists, with a value of the right kind.",
+    "model_param": "Fix the parameter name in `model.params` (the message gives the closest one the provider takes), or remove it.",
     "base_url_missing": "Add `base_url:` to the model block of an `openai-compatible` endpoint.",
     "no_price": "Add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block, or run without `--max-cost`.",
     "cost_limit": "Raise `--max-cost` (or `limits.max_cost_usd`), lower `max_tokens`, or run fewer rows (`--limit`, `--sample`).",
