@@ -8,10 +8,11 @@ batchor.status(), batchor.runs(), batchor.export("out.parquet"), batchor.prune()
 """
 
 import importlib
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `import batchor` stays fast
-    from batchor.api import Plan, ValidationReport, apply, validate
+    from batchor.api import Plan, ValidationReport, apply, plan, validate
     from batchor.engine.events import Event
     from batchor.errors import (
         BatchorError,
@@ -26,9 +27,7 @@ if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `impor
         TemplateUndefinedError,
     )
     from batchor.operations import cancel, export, export_attempts, migrate_state, prices, prune, runs, status
-
-    # `batchor.quality.diff` is both a function and a submodule; mypy may have bound the module first
-    from batchor.quality import CheckReport, DiffReport, check, diff  # type: ignore[no-redef]
+    from batchor.quality import CheckReport, DiffReport, check, diff
     from batchor.result import Result
     from batchor.version import __version__
 
@@ -66,16 +65,19 @@ __all__ = [
 ]
 
 
-# `batchor.plan` is both the subpackage and the function: the package is loaded first, so that
-# no later import of one of its modules rebinds the name the function below holds.
-importlib.import_module("batchor.plan")
+class _PlanPackage(types.ModuleType):
+    """`batchor.plan` is the planning subpackage, callable as the function `batchor.api.plan`: one
+    object, so `batchor.plan(spec)` and `import batchor.plan.compile` both work (a function bound
+    over the package's name made the latter raise ImportError)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Compile a spec into a priced plan: `batchor.api.plan` (see there), loaded on first call."""
+        from batchor.api import plan as compile_plan
+
+        return compile_plan(*args, **kwargs)
 
 
-def plan(*args: Any, **kwargs: Any) -> Any:
-    """Compile a spec into a priced plan: `batchor.api.plan` (see there), loaded on first call."""
-    from batchor.api import plan as compile_plan
-
-    return compile_plan(*args, **kwargs)
+importlib.import_module("batchor.plan").__class__ = _PlanPackage
 
 
 _WHERE = {

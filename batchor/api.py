@@ -179,12 +179,37 @@ def apply(
     wait: bool = True,
     retry_failed: bool = False,
     progress: bool = True,
+    pilot: int | str | None = None,
+    pilot_seed: int | None = None,
+    pilot_target: float | None = None,
 ) -> Result:
     """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
     check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume.
     `no_cache=True` asks every request again, like `refresh` naming every step. `progress` shows
-    the live view in a notebook or on a terminal (never into a pipe or a file); False turns it off."""
+    the live view in a notebook or on a terminal (never into a pipe or a file); False turns it off.
+    `pilot=50` (or `"auto"`) runs a seeded sample of rows first, then the rest planned from their
+    answers within what the pilot left of `max_cost`, as `apply --pilot` does: `result.pilot` holds
+    the pilot; a pilot that stopped returns its own run's result (call again to resume)."""
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
+    if pilot is not None:
+        return _apply_piloted(
+            spec_or_plan,
+            data,
+            pilot,
+            seed=pilot_seed,
+            target=pilot_target,
+            options={"state": state, "model": model, "mock": mock, "mode": mode, "max_cost": max_cost},
+            rest={
+                "refresh": refresh,
+                "output": output,
+                "on_event": on_event,
+                "handle_signals": handle_signals,
+                "limits": limits,
+                "wait": wait,
+                "retry_failed": retry_failed,
+            },
+            limited=(limit, sample),
+        )
     compiled = load_or_plan(
         spec_or_plan,
         data=data,
@@ -219,6 +244,45 @@ def apply(
     kind = frame_kind(data) if data is not None else "path"
     result = to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
     result.checks = checks_after_run(compiled, outcome.run_id, outcome.status, state)  # quality gates, no calls
+    return result
+
+
+def _apply_piloted(
+    spec: SpecLike | CompiledPlan,
+    data: Any,
+    pilot: int | str,
+    *,
+    seed: int | None,
+    target: float | None,
+    options: dict[str, Any],
+    rest: dict[str, Any],
+    limited: tuple[int | None, int | None],
+) -> Result:
+    """`apply(spec, pilot=N|"auto")`: the pilot, then the rest under the pilot's rules (batchor/pilot/)."""
+    from batchor import pilot as pilots
+
+    if isinstance(spec, CompiledPlan) or data is not None:
+        raise UsageError(
+            "pilot= needs a spec and its own input", hint="pass the spec (path, YAML or dict) without data"
+        )
+    check_arguments(limit=limited[0], sample=limited[1], pilot=pilots.pilot_rows(pilot)[0])
+    ran = pilots.run(
+        spec,
+        pilot,
+        seed=seed,
+        target=target,
+        on_event=rest["on_event"],
+        handle_signals=rest["handle_signals"],
+        **options,
+    )
+    piloted = ran.result
+    if piloted.stopped:
+        result = to_result(piloted.last_outcome, piloted.pilot)
+    else:
+        outcome = pilots.apply_after_pilot(piloted, max_cost=options["max_cost"], state=options["state"], **rest)
+        result = to_result(outcome, piloted.plan)
+        result.checks = checks_after_run(piloted.plan, outcome.run_id, outcome.status, options["state"])
+    result.pilot = piloted
     return result
 
 

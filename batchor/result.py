@@ -12,6 +12,7 @@ from batchor.frames import as_kind, read_output
 from batchor.humanize import money
 
 if TYPE_CHECKING:
+    from batchor.pilot import PilotResult
     from batchor.quality.checks import CheckReport
 
 
@@ -41,6 +42,8 @@ class Result:
     steps: list[dict[str, Any]] = field(default_factory=list)
     # The output's rows by `_status` (succeeded, failed, pending, skipped): what `data` holds.
     rows: dict[str, int] = field(default_factory=dict)
+    # `apply(spec, pilot=...)`: the pilot that ran first (batchor.pilot.PilotResult), else None.
+    pilot: PilotResult | None = None
     _kind: str = "path"
     _original: Any = None
     _table: pa.Table | None = None

@@ -24,7 +24,7 @@ validly but for a share of them (0.1), up to max_attempts. Each step then shows 
 request and the input tokens per request (re-asks included) the pilot (or history) measured
 against the job's; `upper_all_attempts` is the plan's bound if every request used all its attempts.
 
-`--pilot auto`: the pilot of `plan --pilot auto` (batchor/pilot_auto.py): 50 rows, grown (at most
+`--pilot auto`: the pilot of `plan --pilot auto` (batchor/pilot/auto.py): 50 rows, grown (at most
 twice) while the whole job's interval is wider than +-10 %; each line says the rows it ended with
 (`pilot_rows`), its rounds and why it stopped (`auto`), and `within_10` (|actual/expected - 1| <=
 10 %); `size_rows_needed`: the pilot the plan said would reach +-10 % (None: within, or none can).
@@ -62,8 +62,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 from conftest import make_spec, write_csv  # noqa: E402
 
 from batchor import api  # noqa: E402
-from batchor.pilot import run_pilot  # noqa: E402
-from batchor.pilot_auto import run_auto  # noqa: E402
+from batchor.pilot import run_auto, run_pilot  # noqa: E402
 from batchor.plan.summary import reask_upper  # noqa: E402
 from batchor.state import open_state, state_location  # noqa: E402
 from tests.fakes import FakeServer  # noqa: E402

@@ -45,11 +45,6 @@ LAYERS: dict[str, int] = {
     "scaffold": 5,
     "__init__": 5,
     "pilot": 5,
-    "pilot_topup": 5,
-    "pilot_strata": 5,
-    "pilot_size": 5,
-    "pilot_spent": 5,
-    "pilot_auto": 5,
     "draft": 5,
     # 6 the command line: imported by nothing
     "cli": 6,

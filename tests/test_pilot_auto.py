@@ -1,5 +1,5 @@
-"""`--pilot auto` (batchor/pilot_auto.py): 50 rows, then the same seeded sample grown to the size
-pilot_size.py computes while the whole job's interval is wider than the target, within the largest
+"""`--pilot auto` (batchor/pilot/auto.py): 50 rows, then the same seeded sample grown to the size
+pilot/size.py computes while the whole job's interval is wider than the target, within the largest
 auto pilot (8 x 50 rows), its calls and the budget. Real openai SDK against the fake, requests
 counted there."""
 
@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from batchor.cli.main import app
-from batchor.pilot_auto import run_auto
+from batchor.pilot import run_auto
 from batchor.state import open_state
 from tests.conftest import make_spec
 from tests.test_pilot import tickets

@@ -1,4 +1,4 @@
-"""How many pilot rows bring the whole job within +-10 % (batchor/pilot_size.py), and larger pilots
+"""How many pilot rows bring the whole job within +-10 % (batchor/pilot/size.py), and larger pilots
 of the same seed that hold the smaller one's rows (nested: `--pilot 150` after `--pilot 20` pays
 only the new rows). Real openai SDK against the fake, requests counted there."""
 
@@ -12,8 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from batchor.cli.main import app
-from batchor.pilot import pilot_plan, run_pilot, top_up_bound
-from batchor.pilot_auto import run_auto
+from batchor.pilot import pilot_plan, run_auto, run_pilot, top_up_bound
 from batchor.state import open_state
 from tests.conftest import make_spec
 from tests.test_pilot import tickets

@@ -51,7 +51,6 @@ from batchor.errors import (
     EXIT_USAGE,
     ApprovalRequiredError,
     BatchorError,
-    CostLimitError,
     exit_code_for_status,
 )
 from batchor.lazy import Deferred
@@ -206,8 +205,11 @@ def apply(
             approve=lambda: _approve(yes, max_cost),
             target=pilot_target,
         )
-        pilot_cmd.refuse_unanswered(piloted)
-        compiled, budget, from_file = piloted.plan, pilot_cmd.remaining_budget(max_cost, piloted), False
+        compiled, budget = piloted.plan, pilot_cmd.remaining_budget(max_cost, piloted)
+        # the rest: refused when a step got no valid answer, or above what the pilot left
+        run = functools.partial(
+            pilot_cmd.apply_after_pilot, piloted, max_cost=max_cost, approve=lambda _: _approve(yes, max_cost)
+        )
     else:
         compiled = api.load_or_plan(
             target,
@@ -220,25 +222,16 @@ def apply(
             sample=sample,
             retry_failed=retry_failed,
         )
-        budget = max_cost
         if not as_json and not basics.is_quiet():
             typer.echo(coloured(render.plan_text(compiled, max_cost, output), sys.stderr), err=True)
-    if not from_file and compiled.header.totals.to_run > 0:
-        _approve(yes, max_cost)
+        if not from_file and compiled.header.totals.to_run > 0:
+            _approve(yes, max_cost)
+        budget, run = max_cost, functools.partial(api.apply_compiled, compiled, max_cost=max_cost)
     printer = render.EventPrinter(as_json, plan=compiled, max_cost=budget)
     try:
-        outcome = api.apply_compiled(
-            compiled,
-            max_cost=budget,
-            state=state,
-            refresh=forced,
-            output=output,
-            on_event=printer,
-            wait=not no_wait,
-            retry_failed=retry_failed,
+        outcome = run(
+            state=state, refresh=forced, output=output, on_event=printer, wait=not no_wait, retry_failed=retry_failed
         )
-    except CostLimitError as error:
-        raise error if pilot is None else pilot_cmd.rest_refused(error, max_cost, piloted) from None
     finally:
         printer.close()
     checks = quality_cli.after_apply(compiled, outcome, state, as_json)

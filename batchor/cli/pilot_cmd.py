@@ -1,5 +1,6 @@
-"""`plan --pilot N` and `apply --pilot N`: print what the pilot may cost, run it (batchor/pilot.py),
-then print the full plan calibrated by its answers. Parsing and printing only."""
+"""`plan --pilot N` and `apply --pilot N`: print what the pilot may cost, run it (batchor/pilot/),
+then print the full plan calibrated by its answers. Parsing and printing only: the pilot's rules
+(the budget it leaves, refusing the rest) are the pilot package's."""
 
 from __future__ import annotations
 
@@ -10,22 +11,17 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 
-from batchor.errors import CostLimitError, PilotUnansweredError, UsageError, exit_code_for_status
+from batchor.errors import UsageError, exit_code_for_status
 from batchor.lazy import Deferred
-from batchor.plan.budget import effective_max_cost
 
 if TYPE_CHECKING:
     from batchor import pilot as pilots
-    from batchor import pilot_auto
     from batchor.cli import render
-    from batchor.pilot import PilotResult
-    from batchor.pilot_auto import AutoBound, AutoPilot
-    from batchor.pilot_topup import TopUpBound
+    from batchor.pilot import AutoBound, AutoPilot, PilotResult, TopUpBound
     from batchor.plan import calibrate
     from batchor.plan.plan_file import CompiledPlan
 else:  # the engine loads only when a pilot runs
     pilots, calibrate = Deferred("batchor.pilot"), Deferred("batchor.plan.calibrate")
-    pilot_auto = Deferred("batchor.pilot_auto")
     render = Deferred("batchor.cli.render")
 
 PilotOpt = typer.Option(
@@ -50,20 +46,11 @@ PilotSeedOpt = typer.Option(
     "--pilot-seed",
     help="Seed of the pilot's sample (default: the spec's input seed; the same seed draws the same rows)",
 )
-STOPPED = ("interrupted", "budget", "paused", "in_flight")  # the pilot did not finish: nothing to calibrate
 
 
 def pilot_rows(value: str) -> tuple[int, bool]:
     """`--pilot N` or `--pilot auto`: the (first) rows and whether the pilot grows by itself."""
-    text = value.strip().lower()
-    if text == "auto":
-        return pilot_auto.START, True
-    if text.isdigit() and int(text) >= 1:
-        return int(text), False
-    raise UsageError(
-        f"--pilot {value!r}: give a number of rows (1 or more) or `auto`",
-        hint="e.g. --pilot 50, or --pilot auto (50 rows, grown until the whole job is within +-10%)",
-    )
+    return pilots.pilot_rows(value)
 
 
 def check_target(pilot: str | None, target: float | None) -> None:
@@ -77,7 +64,7 @@ def auto_text(auto: AutoBound, target: float) -> str:
     bound, money = auto.to_dict(), render.money
     return (
         f"  auto        if the whole job's 90% interval is then wider than +-{target:.0%}, the same sample grows "
-        f"(at most {pilot_auto.ROUNDS} more rounds; rows answered stay cached) up to {bound['rows_most']:,} rows: "
+        f"(at most {pilots.ROUNDS} more rounds; rows answered stay cached) up to {bound['rows_most']:,} rows: "
         f"at most {bound['most_calls']:,} requests in all, {money(bound['cost_upper_usd'])} at most in all "
         f"({money(bound['cost_upper_all_attempts_usd'])} with every attempt)"
     )
@@ -133,11 +120,6 @@ def pilot(
 ) -> PilotResult:
     """Announce, approve, run the pilot (`value`: N rows or `auto`); print its run and the calibrated
     plan. Exits when it stopped."""
-    from batchor import api
-
-    if api.is_plan_file(spec):
-        raise UsageError("--pilot needs a spec, not a saved plan", hint="run `batchor apply SPEC --pilot N`")
-    rows, auto = pilot_rows(value)
     share = (target if target is not None else 10.0) / 100
 
     def announce(sampled: CompiledPlan, bound: TopUpBound | None, most: AutoBound | None = None) -> None:
@@ -152,28 +134,25 @@ def pilot(
             typer.echo(text, err=True)
 
     printer = render.EventPrinter(as_json)
-    options: dict[str, Any] = {
-        "seed": seed,
-        "state": state,
-        "model": model,
-        "mock": mock,
-        "mode": mode,
-        "max_cost": max_cost,
-        "on_event": printer,
-        "announce": announce,
-        "target": share,
-    }
-    grown: AutoPilot | None = None
     try:
-        if auto:
-            grown = pilot_auto.run_auto(spec, start=rows, report=say, **options)
-            result = grown.result
-        else:
-            result = pilots.run_pilot(spec, rows, **options)
+        ran = pilots.run(
+            spec,
+            value,
+            seed=seed,
+            state=state,
+            model=model,
+            mock=mock,
+            mode=mode,
+            max_cost=max_cost,
+            on_event=printer,
+            announce=announce,
+            report=say,
+            target=target,
+        )
     finally:
         printer.close()
-    _print(result, as_json, max_cost, grown)
-    return result
+    _print(ran.result, as_json, max_cost, ran.auto)
+    return ran.result
 
 
 def _print(result: PilotResult, as_json: bool, max_cost: float | None, grown: AutoPilot | None = None) -> None:
@@ -208,7 +187,7 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None, grown: Au
             typer.echo(
                 f"pilot auto: {sizes} rows, {render.money(result.cost_usd)} in all; stopped: {grown.stop}", err=True
             )
-    if outcome.status in STOPPED and not pilots.finished(outcome):
+    if result.stopped:
         typer.echo(f"pilot stopped: {outcome.stop_reason}; nothing calibrated", err=True)
         raise typer.Exit(exit_code_for_status(outcome.status))
     if not as_json:
@@ -232,10 +211,10 @@ def calibrated_lines(result: PilotResult) -> list[str]:
 def budget_left_line(max_cost: float | None, result: PilotResult) -> str | None:
     """'budget left $0.0054 of $0.0060 (--max-cost) after the pilot's $0.0006: the rest's $0.0091 at
     most is ABOVE it': the budget covers the pilot and the rest together."""
-    budget, source = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
-    left = remaining_budget(max_cost, result)
-    if budget is None or left is None:
+    found = pilots.budget_left(max_cost, result)
+    if found is None:
         return None
+    left, budget, source = found
     upper = result.plan.header.totals.cost_upper
     return (
         f"  budget left {render.money(left)} of {render.money(budget)} ({source}) after the pilot's "
@@ -259,44 +238,10 @@ def stratified_text(stratified: dict[str, Any]) -> str:
 
 
 def remaining_budget(max_cost: float | None, result: PilotResult) -> float | None:
-    """The budget (the lower of `--max-cost` and the spec's `limits.max_cost_usd`) covers the
-    pilot and the run after it together: the rest gets what the pilot left."""
-    budget, _ = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
-    return None if budget is None else max(0.0, budget - result.cost_usd)
+    """What the pilot left of the budget: the rest's (the pilot package's rule)."""
+    return pilots.remaining_budget(max_cost, result)
 
 
-def rest_refused(error: CostLimitError, max_cost: float | None, result: PilotResult) -> CostLimitError:
-    """The rest's refusal, saying its budget is what the pilot left of the whole one."""
-    budget, source = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
-    upper, left, spent = (
-        render.money(v)
-        for v in (result.plan.header.totals.cost_upper, remaining_budget(max_cost, result) or 0.0, result.cost_usd)
-    )
-    whole = render.money(budget or 0.0)
-    return CostLimitError(
-        f"the rest may cost up to {upper}, above the {left} the pilot's {spent} left of {source} "
-        f"{whole} (it covers the pilot and the rest together); nothing more was sent",
-        hint=f"raise {source}, lower max_tokens, or add input.limit (the pilot's answers stay cached)",
-        plan=error.plan,
-    )
-
-
-def refuse_unanswered(result: PilotResult) -> None:
-    """`apply --pilot`: stop before the rest when a step's pilot answers were all rejected and
-    re-asking did not fix one: the same prompt and schema would pay for rejections on every row.
-    A step whose re-asks never got their turn (the pilot's allowance ran out) is not judged."""
-    failed = [
-        s for s in result.calibration.steps if not s.measured.answers and s.measured.first_asks and s.measured.reasks
-    ]
-    if not failed:
-        return
-    parts = [
-        f"{s.step} ({s.measured.first_asks:,} first asks and {s.measured.reasks:,} re-asks, none accepted)"
-        for s in failed
-    ]
-    raise PilotUnansweredError(
-        f"the pilot got no valid answer from step(s) {'; '.join(parts)}: the rest would most likely pay for the "
-        f"same rejections on every row, so it was not started (the pilot spent {render.money(result.cost_usd)})",
-        hint="see the rejected answers and the validator's messages (`batchor export --attempts -o attempts.jsonl`), "
-        "fix the prompt or the output schema, then run the pilot again",
-    )
+def apply_after_pilot(result: PilotResult, **options: Any) -> Any:
+    """The rest of the job after the pilot (batchor.pilot.apply_after_pilot)."""
+    return pilots.apply_after_pilot(result, **options)

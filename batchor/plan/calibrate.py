@@ -77,7 +77,7 @@ class Calibration:
     low: float
     high: float
     upper: float  # the plan's bound (one attempt per request)
-    spent: float = 0.0  # what the job's pilots paid for its rows (part of the job, cached: pilot_spent.py)
+    spent: float = 0.0  # what the job's pilots paid for its rows (part of the job, cached: pilot/ledger.py)
 
     @property
     def job(self) -> tuple[float, float, float]:

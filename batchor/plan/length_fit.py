@@ -130,7 +130,7 @@ def fitted_sd(step: StepPlan, measured: OutputStats, requests: float, small: flo
     (small R^2 / n + R) sd^2 from n answers: the plain sd, or where the fit is used the sd that
     gives the regression's (small R^2 s_e^2 (1/n + d^2 / Sxx) + R s_e^2). `small`: the mean's
     error at Student's t, as a share of the normal's (calibrate.py). `measured` may stand for more
-    answers than the fit was made on (a larger pilot asked about, pilot_size.py): the mean's error
+    answers than the fit was made on (a larger pilot asked about, pilot/size.py): the mean's error
     shrinks alike."""
     fit = step.length_fit
     if fit is None or fit.rest_input_mean is None or not measured.answers or requests <= 0:

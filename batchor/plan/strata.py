@@ -1,6 +1,6 @@
 """Post-stratified answer statistics: a pilot's answers weighted back to the rows they stand for.
 
-A pilot whose top-up drew its rows where a `when:` on the row holds (batchor/pilot_strata.py) gave
+A pilot whose top-up drew its rows where a `when:` on the row holds (batchor/pilot/strata.py) gave
 the steps that run on every row more answers from those rows than their share: a plain mean of
 them is biased wherever those rows answer longer or shorter than the others. Their rows' shares
 are known exactly (the `when:` is decided on every row), so each stratum's answers are weighted to

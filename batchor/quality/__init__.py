@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from batchor.quality.checks import CheckOutcome, CheckReport, check_source, evaluate, has_quality
-from batchor.quality.diff import DiffReport, diff_sources
+from batchor.quality.compare import DiffReport, diff_sources
 from batchor.quality.sources import Source, resolve_source
 
 Target = str | Path | None

@@ -8,7 +8,7 @@ from batchor.humanize import money as humanize_money
 from batchor.quality.render import cell, confusion_markdown, confusion_text
 
 if TYPE_CHECKING:
-    from batchor.quality.diff import DiffReport, StepDiff
+    from batchor.quality.compare import DiffReport, StepDiff
 
 
 def _money(value: float) -> str:

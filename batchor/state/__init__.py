@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ContextManager
 
 from batchor.errors import NoStateError
+from batchor.state.base import StateStore
 from batchor.state.duckdb_store import DuckDBStore
 from batchor.state.location import DEFAULT_STATE, StateChoice, find_state, states_below
 from batchor.state.lock import ApplyLock
@@ -24,7 +25,7 @@ def state_location(
     return find_state(explicit, spec_state, spec_dir).location
 
 
-def open_state(location: str) -> Any:
+def open_state(location: str) -> StateStore:
     """DuckDBStore for a file path, PostgresStore for a postgresql:// or postgres:// URL."""
     if is_postgres(location):
         return PostgresStore(location)
@@ -33,7 +34,7 @@ def open_state(location: str) -> Any:
 
 def open_existing_state(
     explicit: str | None = None, spec_state: str | None = None, spec_dir: Path | str | None = None
-) -> Any:
+) -> StateStore:
     """The state a read-only command (status, results, export, report...) reads. None there yet
     is `no_state`: opening one would create an empty `.batchor/` where the user happened to be."""
     choice = find_state(explicit, spec_state, spec_dir)
@@ -88,6 +89,7 @@ __all__ = [
     "DuckDBStore",
     "PostgresStore",
     "StateChoice",
+    "StateStore",
     "apply_lock",
     "find_state",
     "is_postgres",

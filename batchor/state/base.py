@@ -13,6 +13,8 @@ from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
+from batchor.state.reads import LedgerReads
+
 RESULT_SCHEMA = pa.schema(
     [
         ("request_key", pa.string()),
@@ -151,11 +153,12 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
     return RunRecord(**values)
 
 
-class StateStore(Protocol):
+class StateStore(LedgerReads, Protocol):
     """What the planner, engine and operator commands use; DuckDBStore and PostgresStore both
     provide it (tests/state/test_state_contract.py runs the same checks on each). The batch
     ledger (`state/batches.py`) works over `connection()`; shared-run coordination
-    (`state/leases.py`) is PostgreSQL's alone: its store says so with `shared = True`."""
+    (`state/leases.py`) is PostgreSQL's alone: its store says so with `shared = True`. Both
+    subclass it, inheriting the named reads of `state/reads.py`."""
 
     location: str
 

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from batchor.duck import SMALL_ROWS, duckdb, one_thread
 from batchor.errors import StateVersionError
 from batchor.file_modes import private_dir
-from batchor.state.base import ATTEMPT_SCHEMA, RUN_COLUMNS, RunRecord, run_from_row, run_values
+from batchor.state.base import ATTEMPT_SCHEMA, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state, is_corruption
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from batchor.state.new_state import made_from_template
@@ -28,7 +28,7 @@ from batchor.state.open_check import checked_before, remember_checked
 _ATTEMPT_COLUMNS = ", ".join(ATTEMPT_SCHEMA.names)
 
 
-class DuckDBStore:
+class DuckDBStore(StateStore):
     """State in one DuckDB file, created owner-only."""
 
     def __init__(self, path: Path, *, connect_timeout_s: float = 30.0) -> None:

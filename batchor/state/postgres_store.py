@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import pyarrow as pa
 
 from batchor.errors import StateError, StateVersionError
-from batchor.state.base import RUN_COLUMNS, RunRecord, run_from_row, run_values
+from batchor.state.base import RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VERSION
 from batchor.state.pg_session import PgSession
 
@@ -84,7 +84,7 @@ def normalize_url(location: str) -> str:
     return location
 
 
-class PostgresStore:
+class PostgresStore(StateStore):
     """State in a PostgreSQL database; safe for any number of processes at once."""
 
     shared = True  # several applies may work on one run together (see engine/workers.py)

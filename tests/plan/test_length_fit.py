@@ -151,7 +151,7 @@ def test_a_job_of_longer_inputs_than_its_answers_is_predicted_by_the_fit_not_the
 
 
 def test_a_fit_asked_about_more_answers_narrows_its_mean_error_alone():
-    """pilot_size.py scales every sum of the answers to ask what a larger pilot gives: the fit's mean
+    """pilot/size.py scales every sum of the answers to ask what a larger pilot gives: the fit's mean
     error shrinks as 1/n, the rest's own spread (its residuals) stays."""
     import dataclasses
 

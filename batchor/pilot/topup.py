@@ -72,31 +72,6 @@ def bound_rows(pilot_rows: int) -> int:
     return pilot_rows * (1 + TOP_UP_ROWS)
 
 
-def calls_made(store: Any, run_ids: list[str]) -> int:
-    """Billed calls of the pilot's runs: every attempt that carries a cost (re-asks included)."""
-    if not run_ids:
-        return 0
-    marks = ", ".join("?" * len(run_ids))
-    found = store.execute(
-        f"SELECT count(*) FROM attempts WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL", list(run_ids)
-    )
-    return int(found[0][0])
-
-
-def answers_per_step(store: Any, run_ids: list[str], steps: tuple[str, ...]) -> dict[str, int]:
-    """Accepted answers of `steps` in the pilot's runs (distinct requests answered)."""
-    if not run_ids or not steps:
-        return {}
-    marks_runs, marks_steps = ", ".join("?" * len(run_ids)), ", ".join("?" * len(steps))
-    rows = store.execute(
-        f"SELECT step, count(DISTINCT request_key) FROM attempts WHERE run_id IN ({marks_runs}) "
-        f"AND step IN ({marks_steps}) AND outcome = 'ok' GROUP BY step",
-        [*run_ids, *steps],
-    )
-    found = {str(step): int(n) for step, n in rows}
-    return {step: found.get(step, 0) for step in steps}
-
-
 @dataclass(frozen=True)
 class Drawn:
     """Where the pilot stands before a top-up round."""

@@ -1,7 +1,7 @@
 """`--pilot auto`: a pilot that grows its own seeded sample until the whole job is within +-10 %.
 
-It starts as a pilot of `START` rows (batchor/pilot.py). When the whole job's 90 % interval then
-reaches beyond the target on either side, it grows the same seeded sample to the size pilot_size.py
+It starts as a pilot of `START` rows (pilot/run.py). When the whole job's 90 % interval then
+reaches beyond the target on either side, it grows the same seeded sample to the size pilot/size.py
 computes (the rows already answered are the larger sample's first, cached: only the new rows are
 paid), at most `ROUNDS` times. It never passes the largest auto pilot, `GROWTH` x `START` rows (or
 the input's rows): before anything is sent, that pilot's upper bound (its top-up's included) is
@@ -21,9 +21,9 @@ from typing import Any, Callable
 from batchor import api
 from batchor.engine.events import Event
 from batchor.errors import CostLimitError
-from batchor.pilot import PilotResult, finished, pilot_plan, run_pilot, top_up_bound
-from batchor.pilot_size import TARGET
-from batchor.pilot_topup import TopUpBound, llm_steps
+from batchor.pilot.run import PilotResult, finished, pilot_plan, run_pilot, top_up_bound
+from batchor.pilot.size import TARGET
+from batchor.pilot.topup import TopUpBound, llm_steps
 from batchor.plan.budget import effective_max_cost
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.summary import reask_upper

@@ -11,8 +11,8 @@ then compiled against the same state and given its 90 % interval (plan/calibrate
 A pilot makes at most N x steps billed calls, re-asks included: the engine holds its runs to what
 is left of that allowance. A step that a `when:` lets run on only some rows is topped up with more
 rows of the same sample with the calls left, until it has N answers or they are spent
-(pilot_topup.py; where its `when:` reads only the row, rows where it holds, and the answers of the
-steps above it weighted back to its share: pilot_strata.py, plan/strata.py); the largest sample's
+(pilot/topup.py; where its `when:` reads only the row, rows where it holds, and the answers of the
+steps above it weighted back to its share: pilot/strata.py, plan/strata.py); the largest sample's
 cost is announced before the pilot starts.
 """
 
@@ -27,24 +27,21 @@ from batchor.engine.budget import CALL_LIMIT
 from batchor.engine.events import Event
 from batchor.engine.run import RunOutcome
 from batchor.errors import CostLimitError
-from batchor.pilot_size import TARGET, PilotSize, pilot_size
-from batchor.pilot_spent import pilots_spent
-from batchor.pilot_strata import (
+from batchor.pilot.ledger import answers_per_step, calls_made, drawn_inside, pilot_attempts, pilots_spent
+from batchor.pilot.size import TARGET, PilotSize, pilot_size
+from batchor.pilot.strata import (
     Stratum,
     calls_per_row,
     find_stratum,
-    pilot_attempts,
     reweightings,
     stratum_share,
 )
-from batchor.pilot_topup import (
+from batchor.pilot.topup import (
     ROUNDS,
     Drawn,
     TopUpBound,
-    answers_per_step,
     bound_rows,
     call_allowance,
-    calls_made,
     filtered_steps,
     llm_steps,
     next_rows,
@@ -54,9 +51,11 @@ from batchor.plan.calibrate import Calibration, calibrate, calibration_dict
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.strata import Reweighting, reweighed, reweighing
 from batchor.plan.summary import reask_upper
-from batchor.state import open_state, state_location
+from batchor.state import StateStore, open_state, state_location
 from batchor.state.answer_stats import input_calibration, output_stats
 from batchor.state.length_stats import InputCalibration, KeyStats
+
+STOPPED = ("interrupted", "budget", "paused", "in_flight")  # statuses of a pilot that may not have finished
 
 
 @dataclass(frozen=True)
@@ -92,9 +91,9 @@ class PilotResult:
     bound: TopUpBound | None = None  # the most the top-up could draw, announced before the pilot
     calls: int = 0  # billed calls the pilot made (re-asks included), counted in the state
     allowance: int = 0  # the most it could make: N x steps
-    stratified: dict[str, Any] | None = None  # a top-up drawn where a row-only `when:` holds (pilot_strata.py)
-    size: PilotSize | None = None  # the pilot that would bring the whole job within +-10 % (pilot_size.py)
-    spent_before: float = 0.0  # what earlier rounds of the same pilot spent (--pilot auto: pilot_auto.py)
+    stratified: dict[str, Any] | None = None  # a top-up drawn where a row-only `when:` holds (pilot/strata.py)
+    size: PilotSize | None = None  # the pilot that would bring the whole job within +-10 % (pilot/size.py)
+    spent_before: float = 0.0  # what earlier rounds of the same pilot spent (--pilot auto: pilot/auto.py)
     earlier_runs: list[str] = field(default_factory=list)  # their runs
 
     @property
@@ -116,6 +115,11 @@ class PilotResult:
     def last_outcome(self) -> RunOutcome:
         """The last run of the pilot (its top-up's when there was one): whether it finished."""
         return self.top_ups[-1].outcome if self.top_ups else self.outcome
+
+    @property
+    def stopped(self) -> bool:
+        """The pilot did not finish (Ctrl+C, the budget, a pause, batches in flight): nothing to calibrate."""
+        return self.last_outcome.status in STOPPED and not finished(self.last_outcome)
 
     @property
     def duration_s(self) -> float:
@@ -267,7 +271,7 @@ def top_up_bound(
     spec: api.SpecLike, sampled: CompiledPlan, options: dict[str, Any]
 ) -> tuple[TopUpBound | None, Stratum | None]:
     """The largest sample a top-up may draw, planned now so its cost is announced with the pilot's,
-    and where a row-only `when:` allows it, the stratum its rows are drawn from (pilot_strata.py)."""
+    and where a row-only `when:` allows it, the stratum its rows are drawn from (pilot/strata.py)."""
     steps = filtered_steps(sampled)
     rows = sampled.header.input.sample or 0
     if not steps or sampled.header.totals.rows < rows:  # the sample already holds every input row
@@ -294,9 +298,7 @@ def _top_up(
     (rows, first, allowance, before), (max_cost, on_event, handle_signals), (bound, stratum) = pilot, run, bounds
     store = open_state(state_location(options["state"], bound.plan.header.state_location))
     done: list[TopUp] = []
-    drawn, spent = (
-        (rows, first.cost_usd) if stratum is None else (_drawn_inside(store, before, stratum), first.cost_usd)
-    )
+    drawn, spent = (rows, first.cost_usd) if stratum is None else (drawn_inside(store, before, stratum), first.cost_usd)
     for _ in range(ROUNDS):
         runs = [*before, first.run_id, *(t.outcome.run_id for t in done)]
         now = Drawn(drawn, calls_made(store, runs), answers_per_step(store, runs, bound.steps))
@@ -327,23 +329,6 @@ def _top_up(
     return done
 
 
-def _drawn_inside(store: Any, before: list[str], stratum: Stratum) -> int:
-    """The stratum's rows drawn so far: the pilot's own there, and the rows a smaller pilot of the
-    same seed (--pilot auto's earlier round) drew there (the first of its candidates: nested)."""
-    if not before:
-        return stratum.pilot_inside
-    marks = ", ".join("?" * len(before))
-    earlier = {
-        str(k)
-        for (k,) in store.execute(
-            f"SELECT DISTINCT j.row_key FROM job_requests j JOIN runs r "
-            f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})",
-            before,
-        )
-    }
-    return stratum.pilot_inside + sum(1 for key in stratum.candidates if key in earlier)
-
-
 def _wanted(
     rows: int, now: Drawn, allowance: int, bound: TopUpBound, stratified: tuple[Any, list[str], Stratum | None]
 ) -> int:
@@ -355,7 +340,7 @@ def _wanted(
     return next_rows(rows, now, allowance, stratum.pilot_inside + len(stratum.candidates), per_row)
 
 
-def _weights(store: Any, runs: list[str], stratum: Stratum, sampled: CompiledPlan) -> dict[str, Reweighting]:
+def _weights(store: StateStore, runs: list[str], stratum: Stratum, sampled: CompiledPlan) -> dict[str, Reweighting]:
     """The answers of the steps above a stratified top-up's `when:`, weighted to its exact share."""
     if not stratum.weighted_steps:
         return {}

@@ -13,7 +13,7 @@ one order, not an order of their own per scan, so `--pilot 170` after `--pilot 5
 rows). The steps above it (that run on every row) then hold more answers from those rows
 than their share: their answers are weighted back to the `when:`'s exact share of all rows
 (plan/strata.py); the steps below it are sampled evenly within the rows they run on.
-Not stratified (the plain top-up of pilot_topup.py): a `when:` that reads an earlier answer
+Not stratified (the plain top-up of pilot/topup.py): a `when:` that reads an earlier answer
 (its share is measured on the rows drawn), two separate `when:`s, fan-outs, SQL steps above one.
 """
 
@@ -22,10 +22,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
 import pyarrow as pa
 
+from batchor.pilot.ledger import PilotAttempt
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.strata import Reweighting, post_stratified
@@ -129,57 +130,6 @@ def stratum_share(stratum: Stratum) -> float:
     for _, holds in _decided(input_source(load_spec(stratum.spec)), stratum.when):
         rows, held = rows + 1, held + holds
     return held / rows if rows else 0.0
-
-
-class PilotAttempt(NamedTuple):
-    """A billed attempt of the pilot and whether its request's row lies in the stratum."""
-
-    step: str
-    run_id: str
-    request_key: str
-    outcome: str
-    output_tokens: int
-    estimated: bool  # tokens not reported by the provider: not an answer length
-    inside: bool
-    attempt: int = 1  # its number among its request's attempts (re-asks in stages, state/answer_stats.py)
-    input_tokens: int = 0
-    counted_input: int = 0  # the plan's count of its input (a first attempt's; 0 otherwise)
-
-
-def pilot_attempts(store: Any, run_ids: list[str], stratum: Stratum) -> list[PilotAttempt]:
-    """The pilot's billed attempts, each with whether its request's row lies in the stratum
-    (through the rows each run's job asked it for)."""
-    if not run_ids:
-        return []
-    marks = ", ".join("?" * len(run_ids))
-    rows = store.execute(
-        f"SELECT DISTINCT j.step, j.request_key, j.row_key FROM job_requests j JOIN runs r "
-        f"ON r.job_id = j.job_id WHERE r.run_id IN ({marks})",
-        list(run_ids),
-    )
-    inside = {(str(step), str(request)) for step, request, row in rows if row in stratum.inside}
-    found = store.execute(
-        f"SELECT step, run_id, request_key, outcome, coalesce(output_tokens, 0), "
-        f"coalesce(estimated, false), attempt, coalesce(input_tokens, 0), "
-        f"coalesce(counted_input_tokens, 0) FROM attempts "
-        f"WHERE run_id IN ({marks}) AND cost_usd IS NOT NULL",
-        list(run_ids),
-    )
-    return [
-        PilotAttempt(
-            str(step),
-            str(run),
-            str(request),
-            str(outcome),
-            int(tokens),
-            bool(estimated),
-            (str(step), str(request)) in inside,
-            int(attempt or 1),
-            int(tokens_in),
-            int(counted),
-        )
-        for step, run, request, outcome, tokens, estimated, attempt, tokens_in, counted in found
-    ]
 
 
 def calls_per_row(attempts: list[PilotAttempt], rows_inside: int, steps: int) -> float:

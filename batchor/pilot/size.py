@@ -2,7 +2,7 @@
 
 After a pilot of N rows the whole job's interval is its pilots' spend (exact) plus the rest's
 interval (plan/calibrate.py). A larger pilot of the same seed (its rows are the smaller one's and
-more: pilot_strata.py, spec/inputs.py) narrows it two ways: each step's answers grow (the mean's
+more: pilot/strata.py, spec/inputs.py) narrows it two ways: each step's answers grow (the mean's
 error shrinks as 1/n), and the rows it answers leave the rest (their cost becomes exact spend).
 The rest's own spread per request and the exact parts do not change. Rather than copy the
 interval's formulas, the size is found by asking `calibrate` itself about a pilot of N' rows:
