@@ -10,11 +10,10 @@ counters the process kept; each status has one exit code (errors.exit_code_for_s
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from batchor.engine.types import StopSignal
 from batchor.errors import BatchorError
-from batchor.state.base import OUTPUT_NOT_WRITTEN, RunRecord, RunStatus
+from batchor.state.base import OUTPUT_NOT_WRITTEN, RunRecord, RunStatus, StateStore
 from batchor.state.runs import run_tallies, with_tally
 
 _STOP_STATUS: dict[str, RunStatus] = {
@@ -53,7 +52,7 @@ def output_not_written(run_id: str, error: BatchorError) -> str:
     )
 
 
-def stored_counts(store: Any, run: RunRecord) -> RunRecord:
+def stored_counts(store: StateStore, run: RunRecord) -> RunRecord:
     """`run` with answered, failed, tokens and spend as its results were stored."""
     return with_tally(run, run_tallies(store, [run.run_id])[run.run_id])
 
@@ -67,7 +66,7 @@ def error_status(exc: BaseException) -> tuple[RunStatus, str]:
     return "failed", f"{type(exc).__name__}: {exc}"[:2000]
 
 
-def finish_after_error(store: Any, run: RunRecord, exc: BaseException) -> None:
+def finish_after_error(store: StateStore, run: RunRecord, exc: BaseException) -> None:
     """Best effort: the record of a run an exception ended says so, with what it stored.
 
     The state itself may be what failed (disk full): then the record stays `running` and shows as
@@ -79,17 +78,12 @@ def finish_after_error(store: Any, run: RunRecord, exc: BaseException) -> None:
         pass
 
 
-def settle_earlier_runs(store: Any, job_id: str, this: RunRecord) -> None:
+def settle_earlier_runs(store: StateStore, job_id: str, this: RunRecord) -> None:
     """Runs of this job left `in_flight` none of whose batches is still running at the provider
     (this apply collected them) are finished too: their record names the run that collected them,
     and ends with its rows and failures (their batches' answers are in them)."""
     this_run, status = this.run_id, this.status
-    rows = store.execute(
-        "SELECT run_id FROM runs r WHERE job_id = ? AND status = 'in_flight' AND run_id <> ? AND NOT EXISTS "
-        "(SELECT 1 FROM batches b WHERE b.run_id = r.run_id AND b.state IN ('intent', 'submitted'))",
-        [job_id, this_run],
-    )
-    for (run_id,) in rows:
+    for run_id in store.collected_in_flight_runs(job_id, this_run):
         earlier = store.get_run(run_id)
         if earlier is not None:
             done = status in ("succeeded", "partial", "failed")

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from batchor.errors import InvalidOutputError, ProviderError
 from batchor.providers.base import LLMRequest
 from batchor.schema.feedback import reask_messages
+from batchor.state.base import StateStore
 
 
 @dataclass(frozen=True)
@@ -36,20 +36,13 @@ def feedback_record(error: ProviderError | None) -> str | None:
     return json.dumps({"rejected": error.rejected, "violations": list(error.violations)}, ensure_ascii=False)
 
 
-def interrupted_reasks(store: Any, steps: Iterable[str]) -> dict[str, Interrupted]:
+def interrupted_reasks(store: StateStore, steps: Iterable[str]) -> dict[str, Interrupted]:
     """Per request key of `steps`: the latest rejection of a row that has no result yet."""
     names = sorted(set(steps))
     if not names:
         return {}
-    marks = ", ".join("?" * len(names))
-    rows = store.execute(
-        f"SELECT a.request_key, a.attempt, a.feedback FROM attempts a WHERE a.step IN ({marks}) "
-        "AND a.feedback IS NOT NULL AND NOT EXISTS (SELECT 1 FROM results r WHERE r.request_key = a.request_key) "
-        "ORDER BY a.created_at, a.attempt",
-        names,
-    )
     found: dict[str, Interrupted] = {}
-    for key, attempt, feedback in rows:
+    for key, attempt, feedback in store.pending_rejections(names):
         data = json.loads(feedback)
         found[key] = Interrupted(data["rejected"], tuple(data["violations"]), int(attempt or 1))
     return found

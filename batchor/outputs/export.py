@@ -30,7 +30,7 @@ from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.schema.core import flatten_fields
 from batchor.spec.inputs import ROW_KEY
-from batchor.state.base import StateStore
+from batchor.state.base import StateStore, StoredResults
 
 _COPY_OPTIONS = {
     "csv": "(FORMAT csv, HEADER true)",
@@ -140,7 +140,7 @@ def _counted(db: duckdb.DuckDBPyConnection, plan: CompiledPlan) -> dict[str, int
     return {**dict.fromkeys(ROW_STATUSES, 0), **{status: int(n) for status, n in found}}
 
 
-def _output_rows(plan: CompiledPlan, store: StateStore, with_input: bool = True) -> Any:
+def _output_rows(plan: CompiledPlan, store: StoredResults, with_input: bool = True) -> Any:
     """The plan's rows with each step's stored result attached (see `_aligned_rows`)."""
     if any(s.fan_out for s in plan.header.steps):
         return _element_rows(plan, [store.job_results(plan.job_id, s.name) for s in plan.header.steps])
@@ -211,7 +211,7 @@ def is_small(plan: CompiledPlan) -> bool:
     return plan.rows <= SMALL_ROWS and not any(s.fan_out for s in plan.header.steps)
 
 
-def register_rows(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any) -> None:
+def register_rows(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: StoredResults) -> None:
     """Register `rows` in `db`: the job's rows in output order, step i's stored result for each
     in the struct column `result_column(i)` (read once: a stream, not a table)."""
     db.register("rows", _output_rows(plan, store))
@@ -236,7 +236,7 @@ def _copy(db: duckdb.DuckDBPyConnection, query: str, tmp: str, fmt: str) -> None
     db.execute(f"COPY ({query}) TO '{tmp}' {_COPY_OPTIONS[fmt]}")
 
 
-def _aligned_rows(plan: CompiledPlan, store: StateStore, columns: list[str]) -> pa.RecordBatchReader:
+def _aligned_rows(plan: CompiledPlan, store: StoredResults, columns: list[str]) -> pa.RecordBatchReader:
     """The plan's rows in order (the row key and `columns` of the input), plus per step a struct
     column holding that row's result (`_RESULT_FIELDS`, all null when the row has none: the LEFT
     JOIN this replaces, looked up by row key).
@@ -261,7 +261,7 @@ def _aligned_rows(plan: CompiledPlan, store: StateStore, columns: list[str]) -> 
 class _AlignedPart:
     """Consecutive plan batches and each step's stored results for their rows."""
 
-    def __init__(self, batches: list[pa.RecordBatch], store: StateStore, plan: CompiledPlan) -> None:
+    def __init__(self, batches: list[pa.RecordBatch], store: StoredResults, plan: CompiledPlan) -> None:
         self.batches = batches
         row_keys = pa.chunked_array([b.column(0) for b in batches], pa.string())
         self.tables = [_results_of(store, plan.job_id, step.name, row_keys) for step in plan.header.steps]
@@ -297,7 +297,7 @@ def _parts(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[list[pa.Rec
         yield part
 
 
-def _results_of(store: StateStore, job_id: str, step: str, row_keys: pa.ChunkedArray) -> pa.Table:
+def _results_of(store: StoredResults, job_id: str, step: str, row_keys: pa.ChunkedArray) -> pa.Table:
     """A step's stored results for these rows, as one contiguous table of `_RESULT_FIELDS`
     (taking rows from a chunked table would join its chunks again on every batch)."""
     table = store.job_results_for_rows(job_id, step, row_keys.combine_chunks())

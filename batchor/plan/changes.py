@@ -80,23 +80,16 @@ def projected_changes(
     return {f"{cause}{PROJECTED}": n for cause, n in causes.items()}
 
 
-_EARLIER = (
-    "FROM job_requests j WHERE j.step = ? AND j.job_id <> ? AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)"
-)
-
-
 def _sent_before(state: StateStore, step: StepPlan, name: str, job_id: str) -> bool:
     """Whether an earlier job of the spec sent this step any request (else nothing changed)."""
-    return bool(state.execute(f"SELECT 1 {_EARLIER} LIMIT 1", [step.name, job_id, name]))
+    return state.sent_before(name, step.name, job_id)
 
 
 def _earlier_requests(
     state: StateStore, step: StepPlan, name: str, job_id: str
 ) -> tuple[pa.Table | None, dict[str, tuple[int, str | None]]]:
     """(row_key, request_key, job_id, recency) of the step's requests in earlier jobs of the spec."""
-    previous = state.execute(
-        f"SELECT DISTINCT j.row_key, j.request_key, j.job_id {_EARLIER}", [step.name, job_id, name]
-    )
+    previous = state.earlier_requests(name, step.name, job_id)
     if not previous:
         return None, {}
     plans = _latest_plans(state, name)
@@ -145,7 +138,7 @@ SELECT job_id, count(*) FROM under GROUP BY job_id
 
 def _latest_plans(state: StateStore, name: str) -> dict[str, tuple[int, str | None]]:
     """job_id -> (recency rank, plan file of its latest run)."""
-    runs = state.execute("SELECT job_id, plan_path, started_at FROM runs WHERE name = ? ORDER BY started_at", [name])
+    runs = state.job_runs_of(name)
     return {job: (rank, path) for rank, (job, path, _) in enumerate(runs)}
 
 
@@ -186,11 +179,7 @@ def changed_samples(plan: Any, step: StepPlan, state: StateStore, count: int) ->
     for the row (model, params, schema and messages; None when its plan file is gone) and the one
     this plan will send."""
     name, job_id = plan.header.name, plan.job_id
-    previous = state.execute(
-        "SELECT j.row_key, j.request_key, j.job_id FROM job_requests j WHERE j.step = ? AND j.job_id <> ? "
-        "AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)",
-        [step.name, job_id, name],
-    )
+    previous = state.earlier_requests(name, step.name, job_id, distinct=False)
     plans = _latest_plans(state, name)
     latest: dict[str, tuple[str, str]] = {}
     for row_key, key, job in sorted(previous, key=lambda r: plans.get(r[2], (0, None))[0]):

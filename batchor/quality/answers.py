@@ -19,6 +19,7 @@ from batchor.duck import duckdb, memory_db, shared_cursor
 from batchor.outputs.export import is_small, register_rows, result_column, row_status_sql
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
+from batchor.state.base import StateStore
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,9 @@ def ok_column(step: str) -> str:
     return f"_ok.{step}"
 
 
-def load_answers(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any, table: str = "answers") -> None:
+def load_answers(
+    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: StateStore | None, table: str = "answers"
+) -> None:
     """Create `table` in `db`: one row per output row, typed answers per step (see module doc).
     With `store=None` the table is empty but fully typed: enough to bind check expressions."""
     register_rows(db, plan, store if store is not None else _NoAnswers())

@@ -29,6 +29,7 @@ from batchor.quality.metrics import FieldMetrics, golden_metrics
 from batchor.quality.sources import Source
 from batchor.spec.model import CheckSpec, JobSpec, LLMStep
 from batchor.spec.templates import make_environment
+from batchor.state.base import StateStore
 
 Locate = Callable[..., str]  # key path -> `file:line` in the spec (LoadedSpec.where)
 EXAMPLES = 3
@@ -158,7 +159,9 @@ def _bind_all(db: duckdb.DuckDBPyConnection, shape: Shape, spec: JobSpec, locate
     found.raise_all()
 
 
-def evaluate(plan: CompiledPlan, store: Any, spec: JobSpec, label: str, run_id: str | None) -> CheckReport:
+def evaluate(
+    plan: CompiledPlan, store: StateStore | None, spec: JobSpec, label: str, run_id: str | None
+) -> CheckReport:
     """Run every check and metric of `spec` over the stored answers of `plan`'s job (no calls)."""
     db = connect(plan)
     shape = Shape.of(plan)

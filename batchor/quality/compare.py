@@ -214,10 +214,4 @@ def _metric_deltas(
 
 def step_costs(source: Source) -> dict[str, float]:
     """What each step's answers cost: every distinct request of the job counted once."""
-    rows = source.store.execute(
-        "SELECT t.step, sum(t.cost_usd) FROM (SELECT DISTINCT j.step, r.request_key, r.cost_usd "
-        "FROM job_requests j JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ?) t "
-        "GROUP BY t.step",
-        [source.plan.job_id],
-    )
-    return {str(step): float(cost or 0.0) for step, cost in rows}
+    return source.store.step_costs(source.plan.job_id)

@@ -12,7 +12,6 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -21,7 +20,7 @@ from batchor.plan.plan_file import HEADER_MEMBER, CompiledPlan, load_plan
 from batchor.spec.load import load_spec
 from batchor.spec.model import JobSpec
 from batchor.state import open_existing_state
-from batchor.state.base import RunRecord
+from batchor.state.base import RunRecord, StateStore
 
 _RUNS_SEARCHED = 500
 
@@ -32,7 +31,7 @@ class Source:
 
     label: str  # how the user named it
     plan: CompiledPlan
-    store: Any
+    store: StateStore
     run: RunRecord | None
     spec: JobSpec  # where `checks:` and `expected:` are read from
 
@@ -91,7 +90,7 @@ def _plan_of(run: RunRecord) -> CompiledPlan:
     return load_plan(Path(run.plan_path))
 
 
-def _latest_run_of(store: Any, job_id: str) -> RunRecord | None:
+def _latest_run_of(store: StateStore, job_id: str) -> RunRecord | None:
     return next((r for r in store.list_runs(_RUNS_SEARCHED) if r.job_id == job_id), None)
 
 

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.errors import BatchorError
+from batchor.state.base import StateStore
 from batchor.state.raw import unpack
 
 EXAMPLES = 3  # failing rows shown per (step, reason)
 SAMPLES = 5  # answered rows shown per step
 TEXT_CHARS = 1500  # raw model text kept per example
-_STEP_KEYS = "(SELECT DISTINCT step, request_key FROM job_requests WHERE job_id = ?)"
 
 
 def gather(run_id: str | None, state: str | None) -> dict[str, Any]:
@@ -79,15 +79,10 @@ def _plan_summary(plan: Any) -> dict[str, Any] | None:
     }
 
 
-def _steps(store: Any, job_id: str, run_id: str) -> list[dict[str, Any]]:
+def _steps(store: StateStore, job_id: str, run_id: str) -> list[dict[str, Any]]:
     """Per step: rows by status, and this run's attempts: tokens, cost, re-asks, latency."""
     steps: dict[str, dict[str, Any]] = {}
-    for step, rows, ok, failed in store.execute(
-        "SELECT j.step, count(*), count(*) FILTER (WHERE r.status = 'succeeded'), "
-        "count(*) FILTER (WHERE r.status = 'failed') FROM job_requests j "
-        "LEFT JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ? GROUP BY 1 ORDER BY 1",
-        [job_id],
-    ):
+    for step, rows, ok, failed in store.rows_by_status(job_id):
         steps[step] = {
             "step": step,
             "rows": int(rows),
@@ -96,16 +91,7 @@ def _steps(store: Any, job_id: str, run_id: str) -> list[dict[str, Any]]:
             "pending": int(rows) - int(ok) - int(failed),
             "latency_histogram": [],
         }
-    for step, *values in store.execute(
-        "SELECT k.step, count(*), count(DISTINCT a.request_key), "
-        "count(DISTINCT a.request_key) FILTER (WHERE a.attempt > 1), count(*) FILTER (WHERE a.outcome <> 'ok'), "
-        "coalesce(sum(a.input_tokens), 0), coalesce(sum(a.output_tokens), 0), coalesce(sum(a.cost_usd), 0), "
-        "percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms), "
-        "percentile_cont(0.9) WITHIN GROUP (ORDER BY a.duration_ms), "
-        "percentile_cont(0.99) WITHIN GROUP (ORDER BY a.duration_ms), max(a.duration_ms) "
-        f"FROM attempts a JOIN {_STEP_KEYS} k ON k.request_key = a.request_key WHERE a.run_id = ? GROUP BY 1",
-        [job_id, run_id],
-    ):
+    for step, *values in store.run_attempt_figures(job_id, run_id):
         names = (
             "attempts",
             "requests_sent",
@@ -125,79 +111,51 @@ def _steps(store: Any, job_id: str, run_id: str) -> list[dict[str, Any]]:
         entry.update(
             {n: (float(v) if v is not None and n.endswith(("_ms", "_usd")) else v) for n, v in zip(names, values)}
         )
-    for step, bucket, n in store.execute(
-        "SELECT k.step, CAST(floor(ln(greatest(a.duration_ms, 1)) / ln(2)) AS INTEGER) AS b, count(*) "
-        f"FROM attempts a JOIN {_STEP_KEYS} k ON k.request_key = a.request_key "
-        "WHERE a.run_id = ? AND a.duration_ms IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
-        [job_id, run_id],
-    ):
+    for step, bucket, n in store.run_latency_buckets(job_id, run_id):
         steps[step]["latency_histogram"].append(
             {"from_ms": 2 ** int(bucket), "to_ms": 2 ** (int(bucket) + 1), "attempts": int(n)}
         )
     return list(steps.values())
 
 
-def _run_failures(store: Any, status: dict[str, Any]) -> list[dict[str, Any]]:
+def _run_failures(store: StateStore, status: dict[str, Any]) -> list[dict[str, Any]]:
     """The run's failed rows by (step, reason): the job's now, with examples, when the run is its
     job's latest; else the reasons and rows the run kept at its end, without examples (later runs
     have answered or changed those rows since)."""
-    later = store.execute(
-        "SELECT count(*) FROM runs WHERE job_id = ? AND started_at > ?", [status["job_id"], status["started_at"]]
-    )
+    later = store.later_runs(status["job_id"], status["started_at"])
     kept = status.get("failed_rows_cost")
-    if not later[0][0] or kept is None:
+    if not later or kept is None:
         return _failures(store, status["job_id"])
     return [{"step": "(any step)", "reason": reason, "rows": v["rows"], "examples": []} for reason, v in kept.items()]
 
 
-def _failures(store: Any, job_id: str) -> list[dict[str, Any]]:
+def _failures(store: StateStore, job_id: str) -> list[dict[str, Any]]:
     """Failed rows by (step, reason), with a few examples each and the raw answer of their last attempt."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for step, code, n in store.execute(
-        "SELECT j.step, coalesce(r.error_code, 'unknown'), count(*) FROM job_requests j "
-        "JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'failed' "
-        "GROUP BY 1, 2 ORDER BY 3 DESC",
-        [job_id],
-    ):
+    for step, code, n in store.failed_by_reason(job_id):
         groups[(step, code)] = {"step": step, "reason": code, "rows": int(n), "examples": []}
     if not groups:
         return []
-    for step, code, row_key, key, error in store.execute(
-        "SELECT step, code, row_key, request_key, error FROM (SELECT j.step, "
-        "coalesce(r.error_code, 'unknown') AS code, j.row_key, j.request_key, r.error, row_number() OVER "
-        "(PARTITION BY j.step, r.error_code ORDER BY j.row_key) AS n FROM job_requests j JOIN results r "
-        "ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'failed') t WHERE n <= ? "
-        "ORDER BY 1, 2, 3",
-        [job_id, EXAMPLES],
-    ):
+    for step, code, row_key, key, error in store.failed_examples(job_id, EXAMPLES):
         groups[(step, code)]["examples"].append({"row_key": row_key, "error": error, "raw": _last_raw(store, key)})
     return list(groups.values())
 
 
-def _last_raw(store: Any, request_key: str) -> str | None:
+def _last_raw(store: StateStore, request_key: str) -> str | None:
     """The raw provider response of a request's last attempt that got one, cut to TEXT_CHARS."""
-    rows = store.execute(
-        "SELECT raw FROM attempts WHERE request_key = ? AND raw IS NOT NULL ORDER BY created_at DESC LIMIT 1",
-        [request_key],
-    )
-    if not rows:
+    raw = store.last_raw(request_key)
+    if raw is None:
         return None
     try:
-        text = unpack(rows[0][0]).decode("utf-8", "replace")
+        text = unpack(raw).decode("utf-8", "replace")
     except (ValueError, OSError, BatchorError):
         return None
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + " ..."
 
 
-def _samples(store: Any, job_id: str, plan: Any) -> list[dict[str, Any]]:
+def _samples(store: StateStore, job_id: str, plan: Any) -> list[dict[str, Any]]:
     """Per step, the first SAMPLES answered rows (by row key) with their answer and their input."""
-    picked = store.execute(
-        "SELECT step, row_key, output FROM (SELECT j.step, j.row_key, r.output, row_number() OVER "
-        "(PARTITION BY j.step ORDER BY j.row_key) AS n FROM job_requests j JOIN results r "
-        "ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'succeeded') t WHERE n <= ? "
-        "ORDER BY 1, 2",
-        [job_id, SAMPLES],
-    )
+    picked = store.answered_samples(job_id, SAMPLES)
     inputs = _inputs(plan, {row_key for _, row_key, _ in picked})
     return [
         {"step": step, "row_key": row_key, "answer": _answer(output), "input": inputs.get(row_key, {})}

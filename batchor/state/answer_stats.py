@@ -23,6 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from batchor.state.base import StateStore
 from batchor.state.length_stats import InputCalibration, KeyStats, OutputStats
 
 RUN_KINDS = ("apply", "pilot")
@@ -69,7 +70,7 @@ class StepEstimate:
     when_key: str | None = None  # a `when:` step: its condition and the steps it reads (plan/estimate.py)
 
 
-def record_run_steps(store: Any, run_id: str, estimates: list[StepEstimate], kind: str = "apply") -> None:
+def record_run_steps(store: StateStore, run_id: str, estimates: list[StepEstimate], kind: str = "apply") -> None:
     """Store a run's per-step estimate (once per run: workers joining a shared run add nothing)."""
     if not estimates:
         return
@@ -83,12 +84,12 @@ def record_run_steps(store: Any, run_id: str, estimates: list[StepEstimate], kin
     )
 
 
-def tag_run_kind(store: Any, run_id: str, kind: str) -> None:
+def tag_run_kind(store: StateStore, run_id: str, kind: str) -> None:
     """Mark every answer of a run as `kind` answers (a pilot's answers read `pilot: N answers`)."""
     store.execute("UPDATE run_steps SET kind = ? WHERE run_id = ?", [kind, run_id])
 
 
-def output_stats(store: Any, length_keys: list[str]) -> dict[str, KeyStats]:
+def output_stats(store: StateStore, length_keys: list[str]) -> dict[str, KeyStats]:
     """Per length key: billed attempts and accepted answers' output tokens, per run kind."""
     found: dict[str, dict[str, OutputStats]] = {key: {} for key in length_keys}
     rows = _billed_by_step(
@@ -132,7 +133,7 @@ TRUNCATED = "outcome = 'truncated'"
 """A billed answer cut by the token limit: asked again only with `limits.on_truncation: reask`."""
 
 
-def reask_stats(store: Any, length_keys: list[str]) -> dict[tuple[str, str], tuple[int, ...]]:
+def reask_stats(store: StateStore, length_keys: list[str]) -> dict[tuple[str, str], tuple[int, ...]]:
     """Per (length key, run kind): first attempts rejected and failed for good, re-asks (rejected
     again), the re-asks' output tokens and the input they added beyond their request's first
     attempt, first attempts and re-asks truncated. A request's billed attempts in order: the first
@@ -160,7 +161,7 @@ def reask_stats(store: Any, length_keys: list[str]) -> dict[tuple[str, str], tup
     return {(str(k), str(kind)): tuple(int(v or 0) for v in values) for k, kind, *values in rows}
 
 
-def input_calibration(store: Any, models: list[str]) -> dict[str, InputCalibration]:
+def input_calibration(store: StateStore, models: list[str]) -> dict[str, InputCalibration]:
     """Per `provider:model`: what the provider reported as input tokens against the plan's count."""
     rows = _billed_by_step(
         store,
@@ -183,7 +184,7 @@ def input_calibration(store: Any, models: list[str]) -> dict[str, InputCalibrati
 
 
 def _billed_by_step(
-    store: Any, group: str, column: str, values: list[str], aggregates: str, where: str = "true"
+    store: StateStore, group: str, column: str, values: list[str], aggregates: str, where: str = "true"
 ) -> list[tuple[Any, ...]]:
     """`aggregates` over the billed attempts of run steps whose `column` is one of `values`."""
     if not values:
@@ -202,7 +203,7 @@ WHEN_ROWS = 50_000
 is below 0.3 %, and reading every row of a 10M-row history would slow every plan by seconds."""
 
 
-def when_share(store: Any, when_key: str, upstream: list[str]) -> tuple[int, int]:
+def when_share(store: StateStore, when_key: str, upstream: list[str]) -> tuple[int, int]:
     """(rows run, rows evaluated) of earlier jobs' steps with this `when_key` (up to WHEN_ROWS of
     their rows): rows whose upstream answers all exist, where the step sent a request (the
     condition held) or none (it did not). A row drawn by several jobs (a pilot, its top-up, the
@@ -227,7 +228,7 @@ def when_share(store: Any, when_key: str, upstream: list[str]) -> tuple[int, int
     return int(ran or 0), int(evaluated or 0)
 
 
-def stored_answers(store: Any, length_key: str, limit: int = 32) -> list[str]:
+def stored_answers(store: StateStore, length_key: str, limit: int = 32) -> list[str]:
     """Up to `limit` accepted answers (their stored output) of earlier runs' steps with this length key."""
     rows = store.execute(
         "SELECT r.output FROM (SELECT DISTINCT a.request_key FROM run_steps s JOIN attempts a "
@@ -239,7 +240,7 @@ def stored_answers(store: Any, length_key: str, limit: int = 32) -> list[str]:
     return [str(output) for (output,) in rows if output is not None]
 
 
-def run_step_report(store: Any, run_id: str) -> list[dict[str, Any]]:
+def run_step_report(store: StateStore, run_id: str) -> list[dict[str, Any]]:
     """Per step of a run: the plan's estimate, what its attempts cost, and actual / expected.
 
     The ratio compares like with like: a run that had only part of its requests answered or billed (interrupted,

@@ -153,6 +153,14 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
     return RunRecord(**values)
 
 
+class StoredResults(Protocol):
+    """What writing a job's rows out reads: each step's stored result per row."""
+
+    def job_results(self, job_id: str, step: str) -> pa.Table: ...
+
+    def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table: ...
+
+
 class StateStore(LedgerReads, Protocol):
     """What the planner, engine and operator commands use; DuckDBStore and PostgresStore both
     provide it (tests/state/test_state_contract.py runs the same checks on each). The batch

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from batchor.errors import StateCorruptError
+from batchor.state.base import StateStore
 
 _TABLES = {
     False: "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
@@ -20,7 +21,7 @@ _TABLES = {
 }
 
 
-def check_state(store: Any) -> dict[str, Any]:
+def check_state(store: StateStore) -> dict[str, Any]:
     """Rows per table, after reading every value; raises StateCorruptError at the first damage."""
     shared = bool(getattr(store, "shared", False))
     tables = [name for (name,) in store.execute(_TABLES[shared])]

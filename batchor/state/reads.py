@@ -88,3 +88,142 @@ class LedgerReads(Protocol):
             [name, mocked],
         )
         return [(str(job), str(step), str(row), str(key)) for job, step, row, key in rows]
+
+    # --- a job's earlier runs (plan/changes.py, operations, the engine) ---------------------
+
+    def job_runs_of(self, name: str) -> list[tuple[str, str | None, Any]]:
+        """(job_id, plan_path, started_at) of every run of the spec `name`, oldest first."""
+        return [
+            (str(job), path, started)
+            for job, path, started in self.execute(
+                "SELECT job_id, plan_path, started_at FROM runs WHERE name = ? ORDER BY started_at", [name]
+            )
+        ]
+
+    def earlier_requests(self, name: str, step: str, job_id: str, *, distinct: bool = True) -> list[tuple[Any, ...]]:
+        """(row_key, request_key, job_id) of the step's requests in the spec's other jobs."""
+        return self.execute(
+            f"SELECT {'DISTINCT ' if distinct else ''}j.row_key, j.request_key, j.job_id {_EARLIER}",
+            [step, job_id, name],
+        )
+
+    def sent_before(self, name: str, step: str, job_id: str) -> bool:
+        """Whether another job of the spec `name` sent the step any request."""
+        return bool(self.execute(f"SELECT 1 {_EARLIER} LIMIT 1", [step, job_id, name]))
+
+    def later_runs(self, job_id: str, started_at: Any) -> list[str]:
+        """Runs of the job started after `started_at`, oldest first."""
+        rows = self.execute(
+            "SELECT run_id FROM runs WHERE job_id = ? AND started_at > ? ORDER BY started_at", [job_id, started_at]
+        )
+        return [str(run) for (run,) in rows]
+
+    def collected_in_flight_runs(self, job_id: str, this_run: str) -> list[str]:
+        """The job's other runs left `in_flight` none of whose batches still runs at the provider."""
+        rows = self.execute(
+            "SELECT run_id FROM runs r WHERE job_id = ? AND status = 'in_flight' AND run_id <> ? AND NOT EXISTS "
+            "(SELECT 1 FROM batches b WHERE b.run_id = r.run_id AND b.state IN ('intent', 'submitted'))",
+            [job_id, this_run],
+        )
+        return [str(run) for (run,) in rows]
+
+    def pending_rejections(self, steps: Sequence[str]) -> list[tuple[str, int, str]]:
+        """(request_key, attempt, feedback) of the rejected attempts of `steps` whose request has no
+        result yet, oldest first (a re-ask a crash cut short)."""
+        if not steps:
+            return []
+        return self.execute(
+            f"SELECT a.request_key, a.attempt, a.feedback FROM attempts a WHERE a.step IN ({_marks(steps)}) "
+            "AND a.feedback IS NOT NULL AND NOT EXISTS (SELECT 1 FROM results r WHERE r.request_key = a.request_key) "
+            "ORDER BY a.created_at, a.attempt",
+            list(steps),
+        )
+
+    def step_costs(self, job_id: str) -> dict[str, float]:
+        """What each step's answers of the job cost: every distinct request counted once."""
+        rows = self.execute(
+            "SELECT t.step, sum(t.cost_usd) FROM (SELECT DISTINCT j.step, r.request_key, r.cost_usd "
+            "FROM job_requests j JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ?) t "
+            "GROUP BY t.step",
+            [job_id],
+        )
+        return {str(step): float(cost or 0.0) for step, cost in rows}
+
+    # --- a run report (report/data.py) -------------------------------------------------------
+
+    def rows_by_status(self, job_id: str) -> list[tuple[Any, ...]]:
+        """Per step of the job: (step, rows, succeeded, failed)."""
+        return self.execute(
+            "SELECT j.step, count(*), count(*) FILTER (WHERE r.status = 'succeeded'), "
+            "count(*) FILTER (WHERE r.status = 'failed') FROM job_requests j "
+            "LEFT JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ? GROUP BY 1 ORDER BY 1",
+            [job_id],
+        )
+
+    def run_attempt_figures(self, job_id: str, run_id: str) -> list[tuple[Any, ...]]:
+        """Per step, the run's attempts: (step, attempts, requests sent, re-asked, rejected, input
+        tokens, output tokens, cost, latency p50, p90, p99, max)."""
+        return self.execute(
+            "SELECT k.step, count(*), count(DISTINCT a.request_key), "
+            "count(DISTINCT a.request_key) FILTER (WHERE a.attempt > 1), count(*) FILTER (WHERE a.outcome <> 'ok'), "
+            "coalesce(sum(a.input_tokens), 0), coalesce(sum(a.output_tokens), 0), coalesce(sum(a.cost_usd), 0), "
+            "percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms), "
+            "percentile_cont(0.9) WITHIN GROUP (ORDER BY a.duration_ms), "
+            "percentile_cont(0.99) WITHIN GROUP (ORDER BY a.duration_ms), max(a.duration_ms) "
+            f"FROM attempts a JOIN {_STEP_KEYS} k ON k.request_key = a.request_key WHERE a.run_id = ? GROUP BY 1",
+            [job_id, run_id],
+        )
+
+    def run_latency_buckets(self, job_id: str, run_id: str) -> list[tuple[Any, ...]]:
+        """(step, log2 bucket of the duration in ms, attempts) of the run's timed attempts."""
+        return self.execute(
+            "SELECT k.step, CAST(floor(ln(greatest(a.duration_ms, 1)) / ln(2)) AS INTEGER) AS b, count(*) "
+            f"FROM attempts a JOIN {_STEP_KEYS} k ON k.request_key = a.request_key "
+            "WHERE a.run_id = ? AND a.duration_ms IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
+            [job_id, run_id],
+        )
+
+    def failed_by_reason(self, job_id: str) -> list[tuple[Any, ...]]:
+        """(step, error code, rows) of the job's failed rows, the most frequent first."""
+        return self.execute(
+            "SELECT j.step, coalesce(r.error_code, 'unknown'), count(*) FROM job_requests j "
+            "JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'failed' "
+            "GROUP BY 1, 2 ORDER BY 3 DESC",
+            [job_id],
+        )
+
+    def failed_examples(self, job_id: str, per_reason: int) -> list[tuple[Any, ...]]:
+        """(step, code, row_key, request_key, error): the first `per_reason` failed rows by row key
+        of each (step, error code)."""
+        return self.execute(
+            "SELECT step, code, row_key, request_key, error FROM (SELECT j.step, "
+            "coalesce(r.error_code, 'unknown') AS code, j.row_key, j.request_key, r.error, row_number() OVER "
+            "(PARTITION BY j.step, r.error_code ORDER BY j.row_key) AS n FROM job_requests j JOIN results r "
+            "ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'failed') t WHERE n <= ? "
+            "ORDER BY 1, 2, 3",
+            [job_id, per_reason],
+        )
+
+    def last_raw(self, request_key: str) -> Any:
+        """The stored raw response of the request's latest attempt that kept one (packed), else None."""
+        rows = self.execute(
+            "SELECT raw FROM attempts WHERE request_key = ? AND raw IS NOT NULL ORDER BY created_at DESC LIMIT 1",
+            [request_key],
+        )
+        return rows[0][0] if rows else None
+
+    def answered_samples(self, job_id: str, per_step: int) -> list[tuple[Any, ...]]:
+        """(step, row_key, output): the first `per_step` answered rows of each step by row key."""
+        return self.execute(
+            "SELECT step, row_key, output FROM (SELECT j.step, j.row_key, r.output, row_number() OVER "
+            "(PARTITION BY j.step ORDER BY j.row_key) AS n FROM job_requests j JOIN results r "
+            "ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'succeeded') t WHERE n <= ? "
+            "ORDER BY 1, 2",
+            [job_id, per_step],
+        )
+
+
+_EARLIER = (
+    "FROM job_requests j WHERE j.step = ? AND j.job_id <> ? AND j.job_id IN (SELECT job_id FROM runs WHERE name = ?)"
+)
+_STEP_KEYS = "(SELECT DISTINCT step, request_key FROM job_requests WHERE job_id = ?)"

@@ -18,7 +18,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from batchor.state.base import RunRecord
+from batchor.state.base import RunRecord, StateStore
 from batchor.state.lock import lock_is_held
 from batchor.state.spend import run_spend
 
@@ -35,7 +35,7 @@ DIED_REASON = "the process stopped without finishing the run (killed, crashed or
 LIVE = ("running", "in_flight")  # statuses a process (or a provider batch) may still change
 
 
-def run_tallies(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+def run_tallies(store: StateStore, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per run: what it answered, failed, and spent, as stored (a run with no results: zeros)."""
     tallies: dict[str, dict[str, Any]] = {run_id: dict.fromkeys(TALLY_FIELDS, 0) for run_id in run_ids}
     if not run_ids:
@@ -61,7 +61,7 @@ def with_tally(run: RunRecord, tally: dict[str, Any]) -> RunRecord:
     return dataclasses.replace(run, **tally)
 
 
-def process_alive(store: Any, run: RunRecord) -> bool:
+def process_alive(store: StateStore, run: RunRecord) -> bool:
     """Whether some process may still be working on `run` (holding the lock, or a live lease)."""
     if getattr(store, "shared", False):
         rows = store.execute(
@@ -72,7 +72,7 @@ def process_alive(store: Any, run: RunRecord) -> bool:
     return lock_is_held(Path(store.location + ".lock"))
 
 
-def shown_runs(store: Any, runs: list[RunRecord]) -> list[RunRecord]:
+def shown_runs(store: StateStore, runs: list[RunRecord]) -> list[RunRecord]:
     """`runs` with counts and spend from the stored results, and `died` where the process is gone."""
     tallies = run_tallies(store, [r.run_id for r in runs])
     shown = []
@@ -84,7 +84,7 @@ def shown_runs(store: Any, runs: list[RunRecord]) -> list[RunRecord]:
     return shown
 
 
-def close_dead_runs(store: Any, job_id: str | None = None) -> list[str]:
+def close_dead_runs(store: StateStore, job_id: str | None = None) -> list[str]:
     """Finish the records of runs marked `running` whose process is gone: status `died`, with what
     they stored. Called by an apply that holds the state's lock, so any other running run is dead."""
     args: list[Any] = [job_id] if job_id else []

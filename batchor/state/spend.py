@@ -7,7 +7,10 @@ Attempts stored before the ledger existed (schema < 4 / < 5) have no cost: they 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
 
 # A billed attempt is one that got an answer (tokens), whatever became of it.
 _BILLED = "(coalesce(input_tokens, 0) + coalesce(output_tokens, 0) > 0 OR coalesce(cost_usd, 0) > 0)"
@@ -26,7 +29,7 @@ def empty_spend() -> dict[str, Any]:
     }
 
 
-def run_spend(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+def run_spend(store: StateStore, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per run id: total, accepted, wasted and estimated USD, billed/rejected attempts, tokens."""
     spend = {run_id: empty_spend() for run_id in run_ids}
     if not run_ids:
@@ -50,7 +53,7 @@ def run_spend(store: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     return spend
 
 
-def failure_costs(store: Any, job_id: str) -> dict[str, dict[str, Any]]:
+def failure_costs(store: StateStore, job_id: str) -> dict[str, dict[str, Any]]:
     """Per failure reason of a job's rows: how many rows, and what their attempts cost."""
     rows = store.execute(
         "SELECT r.error_code, count(*), coalesce(sum(r.cost_usd), 0) FROM job_requests j "
