@@ -20,6 +20,12 @@ from batchor.plan.compile import compile_plan
 from batchor.plan.endpoint import check_endpoints
 from batchor.plan.plan_file import CompiledPlan, load_plan
 from batchor.plan.steps import Overrides
+from batchor.plan.summary import causes_text as causes_text  # the printed forms of a plan, for the CLI
+from batchor.plan.summary import money as money
+from batchor.plan.summary import plan_dict as plan_dict
+from batchor.plan.summary import plan_markdown as plan_markdown
+from batchor.plan.summary import plan_text as plan_text
+from batchor.plan.summary import shared_rows as shared_rows
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
 from batchor.quality import bind_spec_checks, check_plan, checks_after_run

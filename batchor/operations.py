@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from batchor.errors import NoStateError, PlanFileError, RunNotFoundError, StateError
+from batchor.plan.plan_file import CompiledPlan
 from batchor.state import is_postgres, open_existing_state, open_state, state_exists, state_location
+from batchor.state.answer_stats import report_totals as report_totals  # the CLI's estimate lines
 from batchor.state.answer_stats import run_step_report
 from batchor.state.base import END_ROW_COLUMNS, RunRecord, StateStore
+from batchor.state.base import OUTPUT_NOT_WRITTEN as OUTPUT_NOT_WRITTEN  # the CLI's runs table
 from batchor.state.compact import compact_duckdb, state_bytes
 from batchor.state.prune import attempt_log, drop_answers, drop_raw_payloads, reclaim_space
 from batchor.state.raw import unpack
@@ -86,10 +89,7 @@ def _latest_of_job(store: StateStore, run: RunRecord) -> bool:
 
 def _later_runs(store: StateStore, run: RunRecord) -> list[str]:
     """Runs of the same job started after `run`, oldest first: what may have changed its rows since."""
-    rows = store.execute(
-        "SELECT run_id FROM runs WHERE job_id = ? AND started_at > ? ORDER BY started_at", [run.job_id, run.started_at]
-    )
-    return [r[0] for r in rows]
+    return store.later_runs(run.job_id, run.started_at)
 
 
 def rows_now_note(run_id: str, later: list[str]) -> str | None:
@@ -249,6 +249,69 @@ def prune(
         store.close()
         report.update(compact_duckdb(Path(location), size_before))
     return report
+
+
+def show(
+    target: str | Path | dict[str, Any] | CompiledPlan,
+    *,
+    prompts: int = 0,
+    state: str | None = None,
+    model: str | None = None,
+    mock: bool = False,
+    diff: int = 0,
+) -> dict[str, Any]:
+    """Everything a plan holds (a saved plan, or a spec planned now and not saved): per step the
+    counts, cost and its source, the pinned model, prices and params; `prompts` sample requests per
+    step exactly as sent; with `diff`, that many changed rows per step, earlier against new."""
+    from batchor import api
+    from batchor.plan.show import plan_view
+
+    if isinstance(target, CompiledPlan) or (isinstance(target, (str, Path)) and api.is_plan_file(target)):
+        compiled = api.load_or_plan(target)
+    else:
+        compiled = api.plan(target, state=state, model=model, mock=mock, save=False)
+    view = plan_view(compiled, prompts)
+    if diff:
+        _add_diffs(view, compiled, state, diff)
+    return view
+
+
+def _add_diffs(view: dict[str, Any], compiled: CompiledPlan, state: str | None, count: int) -> None:
+    from batchor.plan.changes import changed_samples, changed_settings
+
+    store = open_state(state_location(state, compiled.header.state_location))
+    try:
+        for step, data in zip(compiled.header.steps, view["steps"], strict=True):
+            if step.provider == "sql" or not step.counts.changed:
+                continue
+            if step.depends_on:
+                settings = changed_settings(compiled, step, store)
+                data["changed_samples"] = [settings] if settings else []
+            else:
+                data["changed_samples"] = changed_samples(compiled, step, store, count)
+    finally:
+        store.close()
+
+
+def check_state(state: str | None = None) -> dict[str, Any]:
+    """Read every stored value of the state once: damage anywhere fails with `state_corrupt`."""
+    from batchor.state.check import check_state as scan
+
+    return scan(open_existing_state(state))
+
+
+def no_runs_note(state: str | None = None) -> str:
+    """What `runs` says when there is none: where it looked (and why there) when there is no state
+    at all, and how to reach one (a state found below this folder, `--state`)."""
+    from batchor.state import find_state, missing_state_hint
+
+    choice = find_state(state)
+    if state_exists(choice.location):
+        return f"no runs yet in {choice.location}"
+    return (
+        f"no runs yet: no state at {choice.location} (its location comes from {choice.source})\n"
+        f"  fix: {missing_state_hint(choice)}"
+    )
 
 
 def prices(query: str | None = None, *, provider: str | None = None) -> dict[str, Any]:

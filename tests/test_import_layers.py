@@ -9,6 +9,7 @@ be given a layer here.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "batchor"
@@ -122,3 +123,64 @@ def test_duckdb_is_first_imported_only_through_batchor_duck():
                 direct.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     elsewhere = [where for where in direct if not where.startswith("batchor/duck.py:")]
     assert direct and not elsewhere, f"import DuckDB with `from batchor.duck import duckdb`: {elsewhere}"
+
+
+# The state's tables (state/migrations.py, state/pg_migrations.py): SQL naming them belongs in
+# batchor/state/ only; elsewhere a named StateStore read (state/reads.py) says what is asked.
+STATE_TABLES = (
+    "runs|attempts|job_requests|results|batches|batch_requests|run_steps|work_items|workers|rate_buckets|"
+    "run_budgets|batchor_meta|batchor_migrations|job_requests_v|results_v"
+)
+_STATE_SQL = re.compile(rf"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+\"?(?:{STATE_TABLES})\b")
+
+
+def _state_sql(path: Path) -> list[tuple[int, str]]:
+    """(line, `FROM table`) where a string of the file (a literal, or a part of an f-string) is SQL
+    naming a state table."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [(node.lineno, m[0]) for m in _STATE_SQL.finditer(node.value)]
+    return found
+
+
+def test_only_the_state_names_its_tables_in_sql():
+    outside = [p for p in sorted(PACKAGE.rglob("*.py")) if _module_of(p).split(".")[1:2] != ["state"]]
+    found = [f"{p.relative_to(PACKAGE.parent)}:{line}: {sql}" for p in outside for line, sql in _state_sql(p)]
+    assert not found, "add a named read to StateStore (batchor/state/reads.py) for:\n" + "\n".join(found)
+
+
+def test_the_state_sql_check_sees_a_query(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        'store.execute("SELECT count(*) FROM attempts WHERE run_id = ?")\n'
+        'store.execute(f"SELECT j.step FROM x j JOIN job_requests r ON {on}")\n'
+        '"""Answers go into batches, runs are listed (prose, not SQL)."""\n'
+        'db.execute("SELECT * FROM answers")\n',
+        encoding="utf-8",
+    )
+    assert _state_sql(bad) == [(1, "FROM attempts"), (2, "JOIN job_requests")]
+
+
+def _named_modules(path: Path) -> list[tuple[int, str]]:
+    """The file's imports of batchor and the modules it defers by name (`Deferred("batchor.x")`)."""
+    deferred = [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and re.fullmatch(r"batchor(\.\w+)+", node.value)
+    ]
+    return _imports(path) + deferred
+
+
+def test_the_cli_reaches_the_core_only_through_the_application_layer():
+    """The CLI parses, calls one public function (api, operations, the pilot's face...) and prints:
+    it never imports the planner, the engine or the state itself."""
+    wrong = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+        for path in sorted((PACKAGE / "cli").rglob("*.py"))
+        for line, target in _named_modules(path)
+        if _top(target) in ("plan", "state", "engine")
+    ]
+    assert not wrong, "call a function of batchor.api or batchor.operations instead:\n" + "\n".join(wrong)

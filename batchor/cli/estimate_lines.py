@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from batchor.humanize import NOTHING, money
-from batchor.state.answer_stats import report_totals
 
 
 def ratio_text(ratio: float | None, settled: int | None = None, requests: int | None = None) -> str:
@@ -45,4 +44,6 @@ def estimate_table(steps: list[dict[str, Any]]) -> Table | None:
 
 def run_ratio(steps: list[dict[str, Any]]) -> str:
     """`runs`: the run's spend over its plan's expected cost of the requests it settled (all steps)."""
+    from batchor.operations import report_totals
+
     return ratio_text(report_totals(steps)["ratio"])

@@ -16,12 +16,11 @@ from batchor.lazy import Deferred
 
 if TYPE_CHECKING:
     from batchor import pilot as pilots
+    from batchor.api import Plan as CompiledPlan
     from batchor.cli import render
     from batchor.pilot import AutoBound, AutoPilot, PilotResult, TopUpBound
-    from batchor.plan import calibrate
-    from batchor.plan.plan_file import CompiledPlan
 else:  # the engine loads only when a pilot runs
-    pilots, calibrate = Deferred("batchor.pilot"), Deferred("batchor.plan.calibrate")
+    pilots = Deferred("batchor.pilot")
     render = Deferred("batchor.cli.render")
 
 PilotOpt = typer.Option(
@@ -200,7 +199,7 @@ def _print(result: PilotResult, as_json: bool, max_cost: float | None, grown: Au
 
 def calibrated_lines(result: PilotResult) -> list[str]:
     """The calibrated plan, with the pilot that would bring the whole job within +-10 % below its line."""
-    lines = calibrate.calibration_lines(result.calibration, result.rehearsal)
+    lines = pilots.calibration_lines(result.calibration, result.rehearsal)
     text = result.size.text() if result.size is not None else None
     if text is not None:
         at = next((i + 1 for i, line in enumerate(lines) if line.startswith("  whole job")), len(lines))

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from batchor.cli.basics import is_quiet
-from batchor.engine.events import Event
-from batchor.plan.summary import money, plan_dict, plan_markdown, plan_text, shared_rows
+from batchor.lazy import Deferred
 
 if TYPE_CHECKING:
+    from batchor import api
+    from batchor.api import Event, Plan
     from batchor.report.live import LiveView
+else:  # loaded when a plan is printed (start-up of every command)
+    api = Deferred("batchor.api")
 
 __all__ = ["EventPrinter", "money", "plan_dict", "plan_markdown", "plan_text", "run_summary"]
 
@@ -47,7 +51,7 @@ def run_summary(outcome: Any, plan: Any) -> str:
     """The line `apply` ends with. Rows and requests are different units, each named: rows with
     identical texts share one request, so the quickstart's 300 rows are 276 requests; the rows'
     outcomes are the output file's `_status`."""
-    p, shared = outcome.progress, shared_rows(plan)
+    p, shared = outcome.progress, api.shared_rows(plan)
     sharing = f", {shared:,} rows share an answer" if shared else ""
     rows = p.get("rows") or {}
     ended = ", ".join(f"{rows[s]:,} {s}" for s in ("succeeded", "failed", "pending", "skipped") if rows.get(s))
@@ -55,6 +59,26 @@ def run_summary(outcome: Any, plan: Any) -> str:
     return (
         f"{outcome.status}: {total:,} rows: {outcome.requests:,} requests{sharing}; requests {p['succeeded']:,} "
         f"answered, {p['failed']:,} failed; rows {ended or 'none'}; {outcome.cached:,} rows cached, "
-        f"{outcome.skipped:,} skipped; cost {money(outcome.cost_usd)}; {outcome.duration_s:.1f}s; "
+        f"{outcome.skipped:,} skipped; cost {api.money(outcome.cost_usd)}; {outcome.duration_s:.1f}s; "
         f"output {outcome.output_path}"
     )
+
+
+def money(value: float) -> str:
+    """The plan's money: 4 decimals under a dollar (batchor.api.money)."""
+    return api.money(value)
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    """The plan as `plan --json` prints it."""
+    return api.plan_dict(plan)
+
+
+def plan_markdown(plan: Plan) -> str:
+    """The plan as `plan --format markdown` prints it."""
+    return api.plan_markdown(plan)
+
+
+def plan_text(plan: Plan, max_cost: float | None = None, output: str | Path | None = None) -> str:
+    """The plan as `plan` prints it on a terminal."""
+    return api.plan_text(plan, max_cost, output)

@@ -15,9 +15,9 @@ from batchor.humanize import NOTHING, count, moment, money, per_mtok
 from batchor.lazy import Deferred
 
 if TYPE_CHECKING:
-    from batchor.plan import summary
+    from batchor import api, operations
 else:  # the plan model loads only when `show` runs (start-up of every command)
-    summary = Deferred("batchor.plan.summary")
+    api, operations = Deferred("batchor.api"), Deferred("batchor.operations")
 
 
 def show(
@@ -31,16 +31,7 @@ def show(
 ) -> None:
     """Print everything a plan holds: per step the counts, the cost and its source, the pinned model,
     prices and params; with --prompts N, N requests per step as the provider will receive them."""
-    from batchor import api  # the engine loads only when a command needs it (start-up)
-    from batchor.plan.show import plan_view
-
-    if api.is_plan_file(target):
-        compiled = api.load_or_plan(target)
-    else:
-        compiled = api.plan(target, state=state, model=model, mock=mock, save=False)
-    view = plan_view(compiled, prompts)
-    if diff:
-        _add_diffs(view, compiled, state, diff)
+    view = operations.show(target, prompts=prompts, state=state, model=model, mock=mock, diff=diff)
     if as_json:
         sys.stdout.write(json.dumps(view, indent=2, default=str, ensure_ascii=False) + "\n")
         return
@@ -51,24 +42,6 @@ def show(
     typer.echo(coloured(header, sys.stdout) + "\n")
     print_table(steps_table(view))
     typer.echo("\n" + coloured(details, sys.stdout))
-
-
-def _add_diffs(view: dict[str, Any], compiled: Any, state: str | None, count: int) -> None:
-    from batchor.plan.changes import changed_samples, changed_settings
-    from batchor.state import open_state, state_location
-
-    store = open_state(state_location(state, compiled.header.state_location))
-    try:
-        for step, data in zip(compiled.header.steps, view["steps"], strict=True):
-            if step.provider == "sql" or not step.counts.changed:
-                continue
-            if step.depends_on:
-                settings = changed_settings(compiled, step, store)
-                data["changed_samples"] = [settings] if settings else []
-            else:
-                data["changed_samples"] = changed_samples(compiled, step, store, count)
-    finally:
-        store.close()
 
 
 def _diff_lines(samples: list[dict[str, Any]]) -> list[str]:
@@ -153,7 +126,7 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
 
 def _changed(counts: dict[str, Any]) -> str:
     causes = counts.get("changed_by") or {}
-    why = ": " + summary.causes_text(causes) if causes else ""
+    why = ": " + api.causes_text(causes) if causes else ""
     return f"{counts['changed']:,} changed{why}"
 
 

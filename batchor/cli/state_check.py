@@ -1,4 +1,4 @@
-"""`batchor state check`: scan the whole state for damage (see batchor/state/check.py)."""
+"""`batchor state check`: scan the whole state for damage (operations.check_state)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ def state_check(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output"),
 ) -> None:
     """Read every stored value once: damage anywhere in the state fails with `state_corrupt`."""
-    from batchor.state import open_existing_state  # DuckDB loads only for this command
-    from batchor.state.check import check_state
+    from batchor import operations  # DuckDB loads only for this command
 
-    report = check_state(open_existing_state(state))
+    report = operations.check_state(state)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return

@@ -18,7 +18,6 @@ from rich.table import Table
 
 from batchor.cli.estimate_lines import estimate_table, run_ratio
 from batchor.humanize import NOTHING, ago, cell, count, duration, elapsed, moment, money, per_mtok, short_moment
-from batchor.state.base import OUTPUT_NOT_WRITTEN
 
 PIPE_WIDTH = 200
 STATUS_STYLE = {
@@ -247,6 +246,8 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     `failed` count the output's rows when the run ended; a run that never reached its end (killed,
     running) shows the requests it answered and failed instead, in parentheses: another unit, said
     in the caption, but what a user asks of a dead run is what it did before it died."""
+    from batchor.operations import OUTPUT_NOT_WRITTEN
+
     unwritten = [r["run_id"] for r in rows if OUTPUT_NOT_WRITTEN in (r.get("paused_reason") or "")]
     notes = ["*: its output file was not written (`batchor status RUN` says why and how)"] if unwritten else []
     table = Table(
@@ -297,15 +298,9 @@ def _ok_failed(run: dict[str, Any]) -> tuple[str, str]:
 def no_runs_yet(state: str | None) -> str:
     """What `runs` prints when there is none: where it looked (and why there) when there is no
     state at all, and how to reach one (a state found below this folder, `--state`)."""
-    from batchor.state import find_state, missing_state_hint, state_exists
+    from batchor import operations
 
-    choice = find_state(state)
-    if state_exists(choice.location):
-        return f"no runs yet in {choice.location}"
-    return (
-        f"no runs yet: no state at {choice.location} (its location comes from {choice.source})\n"
-        f"  fix: {missing_state_hint(choice)}"
-    )
+    return operations.no_runs_note(state)
 
 
 def _unfinished(status: str | None) -> str:

@@ -25,6 +25,7 @@ from batchor.pilot.rest import (
 )
 from batchor.pilot.run import PilotResult, calibrated, finished, pilot_dict, pilot_plan, run_pilot, top_up_bound
 from batchor.pilot.topup import TopUpBound, llm_steps
+from batchor.plan.calibrate import calibration_lines
 
 __all__ = [
     "ROUNDS",
@@ -37,6 +38,7 @@ __all__ = [
     "apply_after_pilot",
     "budget_left",
     "calibrated",
+    "calibration_lines",
     "finished",
     "llm_steps",
     "pilot_dict",
