@@ -16,6 +16,8 @@ from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budge
 from batchor.errors import StalePlanError, UsageError, disk_full_reported
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
+from batchor.plan.budget import SPEC_SOURCE as SPEC_SOURCE  # how the CLI says which budget to raise
+from batchor.plan.budget import raise_hint as raise_hint
 from batchor.plan.compile import compile_plan
 from batchor.plan.endpoint import check_endpoints
 from batchor.plan.plan_file import CompiledPlan, load_plan

@@ -55,7 +55,7 @@ def hide_password(url: str) -> str:
 def budget_continue(reason: str | None, command: str) -> str:
     """After a budget stop: the command alone grants nothing (a budget covers the job across its
     runs), so say how to raise the budget that stopped it, then the command."""
-    from batchor.plan.budget import SPEC_SOURCE, raise_hint
+    from batchor.api import SPEC_SOURCE, raise_hint
 
     source = SPEC_SOURCE if SPEC_SOURCE in (reason or "") else None
     return f"The budget covers this job across its runs: {raise_hint(source)}. Command: {command}"
