@@ -9,7 +9,7 @@ A budget covers a job across its resumes: what the job's unfinished earlier runs
 from __future__ import annotations
 
 from batchor.humanize import money
-from batchor.plan.budget import CLI_SOURCE, SPEC_SOURCE, effective_max_cost, raise_hint
+from batchor.plan.budget import CLI_SOURCE, SPEC_SOURCE, effective_max_cost, plan_budget, raise_hint
 
 __all__ = [
     "CALL_LIMIT",
@@ -19,6 +19,7 @@ __all__ = [
     "Hold",
     "carried_note",
     "effective_max_cost",
+    "plan_budget",
     "raise_hint",
 ]
 

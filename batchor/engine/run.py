@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
-from batchor.engine.budget import CLI_SOURCE, Budget, effective_max_cost, raise_hint
+from batchor.engine.budget import CLI_SOURCE, Budget, effective_max_cost, plan_budget, raise_hint
 from batchor.engine.clients import StepClients, build_clients
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.interrupts import Interrupts, grace_seconds, off_running_loop
@@ -95,7 +95,7 @@ def check_budget(plan: CompiledPlan, max_cost: float | None, carried: float = 0.
     """Refuse before any call when the plan's upper bound passes the budget: the lower of
     --max-cost and the spec's `limits.max_cost_usd`, less what the job's unfinished earlier runs
     spent (`carried`: a budget covers a job across its resumes)."""
-    max_cost, source = effective_max_cost(max_cost, plan.header.limits.get("max_cost_usd"))
+    max_cost, source = plan_budget(max_cost, plan.header)
     if max_cost is None:
         return
     totals = plan.header.totals
@@ -136,7 +136,7 @@ def _shared_budget(options: ApplyOptions) -> tuple[float | None, str]:
 
 def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> RunOutcome:
     header = plan.header
-    if effective_max_cost(options.max_cost, header.limits.get("max_cost_usd"))[0] is not None:
+    if plan_budget(options.max_cost, header)[0] is not None:
         carried, _ = unfinished_job_spend(store, plan.job_id, skip_live=isinstance(store, PostgresStore))
         options = dataclasses.replace(options, carried=carried)
     check_budget(plan, options.max_cost, options.carried)

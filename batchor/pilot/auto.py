@@ -24,7 +24,7 @@ from batchor.errors import CostLimitError
 from batchor.pilot.run import PilotResult, finished, pilot_plan, run_pilot, top_up_bound
 from batchor.pilot.size import TARGET
 from batchor.pilot.topup import TopUpBound, llm_steps
-from batchor.plan.budget import effective_max_cost
+from batchor.plan.budget import plan_budget
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.summary import reask_upper
 
@@ -109,7 +109,7 @@ def run_auto(
     bound and the auto pilot's before anything is sent; `report` each round's reason."""
     options: dict[str, Any] = {"seed": seed, "state": state, "model": model, "mock": mock, "mode": mode}
     bound = auto_bound(spec, start, options)
-    budget, _ = effective_max_cost(max_cost, bound.plan.header.limits.get("max_cost_usd"))
+    budget, _ = plan_budget(max_cost, bound.plan.header)
     say = report or (lambda _text: None)
 
     def first_announce(sampled: CompiledPlan, top_up: TopUpBound | None) -> None:

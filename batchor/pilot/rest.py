@@ -22,7 +22,7 @@ from batchor.pilot.auto import START, AutoBound, AutoPilot, run_auto
 from batchor.pilot.run import PilotResult, run_pilot
 from batchor.pilot.size import TARGET
 from batchor.pilot.topup import TopUpBound
-from batchor.plan.budget import effective_max_cost
+from batchor.plan.budget import plan_budget
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.summary import money
 
@@ -97,13 +97,13 @@ def run(
 def remaining_budget(max_cost: float | None, result: PilotResult) -> float | None:
     """The budget (the lower of `max_cost` and the spec's `limits.max_cost_usd`) covers the
     pilot and the run after it together: the rest gets what the pilot left."""
-    budget, _ = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
+    budget, _ = plan_budget(max_cost, result.plan.header)
     return None if budget is None else max(0.0, budget - result.cost_usd)
 
 
 def budget_left(max_cost: float | None, result: PilotResult) -> tuple[float, float, str] | None:
     """(left, whole budget, where it comes from) after the pilot; None without a budget."""
-    budget, source = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
+    budget, source = plan_budget(max_cost, result.plan.header)
     left = remaining_budget(max_cost, result)
     if budget is None or left is None or source is None:
         return None
@@ -112,7 +112,7 @@ def budget_left(max_cost: float | None, result: PilotResult) -> tuple[float, flo
 
 def rest_refused(error: CostLimitError, max_cost: float | None, result: PilotResult) -> CostLimitError:
     """The rest's refusal, saying its budget is what the pilot left of the whole one."""
-    budget, source = effective_max_cost(max_cost, result.plan.header.limits.get("max_cost_usd"))
+    budget, source = plan_budget(max_cost, result.plan.header)
     upper, left, spent = (
         money(v)
         for v in (result.plan.header.totals.cost_upper, remaining_budget(max_cost, result) or 0.0, result.cost_usd)

@@ -46,7 +46,7 @@ from batchor.pilot.topup import (
     llm_steps,
     next_rows,
 )
-from batchor.plan.budget import effective_max_cost
+from batchor.plan.budget import plan_budget
 from batchor.plan.calibrate import Calibration, calibrate, calibration_dict
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.strata import Reweighting, reweighed, reweighing
@@ -229,7 +229,7 @@ def run_pilot(
     )
     top_ups: list[TopUp] = []
     if bound is not None and finished(outcome):
-        budget, _ = effective_max_cost(max_cost, sampled.header.limits.get("max_cost_usd"))  # rounds share it
+        budget, _ = plan_budget(max_cost, sampled.header)  # rounds share it
         top_ups = _top_up(
             spec, (rows, outcome, allowance, before), (bound, stratum), options, (budget, on_event, handle_signals)
         )

@@ -3,7 +3,12 @@ are enforced alike, and when both are given the lower one wins. The plan says wh
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from batchor.humanize import money
+
+if TYPE_CHECKING:
+    from batchor.plan.model import PlanHeader
 
 CLI_SOURCE = "--max-cost"
 SPEC_SOURCE = "limits.max_cost_usd"
@@ -16,6 +21,11 @@ def effective_max_cost(cli: float | None, spec: float | None) -> tuple[float | N
     if spec is None or (cli is not None and cli <= spec):
         return cli, CLI_SOURCE
     return float(spec), SPEC_SOURCE
+
+
+def plan_budget(max_cost: float | None, header: PlanHeader) -> tuple[float | None, str | None]:
+    """The budget a run of this plan is held to: `max_cost` and the spec's cap the plan pinned."""
+    return effective_max_cost(max_cost, header.limits.get("max_cost_usd"))
 
 
 def budget_origin(cli: float | None, spec: float | None) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchor.humanize import money as humanize_money
-from batchor.plan.budget import budget_origin, effective_max_cost
+from batchor.plan.budget import budget_origin, plan_budget
 from batchor.plan.model import PROJECTED
 from batchor.plan.prices import ModelPrice
 from batchor.plan.variants import variant_reason
@@ -88,7 +88,7 @@ def _total_lines(plan: "CompiledPlan", max_cost: float | None) -> list[str]:
         )
         lines.append(f"  re-asks     {_reask_note(h)}")
     spec_cap = h.limits.get("max_cost_usd")
-    limit, _ = effective_max_cost(max_cost, spec_cap)
+    limit, _ = plan_budget(max_cost, h)
     if limit is not None:
         verdict = (
             "cannot be checked: no upper bound"
