@@ -200,7 +200,9 @@ def apply(
     the pilot; a pilot that stopped returns its own run's result (call again to resume)."""
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     if pilot is not None:
-        return _apply_piloted(
+        from batchor.pilot import apply_with_pilot
+
+        return apply_with_pilot(
             spec_or_plan,
             data,
             pilot,
@@ -252,45 +254,6 @@ def apply(
     kind = frame_kind(data) if data is not None else "path"
     result = to_result(outcome, compiled, kind, data if kind in ("pandas", "polars", "arrow") else None)
     result.checks = checks_after_run(compiled, outcome.run_id, outcome.status, state)  # quality gates, no calls
-    return result
-
-
-def _apply_piloted(
-    spec: SpecLike | CompiledPlan,
-    data: Any,
-    pilot: int | str,
-    *,
-    seed: int | None,
-    target: float | None,
-    options: dict[str, Any],
-    rest: dict[str, Any],
-    limited: tuple[int | None, int | None],
-) -> Result:
-    """`apply(spec, pilot=N|"auto")`: the pilot, then the rest under the pilot's rules (batchor/pilot/)."""
-    from batchor import pilot as pilots
-
-    if isinstance(spec, CompiledPlan) or data is not None:
-        raise UsageError(
-            "pilot= needs a spec and its own input", hint="pass the spec (path, YAML or dict) without data"
-        )
-    check_arguments(limit=limited[0], sample=limited[1], pilot=pilots.pilot_rows(pilot)[0])
-    ran = pilots.run(
-        spec,
-        pilot,
-        seed=seed,
-        target=target,
-        on_event=rest["on_event"],
-        handle_signals=rest["handle_signals"],
-        **options,
-    )
-    piloted = ran.result
-    if piloted.stopped:
-        result = to_result(piloted.last_outcome, piloted.pilot)
-    else:
-        outcome = pilots.apply_after_pilot(piloted, max_cost=options["max_cost"], state=options["state"], **rest)
-        result = to_result(outcome, piloted.plan)
-        result.checks = checks_after_run(piloted.plan, outcome.run_id, outcome.status, options["state"])
-    result.pilot = piloted
     return result
 
 

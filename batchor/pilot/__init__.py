@@ -16,6 +16,7 @@ from batchor.pilot.auto import ROUNDS, START, AutoBound, AutoPilot, run_auto
 from batchor.pilot.rest import (
     PilotRun,
     apply_after_pilot,
+    apply_with_pilot,
     budget_left,
     pilot_rows,
     refuse_unanswered,
@@ -36,6 +37,7 @@ __all__ = [
     "PilotRun",
     "TopUpBound",
     "apply_after_pilot",
+    "apply_with_pilot",
     "budget_left",
     "calibrated",
     "calibration_lines",

@@ -25,6 +25,8 @@ from batchor.pilot.topup import TopUpBound
 from batchor.plan.budget import plan_budget
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.summary import money
+from batchor.quality import checks_after_run
+from batchor.result import Result
 
 Announce = Callable[[CompiledPlan, "TopUpBound | None", "AutoBound | None"], None]
 
@@ -165,3 +167,41 @@ def apply_after_pilot(
         return api.apply_compiled(result.plan, max_cost=remaining_budget(max_cost, result), **apply_options)
     except CostLimitError as error:
         raise rest_refused(error, max_cost, result) from None
+
+
+def apply_with_pilot(
+    spec: api.SpecLike | CompiledPlan,
+    data: Any,
+    pilot: int | str,
+    *,
+    seed: int | None,
+    target: float | None,
+    options: dict[str, Any],
+    rest: dict[str, Any],
+    limited: tuple[int | None, int | None],
+) -> Result:
+    """`batchor.apply(spec, pilot=N|"auto")`: the pilot, then the rest under its rules (see above);
+    a pilot that stopped gives its own run's result. `result.pilot` holds the pilot."""
+    if isinstance(spec, CompiledPlan) or data is not None:
+        raise UsageError(
+            "pilot= needs a spec and its own input", hint="pass the spec (path, YAML or dict) without data"
+        )
+    api.check_arguments(limit=limited[0], sample=limited[1], pilot=pilot_rows(pilot)[0])
+    ran = run(
+        spec,
+        pilot,
+        seed=seed,
+        target=target,
+        on_event=rest["on_event"],
+        handle_signals=rest["handle_signals"],
+        **options,
+    )
+    piloted = ran.result
+    if piloted.stopped:
+        result = api.to_result(piloted.last_outcome, piloted.pilot)
+    else:
+        outcome = apply_after_pilot(piloted, max_cost=options["max_cost"], state=options["state"], **rest)
+        result = api.to_result(outcome, piloted.plan)
+        result.checks = checks_after_run(piloted.plan, outcome.run_id, outcome.status, options["state"])
+    result.pilot = piloted
+    return result
