@@ -35,9 +35,14 @@ have a median of 120 x (prompt words / 60)^BETA words, the same log-normal sprea
 (BETA 0: varied inputs, lengths that do not follow them). With `--history`, the earlier run reads
 the same texts cut to half their words (last month's shorter reviews; this month's are longer).
 
-The models are Anthropic and Gemini ones: the fake counts input tokens as characters / 4, which
-only a non-OpenAI model's calibrated input count (plan/estimate.py) follows; an OpenAI model's
-exact o200k count would differ from the fake's bill for reasons no pilot could fix.
+The models are Anthropic and Gemini ones (`--provider openai|anthropic|gemini`: every spec on one
+provider's model instead): the fake counts input tokens as characters / 4, which the plan's count
+follows once a pilot or history calibrates it (plan/estimate.py: a non-OpenAI model's o200k count
+always; an OpenAI model's exact count when the provider's reported input disagrees with it).
+
+`--input-factor F`: the fake bills F times the input it would otherwise report, on every provider
+(a server whose input accounting differs from the tokenizer's count): the pilot must calibrate
+input as well as output for the plan to meet the bill.
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ from tests.fakes import FakeServer  # noqa: E402
 MEDIAN_WORDS = 120  # text answers: median length in words (log-normal, sigma from the command line)
 INPUT_WORDS = 60  # --follow-input: the rows' median length in words, and the fake's reference
 FOLLOW: dict[str, Any] = {}  # --follow-input: the fake's text_words_follow (empty: the fake's default)
+EXTRA: dict[str, Any] = {}  # --input-factor: the fake's input_token_ratio on every provider
+MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}
 
 
 def reviews(folder: Path, rows: int) -> Path:
@@ -98,6 +105,18 @@ def long_text(folder: Path, rows: int) -> Path:
         }
     }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def long_input(folder: Path, rows: int) -> Path:
+    """Long reviews (log-normal, median 400 words) classified in a few tokens: input is most of the
+    cost, so an input billed otherwise than counted (--input-factor) moves the bill most here."""
+    path = make_spec(folder, rows=rows, provider="gemini", model="gemini-2.5-flash")
+    found = []
+    for i in range(rows):
+        words = round(400 * random.Random(f"long-{i}").lognormvariate(0, 0.5))
+        found.append({"id": f"r{i}", "text": " ".join(FILLER[(i + k) % len(FILLER)] for k in range(words))})
+    write_csv(folder / "data.csv", found)
     return path
 
 
@@ -206,7 +225,7 @@ def measure(
     os.chdir(folder)
     spec = make(folder, rows)
     fake.reset(config=True)
-    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject, **FOLLOW)
+    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject, **FOLLOW, **EXTRA)
     in_runs = [0.0]
     run = api.apply_compiled
 
@@ -333,7 +352,7 @@ def measure_history(
     os.chdir(folder)
     spec = make(folder, rows)
     fake.reset(config=True)
-    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject, **FOLLOW)
+    fake.configure(text_words=[MEDIAN_WORDS, sigma], reject_share=reject, **FOLLOW, **EXTRA)
     earlier = api.plan(spec, other_rows(spec, rows, seed, folder), limit=rows, save=False)
     api.apply_compiled(earlier, output=str(folder / "earlier.csv"), handle_signals=False)
     planned = api.plan(spec, save=False)
@@ -419,6 +438,20 @@ FILLER = (
 )
 
 
+def on_provider(make: Any, provider: str) -> Any:
+    """`make` with the spec's model on `provider` (--provider)."""
+
+    def made(folder: Path, rows: int) -> Path:
+        spec = make(folder, rows)
+        data = yaml.safe_load(spec.read_text())
+        data["model"] = {**data["model"], "provider": provider, "name": MODELS[provider]}
+        spec.write_text(yaml.safe_dump(data, sort_keys=False))
+        return spec
+
+    made.__name__ = make.__name__
+    return made
+
+
 def seeds(text: str) -> list[int]:
     first, _, last = text.partition("-")
     return list(range(int(first), int(last or first) + 1))
@@ -448,7 +481,13 @@ def main() -> None:
         metavar="BETA",
         help="varied input lengths, and text answers whose median grows as (input words / 60)^BETA",
     )
+    parser.add_argument("--provider", choices=sorted(MODELS), default=None, help="every spec on this provider")
+    parser.add_argument(
+        "--input-factor", type=float, default=None, metavar="F", help="the fake bills F x the input (all providers)"
+    )
     args = parser.parse_args()
+    if args.input_factor is not None:
+        EXTRA["input_token_ratio"] = dict.fromkeys(MODELS, args.input_factor)
     if args.follow_input is not None:
         FOLLOW["text_words_follow"] = [args.follow_input, INPUT_WORDS]
     reject = [float(x) for x in (args.reject + ",0").split(",")[:2]] if args.reject else None
@@ -459,11 +498,14 @@ def main() -> None:
             ANTHROPIC_BASE_URL=fake.anthropic_base_url,
             GEMINI_API_KEY="gemini-bench-123456",
             GOOGLE_GEMINI_BASE_URL=fake.gemini_base_url,
+            OPENAI_API_KEY="sk-bench-123456",
+            OPENAI_BASE_URL=fake.openai_base_url,
         )
         for make in SPECS:
             if args.only and make.__name__ not in args.only:
                 continue
             whole, make = None, varied(make) if FOLLOW else make
+            make = on_provider(make, args.provider) if args.provider else make
             for n, seed in enumerate(seeds(args.seeds)):
                 result = (
                     measure_history(make, args.rows, args.sigma, fake, seed, whole, reject)
@@ -475,7 +517,7 @@ def main() -> None:
                     whole = result
 
 
-SPECS = (reviews, long_text, pipeline)
+SPECS = (reviews, long_text, pipeline, long_input)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ Input tokens are exact for OpenAI models (tiktoken's encodings, plan/tokens.py).
 use other tokenizers: the o200k count is scaled by what the provider reported for earlier first
 attempts of the same model (`calibrated: N answers`), else it stays an `estimate`, with the
 upper bound at `ESTIMATE_SAFETY_FACTOR` (raised if a provider ever reported more).
+
+An exact count is checked against the bill too: a server (a gateway, a compatible server, a
+provider's own accounting) may report other input tokens than the tokenizer counts. Once earlier
+answers exist (history or a pilot), the count stays `exact` only while the reported input agrees
+within `AGREE`; otherwise the input is scaled by the reported / counted ratio and the plan says
+"counted N, provider bills ~M (x0.40 from K answers)".
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ def with_estimates(
     calibration: dict[str, InputCalibration] = {}
     if state is not None:
         history = reweighed(output_stats(state, sorted(set(keys.values()))))  # a stratified pilot's: plan/strata.py
-        calibration = input_calibration(state, sorted({model_id(s) for s in llm if not s.token_count_exact}))
+        calibration = input_calibration(state, sorted({model_id(s) for s in llm}))
     out = []
     for step in steps:
         if step.provider != "sql":
@@ -160,9 +166,13 @@ def _source(stats: KeyStats | None) -> str:
     return ", ".join(parts) or "heuristic"
 
 
+AGREE = 0.03
+"""An exact count is the bill while the provider's reported input is within this share of it."""
+
+
 def _calibrated_input(step: StepPlan, calibration: InputCalibration | None) -> StepPlan:
     if step.token_count_exact:
-        return step.model_copy(update={"input_source": "exact"})
+        return _checked_exact(step, calibration)
     if get_counter(step.provider, step.model).encoding == FALLBACK_ENCODING:
         return step.model_copy(update={"input_source": "estimate (characters/4: no tokenizer vocabulary found)"})
     if calibration is None or calibration.answers < MIN_ANSWERS:
@@ -173,6 +183,21 @@ def _calibrated_input(step: StepPlan, calibration: InputCalibration | None) -> S
             "input_factor": step.input_factor * calibration.ratio,
             "token_upper_factor": upper,
             "input_source": f"calibrated: {calibration.answers:,} answers",
+        }
+    )
+
+
+def _checked_exact(step: StepPlan, calibration: InputCalibration | None) -> StepPlan:
+    """An exact count, scaled to what the provider reported when earlier answers disagree with it."""
+    if calibration is None or calibration.answers < MIN_ANSWERS or abs(calibration.ratio - 1.0) <= AGREE:
+        return step.model_copy(update={"input_source": "exact"})
+    ratio = calibration.ratio
+    return step.model_copy(
+        update={
+            "input_factor": step.input_factor * ratio,
+            "input_ratio": ratio,
+            "token_upper_factor": max(step.token_upper_factor, calibration.max_ratio * UPPER_MARGIN),
+            "input_source": f"counted, billed x{ratio:.2f} ({calibration.answers:,} answers)",
         }
     )
 

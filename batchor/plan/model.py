@@ -120,7 +120,8 @@ class StepPlan(_Frozen):
     output_error: float | None = None  # measured mean output: its 90 % error, relative (Student's t)
     output_error_ends: tuple[float, float] | None = None  # the same below and above (skew moves it up)
     length_fit: LengthFit | None = None  # output adjusted for the rest's input length (plan/length_fit.py)
-    input_source: str = ""  # exact | calibrated: N answers | estimate (see plan/estimate.py)
+    input_source: str = ""  # exact | calibrated: N answers | estimate | billed ... (see plan/estimate.py)
+    input_ratio: float = 1.0  # an exact count the provider bills otherwise: its reported / counted input
     key_prefix: str  # canonical provider/model/params/schema part of the request key
     attachments: list[str] = Field(default_factory=list)  # `attachments:` expressions (plan/attachments.py)
     attachments_folder: str | None = None  # where relative attachment paths start (the input's folder)

@@ -189,8 +189,19 @@ def _estimate_line(step: Any) -> str:
     error = _error_text(step.output_error, "answers", "pilot:" in step.output_source, step.output_error_ends)
     return (
         f"~{step.expected_output_tokens:,} output tokens per request ({step.output_source}{error}); "
-        f"input tokens {step.input_source or 'estimate'}{when}"
+        f"input tokens {_input_text(step)}{when}"
     )
+
+
+def _input_text(step: Any) -> str:
+    """'exact', or where the provider bills an exact count otherwise: 'counted 12,000, provider
+    bills ~4,800 (x0.40 from 50 answers)'."""
+    ratio = getattr(step, "input_ratio", 1.0)
+    if not step.token_count_exact or ratio == 1.0:
+        return step.input_source or "estimate"
+    billed = step.counts.input_tokens
+    answers = step.input_source.rpartition("(")[2].rstrip(")")
+    return f"counted {round(billed / ratio):,}, provider bills ~{billed:,} (x{ratio:.2f} from {answers})"
 
 
 def _error_text(error: float | None, unit: str, piloted: bool = False, ends: tuple[float, float] | None = None) -> str:

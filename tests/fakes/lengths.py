@@ -91,14 +91,15 @@ def count_tokens(text: str, counter: str) -> int:
 def input_tokens(
     text: str, provider: str, config: dict[str, Any], body: dict[str, Any] | None = None, schema: Any = None
 ) -> int:
-    """What a provider reports reading. OpenAI (o200k, `body` given): its chat format and the
-    structured-output schema (openai_prompt_tokens); others: the text and ~7 tokens of framing,
-    in another tokenizer (o200k x `input_token_ratio`)."""
-    if config.get("token_counter") != "o200k":
-        return estimate_tokens(text)
-    if provider == "openai" and body is not None:
-        return openai_prompt_tokens(body, schema)
+    """What a provider reports reading, times its `input_token_ratio` (a server whose input
+    accounting differs from the tokenizer's count, or another tokenizer). OpenAI (o200k, `body`
+    given): its chat format and the structured-output schema (openai_prompt_tokens); others: the
+    text and ~7 tokens of framing in o200k; with the chars/4 counter, the text's chars/4."""
     ratio = float((config.get("input_token_ratio") or {}).get(provider, 1.0))
+    if config.get("token_counter") != "o200k":
+        return round(estimate_tokens(text) * ratio)
+    if provider == "openai" and body is not None:
+        return round(openai_prompt_tokens(body, schema) * ratio)
     return round((count_tokens(text, "o200k") + 7) * ratio)
 
 

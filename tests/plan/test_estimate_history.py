@@ -91,7 +91,9 @@ def test_rejected_attempts_count_in_the_expected_tokens(workdir, fake):
     new_rows(workdir, 0)
     step = api.plan(spec, save=False).header.steps[0]
     assert step.expected_output_tokens == round(billed / answers)
-    assert step.input_factor == pytest.approx(2.0)  # each request was sent twice
+    assert step.input_factor / step.input_ratio == pytest.approx(
+        2.0
+    )  # each request was sent twice (input_ratio: the fake bills chars/4)
 
 
 def test_other_providers_input_is_calibrated_from_reported_tokens(workdir, fake):
@@ -171,7 +173,7 @@ def test_asking_the_same_requests_again_does_not_inflate_the_history(workdir, fa
     step = api.plan(spec, save=False).header.steps[0]
     assert step.output_source == f"history: {answers} answers" and answers == 60
     assert step.expected_output_tokens == round(billed / answers)
-    assert step.input_factor == pytest.approx(1.0)
+    assert step.input_factor / step.input_ratio == pytest.approx(1.0)
 
 
 def test_re_asks_add_the_rejected_answer_and_the_feedback_to_the_expected_input(workdir, fake):
@@ -192,7 +194,7 @@ def test_re_asks_add_the_rejected_answer_and_the_feedback_to_the_expected_input(
     step = plan.header.steps[0]
     assert plan_dict(plan)["steps"][0]["reask_input_tokens"] == step.reask_input_tokens  # plan --json shows it
     share = rejected / first
-    assert step.input_factor == pytest.approx(1 + share)
+    assert step.input_factor / step.input_ratio == pytest.approx(1 + share)
     read = sum((len(r["rejected"]) + len(r["feedback"]) + 2) / 4 for r in reasks) / len(reasks)  # two more turns
     assert step.reask_input_tokens == pytest.approx(share * read, abs=share * 1.0)  # +-1 token of rounding
     assert step.reask_input_tokens > 10  # an answer and a message: not a rounding matter
@@ -223,3 +225,33 @@ def test_a_finished_run_is_held_to_its_whole_plan_when_a_when_step_skipped_rows(
     assert 0 < sent < second["requests"] == 30 and result.status == "succeeded"
     assert second["settled_requests"] == 30
     assert second["ratio"] == pytest.approx(second["actual_usd"] / second["expected_usd"])
+
+
+@pytest.mark.parametrize("factor", [0.4, 1.3])
+def test_an_exact_count_the_provider_bills_otherwise_is_scaled_to_the_bill(workdir, fake, factor):
+    """OpenAI's count is exact for OpenAI; a server billing `factor` x it (another accounting) is
+    learned from the answers: the plan scales the input and says both figures."""
+    fake.configure(token_counter="o200k", input_token_ratio={"openai": factor})
+    spec = make_spec(workdir, rows=30)
+    api.apply(spec, handle_signals=False)
+    new_rows(workdir, 0)
+    plan = api.plan(spec, save=False)
+    step = plan.header.steps[0]
+    assert step.token_count_exact and step.input_ratio == pytest.approx(factor, rel=0.02)
+    assert step.input_source == f"counted, billed x{factor:.2f} (30 answers)"
+    line = f"provider bills ~{step.counts.input_tokens:,} (x{factor:.2f} from 30 answers)"
+    assert line in plan_text(plan)
+    fake.reset()
+    result = api.apply(spec, handle_signals=False)
+    assert result.cost_usd == pytest.approx(plan.header.totals.cost_expected, rel=0.10)
+    billed = fake.stats()["input_tokens"]
+    assert billed == pytest.approx(step.counts.input_tokens, rel=0.03)
+
+
+def test_an_exact_count_the_provider_agrees_with_stays_exact(workdir, fake):
+    fake.configure(token_counter="o200k")  # the fake bills OpenAI's own chat-format count
+    spec = make_spec(workdir, rows=30)
+    api.apply(spec, handle_signals=False)
+    new_rows(workdir, 0)
+    step = api.plan(spec, save=False).header.steps[0]
+    assert step.input_source == "exact" and step.input_ratio == 1.0 and step.input_factor == 1.0
