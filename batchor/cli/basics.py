@@ -13,11 +13,12 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from batchor.version import __version__
+from batchor.version import __version__, install_origin
 
 LOG_ENV = "BATCHOR_LOG"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -72,7 +73,11 @@ def configure_logging(level: int) -> None:
 
 def _show_version(value: bool) -> None:
     if value:
+        import batchor
+
         typer.echo(f"batchor {__version__}")
+        typer.echo(f"installed from: {install_origin()}")
+        typer.echo(f"package: {Path(batchor.__file__).parent}")
         raise typer.Exit()
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
+import batchor
 from batchor.cli.main import app
 from batchor.version import __version__
 from tests.cli.cli_helpers import run_cli
@@ -24,9 +26,12 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 
 
 def test_version_in_process_and_as_the_real_command(tmp_path):
-    assert invoke("--version").stdout.strip() == f"batchor {__version__}"
+    assert invoke("--version").stdout.splitlines()[0] == f"batchor {__version__}"
     done = run_cli(tmp_path, "--version")
-    assert done.returncode == 0 and done.stdout.strip() == f"batchor {__version__}", done.stderr
+    assert done.returncode == 0, done.stderr
+    first, origin, package = done.stdout.splitlines()
+    assert first == f"batchor {__version__}" and origin.startswith("installed from: ")
+    assert package == f"package: {Path(batchor.__file__).parent}"
 
 
 def _all_commands(group: Any, prefix: str = "") -> dict[str, Any]:
