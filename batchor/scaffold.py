@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 from batchor.errors import BatchorError
+from batchor.spec.json_schema import editor_schema
 
 SPEC = """\
-# yaml-language-server: $schema=https://batchor.dev/schemas/batchor-spec.schema.json
+# {modeline}
 # Try it offline:  batchor apply {folder}/job.yaml --mock --yes
 version: 1
 name: {name}
@@ -47,19 +48,32 @@ ROWS = "id,text\n1,I love this product\n2,The delivery was late and the box was 
 
 
 def init_project(folder: Path, name: str | None = None, force: bool = False) -> list[Path]:
-    """Write job.yaml, output.schema.json and rows.csv into `folder` (refuses to overwrite)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write job.yaml, output.schema.json and rows.csv into `folder` (refuses to overwrite), and
+    the spec format's schema into the project's `schemas/` for editors (see `editor_schema`)."""
     files = {
-        folder / "job.yaml": SPEC.format(name=name or _name(folder), folder=folder),
+        folder / "job.yaml": "",
         folder / "output.schema.json": json.dumps(SCHEMA, indent=2) + "\n",
         folder / "rows.csv": ROWS,
     }
     existing = [p for p in files if p.exists()]
     if existing and not force:
         raise BatchorError(f"{', '.join(str(p) for p in existing)} already exist(s)", hint="use --force to overwrite")
+    folder.mkdir(parents=True, exist_ok=True)
+    schema_file, schema_text, modeline = editor_schema(editor_project(folder), folder)
+    files[folder / "job.yaml"] = SPEC.format(name=name or _name(folder), folder=folder, modeline=modeline)
+    files[schema_file] = schema_text  # generated: refreshed to the installed version's
     for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return list(files)
+
+
+def editor_project(spec_dir: Path) -> Path:
+    """The project folder whose `schemas/` holds the spec format's schema: the one holding
+    `.batchor/` (or the git root) at or above `spec_dir`, else `spec_dir`."""
+    from batchor.state.location import project_folder
+
+    return project_folder(spec_dir, "")[0]
 
 
 def state_marker(folder: Path) -> tuple[Path, bool]:

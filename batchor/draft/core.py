@@ -26,6 +26,8 @@ from batchor.errors import BatchorError, DraftInvalidError, NoApiKeyError, probl
 from batchor.humanize import money
 from batchor.plan.plan_file import CompiledPlan
 from batchor.result import Result
+from batchor.scaffold import editor_project
+from batchor.spec.json_schema import editor_schema
 
 REHEARSAL_ROWS = 3
 # (key variable, model that drafts, model the drafted spec uses): the first key set picks the provider.
@@ -82,10 +84,13 @@ class Draft:
 
     @property
     def outputs(self) -> dict[Path, str]:
-        """File -> text, for the spec and (when it uses one) its schema file."""
+        """File -> text, for the spec, (when it uses one) its schema file, and the spec format's
+        schema its editor modeline names (generated: refreshed to the installed version's)."""
         out = {self.request.output: self.spec_text}
         if self.schema_text is not None:
             out[files.schema_path_for(self.request.output)] = self.schema_text
+        editor_file, editor_text, _ = _editor_schema(self.request)
+        out[editor_file] = editor_text
         return out
 
 
@@ -181,6 +186,10 @@ def _spec_dir(request: DraftRequest) -> Path:
     return request.output.resolve().parent
 
 
+def _editor_schema(request: DraftRequest) -> tuple[Path, str, str]:
+    return editor_schema(editor_project(_spec_dir(request)), request.output.parent)  # names it as -o did
+
+
 @dataclass
 class _Checked:
     problems: list[str]
@@ -203,7 +212,7 @@ class _Candidate:
 
     def header(self) -> list[str]:
         return [
-            "yaml-language-server: $schema=https://batchor.dev/schemas/batchor-spec.schema.json",
+            _editor_schema(self.request)[2],
             f"Drafted by `batchor draft`: {' '.join(self.request.task.split())}",
             "Read it before you run it: batchor plan " + self.request.output.name,
         ]

@@ -55,7 +55,7 @@ def test_every_command_accepts_json():
 
 def test_init_and_spec_schema_print_json(workdir):
     created = json.loads(invoke("init", "job", "--json").stdout)
-    assert len(created["created"]) == 3 and created["next"].startswith("batchor validate")
+    assert len(created["created"]) == 4 and created["next"].startswith("batchor validate")
     schema = json.loads(invoke("spec-schema", "--json").stdout)
     assert schema["type"] == "object"
 

@@ -14,7 +14,7 @@ from conftest import write_csv
 from batchor import api
 from batchor.draft.ask import draft_schema, request_text
 from batchor.draft.sample import read_sample
-from batchor.spec.json_schema import SCHEMA_FILE
+from batchor.spec.json_schema import SCHEMA_FILE, spec_json_schema_text
 from tests.cli.cli_helpers import Terminal, run_inprocess
 
 ROWS = [
@@ -100,7 +100,7 @@ def test_invalid_first_draft_goes_back_with_the_validator_errors_then_the_valid_
     assert "rehearsal: 3 row(s) through the mock provider: 3 answered, 0 failed" in err
     assert "Plan " in err and "4 to run" in err  # the plan for the full data (4 rows), with its model
     assert "Product: {{ row.product }}" in out  # the draft is shown before it is written
-    assert "wrote sentiment.yaml, sentiment.schema.json; drafting cost $" in err
+    assert "wrote sentiment.yaml, sentiment.schema.json, schemas/batchor-spec.schema.json; drafting cost $" in err
 
 
 @pytest.mark.slow  # several drafts, each planned and rehearsed (about 3 s each on a quiet machine)
@@ -226,6 +226,15 @@ def test_mock_draft_is_an_offline_rehearsal_that_validates(data, workdir, monkey
     assert all(f"row.{c}" in spec["steps"]["answer"]["prompt"] for c in ROWS[0])
     assert api.validate(workdir / "jobs" / "reviews.yaml").steps == ["answer"]
     assert not (workdir / ".batchor").exists()  # the rehearsal and the plan used a scratch state
+
+
+def test_a_draft_names_the_spec_formats_schema_by_a_path_it_wrote(data, workdir, monkeypatch, capsys):
+    (workdir / ".batchor").mkdir()  # the project's folder: the schema goes to its schemas/
+    code, _, err = draft_cli(monkeypatch, capsys, workdir, "--mock", "-o", "jobs/reviews.yaml")
+    assert code == 0, err
+    first = (workdir / "jobs" / "reviews.yaml").read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../schemas/batchor-spec.schema.json"
+    assert (workdir / "schemas" / "batchor-spec.schema.json").read_text() == spec_json_schema_text()
 
 
 @pytest.mark.slow
