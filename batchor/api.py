@@ -8,18 +8,21 @@ path) replaces the spec's input.
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
 from batchor.engine.events import Event, logged
 from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget, kept_attached_if_small
-from batchor.errors import StalePlanError, UsageError, disk_full_reported
+from batchor.errors import NoApiKeyError, StalePlanError, UsageError, disk_full_reported
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
 from batchor.plan.budget import SPEC_SOURCE as SPEC_SOURCE  # how the CLI says which budget to raise
 from batchor.plan.budget import raise_hint as raise_hint
 from batchor.plan.compile import compile_plan
 from batchor.plan.endpoint import check_endpoints
+from batchor.plan.keys import KeyNeed, needed_keys
 from batchor.plan.plan_file import CompiledPlan, load_plan
 from batchor.plan.steps import Overrides
 from batchor.plan.summary import causes_text as causes_text  # the printed forms of a plan, for the CLI
@@ -46,6 +49,26 @@ def validate(spec: SpecLike, *, model: str | None = None, mock: bool = False) ->
 
     Raises the problem found, or `SpecProblemsError` (its `.problems`) when there are several."""
     return validate_loaded(load_spec(spec), Overrides(model=model, mock=mock), bind_spec_checks)
+
+
+def required_keys(specs: list[SpecLike], *, environ: Mapping[str, str] | None = None) -> list[KeyNeed]:
+    """The API keys the specs' steps need and whether each is set (in `environ`, default the
+    process environment), without network, input rows or reading a key's value.
+
+    `missing_keys` of the answer raises `NoApiKeyError` naming every one that is not set."""
+    env = os.environ if environ is None else environ
+    return [need for spec in specs for need in needed_keys(load_spec(spec), env)]
+
+
+def missing_keys(needs: list[KeyNeed]) -> None:
+    """Raise `NoApiKeyError` naming each missing key variable and the specs that need it."""
+    missing = [need for need in needs if not need.present]
+    if missing:
+        lines = [f"{' or '.join(n.envs)} ({n.provider}, for {n.spec}: {', '.join(n.steps)})" for n in missing]
+        raise NoApiKeyError(
+            f"{len(missing)} API key(s) not set: " + "; ".join(lines),
+            hint="set them (in CI: pass each as a secret to the step's env), or rehearse offline with --mock",
+        )
 
 
 def plan(

@@ -1,6 +1,7 @@
 """Housekeeping commands: the state's upkeep (`prune`, `state migrate`, `state check`), the price
-table (`prices`), a new project (`init`) and the spec format's schema (`spec-schema`). None of
-them runs a plan; they live apart from the commands that do (cli/main.py).
+table (`prices`), a new project (`init`), the spec format's schema (`spec-schema`) and the API
+keys specs need (`keys`). None of them runs a plan; they live apart from the commands that do
+(cli/main.py).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ else:  # rich loads with the first command that prints a table
 
 
 def register(app: typer.Typer) -> None:
-    """Add `prune`, `prices` and `init` to the main app."""
+    """Add `prune`, `prices`, `init` and `keys` to the main app."""
     app.command()(prune)
     app.command()(prices)
     app.command()(init)
+    app.command()(keys)
 
 
 def register_state(app: typer.Typer) -> None:
@@ -93,6 +95,29 @@ def init(
         typer.echo(f"created {path}")
     typer.echo(f"{'created' if made else 'using'} {marker}/ (the project's state lives there)")
     typer.echo(f"next: {follow}")
+
+
+def keys(
+    specs: list[Path] = typer.Argument(..., help="Spec files (e.g. specs/*.yaml)"),
+    check: bool = typer.Option(False, "--check", help="Exit 1 (error no_api_key) when one is not set"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """List the API key variables the specs' steps need and whether each is set (no call is made)."""
+    from batchor import api
+
+    needs = api.required_keys(list(specs))
+    if as_json:
+        print_json([need.to_dict() for need in needs])
+    else:
+        for need in needs:
+            status = f"set ({need.set_as})" if need.set_as else "MISSING"
+            typer.echo(
+                f"{' or '.join(need.envs):34} {status:26} {need.provider}: {need.spec} ({', '.join(need.steps)})"
+            )
+        if not needs:
+            typer.echo("no API key needed")
+    if check:
+        api.missing_keys(needs)
 
 
 def state_migrate(

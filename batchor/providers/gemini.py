@@ -43,10 +43,11 @@ from batchor.providers.base import (
 )
 from batchor.providers.embeddings import gemini_arguments, parse_gemini
 from batchor.providers.errors_map import classify
+from batchor.providers.keys import GEMINI_KEY_ENVS, gemini_on_vertex
 from batchor.providers.media_parts import gemini_parts, with_parts
 from batchor.providers.unreachable import transport_errors, unreachable
 
-KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+KEY_ENVS = GEMINI_KEY_ENVS
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens", "stop": "stop_sequences"}
 # Chat Completions parameters with no Gemini equivalent: dropped, so OpenAI specs run unchanged.
 _OPENAI_ONLY = frozenset({
@@ -273,19 +274,13 @@ def client_kwargs(config: ProviderConfig, info: Any) -> dict[str, Any]:
         http["base_url"] = config.base_url
     if options.get("api_version"):
         http["api_version"] = options["api_version"]
-    if not _use_vertex(options):
+    if not gemini_on_vertex(options):
         return {"api_key": developer_key(config, info), "http_options": http}
     kwargs: dict[str, Any] = {"vertexai": True, "http_options": http}
     kwargs.update({k: options[k] for k in ("project", "location") if options.get(k)})
     if config.api_key_env and config.api_key_env != info.key_env:  # Vertex AI express mode
         kwargs["api_key"] = read_api_key(config.api_key_env, config.provider)
     return kwargs
-
-
-def _use_vertex(options: dict[str, Any]) -> bool:
-    if "vertexai" in options:
-        return bool(options["vertexai"])
-    return os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in ("1", "true")
 
 
 def developer_key(config: ProviderConfig, info: Any) -> str:
