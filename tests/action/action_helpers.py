@@ -21,6 +21,18 @@ def tool(name: str) -> str | None:
     return str(beside) if beside.exists() else shutil.which(name)
 
 
+def linter(name: str) -> str:
+    """A linter from the test extra; a missing one fails on CI and skips elsewhere."""
+    import pytest
+
+    found = tool(name)
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is missing: it comes with the test extra (pip install -e '.[test]')")
+        pytest.skip(f"{name} not installed (pip install -e '.[test]')")
+    return found
+
+
 def this_batchor(bin_dir: Path) -> Path:
     """A `batchor` command running this checkout's code with this Python."""
     bin_dir.mkdir(parents=True, exist_ok=True)

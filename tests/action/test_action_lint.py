@@ -4,15 +4,13 @@ key for every provider this repository's own specs use."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
-from action_helpers import ACTION, ROOT, SCRIPTS, WORKFLOW, tool
+from action_helpers import ACTION, ROOT, SCRIPTS, WORKFLOW, linter, tool
 
 from batchor import api
 from batchor.version import __version__
@@ -27,15 +25,6 @@ def load(path: Path) -> dict:
 
 def steps() -> list[dict]:
     return load(ACTION)["runs"]["steps"]
-
-
-def linter(name: str) -> str:
-    found = tool(name)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is missing: it comes with the test extra (pip install -e '.[test]')")
-        pytest.skip(f"{name} not installed (pip install -e '.[test]')")
-    return found
 
 
 def test_the_action_is_composite_installs_from_its_own_checkout_and_keeps_logic_in_scripts():
