@@ -14,6 +14,7 @@ from typing import Any
 
 from batchor.humanize import per_mtok
 from batchor.plan.price_cache import remembered
+from batchor.providers import REGISTRY
 
 __all__ = [
     "BATCH_DISCOUNT",
@@ -28,7 +29,7 @@ __all__ = [
 BATCH_DISCOUNT = 0.5
 """Batch APIs of OpenAI, Anthropic and Gemini bill 50 % of realtime; assumed where unknown."""
 
-_BATCH_PROVIDERS = frozenset({"openai", "anthropic", "gemini"})
+_BATCH_PROVIDERS = frozenset(name for name, info in REGISTRY.items() if info.batch)  # with a Batch API of their own
 _LOCAL_PROVIDERS = frozenset({"vllm", "ollama", "llamacpp"})  # self-hosted: no per-token bill
 _GENAI_IDS = {"gemini": "google", "xai": "x-ai"}  # ours -> genai-prices; others are the same
 _LISTED = ("openai", "anthropic", "gemini", "openrouter", "xai", "together", "groq")
