@@ -187,6 +187,18 @@ class ModelParamError(SpecError):
     code = "model_param"
 
 
+class FlexUnsupportedError(SpecError):
+    """`mode: flex` on a model or provider without OpenAI's flex processing tier."""
+
+    code = "flex_unsupported"
+
+
+class CacheTtlError(SpecError):
+    """`cache.ttl` names a prompt-cache lifetime the step's provider does not offer."""
+
+    code = "cache_ttl"
+
+
 class BaseUrlMissingError(SpecError):
     """An endpoint with no default URL (`openai-compatible`) and no `base_url` in the spec."""
 

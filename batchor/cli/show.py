@@ -112,6 +112,8 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
     ]
     if step["options"]:
         lines.append(f"  options     {json.dumps(step['options'], ensure_ascii=False)}")
+    if step.get("prompt_cache"):
+        lines.append(f"  cache       {cache_text(step['prompt_cache'], step['provider'])}")
     if step["depends_on"]:
         when = f" when {step['when']}" if step["when"] else ""
         lines.append(f"  after       {', '.join(step['depends_on'])}{when}")
@@ -122,6 +124,21 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
         lines += _request_lines(step["requests"])
     lines += _diff_lines(step.get("changed_samples", []))
     return lines
+
+
+def cache_text(cache: dict[str, Any], provider: str) -> str:
+    """The step's shared prefix and what is sent for it, in one line."""
+    where = "the system prompt" if cache["messages"] else "the prompt's literal head"
+    if cache["messages"] and cache["chars"]:
+        where += f" and the prompt's first {cache['chars']:,} characters"
+    prefix = f"shared prefix {cache['tokens']:,} tokens ({where})"
+    if not cache["sent"]:
+        return f"{prefix}; not cached: {cache['note']}"
+    sent = {
+        "anthropic": f"cache_control breakpoint ({cache['ttl'] or '5m'})",
+        "openai": "prompt_cache_key" + (", retention 24h" if cache["ttl"] == "24h" else ""),
+    }.get(provider, "implicit caching (shared part first)")
+    return f"{prefix}; {sent}; hits {cache['source']}"
 
 
 def _changed(counts: dict[str, Any]) -> str:
@@ -145,6 +162,10 @@ def _request_lines(requests: dict[str, Any]) -> list[str]:
         lines.append(f"    note: {requests['note']}")
     for i, sample in enumerate(requests["samples"], 1):
         lines.append(f"  request {i}   row {sample['row_key']}, key {sample['request_key']}")
+        if sample.get("shared_prefix_ends"):
+            lines.append(
+                f"    shared prefix ends after: {json.dumps(sample['shared_prefix_ends'], ensure_ascii=False)}"
+            )
         body = json.dumps(sample["body"], indent=2, ensure_ascii=False)
         lines += [f"    {line}" for line in body.splitlines()]
     return lines

@@ -37,6 +37,9 @@ class Bill:
     output_tokens: int
     cost: float
     estimated: bool  # the response carried no usage: tokens and cost are estimates
+    cache_read_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of input_tokens, written to it
+    uncached_usd: float | None = None  # what the same tokens cost without the cache (None: no cache used)
 
 
 def bill(runtime: StepRuntime, completion: Completion, item: WorkItem) -> Bill:
@@ -52,9 +55,28 @@ def bill(runtime: StepRuntime, completion: Completion, item: WorkItem) -> Bill:
         tokens_out = 0 if embedding else max(1, seen)
     if runtime.price is None:
         return Bill(tokens_in, tokens_out, 0.0, estimated)
-    cached = completion.cached_input_tokens if completion.usage_known else 0
-    cost = runtime.price.cost(tokens_in, tokens_out, cached_input_tokens=cached, batch=runtime.plan.mode == "batch")
-    return Bill(tokens_in, tokens_out, cost, estimated)
+    # Priced at the tier that served it: a flex request the provider ran at its standard tier
+    # (the spec allowed the fallback) costs the standard rate.
+    batch, flex = runtime.plan.mode == "batch", flex_served(runtime.plan, completion)
+    if not completion.usage_known:
+        return Bill(tokens_in, tokens_out, runtime.price.cost(tokens_in, tokens_out, batch=batch, flex=flex), True)
+    read, write = completion.cached_input_tokens, completion.cache_write_tokens
+    cost = runtime.price.cost(
+        tokens_in,
+        tokens_out,
+        cached_input_tokens=read,
+        cache_write_tokens=write,
+        cache_write_1h_tokens=completion.cache_write_1h_tokens,
+        batch=batch,
+        flex=flex,
+    )
+    uncached = runtime.price.cost(tokens_in, tokens_out, batch=batch, flex=flex) if read or write else None
+    return Bill(tokens_in, tokens_out, cost, estimated, read, write, uncached)
+
+
+def flex_served(plan: StepPlan, completion: Completion) -> bool:
+    """Whether the answer was served (and billed) at the flex tier: asked for, and not reported otherwise."""
+    return plan.service_tier == "flex" and completion.service_tier in (None, "flex")
 
 
 def judge(plan: StepPlan, completion: Completion) -> str:
@@ -201,6 +223,9 @@ class Recorder:
             # a first attempt sends the planned request: its count calibrates the plan's
             counted_input_tokens=item.input_tokens if attempt == 1 else None,
             feedback=feedback_record(error),
+            cache_read_tokens=spent.cache_read_tokens,
+            cache_write_tokens=spent.cache_write_tokens,
+            uncached_usd=spent.uncached_usd,
         )
         self._spent[item.key] = self._spent.get(item.key, 0.0) + spent.cost
         if counted:

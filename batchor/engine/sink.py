@@ -89,6 +89,9 @@ class ResultSink:
         step: str | None = None,
         counted_input_tokens: int | None = None,
         feedback: str | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        uncached_usd: float | None = None,
     ) -> None:
         """One provider call of a row (see engine/recorder.py): billed tokens and cost, 0 when unanswered;
         `counted_input_tokens` is the plan's count of what was sent (None when the request differs)."""
@@ -109,6 +112,9 @@ class ResultSink:
             step,
             counted_input_tokens,
             feedback,
+            cache_read_tokens,
+            cache_write_tokens,
+            uncached_usd,
         )
         for name, value in zip(self._attempts, values):
             self._attempts[name].append(value)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
+from batchor.plan.prompt_cache import upper_writes, write_1h
 from batchor.plan.request import llm_request
 from batchor.plan.tokens import get_counter
 from batchor.providers.base import LLMRequest, Provider
@@ -37,7 +38,7 @@ class StepRuntime:
         if self.price is None:
             return 0.0
         tokens_in = int(item.input_tokens * self.plan.token_upper_factor)
-        return self.price.cost(tokens_in, max_tokens or self.plan.max_tokens, batch=self.plan.mode == "batch")
+        return self._upper(tokens_in, max_tokens or self.plan.max_tokens)
 
     def attempt_upper_cost(self, item: WorkItem, request: LLMRequest) -> float:
         """Worst-case cost of sending `request` for `item`: a re-ask pays its larger limit and the
@@ -48,7 +49,21 @@ class StepRuntime:
         extra = get_counter(self.plan.provider, self.plan.model).count_messages(added) if added else 0
         tokens_in = int((item.input_tokens + extra) * self.plan.token_upper_factor)
         max_tokens = request_max_tokens(request) or self.plan.max_tokens
-        return self.price.cost(tokens_in, max_tokens, batch=self.plan.mode == "batch")
+        return self._upper(tokens_in, max_tokens)
+
+    def _upper(self, tokens_in: int, tokens_out: int) -> float:
+        """The most one attempt costs: no prompt-cache hit (a write where misses write), at the
+        standard tier when a flex step may fall back to it."""
+        assert self.price is not None
+        writes = min(upper_writes(self.plan, 1), tokens_in)
+        return self.price.cost(
+            tokens_in,
+            tokens_out,
+            batch=self.plan.mode == "batch",
+            flex=self.plan.service_tier == "flex" and not self.plan.flex_fallback,
+            cache_write_tokens=round(writes),
+            cache_write_1h_tokens=round(write_1h(self.plan, writes)),
+        )
 
     def request(self, item: WorkItem) -> LLMRequest:
         """The request as planned (re-asks derive theirs from it, see recorder.ReaskPolicy)."""

@@ -40,6 +40,7 @@ from batchor.plan.model import (
 )
 from batchor.plan.plan_file import CompiledPlan, file_sha256, job_id_for, plan_id_for
 from batchor.plan.prices import ModelPrice
+from batchor.plan.prompt_cache import cache_tokens, upper_writes, write_1h
 from batchor.plan.render import RowTally, write_plan_data
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.typecheck import typed_steps
@@ -327,9 +328,7 @@ def _priced(
     # calibrated for the provider's tokenizer; re-asks send the input again, with the rejected answer and feedback
     expected_in = round(input_tokens * step.input_factor + to_run * step.reask_input_tokens)
     upper_in = int(input_tokens * step.token_upper_factor)
-    batch = step.mode == "batch"
-    cost_expected = price.cost(expected_in, out_expected, batch=batch) if price else 0.0
-    cost_upper = price.cost(upper_in, out_upper, batch=batch) if price else 0.0
+    cost_expected, cost_upper = _costs(price, step, to_run, (expected_in, out_expected), (upper_in, out_upper))
     return StepCounts(
         rows=rows,
         to_run=to_run,
@@ -342,6 +341,34 @@ def _priced(
         cost_upper=cost_upper,
         estimated=estimated,
     )
+
+
+def _costs(
+    price: ModelPrice | None, step: StepPlan, requests: int, expected: tuple[int, int], upper: tuple[int, int]
+) -> tuple[float, float]:
+    """Expected and upper cost of `requests`: the expected one with the prompt-cache reads and
+    writes the step is expected to make, the upper one with none read (plan/prompt_cache.py)."""
+    if price is None:
+        return 0.0, 0.0
+    batch, flex = step.mode == "batch", step.service_tier == "flex"
+    reads, writes = cache_tokens(step, requests)
+    cost_expected = price.cost(
+        *expected,
+        batch=batch,
+        flex=flex,
+        cached_input_tokens=round(reads),
+        cache_write_tokens=round(writes),
+        cache_write_1h_tokens=round(write_1h(step, writes)),
+    )
+    most = upper_writes(step, requests)
+    cost_upper = price.cost(  # a flex step allowed to fall back may pay the standard tier
+        *upper,
+        batch=batch,
+        flex=flex and not step.flex_fallback,
+        cache_write_tokens=round(most),
+        cache_write_1h_tokens=round(write_1h(step, most)),
+    )
+    return cost_expected, cost_upper
 
 
 def output_target(loaded: LoadedSpec) -> tuple[Path, str]:

@@ -25,6 +25,7 @@ from typing import Any
 from batchor.fingerprint import canonical_json, sha256_hex
 from batchor.plan.length_fit import length_fit, source_text
 from batchor.plan.model import PlanHeader, StepPlan
+from batchor.plan.prompt_cache import history_key, with_cache_history
 from batchor.plan.strata import reweighed
 from batchor.plan.tokens import FALLBACK_ENCODING, get_counter
 from batchor.state.answer_stats import StepEstimate, input_calibration, output_stats, when_share
@@ -79,7 +80,7 @@ def with_estimates(
             step = _calibrated_input(step, calibration.get(model_id(step)))
             step = _learned_when(step, keys, state)
         out.append(step)
-    return out
+    return with_cache_history(out, state)  # prompt-cache hits: their own concept (plan/prompt_cache.py)
 
 
 def when_key(step: StepPlan, length_keys: dict[str, str]) -> str | None:
@@ -217,6 +218,7 @@ def step_estimates(header: PlanHeader) -> list[StepEstimate]:
             output_source=s.output_source,
             input_source=s.input_source,
             when_key=s.when_key,
+            cache_key=history_key(s),
         )
         for s in header.steps
         if s.provider != "sql"

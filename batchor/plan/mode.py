@@ -24,8 +24,14 @@ def parse_duration(text: str, where: str = "deadline") -> float:
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
-def initial_mode(requested: str, info: ProviderInfo, deadline: str | None, where: str) -> tuple[str, str | None]:
-    """The mode before rows are counted: `auto` stays open unless something already rules batch out."""
+def initial_mode(
+    requested: str, info: ProviderInfo, deadline: str | None, where: str, flex: bool = False
+) -> tuple[str, str | None]:
+    """The mode before rows are counted: `auto` stays open unless something already rules batch
+    out (a deadline shorter than the batch window: flex where the model has it (`flex`), else
+    realtime)."""
+    if requested == "flex" and info.name == "mock":
+        return "realtime", "mock provider: the offline rehearsal answers in realtime"
     if requested == "batch" and not info.batch:
         if info.name == "mock":
             return "realtime", "mock provider: the offline rehearsal answers in realtime"
@@ -38,6 +44,8 @@ def initial_mode(requested: str, info: ProviderInfo, deadline: str | None, where
     if not info.batch:
         return "realtime", f"auto: {info.name} has no Batch API"
     if deadline is not None and parse_duration(deadline, f"{where}.deadline") < BATCH_WINDOW_S:
+        if flex:
+            return "flex", f"auto: deadline {deadline} is shorter than the 24 h batch window: flex processing"
         return "realtime", f"auto: deadline {deadline} is shorter than the 24 h batch window"
     return "auto", None
 

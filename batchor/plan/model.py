@@ -77,6 +77,30 @@ class LengthFit(_Frozen):
     rest_input_mean: float | None = None  # counted input per request still to run (set when counted)
 
 
+class PromptCache(_Frozen):
+    """The part of a step's requests that is the same for every row (its shared prefix), whether
+    the provider's prompt-cache controls are sent for it, and what the cache is expected to do
+    (plan/prompt_cache.py). Not part of the request key: the answer does not depend on the cache."""
+
+    messages: int  # leading messages wholly shared (the system prompt)
+    chars: int  # characters shared of the next message (the static head of the prompt template)
+    tokens: int  # the shared prefix's tokens (the plan's count)
+    minimum: int = 0  # the model's smallest cacheable prefix (providers/caching.py); 0: no prompt cache
+    sent: bool = False  # cache controls are sent (or the provider caches by itself)
+    note: str = ""  # why not, when not sent
+    ttl: str | None = None  # the spec's `cache.ttl` (Anthropic 5m or 1h, OpenAI 24h)
+    key: str = ""  # the step's cache key (OpenAI prompt_cache_key; history's key for hit rates)
+    writes: bool = False  # a miss writes the prefix, billed as a cache write (Anthropic)
+    concurrency: int = 32  # `limits.concurrency`: the misses assumed for a realtime run until measured
+    # Learned from earlier runs of the same prefix (pilot included): realtime runs miss about the
+    # same number of times whatever their size (requests in flight before the first write lands);
+    # batches hit a share of their requests. None: not measured yet (assumed, see `source`).
+    misses_per_run: float | None = None
+    batch_hit_share: float | None = None
+    read_per_hit: float | None = None  # tokens a hit reads (OpenAI rounds down to 128-token steps)
+    source: str = "assumed"  # assumed | history: N runs
+
+
 class StepPlan(_Frozen):
     """Everything needed to build and price one step's requests, pinned at plan time."""
 
@@ -103,6 +127,9 @@ class StepPlan(_Frozen):
     sql_files: dict[str, str] = Field(default_factory=dict)  # SQL steps: files the query reads -> sha256
     mode: str = "realtime"  # realtime | batch (auto is settled when the plan is compiled)
     mode_note: str | None = None  # why this mode, when it was chosen for the user
+    service_tier: str | None = None  # flex: OpenAI's flex processing (`mode: flex`), realtime at batch prices
+    flex_fallback: bool = False  # a flex request the provider cannot serve may run at the standard tier
+    prompt_cache: PromptCache | None = None  # the shared prefix and its cache controls (plan/prompt_cache.py)
     price: dict[str, Any] | None = None
     token_count_exact: bool = False
     token_upper_factor: float = 1.0

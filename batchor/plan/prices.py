@@ -35,6 +35,10 @@ _GENAI_IDS = {"gemini": "google", "xai": "x-ai"}  # ours -> genai-prices; others
 _LISTED = ("openai", "anthropic", "gemini", "openrouter", "xai", "together", "groq")
 LISTED_PROVIDERS = _LISTED  # providers whose models the table lists
 _BATCH_CONTEXT = {"processing": "batch"}
+_FLEX_CONTEXT = {"service_tier": "flex"}
+# Published prompt-cache write multiples of the input rate (5 minutes, 1 hour), used where the
+# table has no write price: Anthropic's 1.25x and 2x. Other providers bill no write.
+_WRITE_FACTORS = {"anthropic": (1.25, 2.0)}
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,17 @@ class ModelPrice:
     as_of: str = ""
     notes: tuple[str, ...] = ()
     batch_cached_input_per_mtok: float | None = None
+    # Prompt-cache writes (Anthropic bills them above the input rate: 1.25x for 5 minutes, 2x for
+    # an hour); None: written tokens cost what input does, or the provider's published multiple.
+    cache_write_per_mtok: float | None = None
+    cache_write_1h_per_mtok: float | None = None
+    batch_cache_write_per_mtok: float | None = None
+    batch_cache_write_1h_per_mtok: float | None = None
+    # OpenAI's flex processing (`service_tier: flex`): None when the table has no flex price for
+    # the model (the model has no flex tier); flex bills the Batch API's rates where unlisted.
+    flex_input_per_mtok: float | None = None
+    flex_output_per_mtok: float | None = None
+    flex_cached_input_per_mtok: float | None = None
 
     def cost(
         self,
@@ -60,15 +75,46 @@ class ModelPrice:
         *,
         batch: bool = False,
         cached_input_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
+        flex: bool = False,
     ) -> float:
-        """USD for one usage; `cached_input_tokens` is the part of `input_tokens` read from cache."""
-        rate_in, rate_out, rate_cached = self._rates(batch)
-        fresh = max(input_tokens - cached_input_tokens, 0)
-        total = fresh * rate_in + cached_input_tokens * rate_cached + output_tokens * rate_out
-        return total / 1_000_000
+        """USD for one usage. `cached_input_tokens` (read from the prompt cache) and
+        `cache_write_tokens` (written to it, `cache_write_1h_tokens` of them for an hour) are parts of
+        `input_tokens`; `flex`: OpenAI's flex tier."""
+        rate_in, rate_out, rate_cached = self._rates(batch, flex)
+        write_5m, write_1h = self._write_rates(batch, rate_in)
+        cached = min(cached_input_tokens, input_tokens)
+        writes = min(cache_write_tokens, input_tokens - cached)
+        long = min(cache_write_1h_tokens, writes)
+        fresh = input_tokens - cached - writes
+        total = fresh * rate_in + cached * rate_cached + (writes - long) * write_5m + long * write_1h
+        return (total + output_tokens * rate_out) / 1_000_000
 
-    def _rates(self, batch: bool) -> tuple[float, float, float]:
+    @property
+    def has_flex(self) -> bool:
+        """Whether the price table lists a flex tier for the model."""
+        return self.flex_input_per_mtok is not None
+
+    def _write_rates(self, batch: bool, rate_in: float) -> tuple[float, float]:
+        """USD per MTok written to the prompt cache for 5 minutes and for an hour."""
+        short, long = (
+            (self.batch_cache_write_per_mtok, self.batch_cache_write_1h_per_mtok)
+            if batch
+            else (self.cache_write_per_mtok, self.cache_write_1h_per_mtok)
+        )
+        factors = _WRITE_FACTORS.get(self.provider, (1.0, 1.0))
+        return _or(short, rate_in * factors[0]), _or(long, rate_in * factors[1])
+
+    def _rates(self, batch: bool, flex: bool = False) -> tuple[float, float, float]:
         cached = self.cached_input_per_mtok
+        if flex and not batch:
+            rate_in, rate_out, _ = self._rates(True)
+            return (
+                _or(self.flex_input_per_mtok, rate_in),
+                _or(self.flex_output_per_mtok, rate_out),
+                _or(self.flex_cached_input_per_mtok, min(_or(cached, rate_in), rate_in)),
+            )
         if not batch:
             return self.input_per_mtok, self.output_per_mtok, _or(cached, self.input_per_mtok)
         rate_in = _or(self.batch_input_per_mtok, self.input_per_mtok)
@@ -159,7 +205,8 @@ def _catalog_price(provider: str, model: str, info: Any, day: date) -> ModelPric
     realtime = _resolve(info, day, None)
     if realtime["input_mtok"] is None or realtime["output_mtok"] is None:
         return None
-    batch = _resolve(info, day, _BATCH_CONTEXT) if _has_batch(info, day) else {}
+    batch = _resolve(info, day, _BATCH_CONTEXT) if _has_variant(info, day, _BATCH_CONTEXT) else {}
+    flex = _resolve(info, day, _FLEX_CONTEXT) if _has_variant(info, day, _FLEX_CONTEXT) else {}
     price = ModelPrice(
         provider,
         model,
@@ -172,6 +219,13 @@ def _catalog_price(provider: str, model: str, info: Any, day: date) -> ModelPric
         as_of=day.isoformat(),
         notes=tuple(_notes(model, info, day)),
         batch_cached_input_per_mtok=batch.get("cache_read_mtok"),
+        cache_write_per_mtok=realtime["cache_write_mtok"],
+        cache_write_1h_per_mtok=realtime["cache_write_1h_mtok"],
+        batch_cache_write_per_mtok=batch.get("cache_write_mtok"),
+        batch_cache_write_1h_per_mtok=batch.get("cache_write_1h_mtok"),
+        flex_input_per_mtok=flex.get("input_mtok"),
+        flex_output_per_mtok=flex.get("output_mtok"),
+        flex_cached_input_per_mtok=flex.get("cache_read_mtok"),
     )
     return _with_batch_default(price)
 
@@ -189,7 +243,7 @@ def _with_batch_default(price: ModelPrice) -> ModelPrice:
     )
 
 
-_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok")
+_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "cache_write_1h_mtok")
 
 
 def _resolve(info: Any, day: date, context: dict[str, str] | None) -> dict[str, float | None]:
@@ -213,9 +267,9 @@ def _base(value: Any) -> float | None:
     return float(getattr(value, "base", value))
 
 
-def _has_batch(info: Any, day: date) -> bool:
+def _has_variant(info: Any, day: date, context: dict[str, str]) -> bool:
     return any(
-        v.when == _BATCH_CONTEXT and (v.constraint is None or v.constraint.active(_noon(day)))
+        v.when == context and (v.constraint is None or v.constraint.active(_noon(day)))
         for v in info.price_variants or ()
     )
 

@@ -25,6 +25,7 @@ from batchor.plan.attachments import ATTACHMENTS, AttachmentContext, describe_ro
 from batchor.plan.image_tokens import attachment_tokens
 from batchor.plan.model import StepPlan
 from batchor.plan.pdf_text import is_text, text_block
+from batchor.plan.prompt_cache import cache_control
 from batchor.plan.tokens import get_counter, schema_tokens
 from batchor.providers.base import LLMRequest
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error
@@ -140,8 +141,11 @@ def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) 
     """What is sent for a request: the keyed messages with the step's pinned params and schema,
     and the attachments' bytes (an `AttachmentError` when one cannot be sent: the row fails)."""
     refs = _refs(messages)
+    cache, tier = cache_control(step), step.service_tier  # how it is sent, not what: neither is keyed
     if not refs and not any(ATTACHMENTS in m for m in messages):
-        return LLMRequest(key, step.model, messages, step.params, step.sent_schema, step.name)
+        return LLMRequest(
+            key, step.model, messages, step.params, step.sent_schema, step.name, cache=cache, service_tier=tier
+        )
     plain = tuple({k: v for k, v in m.items() if k != ATTACHMENTS} for m in messages)
     files = load(refs)  # raises for a planned problem first, whatever else the row carries
     texts = [text_block(ref, n) for n, ref in enumerate((r for r in refs if is_text(r)), 1)]
@@ -149,7 +153,17 @@ def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) 
         user = next(i for i, m in enumerate(plain) if m["role"] == "user")
         joined = "\n\n".join([plain[user]["content"], *texts])
         plain = (*plain[:user], {**plain[user], "content": joined}, *plain[user + 1 :])
-    return LLMRequest(key, step.model, plain, step.params, step.sent_schema, step.name, attachments=files)
+    return LLMRequest(
+        key,
+        step.model,
+        plain,
+        step.params,
+        step.sent_schema,
+        step.name,
+        attachments=files,
+        cache=cache,
+        service_tier=tier,
+    )
 
 
 def embed_text(messages: Sequence[dict[str, Any]]) -> str:

@@ -60,6 +60,8 @@ def step_view(plan: "CompiledPlan", step: StepPlan, prompts: int) -> dict[str, A
         endpoint=step.endpoint or "official",
         mode=step.mode,
         mode_note=step.mode_note,
+        service_tier=step.service_tier,
+        prompt_cache=step.prompt_cache.model_dump() if step.prompt_cache else None,
         params=step.params,
         options=step.provider_options,
         price=step.price,
@@ -115,6 +117,18 @@ def sample_requests(plan: "CompiledPlan", step: StepPlan, count: int) -> dict[st
                 "body": sent_body(
                     step.provider, request, api=step.api, strict=step.strict, options=step.provider_options
                 ),
+                "shared_prefix_ends": prefix_end(step, request.messages),
             }
         )
     return {"sent_as": kind, "samples": samples}
+
+
+def prefix_end(step: StepPlan, messages: tuple[dict[str, Any], ...]) -> str | None:
+    """The last characters of the request's shared prefix (where the cache breakpoint sits)."""
+    cache = step.prompt_cache
+    if cache is None:
+        return None
+    texts = [str(m.get("content", "")) for m in messages[: cache.messages]]
+    if cache.chars and cache.messages < len(messages):
+        texts.append(str(messages[cache.messages].get("content", ""))[: cache.chars])
+    return "".join(texts)[-60:] or None

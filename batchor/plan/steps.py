@@ -9,7 +9,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from batchor.errors import BatchorError, Problems, SchemaError, SpecError, problems_of, raise_problems
+from batchor.errors import (
+    BatchorError,
+    CacheTtlError,
+    FlexUnsupportedError,
+    Problems,
+    SchemaError,
+    SpecError,
+    problems_of,
+    raise_problems,
+)
 from batchor.fingerprint import request_prefix
 from batchor.plan.attachments import input_folder
 from batchor.plan.context import context_window
@@ -20,10 +29,12 @@ from batchor.plan.known_models import check_model
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
+from batchor.plan.prompt_cache import with_prompt_cache
 from batchor.plan.sql_files import referenced_files
 from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
+from batchor.providers.caching import TTLS
 from batchor.providers.options import check_options
 from batchor.providers.params import check_params
 from batchor.schema.adapt import adapt_schema
@@ -78,7 +89,9 @@ def resolve_steps(
             with found.check():
                 _check_model_block(loaded, name, model, overrides, checked)
             mode = overrides.mode or step.mode or spec.limits.mode
-            plans.append(_step_plan(loaded, name, model, deps, overrides, mode))
+            plan = _step_plan(loaded, name, model, deps, overrides, mode)
+            check_ttl(plan.provider, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
+            plans.append(with_prompt_cache(plan, compiled, spec.limits, spec.cache.ttl))
     if not collect:
         found.raise_all()
         _check_acyclic(plans)
@@ -227,7 +240,10 @@ def _step_plan(
     key_params = {**params, "_api": model.api or "chat", "_strict": strict}
     if "structured" in model.options:  # changes what is sent; connection options do not
         key_params["_structured"] = model.options["structured"]
-    mode, mode_note = initial_mode(mode, info, step.deadline or spec.limits.deadline, f"steps.{name}")
+    has_flex = provider == "openai" and price is not None and price.has_flex
+    mode, mode_note = initial_mode(mode, info, step.deadline or spec.limits.deadline, f"steps.{name}", has_flex)
+    if mode == "flex":
+        check_flex(provider, model.name, has_flex, f"{_at(loaded, ('steps', name, 'mode'))}")
     return StepPlan(
         name=name,
         provider=provider,
@@ -245,8 +261,10 @@ def _step_plan(
         prompt=step.prompt,
         when=step.when,
         depends_on=deps,
-        mode=mode,
+        mode="realtime" if mode == "flex" else mode,
         mode_note=mode_note,
+        service_tier="flex" if mode == "flex" else None,
+        flex_fallback=mode == "flex" and spec.limits.flex_fallback,
         price=price.to_dict() if price else None,
         token_count_exact=counter.exact and not step.attachments,
         token_upper_factor=counter.upper_factor,
@@ -267,6 +285,28 @@ def _located_schema_check(loaded: LoadedSpec, schema: dict[str, Any], where: str
         dotted = exc.message.split(": ", 1)[0]
         path = [int(i) if i else key for key, i in re.findall(r"\.?([^.\[\]]+)|\[(\d+)\]", dotted)]
         raise type(exc)(f"{loaded.where(*path)}: {exc.message}", hint=exc.hint) from None
+
+
+def check_ttl(provider: str, ttl: str | None, where: str) -> None:
+    """`cache.ttl` must be a lifetime the provider offers (Gemini's implicit cache takes none)."""
+    offered = TTLS.get(provider)
+    if ttl is None or offered is None or ttl in offered:
+        return
+    raise CacheTtlError(
+        f"{where}: {provider} keeps prompt caches for {' or '.join(offered)}, not {ttl}",
+        hint=f"set `cache: {{ttl: {offered[-1]}}}` or leave it out for the provider's default",
+    )
+
+
+def check_flex(provider: str, model: str, has_flex: bool, where: str) -> None:
+    """`mode: flex` needs OpenAI's flex tier for the model (the price table lists which have it)."""
+    if has_flex:
+        return
+    raise FlexUnsupportedError(
+        f"{where}: flex processing is not offered for {provider}:{model}",
+        hint="flex is OpenAI's tier for models such as o3, o4-mini and the gpt-5 family; use `mode: batch` "
+        "for half price on any provider, or `mode: realtime`",
+    )
 
 
 def _attachment_fields(loaded: LoadedSpec, step: LLMStep, model: ModelSpec) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from batchor.providers.base import (
     refused,
     unreadable_answer,
 )
+from batchor.providers.caching import anthropic_breakpoint
 from batchor.providers.errors_map import classify, parse_retry_after
 from batchor.providers.media_parts import anthropic_blocks, with_parts
 from batchor.providers.unreachable import transport_errors, unreachable
@@ -91,7 +92,7 @@ def to_body(request: LLMRequest, *, structured: str = OUTPUT_CONFIG) -> dict[str
         body["tool_choice"] = {"type": "tool", "name": name}
     elif request.schema is not None:
         body["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
-    return body
+    return anthropic_breakpoint(body, request.cache, len(system))
 
 
 def _params(params: dict[str, Any]) -> dict[str, Any]:
@@ -122,11 +123,14 @@ def parse_result(data: dict[str, Any]) -> Completion:
     usage = data.get("usage") or {}
     cache_read = int(usage.get("cache_read_input_tokens") or 0)
     cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+    split = usage.get("cache_creation") or {}
     completion = Completion(
         text=text,
         input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
         output_tokens=int(usage.get("output_tokens") or 0),
         cached_input_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        cache_write_1h_tokens=min(cache_write, int(split.get("ephemeral_1h_input_tokens") or 0)),
         finish_reason=data.get("stop_reason"),
         model=data.get("model"),
         raw=data,

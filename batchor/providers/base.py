@@ -37,6 +37,18 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheControl:
+    """Where a request's shared prefix ends, for the provider's prompt cache (providers/caching.py):
+    the first `messages` messages and `chars` characters of the next one are the same for every
+    row of the step. Not part of the request key: the answer does not depend on the cache."""
+
+    key: str  # the step's cache key (OpenAI prompt_cache_key)
+    messages: int
+    chars: int
+    ttl: str | None = None  # Anthropic 5m (default) | 1h; OpenAI 24h (extended retention)
+
+
+@dataclass(frozen=True, slots=True)
 class LLMRequest:
     """One request exactly as planned (the request key is a hash of these fields)."""
 
@@ -47,6 +59,9 @@ class LLMRequest:
     schema: dict[str, Any] | None = None  # JSON schema for structured output, None for text
     schema_name: str = "output"
     attachments: tuple[Attachment, ...] = ()  # after the text of the first user message, in order
+    # How it is sent, not what is asked (neither is in the request key):
+    cache: CacheControl | None = None  # the shared prefix to mark for the provider's prompt cache
+    service_tier: str | None = None  # flex: OpenAI's flex processing
 
 
 @dataclass(slots=True)
@@ -56,7 +71,10 @@ class Completion:
     text: str
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_input_tokens: int = 0
+    cached_input_tokens: int = 0  # of input_tokens, read from the prompt cache
+    cache_write_tokens: int = 0  # of input_tokens, written to the prompt cache (Anthropic bills them higher)
+    cache_write_1h_tokens: int = 0  # of cache_write_tokens, written for an hour
+    service_tier: str | None = None  # the tier that served it, as the provider reports it (OpenAI: flex, default)
     finish_reason: str | None = None
     model: str | None = None  # model name the provider reports
     usage_known: bool = True  # False: the response carried no usage (cost is then an estimate)

@@ -28,6 +28,7 @@ from batchor.providers.base import (
     refused,
     unreadable_answer,
 )
+from batchor.providers.caching import openai_fields
 from batchor.providers.embeddings import openai_body, parse_openai
 from batchor.providers.errors_map import classify, parse_retry_after
 from batchor.providers.media_parts import openai_chat_parts, openai_responses_parts, with_parts
@@ -45,9 +46,17 @@ _NO_KEY = "not-needed"  # the SDK insists on some key; servers without auth igno
 
 
 def to_body(request: LLMRequest, *, api: str = "chat", strict: bool = True, first_party: bool = True) -> dict[str, Any]:
-    """The JSON body for /v1/chat/completions or /v1/responses."""
-    if api == "responses":
-        return _responses_body(request, strict)
+    """The JSON body for /v1/chat/completions or /v1/responses, with the prompt-cache key and the
+    service tier (OpenAI's own: other servers may not know them)."""
+    body = _responses_body(request, strict) if api == "responses" else _chat_body(request, strict, first_party)
+    if first_party:
+        body.update(openai_fields(request.cache))
+        if request.service_tier:
+            body["service_tier"] = request.service_tier
+    return body
+
+
+def _chat_body(request: LLMRequest, strict: bool, first_party: bool) -> dict[str, Any]:
     params = dict(request.params)
     if first_party and "max_tokens" in params:
         params[_TOKEN_PARAM_FIRST_PARTY] = params.pop("max_tokens")
@@ -102,6 +111,7 @@ def parse_result(data: dict[str, Any], *, api: str = "chat") -> Completion:
         input_tokens=int(usage.get("prompt_tokens") or 0),
         output_tokens=int(usage.get("completion_tokens") or 0),
         cached_input_tokens=int(details.get("cached_tokens") or 0),
+        service_tier=data.get("service_tier"),
         finish_reason=choices[0].get("finish_reason"),
         model=data.get("model"),
         raw=data,
@@ -133,6 +143,7 @@ def _parse_responses(data: dict[str, Any]) -> Completion:
         input_tokens=int(usage.get("input_tokens") or 0),
         output_tokens=int(usage.get("output_tokens") or 0),
         cached_input_tokens=int(details.get("cached_tokens") or 0),
+        service_tier=data.get("service_tier"),
         finish_reason=finish,
         model=data.get("model"),
         raw=data,

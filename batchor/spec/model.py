@@ -172,10 +172,11 @@ class LLMStep(_Strict):
     """Jinja expression; rows where it is false skip this step (cost nothing)."""
     depends_on: list[str] = Field(default_factory=list)
     """Steps this one needs (inferred from the templates when omitted)."""
-    mode: Literal["realtime", "batch", "auto"] | None = None
-    """Realtime API or provider Batch API (half price); default from `limits.mode`."""
+    mode: Literal["realtime", "batch", "auto", "flex"] | None = None
+    """Realtime API, provider Batch API (half price) or OpenAI flex processing (realtime at batch
+    prices, on models that offer it); default from `limits.mode`."""
     deadline: str | None = None
-    """Overrides `limits.deadline` for this step (`mode: auto` stays realtime when set)."""
+    """Overrides `limits.deadline` for this step (`mode: auto` stays realtime, or flex, when set)."""
     expected: dict[str, str] = Field(default_factory=dict)
     """Golden labels: answer field (`text` for a text step) -> input column of known answers."""
     checks: list[CheckSpec] = Field(default_factory=list)
@@ -294,8 +295,8 @@ class LimitsSpec(_Strict):
     """Timeout for one provider call."""
     max_output_tokens: int = Field(default=1024, ge=1)
     """Sent as max_tokens when the model params do not set one; bounds the cost estimate."""
-    mode: Literal["realtime", "batch", "auto"] = "realtime"
-    """Default execution mode for steps."""
+    mode: Literal["realtime", "batch", "auto", "flex"] = "realtime"
+    """Default execution mode for steps (`flex`: OpenAI flex processing, realtime at batch prices)."""
     batch_threshold: int = Field(default=1000, ge=1)
     """`mode: auto` uses the Batch API when a step has at least this many requests to run."""
     deadline: str | None = None
@@ -312,6 +313,20 @@ class LimitsSpec(_Strict):
     counts or the durations of earlier batches like it say it ends sooner, up to `batch_poll_max_s`)."""
     batch_poll_max_s: float = Field(default=60.0, gt=0)
     """Longest wait between two polls of one live batch."""
+    prompt_cache: bool | Literal["on", "off"] = True
+    """Send the providers' prompt-cache controls for each step's shared prefix (system prompt,
+    static head of the prompt): `off` sends none (answers and request keys are the same either way)."""
+    flex_fallback: bool = False
+    """`mode: flex`: when OpenAI has no flex capacity (429 resource unavailable), send the request
+    at the standard tier (priced at it) instead of waiting for flex capacity."""
+
+
+class CacheSpec(_Strict):
+    """How long the provider keeps a step's shared prefix in its prompt cache."""
+
+    ttl: Literal["5m", "1h", "24h"] | None = None
+    """Anthropic: `5m` (default; writes billed 1.25x input) or `1h` (2x, for batches and slow jobs);
+    OpenAI: `24h` asks for extended retention on models that offer it."""
 
 
 class JobSpec(_Strict):
@@ -337,6 +352,8 @@ class JobSpec(_Strict):
     """Keep raw request/response payloads of every attempt for audit."""
     checks: list[CheckSpec] = Field(default_factory=list)
     """Quality gates over the finished rows of the whole job (`batchor check`)."""
+    cache: CacheSpec = Field(default_factory=CacheSpec)
+    """Provider prompt caching of each step's shared prefix (see `limits.prompt_cache`)."""
 
     @field_validator("steps")
     @classmethod

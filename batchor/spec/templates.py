@@ -73,6 +73,21 @@ class StepTemplates:
         messages.append({"role": "user", "content": self.prompt.render(context)})
         return messages
 
+    def static_head(self, part: str) -> tuple[str, bool]:
+        """What `part` (system or prompt) renders the same for every row: its leading literal text
+        (up to the first `{{ }}` or `{% %}`), and whether that is the whole template."""
+        ast, template = self.asts.get(part), getattr(self, part, None)
+        if ast is None or template is None:
+            return "", True
+        head: list[str] = []
+        for node in ast.body:
+            children = node.nodes if isinstance(node, nodes.Output) else [node]
+            for child in children:
+                if not isinstance(child, nodes.TemplateData):
+                    return "".join(head), False
+                head.append(child.data)
+        return template.render({}), True  # exactly as rendered (a trailing newline dropped)
+
     def render_attachments(self, context: dict[str, Any]) -> list[Any]:
         """The values of the `attachments:` expressions, lists flattened, empty values dropped."""
         values: list[Any] = []

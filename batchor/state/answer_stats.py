@@ -39,6 +39,7 @@ _ESTIMATE_COLUMNS = (
     "output_source",
     "input_source",
     "when_key",
+    "cache_key",
 )
 # An answer that counts: billed, accepted or not, with usage reported by the provider.
 _BILLED = "coalesce(a.output_tokens, 0) > 0 AND NOT coalesce(a.estimated, false)"
@@ -68,6 +69,9 @@ class StepEstimate:
     output_source: str  # heuristic | history: N answers | pilot: N answers
     input_source: str  # exact | calibrated: N answers | estimate
     when_key: str | None = None  # a `when:` step: its condition and the steps it reads (plan/estimate.py)
+    cache_key: str | None = (
+        None  # the shared prefix it sent prompt-cache controls for, and its mode (plan/prompt_cache.py)
+    )
 
 
 def record_run_steps(store: StateStore, run_id: str, estimates: list[StepEstimate], kind: str = "apply") -> None:

@@ -53,6 +53,11 @@ ATTEMPT_SCHEMA = pa.schema(
         ("counted_input_tokens", pa.int32()),
         # A rejected answer and what broke which rule (JSON), so a re-ask survives a crash (engine/resume.py).
         ("feedback", pa.string()),
+        # Prompt caching (engine/recorder.py): input tokens read from and written to the provider's
+        # cache (parts of input_tokens), and what the attempt would have cost without the cache.
+        ("cache_read_tokens", pa.int32()),
+        ("cache_write_tokens", pa.int32()),
+        ("uncached_usd", pa.float64()),
     ]
 )
 

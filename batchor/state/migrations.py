@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from batchor.state.base import END_ROW_COLUMNS
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
@@ -94,5 +94,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         8,
         [f"ALTER TABLE runs ADD COLUMN {name} BIGINT" for name in END_ROW_COLUMNS]
         + ["ALTER TABLE runs ADD COLUMN failures VARCHAR"],
+    ),
+    # Prompt caching priced per attempt (engine/recorder.py): tokens read from and written to the
+    # provider's cache, and what the attempt would have cost without it; each run's step names
+    # the shared prefix it sent cache controls for (plan/prompt_cache.py learns hit rates by it).
+    (
+        9,
+        [
+            "ALTER TABLE attempts ADD COLUMN cache_read_tokens INTEGER",
+            "ALTER TABLE attempts ADD COLUMN cache_write_tokens INTEGER",
+            "ALTER TABLE attempts ADD COLUMN uncached_usd DOUBLE",
+            "ALTER TABLE run_steps ADD COLUMN cache_key VARCHAR",
+        ],
     ),
 ]

@@ -142,6 +142,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE runs ADD COLUMN IF NOT EXISTS failures TEXT",
         ],
     ),
+    (
+        10,
+        "prompt caching per attempt: tokens read from and written to the cache, the cost without it",
+        [
+            "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS cache_read_tokens INTEGER",
+            "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS cache_write_tokens INTEGER",
+            "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS uncached_usd DOUBLE PRECISION",
+            "ALTER TABLE run_steps ADD COLUMN IF NOT EXISTS cache_key TEXT",
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

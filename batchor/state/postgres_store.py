@@ -53,6 +53,9 @@ _ATTEMPT_TYPES = {
     "step": "text",
     "counted_input_tokens": "int4",
     "feedback": "text",
+    "cache_read_tokens": "int4",
+    "cache_write_tokens": "int4",
+    "uncached_usd": "float8",
 }
 _CHUNK = 50_000  # keys per array parameter
 _RETRIES = 5  # deadlocks between concurrent flushes are retried, never surfaced

@@ -79,10 +79,14 @@ def render_messages(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
         "stop_reason": stop,
         "stop_sequence": None,
         "usage": {
-            "input_tokens": answer.input_tokens,
+            "input_tokens": answer.input_tokens - answer.cache_read - answer.cache_write,
             "output_tokens": answer.output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": answer.cache_write,
+            "cache_read_input_tokens": answer.cache_read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": answer.cache_write - answer.cache_write_1h,
+                "ephemeral_1h_input_tokens": answer.cache_write_1h,
+            },
             "service_tier": "standard",
         },
     }

@@ -159,14 +159,15 @@ def run_rows(fake: Fake, provider: Provider, job: Job, share: float) -> None:
 
 def answer_rows(fake: Fake, provider: Provider, job: Job, rows: list[Row]) -> None:
     """Answer the rows not answered yet."""
+    lines = {id(row): n for n, row in enumerate(job.rows)}  # a row's line: which worker runs it (cache.py)
     for row in rows:
         if row.status is None:
             params = job.extra.get("route_params") or {"model": str(row.body.get("model", ""))}
-            row.status, row.payload = answer_row(fake, provider, job.route, row.body, params)
+            row.status, row.payload = answer_row(fake, provider, job.route, row.body, params, lines[id(row)])
 
 
 def answer_row(
-    fake: Fake, provider: Provider, route: Route, body: dict[str, Any], params: dict[str, str]
+    fake: Fake, provider: Provider, route: Route, body: dict[str, Any], params: dict[str, str], line: int = 0
 ) -> tuple[int, dict[str, Any]]:
     """(status, body) of one row, decided like a realtime call (without latency or rate limits)."""
     try:
@@ -199,9 +200,7 @@ def answer_row(
     if action == "blocked":
         fake.stats.faults["blocked"] += 1
         answer = blocked_answer(provider.name, answer)
-    fake.count_answer(call)
-    fake.stats.input_tokens += answer.input_tokens
-    fake.stats.output_tokens += answer.output_tokens
+    fake.bill(call, answer, batch_row=line)
     payload = route.render(call, answer, f"{next(fake.ids):012d}")
     return 200, refusal_body(provider.name, payload) if action == "blocked" else payload
 

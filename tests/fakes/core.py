@@ -26,6 +26,7 @@ from .answers import (
     text_answer,
     violating_value,
 )
+from .cache import PromptCaches, tally
 from .lengths import count_tokens, following_input, input_tokens, prose
 from .limits import Limiter, Snapshot
 from .wire import Response, json_response
@@ -191,6 +192,9 @@ class Answer:
     input_tokens: int
     output_tokens: int
     truncated: bool = False  # hit max_output: finish reason "length" and cut-off text
+    cache_read: int = 0  # of input_tokens, read from the prompt cache (cache.py)
+    cache_write: int = 0  # of input_tokens, written to it
+    cache_write_1h: int = 0  # of cache_write, for an hour
 
 
 def build_answer(
@@ -291,6 +295,7 @@ class Stats:
         self.scripted_served = 0  # canned answers (config `scripted_answers`) sent so far
         self.embedded: Counter[str] = Counter()  # prompt_key of each text embedded -> times (embedding_routes.py)
         self.embed_calls: list[int] = []  # texts per answered embeddings call (a batch line counts as one)
+        self.usage: dict[str, dict[str, int]] = {}  # provider|model|mode|tier -> billed tokens by kind (cache.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -319,6 +324,9 @@ class Stats:
             "scripted_served": self.scripted_served,
             "embedded": dict(self.embedded),
             "embed_calls": list(self.embed_calls),
+            "usage": {k: dict(v) for k, v in self.usage.items()},
+            "cache_read_tokens": sum(v["cache_read"] for v in self.usage.values()),
+            "cache_write_tokens": sum(v["cache_write"] + v["cache_write_1h"] for v in self.usage.values()),
         }
 
 
@@ -332,6 +340,7 @@ class Fake:
         self.ids = itertools.count(1)
         self.fault_cursor: Counter[str] = Counter()  # endpoint -> calls that used its fault plan
         self.script_cursor = 0  # next of config `scripted_answers` to serve
+        self.caches = PromptCaches()
         self._rearm()
 
     def configure(self, changes: dict[str, Any]) -> dict[str, Any]:
@@ -356,6 +365,7 @@ class Fake:
             self.config = self.initial
         self.fault_cursor.clear()
         self.script_cursor = 0
+        self.caches = PromptCaches()
         self._rearm()
 
     def _rearm(self) -> None:
@@ -423,9 +433,7 @@ class Fake:
             answer = blocked_answer(provider.name, answer)
         elif action is not None:
             return await self._fault(provider, call, action, headers)
-        self.count_answer(call)
-        self.stats.input_tokens += answer.input_tokens
-        self.stats.output_tokens += answer.output_tokens
+        self.bill(call, answer)
         payload = route.render(call, answer, f"{next(self.ids):012d}")
         if action == "blocked":
             payload = refusal_body(provider.name, payload)
@@ -458,6 +466,15 @@ class Fake:
         counter = str(self.config.get("token_counter") or "chars/4")
         tokens_in = call_input_tokens(call, self.config)
         return Answer(text, value, tokens_in, count_tokens(text, counter))
+
+    def bill(self, call: Call, answer: Answer, batch_row: int | None = None) -> None:
+        """Count an answered call: its prompt-cache usage (cache.py) and its tokens."""
+        usage = self.caches.usage(call, answer.input_tokens, batch_row)
+        answer.cache_read, answer.cache_write, answer.cache_write_1h = usage.read, usage.write, usage.write_1h
+        self.count_answer(call)
+        self.stats.input_tokens += answer.input_tokens
+        self.stats.output_tokens += answer.output_tokens
+        tally(self.stats, call, answer, batch_row is not None)
 
     def record_media(self, call: Call) -> None:
         self.stats.media += [{**m, "provider": call.provider, "prompt": call.prompt} for m in call.media]

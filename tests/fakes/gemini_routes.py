@@ -96,6 +96,8 @@ def render_generate(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
         "candidatesTokenCount": answer.output_tokens,
         "totalTokenCount": answer.input_tokens + answer.output_tokens,
     }
+    if answer.cache_read:  # Gemini reports it only when some of the prompt came from its cache
+        usage["cachedContentTokenCount"] = answer.cache_read
     return {
         "candidates": [candidate],
         "usageMetadata": usage,

@@ -68,12 +68,17 @@ def render_chat(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
             "prompt_tokens": answer.input_tokens,
             "completion_tokens": answer.output_tokens,
             "total_tokens": answer.input_tokens + answer.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": answer.cache_read},
             "completion_tokens_details": {"reasoning_tokens": 0},
         },
-        "service_tier": "default",
+        "service_tier": served_tier(call),
         "system_fingerprint": "fp_fake",
     }
+
+
+def served_tier(call: Call) -> str:
+    """The tier OpenAI reports having served the call at: flex when asked for, else default."""
+    return "flex" if call.body.get("service_tier") == "flex" else "default"
 
 
 def parse_responses(body: dict[str, Any], params: dict[str, str]) -> Call:
@@ -138,7 +143,7 @@ def render_responses(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
         "top_p": body.get("top_p", 1.0),
         "usage": {
             "input_tokens": answer.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": answer.cache_read},
             "output_tokens": answer.output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": answer.input_tokens + answer.output_tokens,

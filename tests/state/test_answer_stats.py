@@ -69,6 +69,9 @@ def attempts(run_id: str, step: str, rows: list[tuple]) -> pa.Table:
             "step": [step] * n,
             "counted_input_tokens": [r[5] for r in rows],
             "feedback": [None] * n,
+            "cache_read_tokens": [None] * n,
+            "cache_write_tokens": [None] * n,
+            "uncached_usd": [None] * n,
         },
         schema=ATTEMPT_SCHEMA,
     )

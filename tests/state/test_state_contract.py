@@ -71,6 +71,9 @@ def _attempts(
             "step": ["s"] * n,
             "counted_input_tokens": [8] * n,
             "feedback": [None] * n,
+            "cache_read_tokens": [None] * n,
+            "cache_write_tokens": [None] * n,
+            "uncached_usd": [None] * n,
         },
         schema=ATTEMPT_SCHEMA,
     )

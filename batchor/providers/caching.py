@@ -1,0 +1,112 @@
+"""Provider facts about prompt caching and flex processing, and the controls each API takes.
+
+A step's requests share a prefix (the system prompt, the static head of the prompt template):
+providers bill it far cheaper when they read it from their prompt cache. What each one needs:
+- Anthropic caches only what a `cache_control` breakpoint marks, and only when the marked prefix
+  reaches the model's minimum; a miss writes the prefix (billed 1.25x input for 5 minutes, 2x for
+  an hour: `ttl: "1h"`), a hit reads it (0.1x). Usage: `cache_creation_input_tokens`,
+  `cache_read_input_tokens` (and `cache_creation.ephemeral_{5m,1h}_input_tokens`).
+- OpenAI caches prompts of 1,024 tokens or more by itself, in 128-token steps, reported as
+  `prompt_tokens_details.cached_tokens`; `prompt_cache_key` routes a step's requests to the same
+  cache, `prompt_cache_retention: "24h"` keeps it longer on models that offer it.
+- Gemini 2.5 and later cache implicitly by prefix (`usageMetadata.cachedContentTokenCount`): the
+  shared part first is all it takes. Explicit context caches (`client.caches.create`, billed per
+  token-hour of storage) are not used.
+
+Minimums from the providers' documentation (Anthropic prompt caching, OpenAI prompt caching,
+Gemini context caching pages, checked 2026-12; Gemini 2.5 Flash's 1,024 is what its API enforces).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchor.providers.base import CacheControl
+
+# (model name prefix, smallest cacheable prefix in tokens): the first match wins.
+_MINIMUMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "anthropic": (
+        ("claude-opus-4-5", 4096),
+        ("claude-opus-4-6", 4096),
+        ("claude-haiku-4", 4096),
+        ("claude-3-5-haiku", 2048),
+        ("claude-3-haiku", 2048),
+        ("claude-haiku-3", 2048),
+        ("claude", 1024),
+    ),
+    "openai": (("", 1024),),
+    "gemini": (
+        ("gemini-2.5-flash-lite", 2048),
+        ("gemini-2.5-flash", 1024),
+        ("gemini-2.5-pro", 2048),
+        ("gemini-1", 0),
+        ("gemini-2.0", 0),
+        ("gemini", 4096),
+    ),
+}
+OPENAI_CACHE_STEP = 128  # OpenAI reports cached tokens in steps of this many, from its minimum
+TTLS = {"anthropic": ("5m", "1h"), "openai": ("24h",)}  # `cache.ttl` values each provider takes
+WRITES_BILLED = frozenset({"anthropic"})  # a miss writes the prefix at its own price
+
+
+def min_cacheable_tokens(provider: str, model: str) -> int:
+    """The smallest prefix `model` caches, in tokens; 0 when it has no prompt cache batchor can use."""
+    name = model.removeprefix("models/").lower()
+    return next((tokens for prefix, tokens in _MINIMUMS.get(provider, ()) if name.startswith(prefix)), 0)
+
+
+def readable_tokens(provider: str, prefix_tokens: int) -> int:
+    """Tokens of a shared prefix a cache hit reads: OpenAI counts whole 128-token steps only."""
+    if provider != "openai" or prefix_tokens < 1024:
+        return prefix_tokens
+    return prefix_tokens - (prefix_tokens - 1024) % OPENAI_CACHE_STEP
+
+
+def openai_fields(control: CacheControl | None) -> dict[str, Any]:
+    """`prompt_cache_key` (one per step) and, when asked, the extended retention."""
+    if control is None:
+        return {}
+    fields: dict[str, Any] = {"prompt_cache_key": control.key}
+    if control.ttl == "24h":
+        fields["prompt_cache_retention"] = "24h"
+    return fields
+
+
+def anthropic_breakpoint(body: dict[str, Any], control: CacheControl | None, systems: int) -> dict[str, Any]:
+    """`body` with a `cache_control` breakpoint where the shared prefix ends: on the system prompt,
+    or inside the first turn (its shared head becomes a text block of its own). `systems`: how many
+    of the request's messages were system messages (they became `body["system"]`)."""
+    if control is None:
+        return body
+    mark = {"type": "ephemeral", **({"ttl": control.ttl} if control.ttl == "1h" else {})}
+    turn = control.messages - systems  # turns wholly shared
+    turns = list(body["messages"])
+    if control.chars and 0 <= turn < len(turns):
+        turns[turn] = {**turns[turn], "content": _split_head(turns[turn]["content"], control.chars, mark)}
+    elif 0 < turn <= len(turns):
+        turns[turn - 1] = {**turns[turn - 1], "content": _mark_last(turns[turn - 1]["content"], mark)}
+    elif turn == 0 and body.get("system"):
+        return {**body, "system": [{"type": "text", "text": body["system"], "cache_control": mark}]}
+    else:
+        return body
+    return {**body, "messages": turns}
+
+
+def _split_head(content: Any, chars: int, mark: dict[str, Any]) -> Any:
+    """The content with its first `chars` characters as a marked text block of their own."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    if not blocks or blocks[0].get("type") != "text":
+        return content
+    text = blocks[0]["text"]
+    head, rest = text[:chars], text[chars:]
+    if not rest.strip():  # a text block must not be blank: the whole text is the head
+        head, rest = text, ""
+    split = [{**blocks[0], "text": head, "cache_control": mark}]
+    if rest:
+        split.append({"type": "text", "text": rest})
+    return split + blocks[1:]
+
+
+def _mark_last(content: Any, mark: dict[str, Any]) -> Any:
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    return [*blocks[:-1], {**blocks[-1], "cache_control": mark}] if blocks else content

@@ -1,0 +1,130 @@
+"""Prompt caching as each provider reports it, and the fake's own bill at cache prices.
+
+- Anthropic caches only up to a ``cache_control`` breakpoint, and only when that prefix reaches
+  the model's minimum (1,024 tokens; 2,048 for Claude 3.x Haiku; 4,096 for Haiku 4.5 and Opus
+  4.5/4.6): a miss writes it (``cache_creation_input_tokens``, split by ``ttl`` into
+  ``cache_creation.ephemeral_5m/1h_input_tokens``), a hit within its lifetime reads it
+  (``cache_read_input_tokens``); ``input_tokens`` is what is left.
+- OpenAI caches by itself from 1,024 tokens, in 128-token steps, once a machine has seen the
+  prefix (``prompt_tokens_details.cached_tokens``). Requests with the same ``prompt_cache_key``
+  go to one machine; without one they are spread over ``OPENAI_MACHINES``, so each machine
+  misses once more.
+- Gemini 2.5+ caches implicitly (``usageMetadata.cachedContentTokenCount``) from 1,024 tokens
+  (2.5 Flash), 2,048 (2.5 Pro, Flash-Lite), 4,096 (3.x).
+- A batch's rows are run by parallel workers: one row in ``BATCH_COLD_EVERY`` meets a worker
+  that has not seen the prefix (a miss, a write where misses write).
+
+Usage is tallied per (provider, model, batch, tier) in ``Stats.usage`` as input (uncached),
+cache reads, writes (5 minutes, 1 hour) and output, so a test prices the fake's bill itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .answers import estimate_tokens
+
+OPENAI_MACHINES = 8
+BATCH_COLD_EVERY = 4
+_ANTHROPIC_MIN = (("claude-opus-4-5", 4096), ("claude-opus-4-6", 4096), ("claude-haiku-4", 4096))
+_ANTHROPIC_MIN += (("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048), ("claude", 1024))
+_GEMINI_MIN = (("gemini-2.5-flash-lite", 2048), ("gemini-2.5-flash", 1024), ("gemini-2.5-pro", 2048))
+_TTL_S = {"5m": 300.0, "1h": 3600.0}
+_RECENT = 16  # prompts each OpenAI machine / Gemini model remembers
+
+
+@dataclass(slots=True)
+class CacheUsage:
+    read: int = 0
+    write: int = 0
+    write_1h: int = 0
+
+
+class PromptCaches:
+    """What each provider has cached, shared by realtime calls and batch rows."""
+
+    def __init__(self) -> None:
+        self.anthropic: dict[str, float] = {}  # prefix hash -> expiry (monotonic seconds)
+        self.recent: dict[str, list[str]] = {}  # machine -> its last prompts
+        self.spread = 0  # OpenAI calls without a prompt_cache_key so far
+
+    def usage(self, call: Any, total: int, batch_row: int | None = None) -> CacheUsage:
+        cold = batch_row is not None and batch_row % BATCH_COLD_EVERY == 0
+        if call.provider == "anthropic":
+            return self._anthropic(call.model, call.body, total, cold)
+        if call.provider == "openai":
+            key = call.body.get("prompt_cache_key")
+            if key is None:
+                self.spread += 1
+            machine = f"openai|{call.model}|{key if key is not None else self.spread % OPENAI_MACHINES}"
+            return CacheUsage(read=self._implicit(machine, call.input_text, total, 1024, 128, cold))
+        model = call.model.removeprefix("models/")
+        if call.provider == "gemini" and model.startswith(("gemini-2.5", "gemini-3")):
+            minimum = next((n for prefix, n in _GEMINI_MIN if model.startswith(prefix)), 4096)
+            return CacheUsage(read=self._implicit(f"gemini|{model}", call.input_text, total, minimum, 1, cold))
+        return CacheUsage()
+
+    def _anthropic(self, model: str, body: dict[str, Any], total: int, cold: bool) -> CacheUsage:
+        prefix, ttl = breakpoint_prefix(body)
+        minimum = next(n for start, n in _ANTHROPIC_MIN if model.startswith(start) or start == "claude")
+        tokens = estimate_tokens(prefix) if prefix is not None else 0
+        if prefix is None or tokens < minimum or tokens >= total:
+            return CacheUsage()
+        digest = hashlib.sha256(f"{model}\x1f{prefix}".encode()).hexdigest()
+        now = time.monotonic()
+        hit = not cold and self.anthropic.get(digest, 0.0) > now
+        self.anthropic[digest] = max(self.anthropic.get(digest, 0.0), now + _TTL_S.get(ttl, 300.0))
+        if hit:
+            return CacheUsage(read=tokens)
+        return CacheUsage(write=tokens, write_1h=tokens if ttl == "1h" else 0)
+
+    def _implicit(self, machine: str, text: str, total: int, minimum: int, step: int, cold: bool) -> int:
+        seen = self.recent.setdefault(machine, [])
+        shared = 0 if cold else max((len(os.path.commonprefix([text, old])) for old in seen), default=0)
+        seen.append(text)
+        del seen[:-_RECENT]
+        tokens = min(shared // 4, total - 1)
+        if tokens < minimum:
+            return 0
+        return tokens - (tokens - minimum) % step
+
+
+def breakpoint_prefix(body: dict[str, Any]) -> tuple[str | None, str]:
+    """The text up to (and with) the last block marked `cache_control`, joined as the fake joins
+    a call's input text (system, then each message's text parts), and the breakpoint's ttl."""
+    parts: list[str] = []
+    found: tuple[str | None, str] = (None, "5m")
+    system = body.get("system")
+    blocks = [{"type": "text", "text": system}] if isinstance(system, str) else list(system or [])
+    groups = [blocks] + [
+        [{"type": "text", "text": m["content"]}] if isinstance(m.get("content"), str) else list(m.get("content") or [])
+        for m in body.get("messages") or []
+    ]
+    for group in groups:
+        texts: list[str] = []
+        for block in group:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            mark = block.get("cache_control") if isinstance(block, dict) else None
+            if mark:
+                found = ("\n".join([*parts, "\n".join(texts)]), str(mark.get("ttl") or "5m"))
+        if texts:
+            parts.append("\n".join(texts))
+    return found
+
+
+def tally(stats: Any, call: Any, answer: Any, batch: bool) -> None:
+    """Add one billed answer to the fake's usage, per (provider, model, batch, tier)."""
+    tier = "flex" if call.body.get("service_tier") == "flex" else "standard"
+    key = f"{call.provider}|{call.model}|{'batch' if batch else 'realtime'}|{tier}"
+    row = stats.usage.setdefault(key, {"input": 0, "cache_read": 0, "cache_write": 0, "cache_write_1h": 0, "output": 0})
+    cached = answer.cache_read + answer.cache_write
+    row["input"] += answer.input_tokens - cached
+    row["cache_read"] += answer.cache_read
+    row["cache_write"] += answer.cache_write - answer.cache_write_1h
+    row["cache_write_1h"] += answer.cache_write_1h
+    row["output"] += answer.output_tokens
