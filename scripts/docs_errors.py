@@ -25,6 +25,8 @@ FIXES = {
     "model_unlisted": "Use the name it suggests (`batchor prices MODEL`), or declare the model: `price:` or `custom: true`.",
     "model_option": "Use one of the provider's `model.options` the message lists, with a value of the right kind.",
     "model_param": "Fix the parameter name in `model.params` (the message gives the closest one the provider takes), or remove it.",
+    "flex_unsupported": "Use `mode: batch` (half price on any provider) or `mode: realtime`; flex is OpenAI's tier for o3, o4-mini and the gpt-5 family (`batchor prices MODEL`).",
+    "cache_ttl": "Use a lifetime the provider offers: Anthropic `5m` or `1h`, OpenAI `24h`; or drop `cache.ttl`.",
     "base_url_missing": "Add `base_url:` to the model block of an `openai-compatible` endpoint.",
     "no_price": "Add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block, or run without `--max-cost`.",
     "cost_limit": "Raise `--max-cost` (or `limits.max_cost_usd`), lower `max_tokens`, or run fewer rows (`--limit`, `--sample`).",
