@@ -132,3 +132,12 @@ def cell(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(cell(v) for v in value) or NOTHING
     return str(value)
+
+
+def cache_saving(saved: float | None, lead: str = "; ") -> str:
+    """`; saved by prompt caching $X` (or what cache writes cost above what it saved), or nothing."""
+    if not saved:
+        return ""
+    if saved > 0:
+        return f"{lead}saved by prompt caching {money(saved)}"
+    return f"{lead}prompt-cache writes cost {money(-saved)} more than the cache saved"

@@ -17,7 +17,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from batchor.cli.estimate_lines import estimate_table, run_ratio
-from batchor.humanize import NOTHING, ago, cell, count, duration, elapsed, moment, money, per_mtok, short_moment
+from batchor.humanize import (
+    NOTHING,
+    ago,
+    cache_saving,
+    cell,
+    count,
+    duration,
+    elapsed,
+    moment,
+    money,
+    per_mtok,
+    short_moment,
+)
 
 PIPE_WIDTH = 200
 STATUS_STYLE = {
@@ -161,7 +173,7 @@ def _spend_line(data: dict[str, Any], spend: dict[str, Any]) -> str:
     )
     if spend.get("estimated_usd"):
         line += f"; {money(spend['estimated_usd'])} estimated (no usage from the provider)"
-    return line
+    return line + cache_saving(spend.get("cache_saved_usd"), "; ")
 
 
 def _time_line(data: dict[str, Any]) -> str:
@@ -270,6 +282,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
         cost = money(total, estimated=bool(spend.get("estimated_usd")))
         if spend.get("wasted_usd"):
             cost += f" ({money(spend['wasted_usd'])} wasted)"
+        cost += cache_saving(spend.get("cache_saved_usd"), ", ")
         took = elapsed(r.get("started_at"), r.get("finished_at"))
         ok, failed = _ok_failed(r)
         shown = styled_status(r.get("status")) + ("*" if r["run_id"] in unwritten else "")

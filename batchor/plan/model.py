@@ -98,6 +98,7 @@ class PromptCache(_Frozen):
     misses_per_run: float | None = None
     batch_hit_share: float | None = None
     read_per_hit: float | None = None  # tokens a hit reads (OpenAI rounds down to 128-token steps)
+    write_per_miss: float | None = None  # tokens a miss writes (the provider's count of the prefix)
     source: str = "assumed"  # assumed | history: N runs
 
 

@@ -104,12 +104,14 @@ def _learned(step: StepPlan, runs: dict[str, list[CacheRun]]) -> StepPlan:
     realtime, batch = runs.get(f"{cache.key}:realtime", []), runs.get(f"{cache.key}:batch", [])
     if not realtime and not batch:
         return step
-    hits = sum(r.hits for r in realtime + batch)
-    read = sum(r.read_tokens for r in realtime + batch)
+    runs_seen = realtime + batch
+    hits, writes = sum(r.hits for r in runs_seen), sum(r.writes for r in runs_seen)
+    read, written = sum(r.read_tokens for r in runs_seen), sum(r.write_tokens for r in runs_seen)
     update = {
         "misses_per_run": sum(r.requests - r.hits for r in realtime) / len(realtime) if realtime else None,
         "batch_hit_share": sum(r.hits for r in batch) / sum(r.requests for r in batch) if batch else None,
         "read_per_hit": read / hits if hits else None,
+        "write_per_miss": written / writes if writes else None,
         "source": f"history: {len(realtime) + len(batch):,} runs",
     }
     return step.model_copy(update={"prompt_cache": cache.model_copy(update=update)})
@@ -127,14 +129,17 @@ def cache_tokens(step: StepPlan, requests: float) -> tuple[float, float]:
         misses = cache.concurrency if cache.misses_per_run is None else cache.misses_per_run
         hits = max(0.0, requests - misses)
     per_hit = cache.read_per_hit if cache.read_per_hit is not None else readable_tokens(step.provider, cache.tokens)
-    writes = (requests - hits) * cache.tokens if cache.writes else 0.0
-    return hits * per_hit, writes
+    per_miss = cache.write_per_miss if cache.write_per_miss is not None else cache.tokens
+    return hits * per_hit, (requests - hits) * per_miss if cache.writes else 0.0
 
 
 def upper_writes(step: StepPlan, requests: float) -> float:
-    """Cache writes in the upper bound: no hit, so every request writes where misses write."""
+    """Cache writes in the upper bound: no hit, so every request writes where misses write (the
+    larger of the plan's count and the provider's, times the step's upper-bound factor)."""
     cache = step.prompt_cache
-    return requests * cache.tokens if cache is not None and cache.sent and cache.writes else 0.0
+    if cache is None or not cache.sent or not cache.writes:
+        return 0.0
+    return requests * max(cache.tokens, cache.write_per_miss or 0.0) * step.token_upper_factor
 
 
 def write_1h(step: StepPlan, writes: float) -> float:

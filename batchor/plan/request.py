@@ -144,7 +144,15 @@ def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) 
     cache, tier = cache_control(step), step.service_tier  # how it is sent, not what: neither is keyed
     if not refs and not any(ATTACHMENTS in m for m in messages):
         return LLMRequest(
-            key, step.model, messages, step.params, step.sent_schema, step.name, cache=cache, service_tier=tier
+            key,
+            step.model,
+            messages,
+            step.params,
+            step.sent_schema,
+            step.name,
+            cache=cache,
+            service_tier=tier,
+            tier_fallback=step.flex_fallback,
         )
     plain = tuple({k: v for k, v in m.items() if k != ATTACHMENTS} for m in messages)
     files = load(refs)  # raises for a planned problem first, whatever else the row carries

@@ -241,6 +241,8 @@ def _step_plan(
     if "structured" in model.options:  # changes what is sent; connection options do not
         key_params["_structured"] = model.options["structured"]
     has_flex = provider == "openai" and price is not None and price.has_flex
+    if params.get("service_tier") == "flex" and mode != "batch":  # flex asked for in the params: priced as flex
+        mode = "flex"
     mode, mode_note = initial_mode(mode, info, step.deadline or spec.limits.deadline, f"steps.{name}", has_flex)
     if mode == "flex":
         check_flex(provider, model.name, has_flex, f"{_at(loaded, ('steps', name, 'mode'))}")

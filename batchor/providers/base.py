@@ -62,6 +62,7 @@ class LLMRequest:
     # How it is sent, not what is asked (neither is in the request key):
     cache: CacheControl | None = None  # the shared prefix to mark for the provider's prompt cache
     service_tier: str | None = None  # flex: OpenAI's flex processing
+    tier_fallback: bool = False  # flex without capacity (429 resource unavailable): send at the standard tier
 
 
 @dataclass(slots=True)

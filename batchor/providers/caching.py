@@ -1,5 +1,8 @@
 """Provider facts about prompt caching and flex processing, and the controls each API takes.
 
+Flex (OpenAI `service_tier: "flex"`, on the models the price table lists a flex price for) bills
+Batch API rates at realtime latency, and answers 429 "Resource Unavailable" when busy.
+
 A step's requests share a prefix (the system prompt, the static head of the prompt template):
 providers bill it far cheaper when they read it from their prompt cache. What each one needs:
 - Anthropic caches only what a `cache_control` breakpoint marks, and only when the marked prefix
@@ -47,6 +50,15 @@ _MINIMUMS: dict[str, tuple[tuple[str, int], ...]] = {
 OPENAI_CACHE_STEP = 128  # OpenAI reports cached tokens in steps of this many, from its minimum
 TTLS = {"anthropic": ("5m", "1h"), "openai": ("24h",)}  # `cache.ttl` values each provider takes
 WRITES_BILLED = frozenset({"anthropic"})  # a miss writes the prefix at its own price
+# OpenAI's flex tier answers 429 "Resource Unavailable" when it has no capacity: a wait, not a
+# rate limit of the account, and never a reason to send at the standard tier unless allowed.
+_FLEX_UNAVAILABLE = ("resource unavailable", "resource_unavailable")
+
+
+def flex_unavailable(message: str) -> bool:
+    """Whether a 429's message is flex processing's "Resource Unavailable"."""
+    lowered = message.lower()
+    return any(marker in lowered for marker in _FLEX_UNAVAILABLE)
 
 
 def min_cacheable_tokens(provider: str, model: str) -> int:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from batchor.errors import BaseUrlMissingError, TransientProviderError
+from batchor.errors import BaseUrlMissingError, RateLimitedError, TransientProviderError
 from batchor.providers.base import (
     Completion,
     Embeddings,
@@ -28,7 +28,7 @@ from batchor.providers.base import (
     refused,
     unreadable_answer,
 )
-from batchor.providers.caching import openai_fields
+from batchor.providers.caching import flex_unavailable, openai_fields
 from batchor.providers.embeddings import openai_body, parse_openai
 from batchor.providers.errors_map import classify, parse_retry_after
 from batchor.providers.media_parts import openai_chat_parts, openai_responses_parts, with_parts
@@ -186,6 +186,15 @@ class OpenAIProvider:
 
     async def complete(self, request: LLMRequest) -> Completion:
         body = to_body(request, api=self.api, strict=self.strict, first_party=self.first_party)
+        try:
+            return await self._complete(body)
+        except RateLimitedError as exc:
+            if not (request.tier_fallback and body.get("service_tier") == "flex" and flex_unavailable(exc.message)):
+                raise
+        # No flex capacity and the spec allows the standard tier: priced at the tier the answer names.
+        return await self._complete({k: v for k, v in body.items() if k != "service_tier"})
+
+    async def _complete(self, body: dict[str, Any]) -> Completion:
         # The SDK's generic `request` (what its `post` calls) sends the body as built, so
         # server-specific parameters (top_k on vLLM, Ollama...) pass through untouched, and
         # returns the HTTP response unparsed: `create(...)` would first walk every parameter

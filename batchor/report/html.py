@@ -97,6 +97,7 @@ def _cards(report: dict[str, Any]) -> str:
             f"{money(totals.get('cost_expected'))} (at most {money(totals.get('cost_upper'))})" if totals else NOTHING,
         ),
         _card("wasted", money(spend.get("wasted_usd"))),
+        _card("saved by prompt caching", money(spend.get("cache_saved_usd"))),
         _card("duration", duration(took) if took is not None else "not finished"),
         _card("started", moment(run.get("started_at"))),
     ]

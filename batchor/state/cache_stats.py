@@ -21,6 +21,7 @@ class CacheRun:
     hits: int  # of those, attempts that read the prefix from the cache
     read_tokens: int
     write_tokens: int
+    writes: int = 0  # attempts that wrote it
 
 
 def prompt_cache_runs(store: Any, cache_keys: list[str]) -> dict[str, list[CacheRun]]:
@@ -30,12 +31,13 @@ def prompt_cache_runs(store: Any, cache_keys: list[str]) -> dict[str, list[Cache
     marks = ", ".join("?" * len(cache_keys))
     rows = store.execute(
         "SELECT s.cache_key, a.run_id, count(*), count(*) FILTER (WHERE coalesce(a.cache_read_tokens, 0) > 0), "
-        "coalesce(sum(a.cache_read_tokens), 0), coalesce(sum(a.cache_write_tokens), 0) "
+        "coalesce(sum(a.cache_read_tokens), 0), coalesce(sum(a.cache_write_tokens), 0), "
+        "count(*) FILTER (WHERE coalesce(a.cache_write_tokens, 0) > 0) "
         "FROM attempts a JOIN run_steps s ON s.run_id = a.run_id AND s.step = a.step "
         f"WHERE s.cache_key IN ({marks}) AND {_BILLED} GROUP BY 1, 2 ORDER BY 1, 2",
         list(cache_keys),
     )
     found: dict[str, list[CacheRun]] = {}
-    for key, _run, requests, hits, read, write in rows:
-        found.setdefault(str(key), []).append(CacheRun(int(requests), int(hits), int(read), int(write)))
+    for key, _run, requests, hits, read, write, writes in rows:
+        found.setdefault(str(key), []).append(CacheRun(int(requests), int(hits), int(read), int(write), int(writes)))
     return found

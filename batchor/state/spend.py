@@ -1,6 +1,7 @@
 """Spend read from the ledger of attempts (engine/recorder.py writes it): what a run paid, split
-into accepted answers and wasted attempts (rejected: invalid, truncated, refused), and what its
-failed rows cost. Portable SQL over `store.execute`, so DuckDB and PostgreSQL answer alike.
+into accepted answers and wasted attempts (rejected: invalid, truncated, refused), what the
+providers' prompt caches saved it, and what its failed rows cost. Portable SQL over
+`store.execute`, so DuckDB and PostgreSQL answer alike.
 
 Attempts stored before the ledger existed (schema < 4 / < 5) have no cost: they count as 0.
 """
@@ -26,6 +27,9 @@ def empty_spend() -> dict[str, Any]:
         "attempts_rejected": 0,
         "input_tokens": 0,
         "output_tokens": 0,
+        "cache_saved_usd": 0.0,  # what the provider's prompt cache saved (writes billed above input count against it)
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
     }
 
 
@@ -38,10 +42,12 @@ def run_spend(store: StateStore, run_ids: list[str]) -> dict[str, dict[str, Any]
     rows = store.execute(
         "SELECT run_id, outcome = 'ok', count(*), coalesce(sum(cost_usd), 0), "
         "coalesce(sum(CASE WHEN estimated THEN cost_usd ELSE 0 END), 0), coalesce(sum(input_tokens), 0), "
-        f"coalesce(sum(output_tokens), 0) FROM attempts WHERE run_id IN ({marks}) AND {_BILLED} GROUP BY 1, 2",
+        "coalesce(sum(output_tokens), 0), coalesce(sum(uncached_usd - cost_usd), 0), "
+        "coalesce(sum(cache_read_tokens), 0), coalesce(sum(cache_write_tokens), 0) "
+        f"FROM attempts WHERE run_id IN ({marks}) AND {_BILLED} GROUP BY 1, 2",
         list(run_ids),
     )
-    for run_id, accepted, count, cost, estimated, tokens_in, tokens_out in rows:
+    for run_id, accepted, count, cost, estimated, tokens_in, tokens_out, saved, read, written in rows:
         entry = spend[run_id]
         entry["total_usd"] += float(cost)
         entry["accepted_usd" if accepted else "wasted_usd"] += float(cost)
@@ -50,6 +56,9 @@ def run_spend(store: StateStore, run_ids: list[str]) -> dict[str, dict[str, Any]
         entry["attempts_rejected"] += 0 if accepted else int(count)
         entry["input_tokens"] += int(tokens_in)
         entry["output_tokens"] += int(tokens_out)
+        entry["cache_saved_usd"] += float(saved)
+        entry["cache_read_tokens"] += int(read)
+        entry["cache_write_tokens"] += int(written)
     return spend
 
 

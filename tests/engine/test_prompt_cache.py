@@ -109,3 +109,31 @@ def test_batch_lines_carry_the_controls_and_are_billed_at_batch_cache_prices(wor
     stats = fake.stats()
     assert read == stats["cache_read_tokens"] > 0
     assert spent == pytest.approx(fake_bill(stats), rel=1e-9)
+
+
+def test_a_pilot_teaches_the_plan_the_hit_rate(workdir, fake):
+    from batchor.pilot import run_pilot
+
+    spec = cached_spec(workdir, "anthropic", rows=150)
+    before = api.plan(spec, save=False).header.steps[0]
+    piloted = run_pilot(spec, 10, seed=0, handle_signals=False)
+    step = piloted.plan.header.steps[0]
+    assert before.prompt_cache.source == "assumed" and step.prompt_cache.source == "history: 1 runs"
+    assert 1 <= (step.prompt_cache.misses_per_run or 0) <= 2  # concurrency 2: the rows in flight before the first write
+    rest = api.apply_compiled(piloted.plan, handle_signals=False)
+    # within 10 %: the plan expects the rest's first rows to write the prefix again; run right after
+    # the pilot, they find it still cached (one write of 2,262 tokens is 6 % of this rest's cost)
+    assert rest.cost_usd == pytest.approx(piloted.plan.header.totals.cost_expected, rel=0.1)
+    assert rest.cost_usd < piloted.plan.header.totals.cost_upper / 3  # the bound assumes no hit
+
+
+def test_status_runs_and_show_say_what_caching_did(workdir, fake, batchor_cli):
+    spec = cached_spec(workdir, "anthropic", rows=6)
+    shown = batchor_cli(workdir, "show", str(spec), "--prompts", "1")
+    assert "cache_control breakpoint (5m)" in shown.stdout
+    assert 'shared prefix ends after: "' in shown.stdout and 'Review: "' in shown.stdout
+    api.apply(spec, handle_signals=False)
+    _, _, _, saved = ledger(workdir)
+    status = batchor_cli(workdir, "status")
+    assert f"saved by prompt caching ${saved:.4f}"[:30] in status.stdout
+    assert "saved by prompt caching" in batchor_cli(workdir, "runs").stdout

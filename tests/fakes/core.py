@@ -94,9 +94,13 @@ DEFAULTS: dict[str, Any] = {
     # Canned answers served in order, one per answered model call (text, or a JSON value sent as
     # JSON text); setting the list restarts it; once used up, answers are generated again.
     "scripted_answers": [],
+    # OpenAI flex processing: the first N calls asking for `service_tier: flex` get a 429
+    # "Resource Unavailable" (no flex capacity now), as OpenAI answers when flex is busy
+    "flex_unavailable": 0,
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
 FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut", "blocked")
+FLEX_UNAVAILABLE = "Resource Unavailable: no flex processing capacity for this request now. Please retry later."
 ANSWERED_ACTIONS = ("malformed", "garbled", "cut", "blocked")  # forced actions that still answer (and bill) the call
 
 
@@ -404,6 +408,11 @@ class Fake:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return self._error(provider, 400, f"Invalid request: {exc}", None)
         self.record_media(call)
+        if call.body.get("service_tier") == "flex" and self.stats.faults["flex_unavailable"] < int(
+            self.config["flex_unavailable"] or 0
+        ):
+            self.stats.faults["flex_unavailable"] += 1
+            return self._error(provider, 429, FLEX_UNAVAILABLE, call)
         action = self._forced_action(call)
         if action == "quota" or (action is None and self.config["quota_exhausted"]):
             status, payload = provider.quota_error(self.config["quota_exhausted"] or True)
