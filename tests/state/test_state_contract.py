@@ -52,6 +52,7 @@ def _attempts(
     outcome: str = "ok",
     cost: float = 0.25,
     estimated: bool = False,
+    cache: tuple[int, int, float] | None = None,  # cache reads, writes, cost without the cache
 ) -> pa.Table:
     n = len(keys)
     return pa.table(
@@ -71,9 +72,9 @@ def _attempts(
             "step": ["s"] * n,
             "counted_input_tokens": [8] * n,
             "feedback": [None] * n,
-            "cache_read_tokens": [None] * n,
-            "cache_write_tokens": [None] * n,
-            "uncached_usd": [None] * n,
+            "cache_read_tokens": [cache and cache[0]] * n,
+            "cache_write_tokens": [cache and cache[1]] * n,
+            "uncached_usd": [cache and cache[2]] * n,
         },
         schema=ATTEMPT_SCHEMA,
     )
@@ -86,7 +87,7 @@ def test_spend_is_the_sum_of_attempts(store):
     store.record_results(
         _results(("b", "failed", None, "invalid_output", "r1")), _attempts("a", "b", cost=0.5, estimated=True)
     )
-    store.record_results(_results(), _attempts("a", run_id="r2", cost=1.0))
+    store.record_results(_results(), _attempts("a", run_id="r2", cost=1.0, cache=(6, 2, 1.25)))
     spend = run_spend(store, ["r1", "r2", "r3"])
     assert spend["r1"] == {
         "total_usd": 1.5,
@@ -97,7 +98,12 @@ def test_spend_is_the_sum_of_attempts(store):
         "attempts_rejected": 2,
         "input_tokens": 40,
         "output_tokens": 20,
+        "cache_saved_usd": 0.0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
     }
+    r2 = spend["r2"]  # what prompt caching saved: the cost without the cache less the cost
+    assert (r2["cache_saved_usd"], r2["cache_read_tokens"], r2["cache_write_tokens"]) == (0.25, 6, 2)
     assert spend["r2"]["total_usd"] == 1.0 and spend["r2"]["wasted_usd"] == 0.0
     assert spend["r3"]["total_usd"] == 0.0
     assert failure_costs(store, "j") == {"invalid_output": {"rows": 1, "cost_usd": 0.5}}
