@@ -487,6 +487,14 @@ class InvalidOutputError(ProviderError):
     violations: tuple[str, ...] = ()  # the validator's messages, one per broken rule
 
 
+class UnexpectedToolCallError(ProviderError):
+    """The model answered with a tool call (a function to run) where the step wants an answer:
+    batchor runs no tools, so the row fails; the call was billed and is recorded with its cost."""
+
+    code = "unexpected_tool_call"
+    deterministic = True
+
+
 class ChecksFailedError(BatchorError):
     """Quality gates (`checks:`) failed on the stored answers; the answers themselves are kept."""
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from batchor.engine.events import Progress
 from batchor.engine.resume import feedback_record
 from batchor.engine.sink import ResultSink
-from batchor.errors import InvalidOutputError, ProviderError, TruncatedOutputError
+from batchor.errors import InvalidOutputError, ProviderError, TruncatedOutputError, UnexpectedToolCallError
 from batchor.plan.model import StepPlan
-from batchor.providers.base import Completion, LLMRequest, is_truncated
+from batchor.providers.base import Completion, LLMRequest, ToolCall, answer_tool, is_truncated
 from batchor.schema.core import parse_structured, schema_key
-from batchor.schema.feedback import reask_messages
+from batchor.schema.feedback import EMPTY_ANSWER, reask_messages
 
 if TYPE_CHECKING:
     from batchor.engine.types import StepRuntime, WorkItem
@@ -82,8 +82,12 @@ def flex_served(plan: StepPlan, completion: Completion) -> bool:
 def judge(plan: StepPlan, completion: Completion) -> str:
     """The answer as stored: text, or compact JSON valid against the step's schema.
 
-    Raises TruncatedOutputError when the token limit cut it, InvalidOutputError when it does not
-    match the schema."""
+    Raises UnexpectedToolCallError when the model called a tool (batchor runs none),
+    TruncatedOutputError when the token limit cut it, InvalidOutputError when it does not match the
+    schema or, on a text step without `allow_empty`, is empty."""
+    unasked = [c for c in completion.tool_calls if plan.schema is None or c.name != answer_tool(plan.name)]
+    if unasked:
+        raise _tool_called(unasked)
     if is_truncated(completion):
         limit = plan.params.get("max_tokens", plan.max_tokens)
         raise TruncatedOutputError(
@@ -92,6 +96,12 @@ def judge(plan: StepPlan, completion: Completion) -> str:
             "`limits.on_truncation: reask`"
         )
     if plan.schema is None:
+        if not plan.allow_empty and not completion.text.strip():
+            error = InvalidOutputError(
+                "the answer is empty: asked again (set `allow_empty: true` on the step to accept empty answers)"
+            )
+            error.rejected, error.violations = completion.text, (EMPTY_ANSWER,)
+            raise error
         return completion.text
     accepted = _accepted_answers(plan.schema)
     stored = accepted.get(completion.text)
@@ -106,6 +116,17 @@ def judge(plan: StepPlan, completion: Completion) -> str:
     if len(completion.text) <= _MEMO_TEXT_CHARS and len(accepted) < _MEMO_ANSWERS:
         accepted[completion.text] = stored
     return stored
+
+
+def _tool_called(calls: list[ToolCall]) -> UnexpectedToolCallError:
+    """The row's failure (not asked again: the same request calls the same tool); the attempt is
+    recorded with its cost by the caller, as any judged answer."""
+    names = ", ".join(dict.fromkeys(call.name for call in calls))
+    arguments = json.dumps(calls[0].arguments, ensure_ascii=False, default=str)[:200]
+    return UnexpectedToolCallError(
+        f"the model answered with a tool call ({names}, arguments {arguments}) instead of an answer; "
+        "batchor runs no tools: tell the model to answer directly in the prompt or system message"
+    )
 
 
 _MEMO_TEXT_CHARS = 512  # answers remembered once accepted: short ones (labels, scores, small records)
@@ -188,7 +209,7 @@ class Recorder:
         """Judge an answer and record it as a billed attempt: (output, rejection, cost)."""
         try:
             output, error = judge(runtime.plan, completion), None
-        except (InvalidOutputError, TruncatedOutputError) as exc:
+        except (InvalidOutputError, TruncatedOutputError, UnexpectedToolCallError) as exc:
             output, error = None, exc
         cost = self.billed(item, runtime, attempt, completion, error, duration_ms=duration_ms, raw=raw, counted=counted)
         return output, error, cost

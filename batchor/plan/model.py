@@ -121,6 +121,7 @@ class StepPlan(_Frozen):
     system: str | None = None
     prompt: str
     when: str | None = None
+    allow_empty: bool = False  # text steps: an empty answer is accepted, not re-asked (spec `allow_empty`)
     depends_on: list[str] = Field(default_factory=list)
     grain: str | None = None  # rows it has one result per: None = input rows, else that fan-out step's elements
     fan_out: bool = False  # SQL steps: each row becomes zero or more element rows `<row_key>#<n>`

@@ -262,6 +262,7 @@ def _step_plan(
         system=step.system,
         prompt=step.prompt,
         when=step.when,
+        allow_empty=step.allow_empty,
         depends_on=deps,
         mode="realtime" if mode == "flex" else mode,
         mode_note=mode_note,

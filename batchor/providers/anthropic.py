@@ -26,6 +26,8 @@ from batchor.providers.base import (
     Completion,
     LLMRequest,
     ProviderConfig,
+    ToolCall,
+    answer_tool,
     read_api_key,
     refused,
     unreadable_answer,
@@ -106,19 +108,20 @@ def _params(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _tool_name(name: str) -> str:
-    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)
-    return cleaned[:64] or "output"
+_tool_name = answer_tool
 
 
 def parse_result(data: dict[str, Any]) -> Completion:
-    """A Completion from a Messages JSON body (a forced tool's `input` becomes the JSON text)."""
-    texts, tool_input = [], None
+    """A Completion from a Messages JSON body (a forced tool's `input` becomes the JSON text). Every
+    `tool_use` block is also kept as a tool call: the judge tells the forced answer tool (named by
+    `answer_tool`) from a tool the model called unasked."""
+    texts, tool_input, calls = [], None, []
     for block in data.get("content") or []:
         if block.get("type") == "text":
             texts.append(block.get("text") or "")
-        elif block.get("type") == "tool_use" and tool_input is None:
-            tool_input = block.get("input")
+        elif block.get("type") == "tool_use":
+            calls.append(ToolCall(str(block.get("name") or "?"), block.get("input")))
+            tool_input = block.get("input") if tool_input is None else tool_input
     text = json.dumps(tool_input, ensure_ascii=False) if tool_input is not None else "".join(texts)
     usage = data.get("usage") or {}
     cache_read = int(usage.get("cache_read_input_tokens") or 0)
@@ -126,6 +129,7 @@ def parse_result(data: dict[str, Any]) -> Completion:
     split = usage.get("cache_creation") or {}
     completion = Completion(
         text=text,
+        tool_calls=tuple(calls),
         input_tokens=int(usage.get("input_tokens") or 0) + cache_read + cache_write,
         output_tokens=int(usage.get("output_tokens") or 0),
         cached_input_tokens=cache_read,

@@ -65,6 +65,15 @@ class LLMRequest:
     tier_fallback: bool = False  # flex without capacity (429 resource unavailable): send at the standard tier
 
 
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function the model asked to call instead of (or beside) answering: its name and arguments
+    (parsed JSON; the raw text when the provider sent arguments that are not JSON)."""
+
+    name: str
+    arguments: Any = None
+
+
 @dataclass(slots=True)
 class Completion:
     """A provider's answer, normalised."""
@@ -82,6 +91,9 @@ class Completion:
     raw: dict[str, Any] | None = None  # raw response body, kept for audit when enabled
     rate_limits: dict[str, float] = field(default_factory=dict)  # parsed ratelimit headers
     lost: bool = False  # the answer was cut off in transit: its length is unknown too (see `answer_cut`)
+    # Tool calls batchor did not ask for (OpenAI `tool_calls`, Anthropic `tool_use`, Gemini `functionCall`):
+    # a forced tool carrying a structured answer is the answer's text, not one of these.
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS", "max_output_tokens"})
@@ -91,6 +103,23 @@ def is_truncated(completion: Completion) -> bool:
     """Cut off by the token limit: OpenAI `length` (Responses: incomplete, max_output_tokens),
     Anthropic `max_tokens`, Gemini `MAX_TOKENS`."""
     return completion.finish_reason in TRUNCATED_FINISH_REASONS
+
+
+def answer_tool(schema_name: str) -> str:
+    """The name of the tool a structured answer is forced through (Anthropic's fallback), from the
+    request's `schema_name` (the step's name): the one tool call that is the answer, not a call."""
+    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in schema_name)
+    return cleaned[:64] or "output"
+
+
+def tool_arguments(value: Any) -> Any:
+    """A tool call's arguments as JSON: OpenAI sends them as a JSON string, the others as objects."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def refused(message: str, completion: Completion) -> ContentRefusedError:

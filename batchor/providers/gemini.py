@@ -37,6 +37,7 @@ from batchor.providers.base import (
     EmbedRequest,
     LLMRequest,
     ProviderConfig,
+    ToolCall,
     read_api_key,
     refused,
     unreadable_answer,
@@ -118,6 +119,8 @@ def parse_result(data: dict[str, Any]) -> Completion:
     parts = (candidate.get("content") or {}).get("parts") or []
     text = "".join(p.get("text") or "" for p in parts if not p.get("thought"))
     completion = _completion(data, usage, text, finish)
+    calls = [_get(p, "functionCall", "function_call") for p in parts]
+    completion.tool_calls = tuple(ToolCall(str(c.get("name") or "?"), c.get("args")) for c in calls if c)
     if finish in _REFUSALS:
         raise refused(f"Gemini withheld the answer (finishReason: {finish})", completion)
     return completion

@@ -24,8 +24,10 @@ from batchor.providers.base import (
     EmbedRequest,
     LLMRequest,
     ProviderConfig,
+    ToolCall,
     read_api_key,
     refused,
+    tool_arguments,
     unreadable_answer,
 )
 from batchor.providers.caching import flex_unavailable, openai_fields
@@ -108,6 +110,7 @@ def parse_result(data: dict[str, Any], *, api: str = "chat") -> Completion:
     details = usage.get("prompt_tokens_details") or {}
     completion = Completion(
         text=message.get("content") or "",
+        tool_calls=_chat_tool_calls(message),
         input_tokens=int(usage.get("prompt_tokens") or 0),
         output_tokens=int(usage.get("completion_tokens") or 0),
         cached_input_tokens=int(details.get("cached_tokens") or 0),
@@ -122,9 +125,19 @@ def parse_result(data: dict[str, Any], *, api: str = "chat") -> Completion:
     return completion
 
 
+def _chat_tool_calls(message: dict[str, Any]) -> tuple[ToolCall, ...]:
+    """`tool_calls` of a chat message (and the legacy single `function_call`)."""
+    calls = [c.get("function") or {} for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    if isinstance(message.get("function_call"), dict):
+        calls.append(message["function_call"])
+    return tuple(ToolCall(str(c.get("name") or "?"), tool_arguments(c.get("arguments"))) for c in calls)
+
+
 def _parse_responses(data: dict[str, Any]) -> Completion:
-    texts, refusal = [], None
+    texts, refusal, calls = [], None, []
     for item in data.get("output") or []:
+        if item.get("type") == "function_call":
+            calls.append(ToolCall(str(item.get("name") or "?"), tool_arguments(item.get("arguments"))))
         for part in item.get("content") or [] if item.get("type") == "message" else []:
             if part.get("type") == "output_text":
                 texts.append(part.get("text") or "")
@@ -140,6 +153,7 @@ def _parse_responses(data: dict[str, Any]) -> Completion:
     )
     completion = Completion(
         text="".join(texts),
+        tool_calls=tuple(calls),
         input_tokens=int(usage.get("input_tokens") or 0),
         output_tokens=int(usage.get("output_tokens") or 0),
         cached_input_tokens=int(details.get("cached_tokens") or 0),

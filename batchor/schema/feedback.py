@@ -17,6 +17,8 @@ FEEDBACK_TOKENS = FEEDBACK_MAX_BYTES + 16  # what the plan allows per re-ask for
 FEEDBACK_VIOLATIONS = 5  # violations named per re-ask; the rest are summed up
 _OPENING = "Your previous answer was rejected:"
 _CLOSING = "Answer again with valid JSON matching the schema, and nothing else."
+EMPTY_ANSWER = "the answer is empty"  # a text step's violation (engine/recorder.judge)
+_EMPTY_FEEDBACK = "Your previous answer was empty. Answer the request above; an empty answer is not accepted."
 
 
 def feedback_text(violations: Sequence[str]) -> str:
@@ -47,6 +49,8 @@ def reask_messages(
 ) -> tuple[dict[str, str], ...]:
     """The planned messages (without an earlier re-ask's turns), the rejected answer, the feedback."""
     planned = planned_messages(messages)
+    if not rejected.strip():  # an empty text answer: no empty assistant turn (Anthropic refuses one)
+        return (*planned, {"role": "user", "content": _EMPTY_FEEDBACK})
     return (
         *planned,
         {"role": "assistant", "content": rejected},

@@ -181,6 +181,9 @@ class LLMStep(_Strict):
     """Golden labels: answer field (`text` for a text step) -> input column of known answers."""
     checks: list[CheckSpec] = Field(default_factory=list)
     """Quality gates over this step's answers (only rows it answered count)."""
+    allow_empty: bool = False
+    """Text steps: accept an empty or whitespace-only answer. By default it is `invalid_output`,
+    asked again with feedback like any rejected answer."""
     attachments: list[str] = Field(default_factory=list)
     """Files sent with the prompt (images: PNG, JPEG, WebP, GIF; PDFs), each a Jinja expression
     such as `row.photo`, giving a path (relative to the input file's folder unless absolute), an

@@ -14,7 +14,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .answers import (
@@ -63,7 +63,9 @@ DEFAULTS: dict[str, Any] = {
     # {substring of the last user message: status code | "timeout" | "malformed" | "quota" | "garbled"
     # (answered, billed, and a 200 whose JSON body is cut short) | "cut" (answered, billed, and the
     # connection dropped halfway through the body) | "blocked" (a billed refusal: OpenAI's `refusal`,
-    # Anthropic's stop_reason "refusal", Gemini's promptFeedback.blockReason with the prompt's usage only)}
+    # Anthropic's stop_reason "refusal", Gemini's promptFeedback.blockReason with the prompt's usage only)
+    # | "empty" (a billed answer of empty text) | "tool_call" (a billed answer that is only a call of the
+    # tool `TOOL_CALLED`: OpenAI content null + tool_calls, Anthropic tool_use, Gemini functionCall)}
     "fail_matching": {},
     # Error messages quote the caller's API key, as some providers do: "full" (the whole key) or
     # "part" (OpenAI's style, "Incorrect API key provided: sk-test-secr*******3456"); None: never
@@ -99,9 +101,10 @@ DEFAULTS: dict[str, Any] = {
     "flex_unavailable": 0,
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
-FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut", "blocked")
+FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut", "blocked", "empty", "tool_call")
 FLEX_UNAVAILABLE = "Resource Unavailable: no flex processing capacity for this request now. Please retry later."
-ANSWERED_ACTIONS = ("malformed", "garbled", "cut", "blocked")  # forced actions that still answer (and bill) the call
+# forced actions that still answer (and bill) the call
+ANSWERED_ACTIONS = ("malformed", "garbled", "cut", "blocked", "empty", "tool_call")
 
 
 def merge_config(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -166,13 +169,17 @@ def last_user(turns: tuple[tuple[str, str], ...]) -> str:
     return next((text for role, text in reversed(turns) if role == "user"), "")
 
 
+REASKED = "Your previous answer was"  # how batchor's feedback turn opens (schema/feedback.py)
+
+
 def asked_prompt(turns: tuple[tuple[str, str], ...]) -> str:
-    """The last user turn before the first assistant turn (see Call.asked)."""
+    """The last user turn before the first assistant turn (see Call.asked), a feedback turn left
+    out: the re-ask of an empty answer sends no (empty) assistant turn before it."""
     asked = ""
     for role, text in turns:
         if role == "assistant":
             break
-        asked = text if role == "user" else asked
+        asked = text if role == "user" and not (asked and text.startswith(REASKED)) else asked
     return asked
 
 
@@ -440,6 +447,8 @@ class Fake:
         elif action == "blocked":
             self.stats.faults["blocked"] += 1
             answer = blocked_answer(provider.name, answer)
+        elif action in ("empty", "tool_call"):
+            call, answer = unasked_answer(self, str(action), call, answer)
         elif action is not None:
             return await self._fault(provider, call, action, headers)
         self.bill(call, answer)
@@ -580,6 +589,20 @@ class Fake:
         headers = dict(headers or {})
         headers[provider.request_id_header] = f"req_fake{next(self.ids):012d}"
         return json_response(status, payload, headers)
+
+
+TOOL_CALLED = ("lookup_weather", {"city": "Paris", "unit": "celsius"})  # the "tool_call" fault's call
+
+
+def unasked_answer(fake: Any, action: str, call: Call, answer: Answer) -> tuple[Call, Answer]:
+    """An answer no step wants, still billed: empty text (`empty`), or only a call of the tool
+    `TOOL_CALLED` (`tool_call`; the routes render a call whose `tool` is set as a tool call)."""
+    fake.stats.faults[action] += 1
+    if action == "empty":
+        return call, Answer("", None, answer.input_tokens, 0)
+    name, arguments = TOOL_CALLED
+    text = json.dumps(arguments)
+    return replace(call, tool=name), Answer(text, arguments, answer.input_tokens, len(text) // 4 + 1)
 
 
 def blocked_answer(provider: str, answer: Answer) -> Answer:

@@ -86,8 +86,9 @@ def from_openapi_schema(node: Any) -> Any:
 
 
 def render_generate(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
+    part = {"functionCall": {"name": call.tool, "args": answer.value}} if call.tool else {"text": answer.text}
     candidate = {
-        "content": {"parts": [{"text": answer.text}], "role": "model"},
+        "content": {"parts": [part], "role": "model"},
         "finishReason": "MAX_TOKENS" if answer.truncated else "STOP",
         "index": 0,
     }
