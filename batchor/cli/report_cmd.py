@@ -19,6 +19,7 @@ def report(
     fmt: str = typer.Option("html", "--format", help="html | markdown | json"),
     state: Optional[str] = typer.Option(None, "--state", help="State file or postgresql:// URL"),
     as_json: bool = typer.Option(False, "--json", help="Same as --format json"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random sample answers (same seed, same rows)"),
 ) -> None:
     """A run's report: summary, spend, per-step tokens/cost/latency, failures, sample answers, checks, plan."""
     from batchor.report import report as build
@@ -27,7 +28,7 @@ def report(
     fmt = "json" if as_json else fmt
     if fmt not in _FORMATS:
         raise typer.BadParameter(f"must be one of {', '.join(_FORMATS)}, not {fmt!r}", param_hint="--format")
-    text = build(run, state=state, fmt=fmt)
+    text = build(run, state=state, fmt=fmt, seed=seed)
     if output is None and fmt != "html":
         sys.stdout.write(text)
         return

@@ -12,11 +12,12 @@ from batchor.report.markdown import render_markdown
 FORMATS = ("html", "markdown", "json")
 
 
-def report(run_id: str | None = None, *, state: str | None = None, fmt: str = "html") -> str:
-    """The report of a run (default: the latest) as text in `fmt`: html, markdown or json."""
+def report(run_id: str | None = None, *, state: str | None = None, fmt: str = "html", seed: int = 0) -> str:
+    """The report of a run (default: the latest) as text in `fmt`: html, markdown or json; `seed`
+    draws the sample answers."""
     import json
 
-    data = gather(run_id, state)
+    data = gather(run_id, state, seed)
     if fmt == "json":
         return json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n"
     return render_markdown(data) if fmt == "markdown" else render_html(data)

@@ -9,6 +9,7 @@ step. Inputs beside the samples are read from the run's plan file by row key (st
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ SAMPLES = 5  # answered rows shown per step
 TEXT_CHARS = 1500  # raw model text kept per example
 
 
-def gather(run_id: str | None, state: str | None) -> dict[str, Any]:
+def gather(run_id: str | None, state: str | None, seed: int = 0) -> dict[str, Any]:
     """Everything the HTML and markdown reports render, as plain JSON-able data."""
     from batchor import operations
     from batchor.state import open_existing_state
@@ -33,11 +34,36 @@ def gather(run_id: str | None, state: str | None) -> dict[str, Any]:
     store = open_existing_state(state)
     plan = _plan(status.get("plan_path"))
     job_id, run = status["job_id"], status["run_id"]
-    report: dict[str, Any] = {"run": status, "plan": _plan_summary(plan), "steps": _steps(store, job_id, run)}
+    steps = _in_pipeline_order(_steps(store, job_id, run), plan)
+    for step in steps:
+        step["cached"], step["saved_usd"] = store.cached_answers(job_id, run).get(step["step"], (0, 0.0))
+    report: dict[str, Any] = {"run": status, "plan": _plan_summary(plan), "steps": steps}
     report["failures"] = _run_failures(store, status)
-    report["samples"] = _samples(store, job_id, plan)
+    report["profile"] = _profile(plan, store, seed)
+    report["samples"] = (report["profile"] or {}).get("samples") or _samples(store, job_id, plan)
     report["checks"] = _checks(run, state)
+    report["timezone"] = time.strftime("%Z") or "local time"
     return report
+
+
+def _in_pipeline_order(steps: list[dict[str, Any]], plan: Any) -> list[dict[str, Any]]:
+    """Steps as the plan runs them (the spec's order, dependencies first), not alphabetically."""
+    if plan is None:
+        return steps
+    order = {s.name: i for i, s in enumerate(plan.header.steps)}
+    return sorted(steps, key=lambda s: order.get(s["step"], len(order)))
+
+
+def _profile(plan: Any, store: Any, seed: int) -> dict[str, Any] | None:
+    """Answer values, seeded samples and flagged answers (quality/profile.py); None without the plan."""
+    from batchor.quality.profile import answer_profile
+
+    if plan is None:
+        return None
+    try:
+        return answer_profile(plan, store, seed)
+    except BatchorError:
+        return None
 
 
 def _plan(path: str | None) -> Any:

@@ -5,11 +5,17 @@ above all) is untrusted and goes through `esc`.
 
 from __future__ import annotations
 
-import json
 from html import escape
 from typing import Any
 
 from batchor.humanize import NOTHING, count, duration, elapsed, millis, moment, money, percent
+from batchor.report.quality_html import CSS as QUALITY_CSS
+from batchor.report.quality_html import (
+    distribution_section,
+    flagged_section,
+    metrics_section,
+    samples_section,
+)
 from batchor.report.summary import headline
 
 CSS = """
@@ -27,7 +33,7 @@ pre{background:#fff;border:1px solid #e3e6eb;padding:8px;white-space:pre-wrap;wo
 max-height:320px;overflow:auto;margin:4px 0;font-size:12px}
 .ok{color:#17753a}.bad{color:#b42318}.warn{color:#9a6700}.muted{color:#5b6475}
 svg{background:#fff;border:1px solid #e3e6eb;margin:4px 0}
-"""
+"""  # the quality sections' own rules follow (report/quality_html.py)
 STATUS_CLASS = {
     "succeeded": "ok",
     "failed": "bad",
@@ -47,20 +53,26 @@ def esc(value: Any) -> str:
 def render_html(report: dict[str, Any]) -> str:
     run = report["run"]
     title = f"batchor run {run['run_id']} ({run.get('name') or ''})"
+    profile = report.get("profile")
     body = [
         f"<h1>{esc(title)}</h1>",
         f"<p class=muted>{esc(headline(report))}</p>",
+        f"<p class=muted>output <code>{esc(run.get('output_path'))}</code>; times in "
+        f"{esc(report.get('timezone') or 'local time')}</p>",
         _cards(report),
         _steps_section(report),
+        metrics_section(report.get("checks")),
+        distribution_section(profile),
+        flagged_section(profile),
         _failures_section(report),
-        _samples_section(report),
+        samples_section(report.get("samples") or [], (profile or {}).get("seed")),
         _checks_section(report.get("checks")),
         _plan_section(report.get("plan")),
     ]
     return (
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
         "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; style-src 'unsafe-inline'\">"
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
+        f"<title>{esc(title)}</title><style>{CSS}{QUALITY_CSS}</style></head><body><main>"
         + "".join(body)
         + "</main></body></html>\n"
     )
@@ -125,13 +137,15 @@ def _steps_section(report: dict[str, Any]) -> str:
         return "<h2>Steps</h2><p class=muted>no step has rows yet</p>"
     head = (
         "<tr><th>step</th><th>rows</th><th>answered</th><th>failed</th><th>pending</th><th>failure rate</th>"
+        "<th>cached</th><th>saved by the cache</th>"
         "<th>attempts</th><th>re-asked</th><th>tokens in</th><th>tokens out</th><th>cost</th>"
         "<th>latency p50</th><th>p90</th><th>p99</th></tr>"
     )
     rows = "".join(
         f"<tr><td>{esc(s['step'])}</td><td class=n>{count(s['rows'])}</td><td class=n>{count(s['succeeded'])}</td>"
         f"<td class=n>{count(s['failed'])}</td><td class=n>{count(s['pending'])}</td>"
-        f"<td class=n>{esc(percent(s['failed'], s['rows']))}</td><td class=n>{count(s.get('attempts'))}</td>"
+        f"<td class=n>{esc(percent(s['failed'], s['rows']))}</td><td class=n>{count(s.get('cached'))}</td>"
+        f"<td class=n>{esc(money(s.get('saved_usd')))}</td><td class=n>{count(s.get('attempts'))}</td>"
         f"<td class=n>{esc(percent(s.get('reasked') or 0, s.get('requests_sent') or 0))}</td>"
         f"<td class=n>{count(s.get('input_tokens'))}</td><td class=n>{count(s.get('output_tokens'))}</td>"
         f"<td class=n>{esc(money(s.get('cost_usd')))}</td>"
@@ -152,17 +166,27 @@ def _ms(value: float | None) -> str:
 
 
 def _histogram(buckets: list[dict[str, Any]]) -> str:
-    """Attempts per latency bucket (log2 buckets) as an SVG bar chart."""
-    width, height, top = 600, 140, max(b["attempts"] for b in buckets)
+    """Attempts per latency bucket (log2 buckets) as an SVG bar chart with axis titles."""
+    left, width, height, top = 50, 600, 140, max(b["attempts"] for b in buckets)
     bar = width / max(len(buckets), 1)
-    parts = [f"<svg width={width} height={height + 30} role=img aria-label='latency histogram'>"]
+    parts = [
+        f"<svg width={left + width + 10} height={height + 56} role=img aria-label='latency histogram'>",
+        f"<line x1={left} y1=0 x2={left} y2={height} stroke='#5b6475'/>",
+        f"<line x1={left} y1={height} x2={left + width} y2={height} stroke='#5b6475'/>",
+        f"<text x={left - 4} y=10 font-size=9 text-anchor=end>{esc(count(top))}</text>",
+        f"<text x={left - 4} y={height} font-size=9 text-anchor=end>0</text>",
+        f"<text x=12 y={height / 2:.0f} font-size=11 text-anchor=middle "
+        f"transform='rotate(-90 12 {height / 2:.0f})'>attempts</text>",
+        f"<text x={left + width / 2:.0f} y={height + 50} font-size=11 text-anchor=middle>"
+        "latency per attempt (bucket from, log scale)</text>",
+    ]
     for i, b in enumerate(buckets):
-        h = height * b["attempts"] / top
+        h, x = height * b["attempts"] / top, left + i * bar
         parts.append(
-            f"<rect x={i * bar + 2:.1f} y={height - h:.1f} width={bar - 4:.1f} height={h:.1f} fill='#3867d6'>"
-            f"<title>{esc(count(b['attempts']))} attempts</title></rect>"
-            f"<text x={i * bar + 2:.1f} y={height + 12} font-size=9>{esc(_ms(b['from_ms']))}</text>"
-            f"<text x={i * bar + 2:.1f} y={height + 24} font-size=9>{esc(count(b['attempts']))}</text>"
+            f"<rect x={x + 2:.1f} y={height - h:.1f} width={bar - 4:.1f} height={h:.1f} fill='#3867d6'>"
+            f"<title>{esc(count(b['attempts']))} attempts, {esc(_ms(b['from_ms']))} to {esc(_ms(b['to_ms']))}</title>"
+            f"</rect><text x={x + 2:.1f} y={height + 12} font-size=9>{esc(_ms(b['from_ms']))}</text>"
+            f"<text x={x + 2:.1f} y={height + 24} font-size=9>{esc(count(b['attempts']))}</text>"
         )
     return "".join(parts) + "</svg>"
 
@@ -183,41 +207,19 @@ def _failures_section(report: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _samples_section(report: dict[str, Any]) -> str:
-    samples = report.get("samples") or []
-    if not samples:
-        return "<h2>Sample answers</h2><p class=muted>no answers yet</p>"
-    rows = "".join(
-        f"<tr><td>{esc(s['step'])}</td><td><code>{esc(s['row_key'])}</code></td>"
-        f"<td><pre>{esc(_pretty(s.get('input')))}</pre></td><td><pre>{esc(_pretty(s.get('answer')))}</pre></td>"
-        "</tr>"
-        for s in samples
-    )
-    return (
-        f"<h2>Sample answers</h2><table><tr><th>step</th><th>row</th><th>input</th><th>answer</th></tr>{rows}</table>"
-    )
-
-
-def _pretty(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=1, ensure_ascii=False, default=str)
-
-
 def _checks_section(checks: dict[str, Any] | None) -> str:
-    if not checks or not (checks.get("checks") or checks.get("metrics")):
-        return ""
+    if not checks or not checks.get("checks"):
+        return ""  # golden-label metrics have their own section (report/quality_html.py)
     rows = "".join(
         f"<tr><td>{esc(c['name'])}</td><td class={'ok' if c['passed'] else 'bad'}>"
         f"{'pass' if c['passed'] else 'FAIL'}</td><td class=n>{esc(_num(c.get('value')))}</td>"
         f"<td class=n>{esc(_num(c.get('threshold')))}</td><td>{esc(c.get('detail'))}</td></tr>"
         for c in checks.get("checks") or []
     )
-    metrics = "".join(f"<pre>{esc(_pretty(m))}</pre>" for m in checks.get("metrics") or [])
     verdict = "<p class=ok>all checks pass</p>" if checks.get("passed") else "<p class=bad>checks failed</p>"
     return (
-        f"<h2>Checks and metrics</h2>{verdict}<table><tr><th>check</th><th>result</th><th>value</th>"
-        f"<th>threshold</th><th>detail</th></tr>{rows}</table>{metrics}"
+        f"<h2>Checks</h2>{verdict}<table><tr><th>check</th><th>result</th><th>value</th>"
+        f"<th>threshold</th><th>detail</th></tr>{rows}</table>"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from batchor.humanize import count, millis, money, percent
+from batchor.report.quality_html import per_class, rounded
 from batchor.report.summary import headline
 
 MAX_CELL = 120
@@ -41,8 +42,30 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"- `{_cell(g['step'])}` {_cell(g['reason'])}: {count(g['rows'])} row(s)"
                 + (f", e.g. `{_cell(example.get('row_key'))}`: {_cell(example.get('error'))}" if example else "")
             )
+    lines += _metrics_lines(report.get("checks"))
     checks = report.get("checks")
     if checks and checks.get("checks"):
         lines += ["", "**Checks**: " + ("all pass" if checks["passed"] else "FAILED"), ""]
         lines += [f"- {'pass' if c['passed'] else 'FAIL'} {_cell(c['name'])}" for c in checks["checks"]]
     return "\n".join(lines) + "\n"
+
+
+def _metrics_lines(checks: dict[str, Any] | None) -> list[str]:
+    """Golden-label metrics: one line per field, then per-class precision/recall/F1/support."""
+    metrics = (checks or {}).get("metrics") or []
+    if not metrics:
+        return []
+    lines = ["", "**Golden-label metrics**", "", "| field | metric | value | rows compared |", "|---|---|---:|---:|"]
+    for m in metrics:
+        headline = {k: v for k, v in (m.get("metrics") or {}).items() if "." not in k}
+        lines += [
+            f"| {_cell(m['field'])} | {_cell(k)} | {rounded(v)} | {count(m.get('labelled'))} |"
+            for k, v in headline.items()
+        ]
+    for m in (m for m in metrics if m.get("confusion")):
+        lines += ["", f"`{_cell(m['field'])}` per class:", "", "| class | precision | recall | F1 | support |"]
+        lines.append("|---|---:|---:|---:|---:|")
+        lines += [
+            f"| {_cell(c)} | {rounded(p)} | {rounded(r)} | {rounded(f)} | {n} |" for c, p, r, f, n in per_class(m)
+        ]
+    return lines

@@ -235,6 +235,10 @@ class StateStore(LedgerReads, Protocol):
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]: ...
 
+    def cached_answers(self, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
+        """Per step of a job: rows answered before `run_id` (the cache) and what they cost then."""
+        ...
+
     def list_batches(self, job_id: str) -> list[dict[str, Any]]: ...
 
     def execute(self, sql: str, args: list[Any] | None = None) -> list[tuple[Any, ...]]:

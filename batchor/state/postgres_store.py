@@ -314,6 +314,12 @@ class PostgresStore(StateStore):
             ).fetchall()
         return [run_from_row(r) for r in rows]
 
+    def cached_answers(self, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
+        """Per step: rows answered before `run_id` and what they cost then (state/spend.py)."""
+        from batchor.state.spend import cached_answers
+
+        return cached_answers(self, job_id, run_id)
+
     def failures_by_reason(self, job_id: str) -> dict[str, int]:
         with self.pg() as conn:
             rows = conn.execute(

@@ -92,3 +92,15 @@ def unfinished_job_spend(store: Any, job_id: str, *, skip_live: bool = False) ->
             since.append(run_id)
     spent = run_spend(store, since)
     return sum(s["total_usd"] for s in spent.values()), len(since)
+
+
+def cached_answers(store: Any, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
+    """Per step of a job: (rows answered before `run_id`, what those answers cost when they were
+    paid): what the cache gave this run for free. Answers paid by the run itself are left out."""
+    rows = store.execute(
+        "SELECT j.step, count(*), coalesce(sum(r.cost_usd), 0) FROM job_requests j "
+        "JOIN results r ON r.request_key = j.request_key WHERE j.job_id = ? AND r.status = 'succeeded' "
+        "AND (r.run_id IS NULL OR r.run_id <> ?) GROUP BY j.step",
+        [job_id, run_id],
+    )
+    return {str(step): (int(n), float(usd or 0.0)) for step, n, usd in rows}

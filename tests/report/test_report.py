@@ -59,14 +59,24 @@ def test_report_data_is_the_runs_figures(reported):
     assert sum(b["attempts"] for b in step["latency_histogram"]) == 12
     (failure,) = report["failures"]
     assert (failure["reason"], failure["rows"], failure["examples"][0]["row_key"]) == ("invalid_request", 1, "r3")
-    assert len(report["samples"]) == SAMPLES
-    assert report["samples"][0]["input"]["text"] == NASTY  # the input beside its answer, from the plan
+    drawn = [s for s in report["samples"] if s["why"] == "random"]
+    assert len(drawn) == SAMPLES and len({s["row_key"] for s in report["samples"]}) == len(report["samples"])
+    for sample in report["samples"]:  # the input beside its answer, from the plan; the prompt as sent
+        text = NASTY if sample["row_key"] == "r0" else f"review number {sample['row_key'][1:]}"
+        assert sample["input"]["text"] == text and f"Review: {text}" in sample["prompt"]
+    assert [s["row_key"] for s in gather(None, None, seed=1)["samples"]] != [s["row_key"] for s in drawn]
     assert report["plan"]["totals"]["rows"] == 12 and "classify" in report["plan"]["spec_text"]
+
+
+def _with_nasty_sample() -> dict:
+    """A report whose random sample shows row r0 (its text is NASTY): the first seed that draws it."""
+    reports = (gather(None, None, seed) for seed in range(20))
+    return next(r for r in reports if any(s["row_key"] == "r0" for s in r["samples"]))
 
 
 def test_html_is_self_contained_and_escapes_untrusted_text(reported):
     status = reported
-    page = render_html(gather(None, None))
+    page = render_html(_with_nasty_sample())
     assert status["run_id"] in page and "invalid_request" in page
     assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in page
     assert "<script" not in page and "<img" not in page  # the row text is text, never markup
