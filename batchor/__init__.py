@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `impor
     from batchor.operations import cancel, export, export_attempts, migrate_state, prices, prune, runs, status
     from batchor.quality import CheckReport, DiffReport, check, diff
     from batchor.result import Result
+    from batchor.review import export_review, import_review
     from batchor.version import __version__
 
 __all__ = [
@@ -55,6 +56,8 @@ __all__ = [
     "diff",
     "export",
     "export_attempts",
+    "export_review",
+    "import_review",
     "migrate_state",
     "plan",
     "prices",
@@ -109,6 +112,8 @@ _WHERE = {
     "check": "batchor.quality",
     "diff": "batchor.quality",
     "Result": "batchor.result",
+    "export_review": "batchor.review",
+    "import_review": "batchor.review",
     "__version__": "batchor.version",
 }
 

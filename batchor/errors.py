@@ -57,6 +57,19 @@ class UsageError(BatchorError):
     exit_code = EXIT_USAGE
 
 
+class ReviewFileError(UsageError):
+    """A review file (`batchor review import`) whose rows or columns do not match the job it names,
+    or a corrected value its field cannot take: nothing of the file is stored."""
+
+    code = "review_file_mismatch"
+
+
+class ReviewFilterError(UsageError):
+    """`review export --where` is not one SQL expression over the answers table, or fails there."""
+
+    code = "review_filter_invalid"
+
+
 # --- spec and input -------------------------------------------------------------------------
 
 

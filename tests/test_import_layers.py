@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "report": 5,
     "result": 5,
     "quality": 5,
+    "review": 5,  # reads answers through quality, writes reviewed labels through the state
     "scaffold": 5,
     "__init__": 5,
     "pilot": 5,

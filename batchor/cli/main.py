@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import arrow_pool
-from batchor.cli import basics, housekeeping, pandas_probe, pilot_cmd
+from batchor.cli import basics, housekeeping, pandas_probe, pilot_cmd, review_cmd
 from batchor.cli import quality as quality_cli
 from batchor.cli.basics import print_json
 from batchor.cli.colour import coloured
@@ -350,6 +350,7 @@ app.command("draft")(draft_command)
 
 housekeeping.register(app)  # prune, prices, init
 quality_cli.register(app)  # check, diff
+review_cmd.register(app)  # review export, review import
 
 housekeeping.register_state(app)  # state migrate, state check, spec-schema
 

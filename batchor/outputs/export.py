@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from batchor.duck import SMALL_ROWS, attached, duckdb, scratch_db
 from batchor.errors import OutputError, UsageError
+from batchor.outputs.reviewed import Patches, patched, review_patches
 from batchor.plan.fanout_rows import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
@@ -49,7 +50,8 @@ def vector_type(step: StepPlan) -> str:
 
 
 _RESULT_FIELDS = ("row_key", "request_key", "status", "output", "error_code", "error")
-_RESULT_TYPE_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in _RESULT_FIELDS])
+# `reviewed`: the fields a person's label replaced (outputs/reviewed.py), null for the model's answer
+_RESULT_TYPE_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in (*_RESULT_FIELDS, "reviewed")])
 _RESULT_TYPE = pa.struct(list(_RESULT_TYPE_SCHEMA))
 PART_ROWS = 131_072  # plan rows whose results are fetched from the state at a time (see _aligned_rows)
 MAX_PARTS = 16  # a bigger job gets bigger parts: each part's query scans all of the state's results
@@ -66,7 +68,7 @@ def output_columns(steps: list[StepPlan]) -> list[str]:
     return names
 
 
-def build_output_sql(plan: CompiledPlan, fmt: str | None = None) -> str:
+def build_output_sql(plan: CompiledPlan, fmt: str | None = None, reviewed: bool = False) -> str:
     """SELECT producing the output table from `rows`: the plan's rows in order, each step's
     result aligned to its row in a struct column (`_aligned_rows`). A plain projection, so
     DuckDB keeps the input order without sorting a million wide rows."""
@@ -79,6 +81,11 @@ def build_output_sql(plan: CompiledPlan, fmt: str | None = None) -> str:
     select.append(f"rows.{ROW_KEY}")  # with _status and _error: the bookkeeping columns come last
     select.append(f"{_status_sql(aliases)} AS _status")
     select.append(f"{_error_sql(steps, aliases)} AS _error")
+    if reviewed:  # a job with reviewed labels: which fields of the row a person set
+        marks = [
+            f"CASE WHEN {a}.reviewed IS NOT NULL THEN '{s.name}: ' || {a}.reviewed END" for s, a in zip(steps, aliases)
+        ]
+        select.append(f"NULLIF(concat_ws('; ', {', '.join(marks)}), '') AS _reviewed")
     return f"SELECT {', '.join(select)} FROM rows"
 
 
@@ -140,11 +147,26 @@ def _counted(db: duckdb.DuckDBPyConnection, plan: CompiledPlan) -> dict[str, int
     return {**dict.fromkeys(ROW_STATUSES, 0), **{status: int(n) for status, n in found}}
 
 
-def _output_rows(plan: CompiledPlan, store: StoredResults, with_input: bool = True) -> Any:
-    """The plan's rows with each step's stored result attached (see `_aligned_rows`)."""
+def _output_rows(plan: CompiledPlan, store: StoredResults, with_input: bool = True, reviewed: bool = True) -> Any:
+    """The plan's rows with each step's stored result attached (see `_aligned_rows`), reviewed
+    labels applied unless `reviewed` is False (the metrics compare the model's own answers)."""
+    reviews = review_patches(plan, store) if reviewed else {}
     if any(s.fan_out for s in plan.header.steps):
-        return _element_rows(plan, [store.job_results(plan.job_id, s.name) for s in plan.header.steps])
-    return _aligned_rows(plan, store, list(plan.header.input.columns) if with_input else [])
+        results = [
+            _reviewed(_with_reviewed(store.job_results(plan.job_id, s.name)), s, reviews) for s in plan.header.steps
+        ]
+        return _element_rows(plan, results)
+    return _aligned_rows(plan, store, list(plan.header.input.columns) if with_input else [], reviews)
+
+
+def _with_reviewed(table: pa.Table) -> pa.Table:
+    """A step's results as `_RESULT_TYPE_SCHEMA`: the state's fields, `reviewed` null."""
+    table = table.select(list(_RESULT_FIELDS))
+    return table.append_column("reviewed", pa.nulls(table.num_rows, pa.string())).cast(_RESULT_TYPE_SCHEMA)
+
+
+def _reviewed(table: pa.Table, step: StepPlan, reviews: dict[str, Patches]) -> pa.Table:
+    return patched(table, reviews.get(step.name), step.schema is None)
 
 
 def write_output(plan: CompiledPlan, store: StateStore, path: Path | None = None, fmt: str | None = None) -> Path:
@@ -174,7 +196,7 @@ def _write(
     with _export_db(plan) as db:
         rows = _output_rows(plan, store)
         db.register("rows", rows.read_all() if counted else rows)
-        query = build_output_sql(plan, fmt)
+        query = build_output_sql(plan, fmt, reviewed=bool(review_patches(plan, store)))
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
         try:
@@ -211,10 +233,13 @@ def is_small(plan: CompiledPlan) -> bool:
     return plan.rows <= SMALL_ROWS and not any(s.fan_out for s in plan.header.steps)
 
 
-def register_rows(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: StoredResults) -> None:
+def register_rows(
+    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: StoredResults, reviewed: bool = True
+) -> None:
     """Register `rows` in `db`: the job's rows in output order, step i's stored result for each
-    in the struct column `result_column(i)` (read once: a stream, not a table)."""
-    db.register("rows", _output_rows(plan, store))
+    in the struct column `result_column(i)` (read once: a stream, not a table); reviewed labels
+    applied unless `reviewed` is False."""
+    db.register("rows", _output_rows(plan, store, reviewed=reviewed))
 
 
 def result_column(index: int) -> str:
@@ -236,7 +261,9 @@ def _copy(db: duckdb.DuckDBPyConnection, query: str, tmp: str, fmt: str) -> None
     db.execute(f"COPY ({query}) TO '{tmp}' {_COPY_OPTIONS[fmt]}")
 
 
-def _aligned_rows(plan: CompiledPlan, store: StoredResults, columns: list[str]) -> pa.RecordBatchReader:
+def _aligned_rows(
+    plan: CompiledPlan, store: StoredResults, columns: list[str], reviews: dict[str, Patches]
+) -> pa.RecordBatchReader:
     """The plan's rows in order (the row key and `columns` of the input), plus per step a struct
     column holding that row's result (`_RESULT_FIELDS`, all null when the row has none: the LEFT
     JOIN this replaces, looked up by row key).
@@ -249,7 +276,7 @@ def _aligned_rows(plan: CompiledPlan, store: StoredResults, columns: list[str]) 
     job of more than one part (run.py holds one over small jobs only)."""
     names = [_RESULT.format(i) for i in range(len(plan.header.steps))]
     size = max(PART_ROWS, -(-plan.rows // MAX_PARTS))
-    parts = (_AlignedPart(part, store, plan) for part in _parts(plan.iter_batches([ROW_KEY] + columns), size))
+    parts = (_AlignedPart(part, store, plan, reviews) for part in _parts(plan.iter_batches([ROW_KEY] + columns), size))
     first = next(parts, None)
     if first is None:
         fields = [pa.field(ROW_KEY, pa.string())] + [pa.field(c, pa.string()) for c in columns]
@@ -261,10 +288,14 @@ def _aligned_rows(plan: CompiledPlan, store: StoredResults, columns: list[str]) 
 class _AlignedPart:
     """Consecutive plan batches and each step's stored results for their rows."""
 
-    def __init__(self, batches: list[pa.RecordBatch], store: StoredResults, plan: CompiledPlan) -> None:
+    def __init__(
+        self, batches: list[pa.RecordBatch], store: StoredResults, plan: CompiledPlan, reviews: dict[str, Patches]
+    ) -> None:
         self.batches = batches
         row_keys = pa.chunked_array([b.column(0) for b in batches], pa.string())
-        self.tables = [_results_of(store, plan.job_id, step.name, row_keys) for step in plan.header.steps]
+        self.tables = [
+            _reviewed(_results_of(store, plan.job_id, step.name, row_keys), step, reviews) for step in plan.header.steps
+        ]
         self.positions = [_positions(table, row_keys) for table in self.tables]
 
     def rows(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -300,8 +331,7 @@ def _parts(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[list[pa.Rec
 def _results_of(store: StoredResults, job_id: str, step: str, row_keys: pa.ChunkedArray) -> pa.Table:
     """A step's stored results for these rows, as one contiguous table of `_RESULT_FIELDS`
     (taking rows from a chunked table would join its chunks again on every batch)."""
-    table = store.job_results_for_rows(job_id, step, row_keys.combine_chunks())
-    return table.select(list(_RESULT_FIELDS)).cast(_RESULT_TYPE_SCHEMA).combine_chunks()
+    return _with_reviewed(store.job_results_for_rows(job_id, step, row_keys.combine_chunks())).combine_chunks()
 
 
 def _element_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.Table:
@@ -363,7 +393,7 @@ def _elements(result: pa.Table) -> pa.Table:
 def _align(result: pa.Table, row_keys: pa.ChunkedArray) -> pa.Table:
     """`result` (row_key, request_key, status, output, error_code, error) reordered to match
     `row_keys`, with null rows where a row has no result."""
-    table = result.select(list(_RESULT_FIELDS))
+    table = result.select([*_RESULT_FIELDS, "reviewed"])
     return table.take(_positions(table, row_keys))
 
 

@@ -62,11 +62,47 @@ def load_answers(
 ) -> None:
     """Create `table` in `db`: one row per output row, typed answers per step (see module doc).
     With `store=None` the table is empty but fully typed: enough to bind check expressions."""
-    register_rows(db, plan, store if store is not None else _NoAnswers())
+    register_rows(db, plan, store if store is not None else _NoAnswers(), reviewed=False)
     try:
         db.execute(f"CREATE TEMP TABLE {q(table)} AS {answers_sql(plan)}" + (" LIMIT 0" if store is None else ""))
     finally:
         db.unregister("rows")
+    if store is not None:
+        add_reviewed_labels(db, plan, store, table)
+
+
+def review_column(step: str, field: str) -> str:
+    """Column of the answers table holding a person's label for a step's field (text: `text`)."""
+    return f"_review.{step}.{field}"
+
+
+def add_reviewed_labels(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any, table: str) -> None:
+    """One `_review.<step>.<field>` column per reviewed field: the label as text (a JSON string
+    unquoted, other values as JSON), null where the row was not reviewed. The answers stay the
+    model's: metrics compare them with these labels (quality/metrics.py)."""
+    reader = getattr(store, "reviewed_labels", None)
+    labels = reader(plan.header.name) if reader is not None else []
+    if not labels:
+        return
+    db.register(
+        "review_labels", pa.Table.from_pylist([{k: str(v) for k, v in r.items() if k in _LABEL} for r in labels])
+    )
+    try:
+        for step, field in sorted({(r["step"], r["field"]) for r in labels}):
+            column = q(review_column(step, field))
+            db.execute(f"ALTER TABLE {q(table)} ADD COLUMN {column} VARCHAR")
+            db.execute(
+                f"UPDATE {q(table)} SET {column} = r.label FROM (SELECT row_key, "
+                "CASE WHEN json_type(value) = 'VARCHAR' "
+                "THEN json_extract_string(value, '$') ELSE value END AS label FROM review_labels "
+                f"WHERE step = ? AND field = ?) r WHERE {q(table)}._row_key = r.row_key",
+                [step, field],
+            )
+    finally:
+        db.unregister("review_labels")
+
+
+_LABEL = ("step", "row_key", "field", "value")
 
 
 class _NoAnswers:

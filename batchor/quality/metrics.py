@@ -56,13 +56,29 @@ def golden_metrics(
 ) -> list[FieldMetrics]:
     """Metrics for every `expected:` mapping of the spec's steps that the plan has."""
     found = []
+    reviewed = reviewed_fields(db, table)
     for name, step_spec in spec.steps.items():
         if not isinstance(step_spec, LLMStep) or not step_spec.expected:
             continue
         step = _plan_step(shape, name)
         for answer_field, column in step_spec.expected.items():
             check_expected(shape, name, answer_field, column)
-            found.append(field_metrics(db, table, step, answer_field, column))
+            found.append(field_metrics(db, table, step, answer_field, column, reviewed.pop((name, answer_field), None)))
+    for (name, answer_field), labels in sorted(reviewed.items()):  # reviewed fields without an `expected:`
+        step = shape.step(name)
+        if step is not None and answer_field in answer_fields(step):
+            found.append(field_metrics(db, table, step, answer_field, None, labels))
+    return found
+
+
+def reviewed_fields(db: duckdb.DuckDBPyConnection, table: str) -> dict[tuple[str, str], str]:
+    """(step, field) -> the answers table's column of reviewed labels (quality/answers.py)."""
+    names = [row[0] for row in db.execute(f"DESCRIBE {q(table)}").fetchall()]
+    found = {}
+    for name in names:
+        if name.startswith("_review."):
+            step, _, field = name.removeprefix("_review.").rpartition(".")
+            found[(step, field)] = name
     return found
 
 
@@ -91,9 +107,21 @@ def _plan_step(shape: Shape, name: str) -> Any:
     return step
 
 
-def field_metrics(db: duckdb.DuckDBPyConnection, table: str, step: Any, answer_field: str, column: str) -> FieldMetrics:
+def field_metrics(
+    db: duckdb.DuckDBPyConnection,
+    table: str,
+    step: Any,
+    answer_field: str,
+    column: str | None,
+    reviewed: str | None = None,
+) -> FieldMetrics:
+    """One field's metrics against its labels: the input `column`, a person's reviewed label
+    (column `reviewed`) taking precedence where there is one."""
     kind = field_kind(step, answer_field)
-    label, answer = q(column), field_sql(step, answer_field)
+    answer = field_sql(step, answer_field)
+    sources = [q(c) for c in (reviewed, column) if c is not None]
+    label = f"coalesce({', '.join(f'CAST({s} AS VARCHAR)' for s in sources)})" if reviewed else q(column or "")
+    column = " + ".join(filter(None, [column, "reviewed labels" if reviewed else None]))
     has_label = f"{label} IS NOT NULL AND trim(CAST({label} AS VARCHAR)) <> ''"
     base = f"FROM {q(table)} WHERE {has_label} AND {q(ok_column(step.name))}"
     (unanswered,) = db.execute(

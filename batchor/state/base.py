@@ -235,6 +235,14 @@ class StateStore(LedgerReads, Protocol):
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]: ...
 
+    def save_reviews(self, job_name: str, labels: Sequence[Any], source: Any) -> int:
+        """Store reviewed labels (state/reviews.py) in one transaction: all or none."""
+        ...
+
+    def reviewed_labels(self, job_name: str) -> list[dict[str, Any]]:
+        """A job's reviewed labels: step, row_key, field, value (JSON) and who, when, from which file."""
+        ...
+
     def cached_answers(self, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
         """Per step of a job: rows answered before `run_id` (the cache) and what they cost then."""
         ...

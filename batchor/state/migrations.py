@@ -6,8 +6,9 @@ Append new migrations; never edit a released one. The version is stored in `batc
 from __future__ import annotations
 
 from batchor.state.base import END_ROW_COLUMNS
+from batchor.state.reviews import REVIEWS_TABLE
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
@@ -107,4 +108,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE run_steps ADD COLUMN cache_key VARCHAR",
         ],
     ),
+    # Reviewed labels (state/reviews.py): a person's value for one answer field of one row.
+    (10, [REVIEWS_TABLE]),
 ]

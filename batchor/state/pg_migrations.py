@@ -10,6 +10,7 @@ Append new migrations; never edit a released one.
 from __future__ import annotations
 
 from batchor.state.base import END_ROW_COLUMNS
+from batchor.state.reviews import REVIEWS_TABLE
 
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS batchor_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"""
@@ -152,6 +153,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE run_steps ADD COLUMN IF NOT EXISTS cache_key TEXT",
         ],
     ),
+    (11, "reviewed labels: a person's value for one answer field of one row", [REVIEWS_TABLE]),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
