@@ -7,6 +7,9 @@ A test fails when an error code in batchor/errors.py has no entry here.
 
 FIXES = {
     "error": "Read the message: it names what went wrong and where.",
+    "review_file_mismatch": "Import the file `batchor review export` wrote for this job, its `_job`, `_step`, `_row_key` and `review.*` columns kept; fill a cell with a value its field takes, or leave it blank. Nothing of the file was stored.",
+    "review_filter_invalid": "Give `--where` one SQL boolean expression over the answers (`classify.score <= 2`, `classify.sentiment = 'mixed'`): no `;`, comments, or files.",
+    "unexpected_tool_call": "The model called a tool instead of answering; batchor runs no tools. Tell it to answer directly in the prompt or system message; the call was billed and is recorded.",
     "usage": "Give the option a value it takes (the message names the option and its range); `batchor COMMAND --help`.",
     "spec_invalid": "Fix the key at the `file:line` and key path the message gives; `batchor validate SPEC` lists every problem.",
     "spec_problems": "Fix each listed problem (each has its own code and fix), then `batchor validate SPEC` again.",
@@ -65,7 +68,7 @@ FIXES = {
     "context_length": "Shorten the prompt (or the input column), or use a model with a longer context; then `--retry-failed`.",
     "unknown_model": "Use a model your account can call (`batchor prices` lists known names).",
     "auth_failed": "Check the API key in the variable the message names.",
-    "invalid_output": "Make the prompt describe the schema, loosen the schema, or raise `limits.max_attempts`.",
+    "invalid_output": "Make the prompt describe the schema, loosen the schema, or raise `limits.max_attempts`; an empty text answer: say in the prompt what to answer, or set `allow_empty: true` on the step.",
     "checks_failed": "Look at the failing rows the report lists; fix the prompt or the check. The answers are kept.",
     "truncated": "Raise `max_tokens` (`model.params` or `limits.max_output_tokens`), or set `limits.on_truncation: reask`.",
     "run_failed": "See `batchor status` (failures by reason) and `_error`; fix and run again, `--retry-failed` for refused rows.",
