@@ -97,7 +97,7 @@ def test_status_runs_and_prices_are_tables_for_people(workdir, fake):
     assert data["run_id"] in human and "partial" in human
     assert "None" not in human and not RAW_FLOAT.search(human)
     assert re.search(r"spend\s+\$0\.\d{4}: \$0\.\d{4} accepted", human)
-    assert re.search(r"took \d+\.\ds", human)  # a duration, not two timestamps
+    assert re.search(r"took (\d+\.\ds|\d+s|\d+m \d\ds)", human)  # a duration (0.4s, 12s, 1m 05s), not timestamps
     assert re.search(r"invalid_request\s+1\s+\$0", human)
     assert re.search(r"11 answered, 1 failed", human)
     runs = invoke("runs").stdout
