@@ -31,6 +31,7 @@ from batchor.plan.summary import plan_dict as plan_dict
 from batchor.plan.summary import plan_markdown as plan_markdown
 from batchor.plan.summary import plan_text as plan_text
 from batchor.plan.summary import shared_rows as shared_rows
+from batchor.plan.targets import check_output_path
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
 from batchor.quality import bind_spec_checks, check_plan, checks_after_run
@@ -123,11 +124,22 @@ def plan(
             state_source=found.source,
         )
         check_plan(compiled)  # a check naming a missing field fails here, as in validate, not at apply
+        check_output_path(
+            compiled.header.output.path,
+            state_location=location,
+            inputs=compiled.header.input.files,
+            spec=_spec_file(spec),
+        )
         compiled.source_data = data  # apply(plan) returns results in the type of this input
         if save:
             target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
             compiled.save(target)
     return compiled
+
+
+def _spec_file(spec: SpecLike) -> str | None:
+    """The spec's file, when it was given as one (an output must not overwrite it)."""
+    return str(spec) if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec) else None
 
 
 MODES = ("realtime", "batch", "auto")

@@ -280,6 +280,12 @@ class NoStateError(StateError):
     code = "no_state"
 
 
+class ForeignStateError(StateError):
+    """The state file is a DuckDB database batchor did not create (other tables, no batchor metadata)."""
+
+    code = "state_foreign"
+
+
 class StateVersionError(StateError):
     code = "state_version"
 
@@ -339,6 +345,12 @@ class OutputError(BatchorError):
     """The output file cannot be written (path is a directory, disk full, no permission)."""
 
     code = "output_unwritable"
+
+
+class OutputConflictError(OutputError):
+    """The output path is the state file, an input file or the spec: writing it would destroy them."""
+
+    code = "output_conflict"
 
 
 class RunNotFoundError(BatchorError):

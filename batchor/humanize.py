@@ -112,6 +112,13 @@ def count(value: int | float | None) -> str:
     return f"{int(value):,}"
 
 
+def plural(value: int, noun: str, verb: str = "") -> str:
+    """`1 row`, `2 rows`; with a verb in its plural form, `1 row shares`, `2 rows share`."""
+    one = int(value) == 1
+    words = f"{int(value):,} {noun if one else noun + 's'}"
+    return f"{words} {verb + 's' if one else verb}" if verb else words
+
+
 def percent(part: float, whole: float) -> str:
     """12.5 % (nothing of nothing is `-`)."""
     return NOTHING if not whole else f"{100.0 * part / whole:.1f} %"

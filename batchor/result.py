@@ -103,11 +103,13 @@ class Result:
             return self.to_polars()
         return self.to_arrow()
 
-    def errors(self) -> pa.Table:
-        """Rows that failed: row key, status, error."""
+    def errors(self) -> Any:
+        """Rows that failed: row key, status, error; in the type of the input given (`data=`: a
+        pandas or polars frame), else an Arrow table."""
         table = self.to_arrow()
         mask = pc.equal(table.column("_status"), "failed")
-        return table.filter(mask).select(["_row_key", "_status", "_error"])
+        failed = table.filter(mask).select(["_row_key", "_status", "_error"])
+        return as_kind(failed, self._kind) if self._kind in ("pandas", "polars") else failed
 
     def __repr__(self) -> str:
         rows = ", ".join(f"{n} {status}" for status, n in self.rows.items() if n) or "none"

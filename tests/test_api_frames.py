@@ -55,7 +55,9 @@ def test_pandas_round_trip_keeps_index_dtypes_and_does_not_modify_input(workdir)
     assert {"tag.label", "tag.score", "_row_key", "_status", "_error"} <= set(data.columns)
     assert set(data["tag.label"]) <= {"x", "y"} and (data["_status"] == "succeeded").all()
     assert result.counts == {"succeeded": 4, "failed": 0, "cached": 0, "skipped": 0}
-    assert result.errors().num_rows == 0
+    errors = result.errors()  # pandas in, pandas out (it was an Arrow table)
+    assert isinstance(errors, pd.DataFrame) and len(errors) == 0
+    assert list(errors.columns) == ["_row_key", "_status", "_error"]
 
 
 def test_polars_and_arrow_inputs_come_back_as_the_same_type(workdir):
@@ -68,6 +70,7 @@ def test_polars_and_arrow_inputs_come_back_as_the_same_type(workdir):
     assert isinstance(arrow_result.data, pa.Table)
     assert arrow_result.data.column("n").to_pylist() == [5, 6]
     assert isinstance(arrow_result.to_pandas(), pd.DataFrame) and isinstance(arrow_result.to_polars(), pl.DataFrame)
+    assert isinstance(result.errors(), pl.DataFrame) and isinstance(arrow_result.errors(), pa.Table)
 
 
 def test_second_apply_of_same_frame_is_all_cached(workdir):

@@ -30,7 +30,10 @@ def draft(
         "gemini:gemini-2.5-flash)",
     ),
     output: Path = typer.Option(
-        Path("spec.yaml"), "--output", "-o", help="Spec file to write (its schema goes beside it: SPEC.schema.json)"
+        Path("spec.yaml"),
+        "--output",
+        "-o",
+        help="Spec file to write (its output schema goes beside it: JOB.output.schema.json)",
     ),
     rows: int = typer.Option(5, "--rows", min=1, max=50, help="Sample rows the model is shown"),
     no_rows: bool = typer.Option(False, "--no-rows", help="Show the model column names and types only, no row values"),

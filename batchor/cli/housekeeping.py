@@ -15,6 +15,7 @@ import typer
 from batchor.cli.basics import print_json
 from batchor.cli.options import JsonOpt, StateOpt
 from batchor.cli.state_check import state_check
+from batchor.humanize import plural
 from batchor.lazy import Deferred
 
 if TYPE_CHECKING:
@@ -52,13 +53,30 @@ def prune(
         False, "--compact", help="Rewrite the DuckDB file so it shrinks (not while an apply runs); reports bytes freed"
     ),
 ) -> None:
-    """Drop raw request/response payloads to shrink the state; answers stay unless --answers."""
+    """Delete stored raw request/response payloads (answers stay unless --answers). The file only
+    gets smaller with --compact: DuckDB reuses the freed space but does not give it back."""
     from batchor import operations
 
     data = operations.prune(
         state=state, older_than_days=older_than, finished=finished, answers=answers, compact=compact
     )
-    print_json(data) if as_json else typer.echo(", ".join(f"{k}: {v}" for k, v in data.items()))
+    print_json(data) if as_json else typer.echo(pruned_text(data))
+
+
+def pruned_text(data: dict[str, int]) -> str:
+    """What `prune` did, as a sentence."""
+    text = (
+        f"Dropped {plural(data.get('raw_payloads_dropped', 0), 'raw request/response payload')}"
+        f" and {plural(data.get('answers_dropped', 0), 'cached answer')}."
+    )
+    if "bytes_freed" in data:
+        text += (
+            f" Compacted the state file from {data['bytes_before']:,} to {data['bytes_after']:,} bytes"
+            f" ({data['bytes_freed']:,} bytes freed)."
+        )
+    else:
+        text += " The file keeps its size (DuckDB reuses the space); `batchor prune --compact` shrinks it."
+    return text
 
 
 def prices(

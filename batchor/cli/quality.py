@@ -46,8 +46,16 @@ def check(
 ) -> None:
     """Run the spec's checks and golden-label metrics over stored answers (no calls); exit 9 if one fails."""
     report = quality.check(target, state=state)
-    show_checks(report, _format(fmt, as_json))
-    gate(report)
+    fmt = _format(fmt, as_json)
+    show_checks(report, fmt)
+    try:
+        gate(report)
+    except ChecksFailedError as exc:
+        if fmt != "json":
+            raise
+        # the report (its `passed: false`) is the one JSON document on stdout; the verdict goes to stderr
+        typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+        raise typer.Exit(exc.exit_code) from None
 
 
 def diff(
@@ -70,7 +78,7 @@ def diff(
 
 
 def show_checks(report: CheckReport, fmt: str, err: bool = False) -> None:
-    if fmt == "json":  # one line: a failing gate adds its error event as the next line
+    if fmt == "json":  # one JSON document
         sys.stdout.write(json.dumps(report.to_dict(), default=str, ensure_ascii=False) + "\n")
     else:
         from batchor.quality.render import checks_markdown, checks_text

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from batchor.cli.basics import is_quiet
+from batchor.humanize import plural
 from batchor.lazy import Deferred
 
 if TYPE_CHECKING:
@@ -52,13 +53,14 @@ def run_summary(outcome: Any, plan: Any) -> str:
     identical texts share one request, so the quickstart's 300 rows are 276 requests; the rows'
     outcomes are the output file's `_status`."""
     p, shared = outcome.progress, api.shared_rows(plan)
-    sharing = f", {shared:,} rows share an answer" if shared else ""
+    sharing = f", {plural(shared, 'row', 'share')} an answer" if shared else ""
     rows = p.get("rows") or {}
     ended = ", ".join(f"{rows[s]:,} {s}" for s in ("succeeded", "failed", "pending", "skipped") if rows.get(s))
     total = sum(rows.values()) if rows else plan.header.totals.rows
     return (
-        f"{outcome.status}: {total:,} rows: {outcome.requests:,} requests{sharing}; requests {p['succeeded']:,} "
-        f"answered, {p['failed']:,} failed; rows {ended or 'none'}; {outcome.cached:,} rows cached, "
+        f"{outcome.status}: {plural(total, 'row')}: {plural(outcome.requests, 'request')}{sharing}; "
+        f"requests {p['succeeded']:,} "
+        f"answered, {p['failed']:,} failed; rows {ended or 'none'}; {plural(outcome.cached, 'row')} cached, "
         f"{outcome.skipped:,} skipped; cost {api.money(outcome.cost_usd)}; {outcome.duration_s:.1f}s; "
         f"output {outcome.output_path}"
     )

@@ -76,6 +76,7 @@ class Draft:
     rehearsal: Result
     plan: CompiledPlan
     sample: DataSample
+    schema_name: str = "output.schema.json"  # the schema file's name, beside the spec
     written: list[Path] = field(default_factory=list)
 
     @property
@@ -88,7 +89,7 @@ class Draft:
         schema its editor modeline names (generated: refreshed to the installed version's)."""
         out = {self.request.output: self.spec_text}
         if self.schema_text is not None:
-            out[files.schema_path_for(self.request.output)] = self.schema_text
+            out[self.request.output.with_name(self.schema_name)] = self.schema_text
         editor_file, editor_text, _ = _editor_schema(self.request)
         out[editor_file] = editor_text
         return out
@@ -119,14 +120,14 @@ def draft(
     """Draft, check (re-asking with the problems), rehearse, plan; write when `confirm` agrees."""
     if ":" not in (request.model or ":"):
         raise BatchorError(f"--model '{request.model}' must be provider:name", hint="e.g. --model openai:gpt-4.1")
-    schema_path = files.schema_path_for(request.output)
-    files.refuse_existing([request.output, schema_path], request.force)
+    files.refuse_existing([request.output], request.force)
     drafter, spec_model = drafter_for(request.model, request.mock)
     sample = read_sample(request.data, request.rows)
     with tempfile.TemporaryDirectory(prefix="batchor-draft-check-") as scratch:
         result = _draft_loop(request, drafter, spec_model, sample, Path(scratch), on_attempt)
+    files.refuse_existing(list(result.outputs), request.force)  # the schema is named after the drafted job
     if confirm is None or confirm(result):
-        files.refuse_existing([request.output, schema_path], request.force)
+        files.refuse_existing(list(result.outputs), request.force)
         files.write_files(result.outputs)
         result.written = list(result.outputs)
         api.validate(request.output)  # the files as written: the same check the draft passed
@@ -172,6 +173,7 @@ def _draft_loop(
                 checked.rehearsal,
                 checked.plan,
                 sample,
+                candidate.schema_name,
             )
         previous, errors = candidate.text(), "\n".join(checked.problems)
     spent = sum(a.cost_usd for a in attempts)
@@ -206,7 +208,7 @@ class _Candidate:
     schema: dict[str, Any]
 
     def __post_init__(self) -> None:
-        self.schema_name = files.schema_path_for(self.request.output).name
+        self.schema_name = files.schema_path_for(self.request.output, self.spec.get("name")).name
         data = files.relative_data_path(self.request.data, _spec_dir(self.request))
         self.final = files.placed(self.spec, data, self.schema_name)
 

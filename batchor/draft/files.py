@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,11 @@ from batchor.draft.template import SCHEMA_FILE
 from batchor.errors import OutputExistsError
 
 
-def schema_path_for(spec_path: Path) -> Path:
-    """`reviews.yaml` -> `reviews.schema.json`, beside it."""
-    return spec_path.with_name(spec_path.stem + ".schema.json")
+def schema_path_for(spec_path: Path, job: Any = None) -> Path:
+    """The output schema's file beside the spec, named after the job: `triage.output.schema.json`
+    (`spec.schema.json` read as the schema of the spec format). Without a job name: the spec's stem."""
+    name = job if isinstance(job, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", job) else spec_path.stem
+    return spec_path.with_name(f"{name}.output.schema.json")
 
 
 def refuse_existing(paths: list[Path], force: bool) -> None:

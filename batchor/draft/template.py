@@ -47,10 +47,55 @@ def template_draft(task: str, sample: DataSample, model: tuple[str, str]) -> tup
     return spec, schema
 
 
+_FILLER = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "each",
+        "every",
+        "all",
+        "of",
+        "for",
+        "to",
+        "by",
+        "in",
+        "on",
+        "at",
+        "from",
+        "with",
+        "and",
+        "or",
+        "into",
+        "as",
+        "is",
+        "are",
+        "be",
+        "this",
+        "that",
+        "these",
+        "those",
+        "its",
+        "their",
+        "it",
+        "per",
+        "row",
+        "rows",
+        "one",
+        "its",
+        "which",
+        "what",
+        "whether",
+        "if",
+    ]
+)
+
+
 def job_name(task: str) -> str:
-    """A job name from the task's first words: `classify-reviews-by-sentiment`."""
-    words = re.findall(r"[A-Za-z0-9]+", task.lower())[:5]
-    return "-".join(words)[:48].strip("-") or "drafted-job"
+    """A short job name from the task's first content words: `classify-reviews-sentiment` for
+    "Classify each of the reviews by sentiment" (not the sentence slugged)."""
+    words = [w for w in re.findall(r"[A-Za-z0-9]+", task.lower()) if w not in _FILLER][:3]
+    return "-".join(words)[:32].strip("-") or "drafted-job"
 
 
 def row_ref(column: str) -> str:

@@ -140,7 +140,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
         carried, _ = unfinished_job_spend(store, plan.job_id, skip_live=isinstance(store, PostgresStore))
         options = dataclasses.replace(options, carried=carried)
     check_budget(plan, options.max_cost, options.carried)
-    check_output_target(plan, options.output_path)
+    check_output_target(plan, options.output_path, store.location)
     reason = check_input_unchanged(header) or changed_sql_file(header)
     if reason:
         raise StalePlanError(f"plan {header.plan_id} is stale: {reason}", hint="re-plan with `batchor plan SPEC`")
@@ -159,6 +159,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
     )
     progress = Progress()
     runner = _Runner(plan, store, options, run, progress, limits)
+    runner.create_providers()  # a missing key or a bad provider setting fails before a run is recorded
     # From here until the record is finished a signal stops the run; it never ends the process.
     with runner.interrupts:
         # A shared (PostgreSQL) state: join the job's live run as one of its workers, or start it.
@@ -247,7 +248,6 @@ class _Runner:
                 saving.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     def run(self) -> StopSignal:
-        self._create_providers()
         # One event loop for every wave and the final close: SDK clients keep connections bound
         # to the loop that opened them, so closing them on a fresh loop fails.
         with asyncio.Runner() as runner:
@@ -350,8 +350,9 @@ class _Runner:
             Event("step_finished", {"step": step.name, "kind": "sql", "rows": answered, "left_out": left_out})
         )
 
-    def _create_providers(self) -> None:
-        """Build clients for steps with work; a missing key fails here, before any call."""
+    def create_providers(self) -> None:
+        """Build clients for steps with work; a missing key fails here, before any call and
+        before the run is recorded (a configuration problem is no failed run)."""
         self.clients = build_clients(self.plan, self.limits, self.options.refresh)
         self.runtimes = self.clients.runtimes
 

@@ -29,6 +29,7 @@ from batchor.outputs.reviewed import Patches, patched, review_patches
 from batchor.plan.fanout_rows import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
+from batchor.plan.targets import check_output_path
 from batchor.schema.core import flatten_fields
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore, StoredResults
@@ -191,6 +192,7 @@ def _write(
     """Write the output file; with `counted` (small jobs only) also count its rows by status."""
     target = Path(path or plan.header.output.path)
     fmt = fmt or (_format_of_flag(target) if path else None) or plan.header.output.format
+    check_output_path(target, state_location=store.location, inputs=plan.header.input.files)
     _check_target(target)
     counts: dict[str, int] = {}
     with _export_db(plan) as db:
@@ -437,12 +439,14 @@ def _format_of_flag(path: Path) -> str:
     return fmt
 
 
-def check_output_target(plan: CompiledPlan, path: Path | None = None) -> None:
+def check_output_target(plan: CompiledPlan, path: Path | None = None, state_location: str | None = None) -> None:
     """Fail before any call when the output cannot be written (a directory, no permission, a
-    format its extension does not name)."""
+    format its extension does not name) or must not be (the state file, an input file)."""
     if path is not None:
         _format_of_flag(Path(path))
-    _check_target(Path(path or plan.header.output.path))
+    target = Path(path or plan.header.output.path)
+    check_output_path(target, state_location=state_location, inputs=plan.header.input.files)
+    _check_target(target)
 
 
 def _check_target(target: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchor.humanize import money as humanize_money
+from batchor.humanize import plural
 from batchor.plan.budget import budget_origin, plan_budget
 from batchor.plan.model import PROJECTED
 from batchor.plan.prices import ModelPrice
@@ -68,8 +69,8 @@ def _total_lines(plan: "CompiledPlan", max_cost: float | None) -> list[str]:
     lines = [
         f"Plan {h.plan_id} for '{h.name}'" + (" (mock provider)" if h.mocked else ""),
         f"  rows        {t.rows:,}",
-        f"  requests    {_to_run(t, split=False)}{_sharing(plan)}, {t.cached:,} rows cached, {t.skipped:,} skipped"
-        + _failed_earlier(t),
+        f"  requests    {_to_run(t, split=False)}{_sharing(plan)}, {plural(t.cached, 'row')} cached, "
+        f"{t.skipped:,} skipped" + _failed_earlier(t),
     ]
     approx = "~" if t.estimates else ""
     lines.append(
@@ -111,7 +112,7 @@ def _step_lines(s: Any) -> list[str]:
         est += f" fan-out: {c.elements:,} elements known ({bound})"
     mode = f"{s.mode}, {s.mode_note}" if s.mode_note else s.mode
     lines = [
-        f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {c.cached:,} rows cached, "
+        f"  step {s.name}: {s.provider}:{s.model} [{mode}] {_to_run(c)}, {plural(c.cached, 'row')} cached, "
         f"{c.skipped:,} skipped, {_step_cost(s)}{est}"
     ]
     if c.too_long:
@@ -277,7 +278,7 @@ def plan_markdown(plan: "CompiledPlan") -> str:
         )
     head = (
         f"### batchor plan `{h.plan_id}` — {h.name}\n\n{t.rows:,} rows, **{t.to_run:,} requests to run**, "
-        f"{t.cached:,} rows cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n"
+        f"{plural(t.cached, 'row')} cached. Expected cost **{money(t.cost_expected)}** ({_at_most(t)}).\n"
     )
     return head + "\n" + "\n".join(rows) + "\n"
 
@@ -321,7 +322,7 @@ def shared_rows(plan: "CompiledPlan") -> int:
 
 def _sharing(plan: "CompiledPlan") -> str:
     shared = shared_rows(plan)
-    return f" ({shared:,} rows share a request with another row)" if shared else ""
+    return f" ({plural(shared, 'row', 'share')} a request with another row)" if shared else ""
 
 
 def _upper(step: Any) -> str:

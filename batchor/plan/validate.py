@@ -18,6 +18,7 @@ from batchor.errors import Problems
 from batchor.plan.compile import output_target
 from batchor.plan.model import StepPlan
 from batchor.plan.steps import Overrides, resolve_steps
+from batchor.plan.targets import check_output_path
 from batchor.plan.typecheck import typed_steps
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
@@ -43,9 +44,11 @@ def validate_loaded(
     """Check a loaded spec; raises the one problem found, or SpecProblemsError with all of them."""
     found = Problems()
     steps, templates = resolve_steps(loaded, overrides, found)
-    with found.check():
-        output_target(loaded)
     inputs = _input_schema(loaded, found)
+    with found.check():
+        out_path, _ = output_target(loaded)
+        files = input_source(loaded).files if inputs is not None else []
+        check_output_path(out_path, inputs=files, spec=_spec_file(loaded))
     if inputs is not None:
         steps = typed_steps(loaded, steps, templates, list(inputs.names), found)
         if bind_checks is not None:
@@ -53,6 +56,10 @@ def validate_loaded(
                 bind_checks(loaded, inputs, steps)
     found.raise_all()
     return _report(loaded, steps)
+
+
+def _spec_file(loaded: LoadedSpec) -> str | None:
+    return loaded.source if not loaded.source.startswith("<") else None
 
 
 def _input_schema(loaded: LoadedSpec, found: Problems) -> pa.Schema | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,16 +59,24 @@ def checks_markdown(report: CheckReport) -> str:
         lines += [_check_row(c) for c in report.checks]
     failing = [c for c in report.checks if c.examples and not c.passed]
     for c in failing:
-        lines += ["", f"<details><summary>failing rows of <code>{cell(c.name)}</code></summary>", ""]
+        lines += ["", f"<details><summary>failing rows of {markdown_text(c.name)}</summary>", ""]
         lines += [f"- `{cell(example)}`" for example in c.examples] + ["", "</details>"]
     for m in report.metrics:
         lines += ["", *metrics_markdown(m)]
     return "\n".join(lines)
 
 
+def markdown_text(value: Any) -> str:
+    """A value as literal Markdown text in a table cell: markup characters and HTML escaped, so a
+    check named `**x**`, `a|b` or `</code><img ...>` shows as written and cannot change the page."""
+    text = html.escape(cell(value).replace("\\|", "|"), quote=False)
+    return re.sub(r"([\\`*_{}\[\]()#+!|~>-])", r"\\\1", text)
+
+
 def _check_row(c: CheckOutcome) -> str:
     mark = "✅" if c.passed else "❌"
-    return f"| {mark} | {c.scope} | `{cell(c.name)}` | {_figure(c.value, c.kind)} | {c.threshold} | {cell(c.detail)} |"
+    name, figure = markdown_text(c.name), _figure(c.value, c.kind)
+    return f"| {mark} | {c.scope} | {name} | {figure} | {c.threshold} | {cell(c.detail)} |"
 
 
 def metrics_markdown(m: FieldMetrics) -> list[str]:

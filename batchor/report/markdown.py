@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from batchor.humanize import count, millis, money, percent
+from batchor.quality.render import markdown_text
 from batchor.report.quality_html import per_class, rounded
 from batchor.report.summary import headline
 
@@ -46,7 +47,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     checks = report.get("checks")
     if checks and checks.get("checks"):
         lines += ["", "**Checks**: " + ("all pass" if checks["passed"] else "FAILED"), ""]
-        lines += [f"- {'pass' if c['passed'] else 'FAIL'} {_cell(c['name'])}" for c in checks["checks"]]
+        lines += [f"- {'pass' if c['passed'] else 'FAIL'} {markdown_text(c['name'])}" for c in checks["checks"]]
     return "\n".join(lines) + "\n"
 
 

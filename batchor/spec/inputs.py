@@ -28,6 +28,7 @@ from batchor.errors import (
 )
 
 ROW_KEY = "_row_key"
+RESERVED_COLUMNS = (ROW_KEY, "_status", "_error")  # the bookkeeping columns every output file ends with
 _T = TypeVar("_T")
 _READERS = {
     # Quotes as RFC 4180, Excel and Python's csv write them: `""` inside a quoted cell is one `"`
@@ -233,8 +234,13 @@ class InputReader:
 
     def _describe(self) -> list[str]:
         columns = [row[0] for row in self._run("DESCRIBE source").fetchall()]
-        if ROW_KEY in columns:
-            raise InputError(f"input: column name {ROW_KEY} is reserved", hint="rename that column in input.sql")
+        reserved = [c for c in columns if c in RESERVED_COLUMNS]
+        if reserved:
+            raise InputError(
+                f"input: column name(s) {', '.join(reserved)} are reserved: batchor adds "
+                f"{', '.join(RESERVED_COLUMNS)} to every output",
+                hint=f"rename in input.sql, e.g. `SELECT * RENAME ({reserved[0]} AS source{reserved[0]}) FROM input`",
+            )
         for key in self.source.key_columns:
             if key not in columns:
                 raise InputError(

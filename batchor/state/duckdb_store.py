@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.duck import SMALL_ROWS, duckdb, one_thread
-from batchor.errors import StateVersionError
+from batchor.errors import ForeignStateError, StateVersionError
 from batchor.file_modes import private_dir
 from batchor.state.base import ATTEMPT_SCHEMA, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state, is_corruption
@@ -81,6 +81,7 @@ class DuckDBStore(StateStore):
         """Bring the file to SCHEMA_VERSION: the missing migrations in one transaction, so a file
         is at one version or the next, never in between (and a new file is made in ~20 ms, not 45:
         each commit writes to the WAL)."""
+        self._refuse_foreign(db)
         db.execute("CREATE TABLE IF NOT EXISTS batchor_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         row = _first(db.execute("SELECT value FROM batchor_meta WHERE key = 'schema_version'").fetchall())
         current = int(row[0]) if row else 0
@@ -97,6 +98,23 @@ class DuckDBStore(StateStore):
             db.execute(sql)
         db.execute("INSERT OR REPLACE INTO batchor_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         db.execute("COMMIT")
+
+    def _refuse_foreign(self, db: duckdb.DuckDBPyConnection) -> None:
+        """A DuckDB file with tables but no `batchor_meta` is someone else's database: batchor's
+        tables are not written into it (a mistyped --state would mix them with the user's data)."""
+        tables = db.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+            "UNION ALL SELECT view_name FROM duckdb_views() WHERE database_name = current_database() "
+            "AND NOT internal ORDER BY 1"
+        ).fetchall()
+        names = [t[0] for t in tables]
+        if names and "batchor_meta" not in names:
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            raise ForeignStateError(
+                f"{self.path} is a DuckDB database batchor did not create (tables: {shown}); "
+                "batchor will not write its state into it",
+                hint="point --state (or `state:`) at a new file or at a state batchor made, e.g. .batchor/state.duckdb",
+            )
 
     def _check_length(self, db: duckdb.DuckDBPyConnection) -> None:
         """A truncated file is found on open: shorter than the blocks in use (free blocks at the

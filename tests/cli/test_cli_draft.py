@@ -93,14 +93,18 @@ def test_invalid_first_draft_goes_back_with_the_validator_errors_then_the_valid_
     assert "Review: {{ row.body }}" in user_messages(second)
     spec = yaml.safe_load((workdir / "sentiment.yaml").read_text())
     assert spec["input"]["path"] == "data/reviews.csv" and "state" not in spec
-    assert spec["steps"]["classify"]["output"]["schema"] == "sentiment.schema.json"
-    assert json.loads((workdir / "sentiment.schema.json").read_text()) == OUTPUT_SCHEMA
+    # named after the job, not `sentiment.schema.json` (which read as the spec format's schema)
+    assert spec["steps"]["classify"]["output"]["schema"] == "review-sentiment.output.schema.json"
+    assert json.loads((workdir / "review-sentiment.output.schema.json").read_text()) == OUTPUT_SCHEMA
     assert api.validate(workdir / "sentiment.yaml").steps == ["classify"]
     assert "draft 1: 1 problem(s)" in err and "draft 2: valid, rehearsed" in err
     assert "rehearsal: 3 row(s) through the mock provider: 3 answered, 0 failed" in err
     assert "Plan " in err and "4 to run" in err  # the plan for the full data (4 rows), with its model
     assert "Product: {{ row.product }}" in out  # the draft is shown before it is written
-    assert "wrote sentiment.yaml, sentiment.schema.json, schemas/batchor-spec.schema.json; drafting cost $" in err
+    assert (
+        "wrote sentiment.yaml, review-sentiment.output.schema.json, schemas/batchor-spec.schema.json; drafting cost $"
+        in err
+    )
 
 
 @pytest.mark.slow  # several drafts, each planned and rehearsed (about 3 s each on a quiet machine)
@@ -115,7 +119,7 @@ def test_drafting_calls_are_recorded_and_costed_like_any_run(fake, data, workdir
     assert {r["run_id"] for r in drafts} == {a["run_id"] for a in result["attempts"]}
     assert all(r["cost_usd"] > 0 and r["status"] == "succeeded" for r in drafts)
     assert result["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in drafts))
-    assert result["written"] == ["spec.yaml", "spec.schema.json"] and result["plan"]["rows"] == 4
+    assert result["written"] == ["spec.yaml", "review-sentiment.output.schema.json"] and result["plan"]["rows"] == 4
 
 
 def test_the_answer_is_constrained_by_the_spec_formats_own_schema(fake, data, workdir, monkeypatch, capsys):
@@ -242,13 +246,17 @@ def test_the_real_command_on_a_terminal_asks_before_writing(data, workdir, monke
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     term = Terminal(workdir, "draft", "tag each review with its product area", "--data", "data/reviews.csv", "--mock")
-    screen = term.read_until("Write spec.yaml and spec.schema.json? [Y/n]")
+    screen = term.read_until("Write spec.yaml and tag-review-product.output.schema.json? [Y/n]")
     assert not (workdir / "spec.yaml").exists(), screen  # shown, not yet written
     assert "rehearsal: 3 row(s)" in screen and "Plan " in screen
     term.type("y\n")
     assert term.finish() == 0, term.screen
     assert api.validate(workdir / "spec.yaml").steps == ["answer"]
-    assert (workdir / "spec.schema.json").exists() and "wrote spec.yaml, spec.schema.json" in term.screen
+    assert (workdir / "tag-review-product.output.schema.json").exists()
+    assert "wrote spec.yaml, tag-review-product.output.schema.json" in term.screen
+    assert (
+        api.validate(workdir / "spec.yaml").spec and "name: tag-review-product" in (workdir / "spec.yaml").read_text()
+    )
 
 
 @pytest.mark.slow  # several drafts, each planned and rehearsed (about 3 s each on a quiet machine)
