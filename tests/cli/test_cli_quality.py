@@ -42,9 +42,8 @@ def test_apply_prints_checks_and_exits_9_when_one_fails(workdir, batchor_cli):
     # the answers are kept: checking again reads them without a call and gives the same verdict
     again = batchor_cli(workdir, "check", spec, "--json")
     assert again.returncode == 9
-    report, error = ndjson(again.stdout)  # the report, then the error event of the failed gate
-    assert error == {"event": "error", "code": "checks_failed", "message": error["message"], "hint": error["hint"]}
-    assert "1 of 8 checks failed: sentiment accuracy" in error["message"]
+    report = json.loads(again.stdout)  # one JSON document: the report; the verdict goes to stderr
+    assert "error [checks_failed]: 1 of 8 checks failed: sentiment accuracy" in again.stderr
     assert not report["passed"] and report["run_id"]
     assert {c["name"] for c in report["checks"] if not c["passed"]} == {"sentiment accuracy"}
     metrics = {m["field"]: m for m in report["metrics"]}
@@ -66,7 +65,7 @@ def test_check_markdown_for_a_pr_comment(workdir, batchor_cli):
     result = batchor_cli(workdir, "check", "--format", "markdown")  # the latest run
     assert result.returncode == 9
     assert result.stdout.startswith("### batchor checks")
-    assert "| ❌ | classify | `sentiment accuracy` |" in result.stdout
+    assert "| ❌ | classify | sentiment accuracy |" in result.stdout  # the name escaped as text
     assert "| expected \\ answered |" in result.stdout
 
 

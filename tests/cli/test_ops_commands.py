@@ -102,7 +102,7 @@ def test_prune_drops_raw_payloads_but_keeps_answers(fake, workdir, batchor):
     fake.reset()
     batchor("apply", str(spec), "--yes")
     assert fake.stats()["requests"] == 0  # answers still cached
-    assert "raw_payloads_dropped: 0" in batchor("prune").stdout
+    assert "Dropped 0 raw request/response payloads and 0 cached answers." in batchor("prune").stdout
     dropped = json.loads(batchor("prune", "--answers", "--json").stdout)
     assert dropped["answers_dropped"] == 12
 
