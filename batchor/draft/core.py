@@ -125,9 +125,10 @@ def draft(
     sample = read_sample(request.data, request.rows)
     with tempfile.TemporaryDirectory(prefix="batchor-draft-check-") as scratch:
         result = _draft_loop(request, drafter, spec_model, sample, Path(scratch), on_attempt)
-    files.refuse_existing(list(result.outputs), request.force)  # the schema is named after the drafted job
+    users_files = [path for path in result.outputs if path != _editor_schema(request)[0]]  # that one is ours
+    files.refuse_existing(users_files, request.force)  # the schema is named after the drafted job
     if confirm is None or confirm(result):
-        files.refuse_existing(list(result.outputs), request.force)
+        files.refuse_existing(users_files, request.force)
         files.write_files(result.outputs)
         result.written = list(result.outputs)
         api.validate(request.output)  # the files as written: the same check the draft passed

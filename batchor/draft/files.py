@@ -17,9 +17,11 @@ from batchor.errors import OutputExistsError
 
 
 def schema_path_for(spec_path: Path, job: Any = None) -> Path:
-    """The output schema's file beside the spec, named after the job: `triage.output.schema.json`
-    (`spec.schema.json` read as the schema of the spec format). Without a job name: the spec's stem."""
-    name = job if isinstance(job, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", job) else spec_path.stem
+    """The output schema's file beside the spec: `triage.output.schema.json` (`spec.schema.json`
+    read as the schema of the spec format). Named after the spec file when `-o` gave it a name of its
+    own (two drafts in one folder must not share a schema), else after the job."""
+    named_job = isinstance(job, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", job)
+    name = job if named_job and spec_path.stem == "spec" else spec_path.stem
     return spec_path.with_name(f"{name}.output.schema.json")
 
 

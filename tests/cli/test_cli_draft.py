@@ -93,16 +93,16 @@ def test_invalid_first_draft_goes_back_with_the_validator_errors_then_the_valid_
     assert "Review: {{ row.body }}" in user_messages(second)
     spec = yaml.safe_load((workdir / "sentiment.yaml").read_text())
     assert spec["input"]["path"] == "data/reviews.csv" and "state" not in spec
-    # named after the job, not `sentiment.schema.json` (which read as the spec format's schema)
-    assert spec["steps"]["classify"]["output"]["schema"] == "review-sentiment.output.schema.json"
-    assert json.loads((workdir / "review-sentiment.output.schema.json").read_text()) == OUTPUT_SCHEMA
+    # named after the spec -o named, as an output schema (`sentiment.schema.json` read as the spec format's)
+    assert spec["steps"]["classify"]["output"]["schema"] == "sentiment.output.schema.json"
+    assert json.loads((workdir / "sentiment.output.schema.json").read_text()) == OUTPUT_SCHEMA
     assert api.validate(workdir / "sentiment.yaml").steps == ["classify"]
     assert "draft 1: 1 problem(s)" in err and "draft 2: valid, rehearsed" in err
     assert "rehearsal: 3 row(s) through the mock provider: 3 answered, 0 failed" in err
     assert "Plan " in err and "4 to run" in err  # the plan for the full data (4 rows), with its model
     assert "Product: {{ row.product }}" in out  # the draft is shown before it is written
     assert (
-        "wrote sentiment.yaml, review-sentiment.output.schema.json, schemas/batchor-spec.schema.json; drafting cost $"
+        "wrote sentiment.yaml, sentiment.output.schema.json, schemas/batchor-spec.schema.json; drafting cost $"
         in err
     )
 
@@ -119,7 +119,8 @@ def test_drafting_calls_are_recorded_and_costed_like_any_run(fake, data, workdir
     assert {r["run_id"] for r in drafts} == {a["run_id"] for a in result["attempts"]}
     assert all(r["cost_usd"] > 0 and r["status"] == "succeeded" for r in drafts)
     assert result["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in drafts))
-    assert result["written"] == ["spec.yaml", "review-sentiment.output.schema.json"] and result["plan"]["rows"] == 4
+    written = ["spec.yaml", "review-sentiment.output.schema.json", "schemas/batchor-spec.schema.json"]
+    assert sorted(result["written"]) == sorted(written) and result["plan"]["rows"] == 4
 
 
 def test_the_answer_is_constrained_by_the_spec_formats_own_schema(fake, data, workdir, monkeypatch, capsys):
@@ -267,9 +268,9 @@ def test_the_same_request_again_is_answered_from_the_cache_and_no_cache_asks_aga
     assert draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "a.yaml")[0] == 0
     code, out, _ = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "b.yaml", "--json")
     assert code == 0 and json.loads(out)["cost_usd"] == 0 and fake.stats()["scripted_served"] == 1
-    assert (workdir / "a.yaml").read_text().replace("a.yaml", "b.yaml").replace("a.schema", "b.schema") == (
-        workdir / "b.yaml"
-    ).read_text()
+    assert (workdir / "a.yaml").read_text().replace("a.yaml", "b.yaml").replace(
+        "a.output.schema", "b.output.schema"
+    ) == (workdir / "b.yaml").read_text()
     code, out, _ = draft_cli(monkeypatch, capsys, workdir, "--model", "openai:gpt-4.1", "-o", "c.yaml", "--no-cache")
     assert code == 0 and fake.stats()["scripted_served"] == 2
     assert "Review: {{ row.text }}" in (workdir / "c.yaml").read_text()

@@ -18,3 +18,5 @@ def test_job_names_are_short():
 def test_the_output_schema_is_named_after_the_job():
     assert schema_path_for(Path("jobs/spec.yaml"), "triage") == Path("jobs/triage.output.schema.json")
     assert schema_path_for(Path("jobs/spec.yaml"), "../evil") == Path("jobs/spec.output.schema.json")
+    # a spec -o named gets its own schema: two drafts of one job in a folder must not share one
+    assert schema_path_for(Path("jobs/a.yaml"), "triage") == Path("jobs/a.output.schema.json")
