@@ -102,8 +102,7 @@ def test_invalid_first_draft_goes_back_with_the_validator_errors_then_the_valid_
     assert "Plan " in err and "4 to run" in err  # the plan for the full data (4 rows), with its model
     assert "Product: {{ row.product }}" in out  # the draft is shown before it is written
     assert (
-        "wrote sentiment.yaml, sentiment.output.schema.json, schemas/batchor-spec.schema.json; drafting cost $"
-        in err
+        "wrote sentiment.yaml, sentiment.output.schema.json, schemas/batchor-spec.schema.json; drafting cost $" in err
     )
 
 
