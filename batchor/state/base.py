@@ -235,17 +235,25 @@ class StateStore(LedgerReads, Protocol):
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]: ...
 
+    # Portable SQL both backends share (as LedgerReads): written once, in the modules named.
+
     def save_reviews(self, job_name: str, labels: Sequence[Any], source: Any) -> int:
         """Store reviewed labels (state/reviews.py) in one transaction: all or none."""
-        ...
+        from batchor.state.reviews import save_reviews
+
+        return save_reviews(self, job_name, labels, source)
 
     def reviewed_labels(self, job_name: str) -> list[dict[str, Any]]:
         """A job's reviewed labels: step, row_key, field, value (JSON) and who, when, from which file."""
-        ...
+        from batchor.state.reviews import reviewed_labels
+
+        return reviewed_labels(self, job_name)
 
     def cached_answers(self, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
         """Per step of a job: rows answered before `run_id` (the cache) and what they cost then."""
-        ...
+        from batchor.state.spend import cached_answers
+
+        return cached_answers(self, job_id, run_id)
 
     def list_batches(self, job_id: str) -> list[dict[str, Any]]: ...
 

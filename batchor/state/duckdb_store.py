@@ -24,7 +24,6 @@ from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from batchor.state.new_state import made_from_template
 from batchor.state.open_check import checked_before, remember_checked
-from batchor.state.reviews import ReviewedLabel, ReviewSource
 
 _ATTEMPT_COLUMNS = ", ".join(ATTEMPT_SCHEMA.names)
 
@@ -249,24 +248,6 @@ class DuckDBStore(StateStore):
                 f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT ?", [limit]
             ).fetchall()
         return [run_from_row(r) for r in rows]
-
-    def save_reviews(self, job_name: str, labels: Sequence[ReviewedLabel], source: ReviewSource) -> int:
-        """Store reviewed labels in one transaction (state/reviews.py)."""
-        from batchor.state.reviews import save_reviews
-
-        return save_reviews(self, job_name, labels, source)
-
-    def reviewed_labels(self, job_name: str) -> list[dict[str, Any]]:
-        """A job's reviewed labels (state/reviews.py)."""
-        from batchor.state.reviews import reviewed_labels
-
-        return reviewed_labels(self, job_name)
-
-    def cached_answers(self, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
-        """Per step: rows answered before `run_id` and what they cost then (state/spend.py)."""
-        from batchor.state.spend import cached_answers
-
-        return cached_answers(self, job_id, run_id)
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]:
         with self.connection() as db:

@@ -22,7 +22,6 @@ from batchor.errors import StateError, StateVersionError
 from batchor.state.base import RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VERSION
 from batchor.state.pg_session import PgSession
-from batchor.state.reviews import ReviewedLabel, ReviewSource
 
 PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 _RESULT_TYPES = {
@@ -314,24 +313,6 @@ class PostgresStore(StateStore):
                 f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at DESC LIMIT %s", [limit]
             ).fetchall()
         return [run_from_row(r) for r in rows]
-
-    def save_reviews(self, job_name: str, labels: Sequence[ReviewedLabel], source: ReviewSource) -> int:
-        """Store reviewed labels in one transaction (state/reviews.py)."""
-        from batchor.state.reviews import save_reviews
-
-        return save_reviews(self, job_name, labels, source)
-
-    def reviewed_labels(self, job_name: str) -> list[dict[str, Any]]:
-        """A job's reviewed labels (state/reviews.py)."""
-        from batchor.state.reviews import reviewed_labels
-
-        return reviewed_labels(self, job_name)
-
-    def cached_answers(self, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
-        """Per step: rows answered before `run_id` and what they cost then (state/spend.py)."""
-        from batchor.state.spend import cached_answers
-
-        return cached_answers(self, job_id, run_id)
 
     def failures_by_reason(self, job_id: str) -> dict[str, int]:
         with self.pg() as conn:
