@@ -13,6 +13,11 @@ DuckDB draws a progress bar on stdout for any query running over two seconds (a 
 busy machine), which would corrupt `--json` output and the plan text; every connection batchor
 opens comes from here so none does.
 
+Spec SQL (input.sql, SQL steps, checks) is data from a spec file that may come from a pull
+request: it runs only in a `confined_db`, an instance with file access limited to the project's
+folder and declared files, extensions neither installed nor loaded, and its configuration locked
+so a query cannot undo that (see docs/explanation/trust-model.md).
+
 Every module that uses DuckDB imports it from here (`from batchor.duck import duckdb`): the first
 import runs DuckDB's C++ init, which a Ctrl+C would abort (see batchor/sigint.py), so it runs
 with the Ctrl+C held back until it is done.
@@ -22,8 +27,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from batchor.sigint import ctrl_c_deferred
 
@@ -36,6 +43,8 @@ SMALL_BYTES = 8 << 20  # input files up to this size, in total
 _LOCK = threading.Lock()
 _SHARED: list[duckdb.DuckDBPyConnection] = []  # the instance's root connection, never queried
 _ALIASES = itertools.count()
+_CONFINED: OrderedDict[tuple, duckdb.DuckDBPyConnection] = OrderedDict()  # small confined instances
+_CONFINED_KEPT = 8
 
 
 def memory_db() -> duckdb.DuckDBPyConnection:
@@ -75,6 +84,53 @@ def scratch_db(small: bool) -> Iterator[duckdb.DuckDBPyConnection]:
         yield db
     finally:
         db.close()
+
+
+def confined_db(
+    folders: Iterable[Path] = (),
+    files: Iterable[str] = (),
+    *,
+    search_path: Path | None = None,
+    small: bool = True,
+    one_thread: bool = False,
+) -> duckdb.DuckDBPyConnection:
+    """A connection for spec SQL, closed by the caller: reads only files under `folders` (symlinks
+    resolved by DuckDB) and the exact `files` (absolute, or relative to `search_path`), no network,
+    no extension installed or loaded, configuration locked. Small work takes a cursor of a kept
+    instance with the same powers; big work (or `one_thread`) an instance of its own."""
+    key = (
+        tuple(sorted(str(f).rstrip("/") + "/" for f in folders)),
+        tuple(sorted(set(files))),
+        str(search_path or ""),
+        one_thread,
+    )
+    if not small or one_thread:
+        return _confined_instance(key)
+    with _LOCK:
+        root = _CONFINED.pop(key, None) or _confined_instance(key)
+        _CONFINED[key] = root  # most recently used last
+        while len(_CONFINED) > _CONFINED_KEPT:
+            _CONFINED.popitem(last=False)[1].close()
+        return root.cursor()
+
+
+def _confined_instance(key: tuple) -> duckdb.DuckDBPyConnection:
+    folders, files, search_path, one_thread = key
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "allow_community_extensions": False,
+        **({"threads": 1} if one_thread else {}),
+    }
+    db = duckdb.connect(":memory:", config=config)
+    db.execute("SET enable_progress_bar = false")
+    db.execute("SET allowed_directories = ?", [list(folders)])
+    db.execute("SET allowed_paths = ?", [list(files)])
+    if search_path:
+        db.execute("SET GLOBAL file_search_path = ?", [search_path])
+    db.execute("SET enable_external_access = false")
+    db.execute("SET lock_configuration = true")
+    return db
 
 
 @contextmanager

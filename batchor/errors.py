@@ -218,6 +218,39 @@ class BaseUrlMissingError(SpecError):
     code = "base_url_missing"
 
 
+# --- trust: what a spec, a plan or a drafted spec may do (docs/explanation/trust-model.md) ---
+
+
+class SqlNotAllowedError(SpecError):
+    """A SQL field of the spec is not exactly one query (a second statement, COPY, ATTACH, SET, ...)."""
+
+    code = "sql_not_allowed"
+
+
+class PathOutsideProjectError(SpecError):
+    """Spec SQL or a template tried to read a file outside the project folder (or a symlink out of it)."""
+
+    code = "path_outside_project"
+
+
+class TemplateIncludeError(SpecError):
+    """A template `{% include %}`/`{% import %}` names a file outside the spec's `templates:` folder."""
+
+    code = "template_include"
+
+
+class KeyEnvNotAllowedError(SpecError):
+    """`api_key_env` names a variable that is not the provider's own, and the spec does not allow it."""
+
+    code = "api_key_env_not_allowed"
+
+
+class UrlCredentialsError(SpecError):
+    """A `base_url` carries a user name, password or `${VAR}`: credentials go in the key variable."""
+
+    code = "url_credentials"
+
+
 # --- plan and budget ------------------------------------------------------------------------
 
 
@@ -248,6 +281,17 @@ class PlanFileError(BatchorError):
 
     code = "plan_invalid"
     exit_code = EXIT_STALE_PLAN
+
+
+class UntrustedPlanError(PlanFileError):
+    """A saved plan this state did not make, or whose powers differ from what the spec would give."""
+
+    code = "plan_untrusted"
+    exit_code = EXIT_APPROVAL
+
+
+class PlanTooLargeError(PlanFileError):
+    code = "plan_too_large"
 
 
 class StalePlanError(BatchorError):

@@ -13,15 +13,15 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from batchor.duck import duckdb
 from batchor.plan.model import PlanHeader
 from batchor.plan.plan_file import file_sha256
+from batchor.spec.sql_guard import string_literals
 
 
 def referenced_files(sql: str, base_dir: Path) -> dict[str, str]:
     """{absolute path: sha256} of the files the query's string literals name."""
     found: dict[str, str] = {}
-    for literal in _string_literals(sql):
+    for literal in string_literals(sql):
         path = Path(literal).expanduser()
         full = str(path if path.is_absolute() else base_dir / path)
         matches = glob.glob(full, recursive=True) if any(ch in literal for ch in "*?[") else [full]
@@ -44,16 +44,3 @@ def changed_sql_file(header: PlanHeader) -> str | None:
         what = "is gone" if path not in now else "is new" if path not in step.sql_files else "changed"
         return f"steps.{step.name}.sql reads {path}, which {what} since the plan was made"
     return None
-
-
-def _string_literals(sql: str) -> list[str]:
-    tokens = duckdb.tokenize(sql)
-    literals = []
-    for index, (start, kind) in enumerate(tokens):
-        if kind != duckdb.token_type.string_const:
-            continue
-        end = tokens[index + 1][0] if index + 1 < len(tokens) else len(sql)
-        text = sql[start:end].strip()
-        if len(text) >= 2 and text[0] == text[-1] == "'":
-            literals.append(text[1:-1].replace("''", "'"))
-    return literals

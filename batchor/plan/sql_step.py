@@ -18,11 +18,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchor.duck import SMALL_ROWS, duckdb, memory_db, shared_cursor
+from batchor.duck import SMALL_ROWS, duckdb
 from batchor.errors import SpecError
 from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
 from batchor.plan.model import StepPlan
 from batchor.spec.inputs import ROW_KEY
+from batchor.spec.sql_guard import confined_for, refused_access
 
 _JSON_TYPES = {
     "BIGINT": "integer",
@@ -157,15 +158,17 @@ def result_key(step: StepPlan, row_key: str, output: str) -> str:
 
 def _run(step: StepPlan, table: pa.Table, base_dir: str, prefix: str) -> pa.Table:
     # `threads` is the whole instance's setting: a fan-out's query runs in an instance of its own.
+    # One thread keeps a fan-out's row order, so element numbers never shuffle. The query is spec
+    # SQL: it runs confined to the project (see batchor/spec/sql_guard.py).
     small = table.num_rows <= SMALL_ROWS and not step.fan_out
-    db = shared_cursor() if small else memory_db()
+    db = confined_for(step.prompt, base_dir, small=small, one_thread=step.fan_out)
     try:
-        db.execute(f"SET file_search_path = '{base_dir.replace(chr(39), chr(39) * 2)}'")  # this connection's
-        if step.fan_out:  # one thread keeps the row order, so element numbers never shuffle
-            db.execute("SET threads = 1")
         db.register("rows", table)
         return db.sql(prefix + step.prompt).to_arrow_table()
     except duckdb.Error as exc:
+        refused = refused_access(exc, f"steps.{step.name}.sql", base_dir)
+        if refused:
+            raise refused from None
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         candidates = next(
             (f" ({line.rstrip('.')}: did you mean one of them?)" for line in lines if line.startswith("Candidate")), ""

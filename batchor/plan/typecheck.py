@@ -119,7 +119,7 @@ def locate_sql_error(loaded: LoadedSpec, exc: SpecError, step: str, sql: str) ->
     if quoted:
         at = re.search(rf"\b{re.escape(quoted.group(1))}\b", sql)
         line = sql.count("\n", 0, at.start()) + 1 if at else 1
-    return SpecError(f"{loaded.where_in_text(('steps', step, 'sql'), line)}: {exc.message}", hint=exc.hint)
+    return type(exc)(f"{loaded.where_in_text(('steps', step, 'sql'), line)}: {exc.message}", hint=exc.hint)
 
 
 def check_references(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchor.duck import duckdb, memory_db, shared_cursor
+from batchor.duck import confined_db, duckdb
 from batchor.outputs.export import is_small, register_rows, result_column, row_status_sql
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
@@ -43,8 +43,9 @@ _SCALARS = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN", "stri
 
 def connect(*plans: CompiledPlan) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB for one report on the answers of `plans`, closed by the caller: a cursor
-    of the shared instance when they are small (see `batchor.duck`), else an instance of its own."""
-    return shared_cursor() if all(is_small(plan) for plan in plans) else memory_db()
+    of a kept instance when they are small (see `batchor.duck`), else an instance of its own. Check
+    expressions are spec SQL: the connection is confined and reads no file at all."""
+    return confined_db((), small=all(is_small(plan) for plan in plans))
 
 
 def q(name: str) -> str:

@@ -28,6 +28,7 @@ from batchor.quality.answers import Shape, answer_fields, connect, empty_answers
 from batchor.quality.metrics import FieldMetrics, golden_metrics
 from batchor.quality.sources import Source
 from batchor.spec.model import CheckSpec, JobSpec, LLMStep
+from batchor.spec.sql_guard import refused_access
 from batchor.spec.templates import make_environment
 from batchor.state.base import StateStore
 
@@ -208,6 +209,9 @@ def _evaluate(
             )
             return _bounded(check, scope, "aggregate", None if value is None else float(value), rows)
     except duckdb.Error as exc:
+        refused = refused_access(exc, f"{_where(scope)}: check '{_name(check)}'", None)
+        if refused:
+            raise refused from None
         message = str(exc).splitlines()[0][:300]
         raise SpecError(
             f"{_where(scope)}: check '{_name(check)}': {message}{_did_you_mean(message, shape)}",

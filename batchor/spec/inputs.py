@@ -18,14 +18,16 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
-from batchor.duck import SMALL_BYTES, duckdb, memory_db, shared_cursor
+from batchor.duck import SMALL_BYTES, confined_db, duckdb
 from batchor.errors import (
+    BatchorError,
     DuplicateKeyError,
     InputEmptyError,
     InputEncodingError,
     InputError,
     InputMissingError,
 )
+from batchor.spec.sql_guard import project_root, refused_access
 
 ROW_KEY = "_row_key"
 RESERVED_COLUMNS = (ROW_KEY, "_status", "_error")  # the bookkeeping columns every output file ends with
@@ -127,10 +129,11 @@ class InputReader:
 
     def __init__(self, source: InputSource) -> None:
         self.source = source
-        # A small input is read through a cursor of the shared instance (see `batchor.duck`):
-        # its views are TEMP, so they are the cursor's own. A big one gets its own instances.
+        # A small input is read through a cursor of a kept instance (see `batchor.duck`): its
+        # views are TEMP, so they are the cursor's own. A big one gets its own instances. Both
+        # are confined: `input.sql` is spec SQL (batchor/spec/sql_guard.py).
         self.small = source.format != "xlsx" and _total_bytes(source.files) <= SMALL_BYTES
-        self.db = shared_cursor() if self.small else memory_db()
+        self.db = self._connect(self.small)
         self.lines = _WIDE_LINES if self.small else _NARROW_LINES  # a small file's buffer is the file
         self._setup: list[str] = []  # statements that define the views, replayed by `_scratch`
         self._table: pa.Table | None = None  # xlsx rows, registered as `input`
@@ -143,6 +146,12 @@ class InputReader:
 
     def close(self) -> None:
         self.db.close()
+
+    def _connect(self, small: bool) -> duckdb.DuckDBPyConnection:
+        """A confined connection reading the input's own files and, for `input.sql`, the project."""
+        files = [str(p) for p in self.source.files]
+        folders = [project_root(self.source.files[0].parent)] if self.source.sql and self.source.files else []
+        return confined_db(folders, files, small=small)
 
     def query(self, sql: str) -> duckdb.DuckDBPyConnection:
         """Run `sql` over the input's views (`input`, `source`); a bad input raises InputError."""
@@ -188,7 +197,7 @@ class InputReader:
         if self.small:
             yield self.db
             return
-        db = memory_db()
+        db = self._connect(False)
         try:
             if self._table is not None:
                 db.register("input", self._table)
@@ -211,7 +220,9 @@ class InputReader:
             return auto
         first = _sql_str(str(self.source.files[0]))
         options = auto.split(f"{files}, ", 1)[1].removesuffix(")")
-        sniffer = self.db if self.small else memory_db()  # an own one is closed at once: sniffing's memory is freed
+        sniffer = (
+            self.db if self.small else self._connect(False)
+        )  # an own one is closed at once: sniffing's memory is freed
         try:
             (prompt,) = sniffer.execute(f"SELECT Prompt FROM sniff_csv({first}, {options})").fetchall()[0]
         except (duckdb.Error, IndexError, ValueError):
@@ -415,7 +426,7 @@ def _read_xlsx(files: tuple[Path, ...]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
-def _input_error(exc: duckdb.Error, source: InputSource) -> InputError:
+def _input_error(exc: duckdb.Error, source: InputSource) -> BatchorError:
     full = str(exc).lower()
     text = str(exc).splitlines()[0][:400]
     names = ", ".join(p.name for p in source.files)
@@ -431,6 +442,9 @@ def _input_error(exc: duckdb.Error, source: InputSource) -> InputError:
             f"input: {bad_line[0].name} line {bad_line[1]:,} is not valid JSON: {bad_line[2]}",
             hint="fix or remove that line: each line of a JSONL file is one JSON object",
         )
+    refused = refused_access(exc, "input.sql" if source.sql else "input", source.files[0].parent)
+    if refused:
+        return refused
     if source.sql and ("Binder Error" in text or "Parser Error" in text or "Catalog Error" in text):
         return InputError(f"input.sql: {text}", hint="the input is available as the table `input`")
     return InputError(f"input: cannot read {names}: {text}", hint="check the file format and contents")

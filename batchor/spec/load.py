@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from batchor.errors import BatchorError, Problems, SchemaError, SpecError, raise_problems
 from batchor.spec.model import STEP_TAGS, JobSpec, SchemaOutput
+from batchor.spec.sql_guard import check_spec_sql
 from batchor.spec.yaml_loader import Lines, load_yaml, read_spec_text
 
 
@@ -70,9 +71,11 @@ def load_spec(spec: str | Path | dict[str, Any], *, base_dir: Path | None = None
         with found.check():
             schemas[name] = _resolve_schema(getattr(step, "output", None), base, source, lines, name)
     found.raise_all()
-    return LoadedSpec(
+    loaded = LoadedSpec(
         spec=job, base_dir=base, source=source, text=text, schemas=schemas, lines=lines, text_lines=text_lines
     )
+    check_spec_sql(loaded)
+    return loaded
 
 
 def _spec_errors(exc: ValidationError, source: str, lines: Lines, data: Any) -> list[BatchorError]:
