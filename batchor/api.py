@@ -32,6 +32,7 @@ from batchor.plan.summary import plan_markdown as plan_markdown
 from batchor.plan.summary import plan_text as plan_text
 from batchor.plan.summary import shared_rows as shared_rows
 from batchor.plan.targets import check_output_path
+from batchor.plan.trust import check_trusted, seal
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
 from batchor.quality import bind_spec_checks, check_plan, checks_after_run
@@ -131,6 +132,7 @@ def plan(
             spec=_spec_file(spec),
         )
         compiled.source_data = data  # apply(plan) returns results in the type of this input
+        compiled.header = compiled.header.model_copy(update={"seal": seal(compiled.plan_id, location)})
         if save:
             target = Path(save) if isinstance(save, (str, Path)) else plans_dir(location) / f"{compiled.plan_id}.plan"
             compiled.save(target)
@@ -225,6 +227,8 @@ def apply(
     pilot: int | str | None = None,
     pilot_seed: int | None = None,
     pilot_target: float | None = None,
+    trust_plan: bool = False,
+    force: bool = False,
 ) -> Result:
     """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
     check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume.
@@ -232,7 +236,9 @@ def apply(
     the live view in a notebook or on a terminal (never into a pipe or a file); False turns it off.
     `pilot=50` (or `"auto"`) runs a seeded sample of rows first, then the rest planned from their
     answers within what the pilot left of `max_cost`, as `apply --pilot` does: `result.pilot` holds
-    the pilot; a pilot that stopped returns its own run's result (call again to resume)."""
+    the pilot; a pilot that stopped returns its own run's result (call again to resume).
+    A saved plan file another state made needs `trust_plan=True` (see plan/trust.py); `force` lets
+    the spec's output replace a file batchor did not write (outputs/written.py)."""
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     if pilot is not None:
         from batchor.pilot import apply_with_pilot
@@ -257,6 +263,7 @@ def apply(
         )
     compiled = load_or_plan(
         spec_or_plan,
+        trust_plan=trust_plan,
         data=data,
         state=state,
         model=model,
@@ -280,6 +287,7 @@ def apply(
             limits=limits,
             wait=wait,
             retry_failed=retry_failed,
+            force=force,
         )
     finally:
         if view is not None:
@@ -339,11 +347,15 @@ def to_result(outcome: RunOutcome, compiled: CompiledPlan, kind: str = "path", o
     )
 
 
-def load_or_plan(spec_or_plan: SpecLike | CompiledPlan, **plan_args: Any) -> CompiledPlan:
+def load_or_plan(spec_or_plan: SpecLike | CompiledPlan, *, trust_plan: bool = False, **plan_args: Any) -> CompiledPlan:
+    """The plan to run: given, planned from a spec, or a saved plan file. A plan file this state
+    did not seal is refused with its powers listed unless `trust_plan` (plan/trust.py)."""
     if isinstance(spec_or_plan, CompiledPlan):
         return spec_or_plan
     if isinstance(spec_or_plan, (str, Path)) and "\n" not in str(spec_or_plan) and is_plan_file(spec_or_plan):
-        return load_plan(Path(spec_or_plan))
+        loaded = load_plan(Path(spec_or_plan))
+        check_trusted(loaded.header, state_location(plan_args.get("state"), loaded.header.state_location), trust_plan)
+        return loaded
     return plan(spec_or_plan, **plan_args)
 
 
@@ -376,6 +388,7 @@ def apply_compiled(
     retry_failed: bool = False,
     run_kind: str = "apply",
     max_calls: int | None = None,
+    force: bool = False,
 ) -> RunOutcome:
     """Execute a compiled plan; `run_kind` "pilot" marks its answers as a pilot's (plan/estimate.py);
     `max_calls` holds it to that many attempts, re-asks included (a pilot's allowance)."""
@@ -399,6 +412,7 @@ def apply_compiled(
             retry_failed=retry_failed,
             run_kind=run_kind,
             max_calls=max_calls,
+            force=force,
         )
         with kept_attached_if_small(compiled, store):
             if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead

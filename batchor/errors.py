@@ -233,7 +233,7 @@ class PathOutsideProjectError(SpecError):
     code = "path_outside_project"
 
 
-class TemplateIncludeError(SpecError):
+class TemplateIncludeError(TemplateError):
     """A template `{% include %}`/`{% import %}` names a file outside the spec's `templates:` folder."""
 
     code = "template_include"

@@ -1,9 +1,14 @@
-"""Owner-only files and folders for everything batchor writes that may hold prompts or answers."""
+"""Owner-only files and folders for everything batchor writes that may hold prompts or answers.
+
+State files, plan files, the plan key and output files are 0600; folders batchor creates 0700.
+Specs and schemas `batchor draft` and `init` write are source files: they follow the umask."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+PRIVATE_FILE = 0o600
 
 
 def private_dir(path: Path) -> Path:

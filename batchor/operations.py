@@ -267,7 +267,7 @@ def show(
     from batchor.plan.show import plan_view
 
     if isinstance(target, CompiledPlan) or (isinstance(target, (str, Path)) and api.is_plan_file(target)):
-        compiled = api.load_or_plan(target)
+        compiled = api.load_or_plan(target, trust_plan=True)  # shown, never run: its powers are printed
     else:
         compiled = api.plan(target, state=state, model=model, mock=mock, save=False)
     view = plan_view(compiled, prompts)

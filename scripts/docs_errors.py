@@ -80,4 +80,11 @@ FIXES = {
     "batch_create_unknown": "Nothing: the next poll or `apply` looks the batch up at the provider before sending anything again.",
     "batch_results_gone": "Run `apply --retry-failed` to send those rows again (they may have been billed once already).",
     "batch_result_unreadable": "Run `apply --retry-failed` to send those rows again (they may have been billed once already).",
+    "sql_not_allowed": "Write each SQL field as one SELECT query (WITH, FROM-first and VALUES are fine): no `;` and second statement, no COPY, ATTACH, INSTALL, LOAD, SET, PRAGMA or EXPORT. See explanation/trust-model.md.",
+    "path_outside_project": "Spec SQL reads only files inside the project (the git repository holding the spec): move the file in and name it relative to the spec. No URLs, no `~`, no links out.",
+    "template_include": "Put shared templates in a folder inside the project, declare it as `templates:` in the spec, and include them by quoted name.",
+    "api_key_env_not_allowed": "Use the provider's own key variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or GOOGLE_API_KEY, ...), or add `allow_key_env: true` to the model block.",
+    "url_credentials": "Remove `user:password@` and `${VAR}` from `base_url`; keep secrets in the key variable (`api_key_env`).",
+    "plan_untrusted": "Re-plan from the spec (`batchor plan SPEC`) on this machine, or read the powers the message lists and add `--trust-plan` (never for a plan from a pull request).",
+    "plan_too_large": "The file is not a plan batchor made (its header is over the size cap): re-create it with `batchor plan`.",
 }

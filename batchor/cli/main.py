@@ -22,7 +22,7 @@ from batchor import arrow_pool
 from batchor.cli import basics, housekeeping, pandas_probe, pilot_cmd, review_cmd
 from batchor.cli import quality as quality_cli
 from batchor.cli.basics import print_json
-from batchor.cli.colour import coloured
+from batchor.cli.colour import coloured, terminal_safe
 from batchor.cli.draft_cmd import draft as draft_command
 from batchor.cli.options import (
     ApplyMaxCostOpt,
@@ -178,6 +178,13 @@ def apply(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results here instead"),
     limit: Optional[int] = LimitOpt,
     sample: Optional[int] = SampleOpt,
+    force: bool = typer.Option(False, "--force", help="Let the spec's output replace a file batchor did not write"),
+    trust_plan: bool = typer.Option(
+        False,
+        "--trust-plan",
+        help="Run a saved plan another state made (its hosts, key variables and files are listed: read them; "
+        "never for a plan from a pull request)",
+    ),
     no_wait: bool = typer.Option(
         False, "--no-wait", help="Submit provider batches and exit (code 7); a later apply collects them"
     ),
@@ -213,6 +220,7 @@ def apply(
     else:
         compiled = api.load_or_plan(
             target,
+            trust_plan=trust_plan,
             state=state,
             model=model,
             mock=mock,
@@ -226,7 +234,7 @@ def apply(
             typer.echo(coloured(render.plan_text(compiled, max_cost, output), sys.stderr), err=True)
         if not from_file and compiled.header.totals.to_run > 0:
             _approve(yes, max_cost)
-        budget, run = max_cost, functools.partial(api.apply_compiled, compiled, max_cost=max_cost)
+        budget, run = max_cost, functools.partial(api.apply_compiled, compiled, max_cost=max_cost, force=force)
     printer = render.EventPrinter(as_json, plan=compiled, max_cost=budget)
     try:
         outcome = run(
@@ -422,9 +430,9 @@ def _click_command() -> Any:
 def _print_error(exc: BatchorError, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps({"event": "error", **exc.to_dict()}) + "\n")
-    typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+    typer.echo(f"error [{exc.code}]: {terminal_safe(exc.message)}", err=True)  # it may quote an answer
     if exc.hint:
-        typer.echo(f"  fix: {exc.hint}", err=True)
+        typer.echo(f"  fix: {terminal_safe(exc.hint)}", err=True)
 
 
 def _load_dotenv() -> None:

@@ -75,6 +75,8 @@ def _print_records(path: Path, head: int) -> None:
 
 
 def _cell(value: str, width: int) -> str:
-    flat = " ".join(value.split())
+    from batchor.cli.colour import terminal_safe
+
+    flat = terminal_safe(" ".join(value.split()))
     width = max(width, 10)
     return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -13,9 +13,10 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as markup_escape
 from rich.table import Table
 
+from batchor.cli.colour import terminal_safe
 from batchor.cli.estimate_lines import estimate_table, run_ratio
 from batchor.humanize import (
     NOTHING,
@@ -32,6 +33,13 @@ from batchor.humanize import (
 )
 
 PIPE_WIDTH = 200
+
+
+def escape(text: str) -> str:
+    """A value for a table cell: rich markup escaped, control characters made visible."""
+    return markup_escape(terminal_safe(text))
+
+
 STATUS_STYLE = {
     "succeeded": "green",
     "partial": "yellow",

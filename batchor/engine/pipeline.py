@@ -125,7 +125,9 @@ class Pipeline:
 
     def _register(self, step: StepPlan) -> list[_Waiting]:
         """Every row of a follower, waiting on the stage answers it needs; returns those ready now."""
-        self.requests[step.name] = requests = pinned_requests(step, self.plan.header.base_dir)
+        self.requests[step.name] = requests = pinned_requests(
+            step, self.plan.header.base_dir, self.plan.header.spec.get("templates")
+        )
         tpl = requests.templates
         in_stage = [d for d in step.depends_on if d in self.stage]
         before = step.model_copy(update={"depends_on": [d for d in step.depends_on if d not in in_stage]})

@@ -73,6 +73,7 @@ class ApplyOptions:
     clock: Any = None  # injected epoch clock for batch ages (tests, with `sleep`); None: time.time
     run_kind: str = "apply"  # what the run's answers are in the estimate's history: apply | pilot
     max_calls: int | None = None  # the most attempts this run may send, re-asks included (a pilot's allowance)
+    force: bool = False  # the spec's output may replace a file batchor did not write (outputs/written.py)
 
 
 @dataclass
@@ -140,7 +141,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
         carried, _ = unfinished_job_spend(store, plan.job_id, skip_live=isinstance(store, PostgresStore))
         options = dataclasses.replace(options, carried=carried)
     check_budget(plan, options.max_cost, options.carried)
-    check_output_target(plan, options.output_path, store.location)
+    check_output_target(plan, options.output_path, store.location, options.force)
     reason = check_input_unchanged(header) or changed_sql_file(header)
     if reason:
         raise StalePlanError(f"plan {header.plan_id} is stale: {reason}", hint="re-plan with `batchor plan SPEC`")

@@ -125,7 +125,7 @@ class StepWork:
 
     def _rendered(self) -> Iterator[tuple[pa.Array, pa.Array, list, list]]:
         """Render a dependent step for rows whose upstream answers all succeeded."""
-        requests = pinned_requests(self.step, self.plan.header.base_dir)
+        requests = pinned_requests(self.step, self.plan.header.base_dir, self.plan.header.spec.get("templates"))
         for inputs, rows in self.rows_of.batches(self.step.grain):
             values = input_values(inputs)
             rendered: list[RenderedRequest | None] = []

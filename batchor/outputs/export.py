@@ -25,7 +25,10 @@ import pyarrow.compute as pc
 
 from batchor.duck import SMALL_ROWS, attached, duckdb, scratch_db
 from batchor.errors import OutputError, UsageError
+from batchor.file_modes import PRIVATE_FILE
+from batchor.outputs.formulas import escaped_items, text_columns
 from batchor.outputs.reviewed import Patches, patched, review_patches
+from batchor.outputs.written import check_not_foreign, remember
 from batchor.plan.fanout_rows import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
@@ -69,25 +72,28 @@ def output_columns(steps: list[StepPlan]) -> list[str]:
     return names
 
 
-def build_output_sql(plan: CompiledPlan, fmt: str | None = None, reviewed: bool = False) -> str:
+def build_output_sql(
+    plan: CompiledPlan, fmt: str | None = None, reviewed: bool = False, escaped: set[str] | None = None
+) -> str:
     """SELECT producing the output table from `rows`: the plan's rows in order, each step's
     result aligned to its row in a struct column (`_aligned_rows`). A plain projection, so
-    DuckDB keeps the input order without sorting a million wide rows."""
+    DuckDB keeps the input order without sorting a million wide rows. `escaped`: text columns
+    whose formula-like cells get a leading `'` (outputs/formulas.py)."""
     steps = plan.header.steps
     inputs = list(plan.header.input.columns)
-    select = [f"rows.{_q(c)}" for c in inputs]
+    select = [f"rows.{_q(c)} AS {_q(c)}" for c in inputs]
     aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(steps))]
     for step, alias in zip(steps, aliases):
         select.extend(_answer_columns(step, alias, fmt))
     select.append(f"rows.{ROW_KEY}")  # with _status and _error: the bookkeeping columns come last
     select.append(f"{_status_sql(aliases)} AS _status")
-    select.append(f"{_error_sql(steps, aliases)} AS _error")
+    select.append(f'{_error_sql(steps, aliases)} AS "_error"')
     if reviewed:  # a job with reviewed labels: which fields of the row a person set
         marks = [
             f"CASE WHEN {a}.reviewed IS NOT NULL THEN '{s.name}: ' || {a}.reviewed END" for s, a in zip(steps, aliases)
         ]
         select.append(f"NULLIF(concat_ws('; ', {', '.join(marks)}), '') AS _reviewed")
-    return f"SELECT {', '.join(select)} FROM rows"
+    return f"SELECT {', '.join(escaped_items(select, escaped) if escaped else select)} FROM rows"
 
 
 def _answer_columns(step: StepPlan, alias: str, fmt: str | None = None) -> list[str]:
@@ -197,13 +203,21 @@ def _write(
     counts: dict[str, int] = {}
     with _export_db(plan) as db:
         rows = _output_rows(plan, store)
+        reviewed = bool(review_patches(plan, store))
+        query = build_output_sql(plan, fmt, reviewed=reviewed)
+        if fmt in _TEXT_FORMATS and plan.header.output.escape_formulas:
+            db.register("rows", rows.schema.empty_table())  # its columns' types, not a row of the stream
+            query = build_output_sql(plan, fmt, reviewed, text_columns(db, query))
+            db.unregister("rows")
         db.register("rows", rows.read_all() if counted else rows)
-        query = build_output_sql(plan, fmt, reviewed=bool(review_patches(plan, store)))
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
         try:
             _copy(db, query, tmp, fmt)
+            os.chmod(tmp, PRIVATE_FILE)  # the answers are as private as the state that holds them
             os.replace(tmp, target)
+            if path is None:
+                remember(target, plan.header.state_location)
         except (duckdb.Error, OSError) as exc:
             raise OutputError(
                 f"cannot write output {target}: {str(exc).splitlines()[0][:300]}",
@@ -439,13 +453,18 @@ def _format_of_flag(path: Path) -> str:
     return fmt
 
 
-def check_output_target(plan: CompiledPlan, path: Path | None = None, state_location: str | None = None) -> None:
+def check_output_target(
+    plan: CompiledPlan, path: Path | None = None, state_location: str | None = None, force: bool = False
+) -> None:
     """Fail before any call when the output cannot be written (a directory, no permission, a
-    format its extension does not name) or must not be (the state file, an input file)."""
-    if path is not None:
-        _format_of_flag(Path(path))
+    format its extension does not name) or must not be (the state file, an input file, a file
+    batchor did not write: outputs/written.py)."""
     target = Path(path or plan.header.output.path)
+    if path is not None:
+        _format_of_flag(target)
     check_output_path(target, state_location=state_location, inputs=plan.header.input.files)
+    if path is None:
+        check_not_foreign(target, plan.header.state_location, force)
     _check_target(target)
 
 

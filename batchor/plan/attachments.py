@@ -110,6 +110,9 @@ def _reference(value: Any, where: str, ctx: AttachmentContext) -> dict[str, Any]
 def _from_file(path: Path, where: str, ctx: AttachmentContext) -> dict[str, Any]:
     try:
         stat = path.stat()
+        too_big = _too_big_to_send(stat.st_size, ctx)
+        if too_big:
+            return _error("attachment_too_large", f"{where}: {path}: {too_big}")
         info, digest, size = _read_file(str(path), stat.st_mtime_ns, stat.st_size)
     except OSError as exc:
         return _error("attachment_missing", f"{where}: cannot read {path}: {exc.strerror or exc}")
@@ -118,6 +121,17 @@ def _from_file(path: Path, where: str, ctx: AttachmentContext) -> dict[str, Any]
     if ctx.pdf_text and info.media_type == PDF:
         return _as_text(path.read_bytes(), {"path": str(path)}, where)
     return _checked(_described(info, digest, size, {"path": str(path)}), where, ctx)
+
+
+def _too_big_to_send(size: int, ctx: AttachmentContext) -> str | None:
+    """Why a file of `size` bytes can never be sent, known from its size alone (so a file of
+    gigabytes is never read to find out); None when it may fit."""
+    if not ctx.check_limits or ctx.pdf_text:
+        return None
+    limit = limits_for(ctx.provider).max_request_bytes
+    if size * 4 // 3 <= limit:  # base64 makes 3 bytes 4
+        return None
+    return f"{size:,} bytes is more than {ctx.provider} accepts in a whole request ({limit:,} bytes as base64)"
 
 
 @lru_cache(maxsize=4096)

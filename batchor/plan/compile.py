@@ -434,7 +434,11 @@ def _header(
             seed=source.seed,
             key_columns=list(source.key_columns),
         ),
-        output=OutputInfo(path=str(out_path), format=out_format),
+        output=OutputInfo(
+            path=str(out_path),
+            format=out_format,
+            escape_formulas=spec.output.escape_formulas if spec.output else True,
+        ),
         steps=steps,
         limits=spec.limits.model_dump(mode="json"),
         keep_raw=spec.keep_raw,

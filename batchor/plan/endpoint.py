@@ -10,13 +10,13 @@ key held before endpoints counted: existing caches stay valid.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from batchor.errors import StalePlanError
+from batchor.errors import KeyEnvNotAllowedError, StalePlanError, UrlCredentialsError
 from batchor.plan.model import StepPlan
-from batchor.providers import ProviderInfo, provider_info
+from batchor.providers import ProviderInfo, provider_info, provider_key_envs
 
 # The base-URL variable each first-party SDK reads when the spec gives none.
 BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL"}
@@ -44,6 +44,31 @@ def normalise_url(url: str) -> str:
         if not any(word in k.lower() for word in _SECRET_WORDS)
     ]
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), urlencode(sorted(query)), ""))
+
+
+def check_connection(model: Any, at: Callable[[str], str]) -> None:
+    """A model block's connection holds no secret and sends only the provider's own key variable
+    (unless the spec says `allow_key_env: true`); `at(key)` says where a key is in the spec."""
+    if model.base_url:
+        try:
+            parts = urlsplit(model.base_url)
+            credentials = parts.username is not None or parts.password is not None
+        except ValueError:
+            credentials = "@" in model.base_url
+        if credentials:
+            raise UrlCredentialsError(
+                f"{at('base_url')}: the URL carries a user name or password, which plan files would keep",
+                hint="remove `user:password@` from the URL and put the secret in the key variable (`api_key_env`)",
+            )
+    own = provider_key_envs(model.provider)
+    if model.api_key_env and model.provider != "mock" and model.api_key_env not in own and not model.allow_key_env:
+        theirs = " or ".join(own) if own else "none: this provider needs no key by default"
+        raise KeyEnvNotAllowedError(
+            f"{at('api_key_env')}: {model.api_key_env} is not a {model.provider} key variable ({theirs}); "
+            "a spec sends another variable as the API key only when it says so",
+            hint="use the provider's own variable, or add `allow_key_env: true` to the model block "
+            "(plan and apply then show which variable is sent where)",
+        )
 
 
 def step_endpoint(

@@ -191,6 +191,7 @@ class OutputInfo(_Frozen):
     format: str
     spec_path: str | None = None  # a partial run (--limit, --sample, --model, pilot, data): the spec's own
     variant: list[str] = Field(default_factory=list)  # what makes the run partial (plan/variants.py)
+    escape_formulas: bool = True  # CSV/TSV: formula-like text cells get a leading ' (outputs/formulas.py)
 
 
 class PlanTotals(_Frozen):
@@ -233,6 +234,7 @@ class PlanHeader(_Frozen):
     mocked: bool = False
     data_sha256: str = ""
     retry_failed: bool = False  # planned with --retry-failed: apply sends failed requests again too
+    seal: str = ""  # HMAC of plan_id with the planning state's key (plan/trust.py): not hashed, never the key
 
     def step(self, name: str) -> StepPlan:
         return next(s for s in self.steps if s.name == name)

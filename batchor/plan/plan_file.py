@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from batchor import arrow_pool
-from batchor.errors import PlanFileError
+from batchor.errors import PlanFileError, PlanTooLargeError
 from batchor.file_modes import private_dir
 from batchor.fingerprint import canonical_json, sha256_hex
 from batchor.humanize import money
@@ -29,6 +29,7 @@ from batchor.plan.model import PLAN_FORMAT_VERSION, PlanHeader
 arrow_pool.use_returning_pool()  # a pool that gives freed memory back
 
 HEADER_MEMBER = "plan.json"
+MAX_HEADER_BYTES = 16 << 20  # a header holds the spec, its templates and schemas: far below this
 DATA_MEMBER = "data.parquet"
 
 
@@ -37,7 +38,8 @@ def plan_id_for(header: PlanHeader) -> str:
     return _header_hash(header.model_dump(mode="json", by_alias=True))
 
 
-_NOT_HASHED = ("plan_id", "created_at", "state_source")  # how the state was found describes, it is not content
+# How the state was found describes, it is not content; the seal signs the hash (plan/trust.py).
+_NOT_HASHED = ("plan_id", "created_at", "state_source", "seal")
 
 
 def _header_hash(body: dict) -> str:
@@ -183,7 +185,7 @@ def load_plan(path: Path) -> CompiledPlan:
         raise PlanFileError(f"plan file not found: {path}", hint="run `batchor plan SPEC` to create one")
     try:
         with zipfile.ZipFile(path) as archive:
-            raw = json.loads(archive.read(HEADER_MEMBER))
+            raw = json.loads(_bounded_header(archive, path))
             data_hash = _member_sha256(archive, DATA_MEMBER)
     except (zipfile.BadZipFile, KeyError, EOFError, OSError, ValueError) as exc:
         raise PlanFileError(
@@ -209,6 +211,20 @@ def load_plan(path: Path) -> CompiledPlan:
             hint="plans are immutable: re-create it with `batchor plan`",
         )
     return CompiledPlan(header, zip_path=path)
+
+
+def _bounded_header(archive: zipfile.ZipFile, path: Path) -> bytes:
+    """The header's bytes, refused above `MAX_HEADER_BYTES` before it is inflated (a small zip can
+    hold a header of gigabytes; zipfile stops reading at the declared size, so the check holds)."""
+    size = archive.getinfo(HEADER_MEMBER).file_size
+    if size > MAX_HEADER_BYTES:
+        raise PlanTooLargeError(
+            f"{path}: the plan header is {size:,} bytes, above the {MAX_HEADER_BYTES:,} a plan batchor makes "
+            "can reach (its spec, templates and schemas)",
+            hint="this file was not made by `batchor plan`: re-create the plan from the spec",
+        )
+    with archive.open(HEADER_MEMBER) as member:
+        return member.read(MAX_HEADER_BYTES + 1)[:MAX_HEADER_BYTES]
 
 
 def _member_sha256(archive: zipfile.ZipFile, name: str) -> str:

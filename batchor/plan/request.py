@@ -28,7 +28,7 @@ from batchor.plan.pdf_text import is_text, text_block
 from batchor.plan.prompt_cache import cache_control
 from batchor.plan.tokens import get_counter, schema_tokens
 from batchor.providers.base import LLMRequest
-from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error
+from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error, templates_folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +128,12 @@ def request_keys(prefix: str, bodies: Sequence[str]) -> list[str]:
     return [sha(head + body.encode("utf-8")).hexdigest()[:32] for body in bodies]
 
 
-def pinned_requests(step: StepPlan, base_dir: str) -> StepRequests:
-    """A step's renderer from the templates pinned in a plan (apply and pipelining)."""
-    env = make_environment(Path(base_dir))
-    templates = compile_step(
-        env, step.name, step.system, step.prompt, step.when, set(step.depends_on), step.attachments
-    )
-    return StepRequests(step, templates)
+def pinned_requests(step: StepPlan, base_dir: str, templates: str | None = None) -> StepRequests:
+    """A step's renderer from the templates pinned in a plan (apply and pipelining); `templates`
+    the spec's `templates:` folder, relative to `base_dir`."""
+    env = make_environment(templates_folder(Path(base_dir), templates))
+    compiled = compile_step(env, step.name, step.system, step.prompt, step.when, set(step.depends_on), step.attachments)
+    return StepRequests(step, compiled)
 
 
 def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) -> LLMRequest:

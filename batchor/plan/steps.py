@@ -23,7 +23,7 @@ from batchor.fingerprint import request_prefix
 from batchor.plan.attachments import input_folder
 from batchor.plan.context import context_window
 from batchor.plan.embed_step import embed_step_plan
-from batchor.plan.endpoint import key_identity, step_endpoint
+from batchor.plan.endpoint import check_connection, key_identity, step_endpoint
 from batchor.plan.fanout_rows import assign_grains
 from batchor.plan.known_models import check_model
 from batchor.plan.mode import initial_mode
@@ -42,7 +42,7 @@ from batchor.schema.answer_length import expected_answer_tokens
 from batchor.schema.core import check_schema
 from batchor.spec.load import LoadedSpec
 from batchor.spec.model import EmbedStep, LLMStep, ModelSpec, SqlStep
-from batchor.spec.templates import StepTemplates, compile_step, make_environment
+from batchor.spec.templates import StepTemplates, compile_step, make_environment, templates_folder
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def resolve_steps(
     instead and the steps that could be resolved are returned (`validate` goes on to check their
     templates, columns and checks, so independent mistakes come out in one pass)."""
     spec = loaded.spec
-    env = make_environment(loaded.base_dir)
+    env = make_environment(templates_folder(loaded.base_dir, loaded.spec.templates))
     names = set(spec.steps)
     templates: dict[str, StepTemplates] = {}
     plans: list[StepPlan] = []
@@ -135,12 +135,22 @@ def _embed_plan(
 ) -> StepPlan:
     """An embedding step: `--model` names an LLM, so it leaves the step's embedding model alone."""
     model = _effective_model(loaded.spec.model, step.model, Overrides(mock=overrides.mock))
+    block = ("steps", name, "model") if step.model is not None else ("model",)
+    check_connection(model, lambda key: _at(loaded, (*block, key)))
     mode = overrides.mode or step.mode or loaded.spec.limits.mode
     deps = sorted(set(step.depends_on) | compiled.step_refs)
     return embed_step_plan(loaded, name, step, model, deps, overrides.mock, mode)
 
 
-_PROVIDER_BOUND = ("base_url", "api_key_env", "api", "price", "custom", "options")  # dropped on a provider change
+_PROVIDER_BOUND = (
+    "base_url",
+    "api_key_env",
+    "allow_key_env",
+    "api",
+    "price",
+    "custom",
+    "options",
+)  # dropped on a provider change
 
 
 def _check_model_block(
@@ -175,6 +185,9 @@ def _check_model_block(
         official = provider_info(model.provider).first_party and model.base_url is None
         with found.check():
             check_params(model.provider, model.params, lambda key: _at(loaded, (*params_at, key)), exact=official)
+    block = ("steps", step, "model") if own is not None else ("model",)
+    with found.check():
+        check_connection(model, lambda key: _at(loaded, (*block, key)))
     found.raise_all()
 
 
@@ -186,7 +199,7 @@ def _first_time(checked: set[tuple[str, ...]], what: tuple[str, ...]) -> bool:
     return True
 
 
-def _at(loaded: LoadedSpec, path: tuple[str, ...]) -> str:
+def _at(loaded: LoadedSpec, path: tuple[Any, ...]) -> str:
     return f"{loaded.where(*path)}: {'.'.join(path)}"
 
 

@@ -11,6 +11,7 @@ from batchor.humanize import plural
 from batchor.plan.budget import budget_origin, plan_budget
 from batchor.plan.model import PROJECTED
 from batchor.plan.prices import ModelPrice
+from batchor.plan.trust import powers, powers_lines
 from batchor.plan.variants import variant_reason
 from batchor.schema.feedback import FEEDBACK_TOKENS
 
@@ -36,6 +37,7 @@ def plan_dict(plan: "CompiledPlan") -> dict[str, Any]:
         "cost_upper_all_attempts": reask_upper(h),
         "input": {"files": h.input.files, "fingerprint": h.input.fingerprint},
         "output": h.output.model_dump(),
+        "powers": powers(h),
         "steps": [
             {
                 "name": s.name,
@@ -146,6 +148,7 @@ def _place_lines(plan: "CompiledPlan", output: str | Path | None = None) -> list
         )
     if h.state_location:
         lines.append(f"  state       {h.state_location}" + (f" ({h.state_source})" if h.state_source else ""))
+    lines += powers_lines(h, output)
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")
     return lines

@@ -57,6 +57,18 @@ REGISTRY: dict[str, ProviderInfo] = {
 }
 
 
+# Key variables a provider's own SDK or documentation also reads, besides `key_env`.
+_OTHER_KEY_ENVS = {"gemini": ("GOOGLE_API_KEY",)}
+
+
+def provider_key_envs(name: str) -> tuple[str, ...]:
+    """The variable names a spec may give as `api_key_env` for this provider without saying
+    `allow_key_env: true`: the provider's own (a spec must not send, say, AWS_SECRET_ACCESS_KEY)."""
+    info = REGISTRY.get(name)
+    own = (info.key_env,) if info and info.key_env else ()
+    return own + _OTHER_KEY_ENVS.get(name, ())
+
+
 def provider_info(name: str) -> ProviderInfo:
     try:
         return REGISTRY[name]

@@ -64,7 +64,10 @@ class ModelSpec(_Strict):
     base_url: str | None = None
     """API base URL; for openai also read from OPENAI_BASE_URL."""
     api_key_env: str | None = None
-    """Environment variable holding the API key (default per provider, e.g. OPENAI_API_KEY)."""
+    """Environment variable holding the API key (default per provider, e.g. OPENAI_API_KEY). Another
+    name than the provider's own needs `allow_key_env: true`."""
+    allow_key_env: bool = False
+    """Let `api_key_env` name a variable that is not the provider's own (plan and apply show it)."""
     api: Literal["chat", "responses"] | None = None
     """OpenAI only: Chat Completions (default) or the Responses API."""
     price: PriceSpec | None = None
@@ -96,6 +99,7 @@ class ModelOverride(_Strict):
     params: dict[str, Any] | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    allow_key_env: bool | None = None
     api: Literal["chat", "responses"] | None = None
     price: PriceSpec | None = None
     custom: bool | None = None
@@ -272,6 +276,9 @@ class OutputSpec(_Strict):
     path: str
     """Output file relative to the spec; format from the extension (csv, tsv, parquet, jsonl)."""
     format: Literal["csv", "tsv", "parquet", "jsonl", "json", "duckdb"] | None = None
+    escape_formulas: bool = True
+    """CSV/TSV: text cells starting with = + - @, a tab or a carriage return get a leading `'`, so
+    spreadsheets show them as text instead of running them (plain numbers are left alone)."""
 
 
 class LimitsSpec(_Strict):
@@ -351,6 +358,9 @@ class JobSpec(_Strict):
     """State location: a DuckDB file path (relative to the spec) or a postgresql:// URL. Default: the
     project's `.batchor/state.duckdb` (nearest `.batchor/` at or above the spec, else its git root,
     else its folder)."""
+    templates: str | None = None
+    """Folder (relative to the spec, inside the project) that `{% include %}` and `{% import %}`
+    read from; without it templates read no file."""
     keep_raw: bool = True
     """Keep raw request/response payloads of every attempt for audit."""
     checks: list[CheckSpec] = Field(default_factory=list)

@@ -1,8 +1,10 @@
 """Prompt templates: sandboxed Jinja with strict undefined names.
 
 Templates come from the spec, never from row data: a cell containing `{{ ... }}` is rendered as
-the literal text it is. The sandbox blocks Python internals; there is no file loader unless the
-spec folder is given, and no access to the environment.
+the literal text it is. The sandbox blocks Python internals and reaches no environment variable.
+Templates read no file, except that `{% include %}`, `{% import %}` and `{% from %}` read constant
+names from the spec's `templates:` folder (inside the project; symlinks resolved, a path leaving
+it refused: `template_include`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import jinja2
 from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from batchor.errors import Problems, TemplateError, TemplateUndefinedError
+from batchor.errors import Problems, TemplateError, TemplateIncludeError, TemplateUndefinedError
 
 
 def _tojson(value: Any, indent: int | None = None) -> str:
@@ -30,11 +32,52 @@ def _blank_none(value: Any) -> Any:
     return "" if value is None else value
 
 
-def make_environment(base_dir: Path | None = None) -> ImmutableSandboxedEnvironment:
-    loader = jinja2.FileSystemLoader(str(base_dir)) if base_dir else None
+class _FolderLoader(jinja2.BaseLoader):
+    """Templates from one folder only: the name resolved (symlinks followed) must stay inside it.
+    Without a folder, every include is refused with the way to declare one."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder.resolve() if folder is not None else None
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        if self.folder is None:
+            raise TemplateIncludeError(
+                f"template includes '{template}', but the spec declares no `templates:` folder",
+                hint="put shared templates in a folder of the project and add `templates: that/folder` to the spec",
+            )
+        path = (self.folder / template).resolve()
+        if not path.is_relative_to(self.folder):
+            raise TemplateIncludeError(
+                f"template includes '{template}', which leaves the templates folder {self.folder}",
+                hint="include only files inside the `templates:` folder (no absolute paths, `..` or links out)",
+            )
+        if not path.is_file():
+            raise jinja2.TemplateNotFound(template)
+        mtime = path.stat().st_mtime
+        return path.read_text(encoding="utf-8"), str(path), lambda: path.stat().st_mtime == mtime
+
+
+def templates_folder(base_dir: Path, templates: str | None) -> Path | None:
+    """The spec's `templates:` folder (relative to the spec), refused outside the project."""
+    if templates is None:
+        return None
+    from batchor.spec.sql_guard import project_root
+
+    folder = (Path(base_dir) / templates).resolve()
+    root = project_root(Path(base_dir))
+    if not folder.is_relative_to(root):
+        raise TemplateIncludeError(
+            f"templates: {templates} resolves to {folder}, outside the project folder {root}",
+            hint="keep the templates folder inside the project (the git repository holding the spec)",
+        )
+    return folder
+
+
+def make_environment(templates: Path | None = None) -> ImmutableSandboxedEnvironment:
+    """The sandbox; `templates` is the only folder includes read from (see module doc)."""
     env = ImmutableSandboxedEnvironment(
         undefined=jinja2.StrictUndefined,
-        loader=loader,
+        loader=_FolderLoader(templates),
         autoescape=False,
         keep_trailing_newline=False,
         trim_blocks=True,
@@ -150,6 +193,7 @@ def compile_step(
                     line=exc.lineno,
                 ) from None
             compiled.asts[part] = ast
+            _check_includes(env, ast, where)
             _collect_refs(ast, compiled, where, known_steps, path)
             if part.startswith("attachments"):
                 compiled.attachments.append(env.compile_expression(source[3:-3], undefined_to_none=False))
@@ -157,6 +201,29 @@ def compile_step(
                 setattr(compiled, part, template)
     found.raise_all()
     return compiled
+
+
+def _check_includes(env: ImmutableSandboxedEnvironment, ast: nodes.Template, where: str) -> None:
+    """Every included or imported template is a constant name the loader accepts, checked now
+    (a name computed from a row would let data choose which file is read)."""
+    for node in ast.find_all((nodes.Include, nodes.Import, nodes.FromImport)):
+        assert isinstance(node, (nodes.Include, nodes.Import, nodes.FromImport))
+        names = node.template.items if isinstance(node.template, (nodes.List, nodes.Tuple)) else [node.template]
+        missing = []
+        for name in names:
+            if not (isinstance(name, nodes.Const) and isinstance(name.value, str)):
+                raise TemplateIncludeError(
+                    f"{where}: an include or import names its template with an expression",
+                    hint="name the template file as a quoted constant, e.g. {% include 'review.j2' %}",
+                )
+            try:
+                env.loader.get_source(env, name.value)  # type: ignore[union-attr]
+            except TemplateIncludeError as exc:
+                raise TemplateIncludeError(f"{where}: {exc.message}", hint=exc.hint) from None
+            except jinja2.TemplateNotFound:
+                missing.append(name.value)
+        if missing and len(missing) == len(names):  # a list includes the first that exists
+            raise TemplateError(f"{where}: included template '{missing[0]}' not found")
 
 
 def _key_path(key: str) -> tuple[str | int, ...]:

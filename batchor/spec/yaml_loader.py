@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from batchor.errors import BatchorError, EnvVarMissingError, SpecYamlError
+from batchor.errors import BatchorError, EnvVarMissingError, SpecYamlError, UrlCredentialsError
 
 _ENV_PATTERN = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _scalar_constructor = yaml.SafeLoader("")
@@ -132,6 +132,9 @@ class _Builder:
         value = _scalar_constructor.construct_object(node, deep=True)
         if isinstance(value, str) and node.tag == "tag:yaml.org,2002:str":
             self.text_lines[path] = node.start_mark.line + (2 if node.style in ("|", ">") else 1)
+            if path and path[-1] == "base_url" and _ENV_PATTERN.search(value.replace("$$", "")):
+                self.problems.append(_url_variable_error(self._where(node), path))
+                return value
             try:
                 return expand_env(value, self._where(node))
             except EnvVarMissingError as exc:
@@ -182,6 +185,15 @@ def _ambiguous_error(node: yaml.Node, where: str, path: tuple[Any, ...]) -> Spec
     return SpecYamlError(
         f"{where}: {dotted}: `{text}` reads as {meaning} in YAML 1.1 (PyYAML) but differently in YAML 1.2",
         hint=f"quote it ('{text}') to keep it as text, or write {fix}",
+    )
+
+
+def _url_variable_error(where: str, path: tuple[Any, ...]) -> UrlCredentialsError:
+    return UrlCredentialsError(
+        f"{where}: {'.'.join(str(p) for p in path)}: `${{VAR}}` in a base URL would be stored expanded in "
+        "plan files (a token in the URL would leak)",
+        hint="write the URL out (it is not secret), set the SDK's base-URL variable (OPENAI_BASE_URL, "
+        "ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL), and keep secrets in the key variable",
     )
 
 

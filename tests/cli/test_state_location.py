@@ -100,7 +100,7 @@ def test_a_saved_plan_whose_state_is_gone_is_refused_naming_it(project, cli):
     assert cli(project, "apply", spec, "--mock", "--yes")[0] == 0
     assert cli(project, "plan", spec, "--mock", "--out", project / "saved.plan")[0] == 0
     elsewhere = project.parent / "elsewhere"
-    code, _, err = cli(elsewhere, "apply", project / "saved.plan", "--state", "other.duckdb")
+    code, _, err = cli(elsewhere, "apply", project / "saved.plan", "--state", "other.duckdb", "--trust-plan")
     assert code == 5, err
     assert "[stale_plan]" in err and str(project / ".batchor" / "state.duckdb") in err
     assert str(elsewhere / "other.duckdb") in err and not (elsewhere / "other.duckdb").exists()

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 import batchor
 from batchor.cli.main import app
+from batchor.outputs.written import remember
 from batchor.plan.variants import variant_path, variant_tags
 from tests.conftest import make_spec
 
@@ -24,6 +25,7 @@ def spec(workdir) -> Path:
     real = workdir / "out" / "results.csv"
     real.parent.mkdir(parents=True, exist_ok=True)
     real.write_text(SENTINEL, encoding="utf-8")
+    remember(real, str(workdir / ".batchor" / "state.duckdb"))  # as the last full run did
     return path
 
 

@@ -64,7 +64,7 @@ def test_a_plan_saved_before_newer_header_fields_still_loads_and_applies(workdir
     rewrite(plan_file, HEADER_MEMBER, as_older_batchor_wrote_it)
     loaded = load_plan(plan_file)
     assert loaded.header.totals.changed == 0
-    assert api.apply(plan_file).succeeded == 4
+    assert api.apply(plan_file, trust_plan=True).succeeded == 4  # re-hashed: no longer this state's seal
 
 
 def test_edited_header_is_refused(workdir):
@@ -138,10 +138,12 @@ def test_saved_plan_applies_after_spec_schema_and_templates_are_deleted(workdir,
     job = workdir / "job"
     (job / "schemas").mkdir(parents=True)
     (job / "schemas" / "sentiment.json").write_text(json.dumps(SENTIMENT_SCHEMA), encoding="utf-8")
-    (job / "review.j2").write_text("Review: {{ row.text }}", encoding="utf-8")
+    (job / "templates").mkdir()
+    (job / "templates" / "review.j2").write_text("Review: {{ row.text }}", encoding="utf-8")
     spec = make_spec(
         job,
         rows=5,
+        templates="templates",
         steps={
             "classify": {
                 "system": "Classify.",
@@ -151,7 +153,7 @@ def test_saved_plan_applies_after_spec_schema_and_templates_are_deleted(workdir,
         },
     )
     plan = api.plan(spec)
-    for path in (spec, job / "schemas" / "sentiment.json", job / "review.j2"):
+    for path in (spec, job / "schemas" / "sentiment.json", job / "templates" / "review.j2"):
         path.unlink()
     outcome = api.apply(workdir / plan.saved_path, handle_signals=False)
     assert outcome.status == "succeeded"

@@ -7,7 +7,7 @@ import pytest
 
 from batchor import api
 from batchor.errors import PathOutsideProjectError, SpecProblemsError, SqlNotAllowedError, problems_of
-from tests.security.conftest import SECRET, snapshot, write_job
+from tests.security.hostile import SECRET, project, snapshot, write_job  # noqa: F401 - the fixture
 
 PASSING_STEP = {"classify": {"prompt": "Review: {{ row.text }}"}}
 
@@ -120,3 +120,27 @@ def test_check_expression_runs_confined(project):
     with pytest.raises(PathOutsideProjectError) as exc:
         api.apply(spec)
     assert "checks: check" in exc.value.message and SECRET not in str(exc.value)
+
+
+def test_validate_writes_nothing_and_opens_no_socket(project, monkeypatch):
+    import socket
+
+    (project / "teams.csv").write_text("id,team\nr0,red\n", encoding="utf-8")
+    spec = write_job(
+        project,
+        input={"path": "data.csv", "key": "id", "sql": "SELECT * FROM input WHERE id <> 'x'"},
+        steps={
+            "team": {"sql": "SELECT rows._row_key, t.team FROM rows LEFT JOIN read_csv('teams.csv') t USING (id)"},
+            "classify": {"prompt": "{{ team.team }} {{ row.text }}"},
+        },
+        checks=[{"sql": "length(classify) > 0"}],
+    )
+
+    def refused(*_args):
+        raise AssertionError("validate opened a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refused)
+    monkeypatch.setattr(socket.socket, "connect_ex", refused)
+    before = snapshot(project.parent)
+    assert api.validate(spec)
+    assert snapshot(project.parent) == before

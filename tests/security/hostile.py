@@ -1,4 +1,5 @@
-"""Hostile specs, plans and drafter answers: a project folder with a secret file beside it."""
+"""Hostile specs, plans and drafter answers: a project folder with a secret file beside it (the
+`project` fixture: import it into a test module)."""
 
 from __future__ import annotations
 
