@@ -463,9 +463,9 @@ def check_output_target(
     if path is not None:
         _format_of_flag(target)
     check_output_path(target, state_location=state_location, inputs=plan.header.input.files)
+    _check_target(target)  # a directory is output_unwritable, not a file batchor did not write
     if path is None:
         check_not_foreign(target, plan.header.state_location, force)
-    _check_target(target)
 
 
 def _check_target(target: Path) -> None:
