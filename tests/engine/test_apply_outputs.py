@@ -164,7 +164,8 @@ def test_missing_custom_key_variable_is_named_before_any_call(workdir, fake, mon
     spec = make_spec(workdir, rows=2)
     spec.write_text(
         spec.read_text(encoding="utf-8").replace(
-            "  name: gpt-4.1-mini\n", "  name: gpt-4.1-mini\n  api_key_env: TEAM_OPENAI_KEY\n"
+            "  name: gpt-4.1-mini\n",
+            "  name: gpt-4.1-mini\n  api_key_env: TEAM_OPENAI_KEY\n  allow_key_env: true\n",
         ),
         encoding="utf-8",
     )

@@ -42,7 +42,9 @@ def test_the_job_model_and_a_step_override_each_need_their_providers_key(workdir
 
 
 def test_a_spec_naming_its_own_variable_needs_that_one(workdir):
-    spec = with_model(workdir, provider="openai", name="gpt-4.1-mini", api_key_env="TEAM_OPENAI_KEY")
+    spec = with_model(
+        workdir, provider="openai", name="gpt-4.1-mini", api_key_env="TEAM_OPENAI_KEY", allow_key_env=True
+    )
     assert needs(spec, OPENAI_API_KEY="sk-x") == [("openai", ("TEAM_OPENAI_KEY",), ("classify",), None)]
 
 
