@@ -207,7 +207,7 @@ def read_api_key(env_var: str, provider: str) -> str:
     if not value:
         raise NoApiKeyError(
             f"No API key for provider '{provider}': environment variable {env_var} is not set.",
-            hint=f"set {env_var}, or add `api_key_env: OTHER_VAR` to the model block, "
-            "or rehearse offline with `--mock`",
+            hint=f"set {env_var}, or name another variable in the model block (`api_key_env: OTHER_VAR` "
+            "with `allow_key_env: true`), or rehearse offline with `--mock`",
         )
     return value

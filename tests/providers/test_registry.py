@@ -52,6 +52,8 @@ def test_missing_key_fails_at_create_time_naming_the_variable(monkeypatch, provi
     with pytest.raises(NoApiKeyError, match=env) as caught:
         _create(provider)
     assert caught.value.code == "no_api_key"
+    # the hint's other variable is one the spec may name: another name needs allow_key_env
+    assert "allow_key_env: true" in caught.value.hint
 
 
 def test_spec_key_variable_wins(monkeypatch):
