@@ -72,6 +72,22 @@ def load_answers(
         add_reviewed_labels(db, plan, store, table)
 
 
+def add_input_columns(db: duckdb.DuckDBPyConnection, added: pa.Table, table: str = "answers") -> None:
+    """Add `added`'s columns (after its `_row_key`) to `table`, matched by row key; null where the
+    row is not in `added`."""
+    db.register("added_columns", added)
+    try:
+        for name in added.column_names[1:]:
+            kind = db.execute(f"SELECT typeof({q(name)}) FROM added_columns LIMIT 1").fetchall()
+            db.execute(f"ALTER TABLE {q(table)} ADD COLUMN {q(name)} {kind[0][0] if kind else 'VARCHAR'}")
+            db.execute(
+                f"UPDATE {q(table)} SET {q(name)} = a.{q(name)} FROM added_columns a "
+                f"WHERE {q(table)}._row_key = a._row_key"
+            )
+    finally:
+        db.unregister("added_columns")
+
+
 def review_column(step: str, field: str) -> str:
     """Column of the answers table holding a person's label for a step's field (text: `text`)."""
     return f"_review.{step}.{field}"

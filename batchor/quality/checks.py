@@ -24,7 +24,16 @@ from batchor.duck import duckdb, shared_cursor
 from batchor.errors import Problems, SpecError
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
-from batchor.quality.answers import Shape, answer_fields, connect, empty_answers, load_answers, ok_column, q
+from batchor.quality.answers import (
+    Shape,
+    add_input_columns,
+    answer_fields,
+    connect,
+    empty_answers,
+    load_answers,
+    ok_column,
+    q,
+)
 from batchor.quality.metrics import FieldMetrics, golden_metrics
 from batchor.quality.sources import Source
 from batchor.spec.model import CheckSpec, JobSpec, LLMStep
@@ -112,7 +121,8 @@ def has_quality(spec: JobSpec) -> bool:
 
 
 def check_source(source: Source) -> CheckReport:
-    return evaluate(source.plan, source.store, source.spec, source.label, source.run.run_id if source.run else None)
+    run_id = source.run.run_id if source.run else None
+    return evaluate(source.plan, source.store, source.spec, source.label, run_id, source.added)
 
 
 def preflight(plan: CompiledPlan, spec: JobSpec) -> None:
@@ -161,13 +171,22 @@ def _bind_all(db: duckdb.DuckDBPyConnection, shape: Shape, spec: JobSpec, locate
 
 
 def evaluate(
-    plan: CompiledPlan, store: StateStore | None, spec: JobSpec, label: str, run_id: str | None
+    plan: CompiledPlan,
+    store: StateStore | None,
+    spec: JobSpec,
+    label: str,
+    run_id: str | None,
+    added: pa.Table | None = None,
 ) -> CheckReport:
-    """Run every check and metric of `spec` over the stored answers of `plan`'s job (no calls)."""
+    """Run every check and metric of `spec` over the stored answers of `plan`'s job (no calls);
+    `added`: input columns read since the run (a golden-label column), joined by row key."""
     db = connect(plan)
     shape = Shape.of(plan)
     try:
         load_answers(db, plan, store)
+        if added is not None:
+            add_input_columns(db, added)
+            shape = Shape(shape.columns + added.column_names[1:], shape.steps)
         metrics = golden_metrics(db, shape, spec)
         outcomes = [_evaluate(db, shape, scope, check, metrics) for _, scope, check in _all_checks(spec, shape)]
     finally:

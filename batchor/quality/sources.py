@@ -12,7 +12,9 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 from pydantic import ValidationError
 
 from batchor.errors import PlanFileError, RunNotFoundError
@@ -34,6 +36,7 @@ class Source:
     store: StateStore
     run: RunRecord | None
     spec: JobSpec  # where `checks:` and `expected:` are read from
+    added: pa.Table | None = None  # input columns the run's plan lacks (a label column added since), by row key
 
 
 def resolve_source(target: str | Path | None, state: str | None = None) -> Source:
@@ -62,11 +65,36 @@ def _from_spec(path: Path, state: str | None) -> Source:
     wanted = path.resolve()
     for run in store.list_runs(_RUNS_SEARCHED):
         if run.name == loaded.spec.name and _planned_from(run.plan_path) == wanted:
-            return Source(str(path), _plan_of(run), store, run, loaded.spec)
+            plan = _plan_of(run)
+            return Source(str(path), plan, store, run, loaded.spec, added_columns(loaded, plan))
     raise RunNotFoundError(
         f"{path} has no run in state {store.location}",
         hint=f"apply it first, e.g. `batchor apply {path} --sample 50 --mock --yes`",
     )
+
+
+def added_columns(loaded: Any, plan: CompiledPlan) -> pa.Table | None:
+    """The input columns a golden label (`expected:`) names that the run's plan does not have (the
+    column was added to the input after the run), read from the spec's input now with every other
+    column it gained, keyed as the plan keyed its rows. None when the plan has them all."""
+    from batchor.spec.inputs import InputReader, input_source, sql_ident, sql_str
+
+    had = list(plan.header.input.columns)
+    wanted = {c for s in loaded.spec.steps.values() for c in (getattr(s, "expected", None) or {}).values()}
+    if wanted <= set(had):
+        return None
+    reader = InputReader(input_source(loaded))
+    try:
+        new = [c for c in reader.columns if c not in had]
+        if not new or not set(had) <= set(reader.columns):
+            return None  # a column the run read is gone: the rows are not the run's rows
+        # a content key hashes the row as the run read it: the plan's columns only, in their order
+        old_row = "{" + ", ".join(f"{sql_str(c)}: s.{sql_ident(c)}" for c in had) + "}"
+        key = reader.key_expression() if reader.source.key_columns else f"md5(to_json({old_row}))"
+        columns = ", ".join(f"s.{sql_ident(c)}" for c in new)
+        return reader.table(f"SELECT {key} AS _row_key, {columns} FROM source s")
+    finally:
+        reader.close()
 
 
 def _planned_from(plan_path: str | None) -> Path | None:

@@ -157,6 +157,19 @@ class InputReader:
         """Run `sql` over the input's views (`input`, `source`); a bad input raises InputError."""
         return self._widening(lambda: self._run(sql))
 
+    def table(self, sql: str) -> pa.Table:
+        """The rows of `sql` over the input's views as an Arrow table (no extra copy)."""
+
+        def run() -> pa.Table:
+            try:
+                return self.db.sql(sql).to_arrow_table()
+            except duckdb.Error as exc:
+                if self.lines == _NARROW_LINES and "Maximum line size" in str(exc):
+                    raise _LongLine() from None
+                raise _input_error(exc, self.source) from None
+
+        return self._widening(run)
+
     def _define_views(self) -> None:
         src = self.source
         self._setup = []
@@ -168,7 +181,7 @@ class InputReader:
                 self.db.register("input", self._table)
             base = "SELECT * FROM input"
         else:
-            files = "[" + ", ".join(_sql_str(str(p)) for p in src.files) + "]"
+            files = "[" + ", ".join(sql_str(str(p)) for p in src.files) + "]"
             base = f"SELECT * FROM {self._reader_sql(files)}"
             self._setup.append(f"CREATE OR REPLACE TEMP VIEW input AS {base}")
             self._run(self._setup[-1])
@@ -218,7 +231,7 @@ class InputReader:
         auto = _READERS[self.source.format].format(files=files, lines=self.lines)
         if self.source.format not in ("csv", "tsv"):
             return auto
-        first = _sql_str(str(self.source.files[0]))
+        first = sql_str(str(self.source.files[0]))
         options = auto.split(f"{files}, ", 1)[1].removesuffix(")")
         sniffer = (
             self.db if self.small else self._connect(False)
@@ -355,7 +368,7 @@ class _LongLine(Exception):
 def row_key_sql(key_columns: tuple[str, ...] | list[str]) -> str:
     """A row's key in SQL over a row `s` of the source: its key columns, or a hash of its content."""
     if key_columns:
-        return " || '|' || ".join(f"coalesce(CAST({_ident(k)} AS VARCHAR), '')" for k in key_columns)
+        return " || '|' || ".join(f"coalesce(CAST({sql_ident(k)} AS VARCHAR), '')" for k in key_columns)
     return "md5(to_json(s))"
 
 
@@ -364,7 +377,7 @@ def rows_only_sql(query: str | None, key_columns: tuple[str, ...] | list[str], k
     (a pilot's stratified top-up draws its rows by key). A content key's `~2` suffix (a repeated
     row) is the same content: its rows are kept alike."""
     wanted = sorted({k if key_columns else re.sub(r"~\d+$", "", k) for k in keys})
-    listed = ", ".join(_sql_str(k) for k in wanted) or "NULL"
+    listed = ", ".join(sql_str(k) for k in wanted) or "NULL"
     return f"SELECT s.* FROM ({query or 'SELECT * FROM input'}) s WHERE {row_key_sql(key_columns)} IN ({listed})"
 
 
@@ -461,9 +474,9 @@ def _first_bad_json_line(files: tuple[Path, ...]) -> tuple[Path, int, str] | Non
     return None
 
 
-def _sql_str(text: str) -> str:
+def sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _ident(name: str) -> str:
+def sql_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from cli_helpers import ROOT, ndjson
 
@@ -153,3 +154,59 @@ def test_judged_example_runs_online_against_the_fake(workdir, fake, batchor_cli)
     assert judged.value == sum(scores) / len(scores)
     sent = fake.stats()["by_endpoint"]["openai.chat_completions"]  # identical prompts are sent once
     assert len(rows) <= sent <= len(rows) + 2 * len(scores)
+
+
+def _labelled_input(folder: Path, with_label: bool) -> None:
+    """The first 20 labelled reviews, with or without their golden-label column `gold`."""
+    rows = list(csv.DictReader((ROOT / "examples" / "data" / "reviews_labelled.csv").open()))[:20]
+    columns = ["review_id", "product", "text"] + (["gold"] if with_label else [])
+    with (folder / "reviews.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(
+                {**{c: row.get(c) for c in columns[:3]}, **({"gold": row["gold_sentiment"]} if with_label else {})}
+            )
+
+
+def _golden_spec(folder: Path, keyed: bool, expected: bool) -> Path:
+    classify: dict = {
+        "prompt": "Review: {{ row.text }}",
+        "output": {
+            "schema": {
+                "type": "object",
+                "properties": {"sentiment": {"type": "string", "enum": ["positive", "negative", "neutral"]}},
+                "required": ["sentiment"],
+            }
+        },
+    }
+    if expected:
+        classify["expected"] = {"sentiment": "gold"}
+    spec = {
+        "version": 1,
+        "name": "golden_later",
+        "input": {"path": "reviews.csv", **({"key": "review_id"} if keyed else {})},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini"},
+        "steps": {"classify": classify},
+        "output": {"path": "out.csv"},
+    }
+    path = folder / "golden.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["input-key", "content-key"])
+def test_check_spec_reads_a_golden_column_added_after_the_run(workdir, batchor_cli, keyed):
+    """Issue 35: the label column is added to the input (and `expected:` to the spec) after the
+    run; `check SPEC` reads it from the input now, joined by row key, without a new run."""
+    _labelled_input(workdir, with_label=False)
+    spec = _golden_spec(workdir, keyed, expected=False)
+    assert batchor_cli(workdir, "apply", spec, "--mock", "--yes").returncode == 0
+    _labelled_input(workdir, with_label=True)
+    _golden_spec(workdir, keyed, expected=True)
+    result = batchor_cli(workdir, "check", spec, "--json")
+    assert result.returncode == 0, result.stderr
+    (metric,) = json.loads(result.stdout)["metrics"]
+    labelled = sum(1 for r in csv.DictReader((workdir / "reviews.csv").open()) if r["gold"])
+    assert metric["field"] == "classify.sentiment" and metric["labelled"] == labelled > 0
+    assert sum(c["rows"] for c in metric["confusion"]) == labelled
