@@ -59,13 +59,20 @@ def ok_column(step: str) -> str:
 
 
 def load_answers(
-    db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: StateStore | None, table: str = "answers"
+    db: duckdb.DuckDBPyConnection,
+    plan: CompiledPlan,
+    store: StateStore | None,
+    table: str = "answers",
+    errors: bool = False,
 ) -> None:
     """Create `table` in `db`: one row per output row, typed answers per step (see module doc).
-    With `store=None` the table is empty but fully typed: enough to bind check expressions."""
+    With `store=None` the table is empty but fully typed: enough to bind check expressions.
+    `errors`: also each step's failure, `"_error_code.<step>"` and `"_error.<step>"` (null unless
+    the step's result failed), for the report's failed examples; checks never see them."""
     register_rows(db, plan, store if store is not None else _NoAnswers(), reviewed=False)
     try:
-        db.execute(f"CREATE TEMP TABLE {q(table)} AS {answers_sql(plan)}" + (" LIMIT 0" if store is None else ""))
+        query = answers_sql(plan, errors)
+        db.execute(f"CREATE TEMP TABLE {q(table)} AS {query}" + (" LIMIT 0" if store is None else ""))
     finally:
         db.unregister("rows")
     if store is not None:
@@ -153,7 +160,12 @@ def empty_answers(db: duckdb.DuckDBPyConnection, inputs: pa.Schema, steps: list[
         db.unregister("validate_inputs")
 
 
-def answers_sql(plan: CompiledPlan) -> str:
+def error_columns(step: str) -> tuple[str, str]:
+    """Columns of an answers table loaded with `errors=True`: the step's error code and message."""
+    return f"_error_code.{step}", f"_error.{step}"
+
+
+def answers_sql(plan: CompiledPlan, errors: bool = False) -> str:
     """The SELECT over export's `rows` that builds the answers table."""
     columns = [f"rows.{q(c)}" for c in plan.header.input.columns] + ["rows._row_key"]
     for i, step in enumerate(plan.header.steps):
@@ -161,6 +173,11 @@ def answers_sql(plan: CompiledPlan) -> str:
         ok = f"coalesce({result}.status = 'succeeded', false)"
         columns.append(f"CASE WHEN {ok} THEN {typed_answer(step, result + '.output')} END AS {q(step.name)}")
         columns.append(f"{ok} AS {q(ok_column(step.name))}")
+        if errors:
+            failed = f"{result}.status = 'failed'"
+            code, message = error_columns(step.name)
+            columns.append(f"CASE WHEN {failed} THEN coalesce({result}.error_code, 'failed') END AS {q(code)}")
+            columns.append(f"CASE WHEN {failed} THEN {result}.error END AS {q(message)}")
     columns.append(f"{row_status_sql(plan)} AS _status")
     return f"SELECT {', '.join(columns)} FROM rows"
 

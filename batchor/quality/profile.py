@@ -15,9 +15,19 @@ from typing import Any
 from batchor.duck import duckdb
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
-from batchor.quality.answers import answer_fields, connect, field_kind, field_sql, load_answers, ok_column, q
+from batchor.quality.answers import (
+    answer_fields,
+    connect,
+    error_columns,
+    field_kind,
+    field_sql,
+    load_answers,
+    ok_column,
+    q,
+)
 
 SAMPLES = 5  # random answered rows per step
+FAILED_SAMPLES = 3  # random failed rows per step, with their error
 FLAGGED = 5  # flagged examples per step
 PROMPT_CHARS = 4000  # rendered prompt kept per example
 # Openings of answers that decline or hedge instead of answering: a text answer starting so is flagged.
@@ -28,7 +38,7 @@ def answer_profile(plan: CompiledPlan, store: Any, seed: int = 0) -> dict[str, A
     """Distributions, samples and flagged answers of every LLM step of `plan`'s job."""
     db = connect(plan)
     try:
-        load_answers(db, plan, store)
+        load_answers(db, plan, store, errors=True)
         steps = [s for s in plan.header.steps if s.kind == "llm"]
         samples = [x for s in steps for x in _samples(db, plan, s, seed)]
         return {
@@ -80,7 +90,20 @@ def _samples(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, step: StepPlan, 
         ]
     seen: set[str] = set()
     unique = [(why, key) for why, key in picked if not (key in seen or seen.add(key))]  # type: ignore[func-returns-value]
-    return [_example(db, plan, step, why, key) for why, key in unique]
+    return [_example(db, plan, step, why, key) for why, key in unique] + _failed(db, plan, step, seed)
+
+
+def _failed(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, step: StepPlan, seed: int) -> list[dict[str, Any]]:
+    """FAILED_SAMPLES random rows the step failed, each with its error code and message."""
+    code, message = (q(c) for c in error_columns(step.name))
+    rows = db.execute(
+        f"SELECT _row_key, {code}, {message} FROM answers WHERE {code} IS NOT NULL "
+        f"ORDER BY {_draw(seed)} LIMIT {FAILED_SAMPLES}"
+    ).fetchall()
+    return [
+        {**_example(db, plan, step, "failed", key), "error_code": error_code, "error": error}
+        for key, error_code, error in rows
+    ]
 
 
 def _example(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, step: StepPlan, why: str, key: str) -> dict[str, Any]:

@@ -124,11 +124,11 @@ def distribution_section(profile: dict[str, Any] | None) -> str:
 def samples_section(samples: list[dict[str, Any]], seed: int | None) -> str:
     if not samples:
         return "<h2>Sample answers</h2><p class=muted>no answers yet</p>"
-    drawn = f" (drawn at random with seed {seed}, then one per class)" if seed is not None else ""
+    drawn = f" (drawn at random with seed {seed}, then one per class, then failed rows)" if seed is not None else ""
     rows = "".join(
         f"<tr><td>{esc(s['step'])}</td><td><code>{esc(s['row_key'])}</code><br>"
         f"<span class=muted>{esc(s.get('why'))}</span></td>"
-        f"<td>{key_values(s.get('input'))}</td><td><pre>{esc(_pretty(s.get('answer')))}</pre>"
+        f"<td>{key_values(s.get('input'))}</td><td>{_answer_cell(s)}"
         + (
             f"<details><summary>prompt as sent</summary><pre>{esc(s['prompt'])}</pre></details>"
             if s.get("prompt")
@@ -141,6 +141,13 @@ def samples_section(samples: list[dict[str, Any]], seed: int | None) -> str:
         f"<h2>Sample answers</h2><p class=muted>{esc(drawn)}</p>"
         f"<table class=samples><tr><th>step</th><th>row</th><th>input</th><th>answer</th></tr>{rows}</table>"
     )
+
+
+def _answer_cell(sample: dict[str, Any]) -> str:
+    """The answer, or for a failed row its error code and message."""
+    if sample.get("error_code"):
+        return f"<p class=bad>failed: <code>{esc(sample['error_code'])}</code></p><pre>{esc(sample.get('error'))}</pre>"
+    return f"<pre>{esc(_pretty(sample.get('answer')))}</pre>"
 
 
 def key_values(value: Any) -> str:

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from batchor.cli.main import app
+from batchor.quality.profile import FAILED_SAMPLES
 from batchor.report import gather, render_html, render_markdown
 from batchor.report.data import EXAMPLES, SAMPLES
 from tests.conftest import make_spec, shared_run_folder, write_csv
@@ -61,6 +62,9 @@ def test_report_data_is_the_runs_figures(reported):
     assert (failure["reason"], failure["rows"], failure["examples"][0]["row_key"]) == ("invalid_request", 1, "r3")
     drawn = [s for s in report["samples"] if s["why"] == "random"]
     assert len(drawn) == SAMPLES and len({s["row_key"] for s in report["samples"]}) == len(report["samples"])
+    (failed,) = [s for s in report["samples"] if s["why"] == "failed"]  # the failed row, with its error
+    assert (failed["row_key"], failed["error_code"], failed["answer"]) == ("r3", "invalid_request", None)
+    assert failed["error"] == failure["examples"][0]["error"] and failed["error"]
     for sample in report["samples"]:  # the input beside its answer, from the plan; the prompt as sent
         text = NASTY if sample["row_key"] == "r0" else f"review number {sample['row_key'][1:]}"
         assert sample["input"]["text"] == text and f"Review: {text}" in sample["prompt"]
@@ -78,6 +82,7 @@ def test_html_is_self_contained_and_escapes_untrusted_text(reported):
     status = reported
     page = render_html(_with_nasty_sample())
     assert status["run_id"] in page and "invalid_request" in page
+    assert re.search(r"<code>r3</code>.*?failed: <code>invalid_request</code>", page, re.S)  # a failed sample
     assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in page
     assert "<script" not in page and "<img" not in page  # the row text is text, never markup
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched from anywhere
@@ -89,7 +94,7 @@ def test_sizes_stay_bounded_however_many_rows_fail(workdir, fake):
     report = gather(None, None)
     (failure,) = report["failures"]
     assert failure["rows"] == 59 and len(failure["examples"]) == EXAMPLES
-    assert len(report["samples"]) == 1
+    assert [s["why"] for s in report["samples"]] == ["random"] + ["failed"] * FAILED_SAMPLES
     assert len(render_html(report)) < 60_000
 
 
