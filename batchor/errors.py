@@ -117,8 +117,9 @@ class Problems:
         """Run one check; its error is recorded and the caller goes on with the next check."""
         try:
             yield
-        except BatchorError as exc:
-            self.found.extend(problems_of(exc))
+        except BatchorError as exc:  # the same problem met by two checks is reported once
+            seen = {(p.code, p.message) for p in self.found}
+            self.found.extend(p for p in problems_of(exc) if (p.code, p.message) not in seen)
 
     def raise_all(self) -> None:
         raise_problems(self.found)
@@ -186,6 +187,13 @@ class UnknownModelError(SpecError):
     Distinct from `ModelNotFoundError` (`unknown_model`), the provider's own answer at run time."""
 
     code = "model_unlisted"
+
+
+class CloudPathMissingError(SpecError):
+    """A cloud path batchor does not have yet (a provider, or a Batch API on a cloud): refused at
+    `validate`, naming what is missing and what works instead, never a crash at `apply`."""
+
+    code = "cloud_unsupported"
 
 
 class ModelOptionError(SpecError):

@@ -26,6 +26,7 @@ FIXES = {
     "duplicate_key": "Make `input.key` unique and non-empty, or name more key columns, or drop `key:` (content hashes).",
     "unknown_provider": "Use one of the providers the message lists (`openai`, `anthropic`, `gemini`, a preset, `mock`).",
     "model_unlisted": "Use the name it suggests (`batchor prices MODEL`), or declare the model: `price:` or `custom: true`.",
+    "cloud_unsupported": "Use what the message offers instead (`mode: realtime` on Vertex AI; `provider: anthropic` for Claude); the cloud guides list what each cloud supports.",
     "model_option": "Use one of the provider's `model.options` the message lists, with a value of the right kind.",
     "model_param": "Fix the parameter name in `model.params` (the message gives the closest one the provider takes), or remove it.",
     "flex_unsupported": "Use `mode: batch` (half price on any provider) or `mode: realtime`; flex is OpenAI's tier for o3, o4-mini and the gpt-5 family (`batchor prices MODEL`).",

@@ -15,6 +15,7 @@ from functools import lru_cache
 from batchor.errors import UnknownModelError
 from batchor.plan.price_cache import remembered
 from batchor.plan.prices import LISTED_PROVIDERS, table_provider_id
+from batchor.providers.clouds import bedrock_id_help, bedrock_model_id
 
 FREE_FORM = frozenset({"mock", "vllm", "ollama", "llamacpp"})  # any model name is theirs
 _CUSTOM_HINT = (
@@ -68,6 +69,8 @@ def _matched_in_table(provider: str, model: str) -> str | None:
 
 def _suggestion(provider: str, model: str) -> str:
     """' (did you mean ...?)': close names of the same provider, or the provider that has this model."""
+    if bedrock_model_id(model):  # the table's google entry lists Claude too: not a hint to use gemini
+        return bedrock_id_help(model)
     close = difflib.get_close_matches(model.lower(), _model_ids(provider), n=3, cutoff=0.6)
     if close:
         return f" (did you mean {' or '.join(repr(c) for c in close)}?)"

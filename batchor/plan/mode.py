@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from batchor.errors import SpecError
+from batchor.errors import CloudPathMissingError, SpecError
 from batchor.plan.model import StepPlan
 from batchor.providers import ProviderInfo
 
@@ -25,11 +25,22 @@ def parse_duration(text: str, where: str = "deadline") -> float:
 
 
 def initial_mode(
-    requested: str, info: ProviderInfo, deadline: str | None, where: str, flex: bool = False
+    requested: str,
+    info: ProviderInfo,
+    deadline: str | None,
+    where: str,
+    flex: bool = False,
+    batch_missing: str | None = None,
 ) -> tuple[str, str | None]:
     """The mode before rows are counted: `auto` stays open unless something already rules batch
     out (a deadline shorter than the batch window: flex where the model has it (`flex`), else
-    realtime)."""
+    realtime; a Batch API batchor has no path for on this cloud, `batch_missing`: realtime)."""
+    if batch_missing and requested == "batch":
+        raise CloudPathMissingError(
+            f"{where}: mode batch: {batch_missing}", hint="use `mode: realtime` (or `auto`, which then runs realtime)"
+        )
+    if batch_missing and requested == "auto":
+        return "realtime", f"auto: {batch_missing.split(':')[0]}"
     if requested == "flex" and info.name == "mock":
         return "realtime", "mock provider: the offline rehearsal answers in realtime"
     if requested == "batch" and not info.batch:

@@ -35,6 +35,7 @@ from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
 from batchor.providers.caching import TTLS
+from batchor.providers.clouds import batch_missing
 from batchor.providers.options import check_options
 from batchor.providers.params import check_params
 from batchor.schema.adapt import adapt_schema
@@ -256,7 +257,14 @@ def _step_plan(
     has_flex = provider == "openai" and price is not None and price.has_flex
     if params.get("service_tier") == "flex" and mode != "batch":  # flex asked for in the params: priced as flex
         mode = "flex"
-    mode, mode_note = initial_mode(mode, info, step.deadline or spec.limits.deadline, f"steps.{name}", has_flex)
+    mode, mode_note = initial_mode(
+        mode,
+        info,
+        step.deadline or spec.limits.deadline,
+        f"steps.{name}",
+        has_flex,
+        batch_missing(model.provider, model.options),  # the real run's, also under --mock
+    )
     if mode == "flex":
         check_flex(provider, model.name, has_flex, f"{_at(loaded, ('steps', name, 'mode'))}")
     return StepPlan(

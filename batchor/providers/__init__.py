@@ -73,8 +73,10 @@ def provider_info(name: str) -> ProviderInfo:
     try:
         return REGISTRY[name]
     except KeyError:
-        known = ", ".join(sorted(REGISTRY))
-        raise UnknownProviderError(f"unknown provider '{name}'", hint=f"use one of: {known}") from None
+        from batchor.providers.clouds import unknown_provider_help  # imports keys, which imports this
+
+        message, hint = unknown_provider_help(name, REGISTRY)
+        raise UnknownProviderError(message, hint=hint) from None
 
 
 def create_provider(config: ProviderConfig) -> Provider:

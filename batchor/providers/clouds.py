@@ -1,0 +1,86 @@
+"""Cloud facts: which provider names and model ids belong to a cloud batchor cannot reach yet,
+and which cloud Batch APIs it has no path for, so `validate` says what is missing.
+
+Asked at plan time (no SDK imported, no call made): a spec naming a cloud path that does not
+exist is refused with `cloud_unsupported`, never an internal error at `apply`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from batchor.errors import CloudPathMissingError
+from batchor.providers.keys import gemini_on_vertex
+
+_BEDROCK = (
+    "Amazon Bedrock is not supported yet: it needs an adapter for the anthropic SDK's AnthropicBedrock "
+    "client (realtime) and for CreateModelInvocationJob with S3 input and output (batch)"
+)
+_BEDROCK_INSTEAD = "use `provider: anthropic` (ANTHROPIC_API_KEY) with the model's Anthropic name, e.g. claude-3-haiku"
+# Names people write for a cloud, with what to write instead (or what batchor lacks).
+_CLOUD_NAMES: dict[str, tuple[str, str]] = {
+    "bedrock": (_BEDROCK, _BEDROCK_INSTEAD),
+    "aws": (_BEDROCK, _BEDROCK_INSTEAD),
+    "amazon-bedrock": (_BEDROCK, _BEDROCK_INSTEAD),
+    "vertex": (
+        "Vertex AI is the gemini provider on Vertex",
+        "write `provider: gemini` with `options: {vertexai: true, project: ..., location: ...}`",
+    ),
+    "vertexai": (
+        "Vertex AI is the gemini provider on Vertex",
+        "write `provider: gemini` with `options: {vertexai: true, project: ..., location: ...}`",
+    ),
+    "vertex-ai": (
+        "Vertex AI is the gemini provider on Vertex",
+        "write `provider: gemini` with `options: {vertexai: true, project: ..., location: ...}`",
+    ),
+    "google": ("Google's models are the gemini provider", "write `provider: gemini`"),
+    "azure-openai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
+    "azure_openai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
+    "aoai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
+}
+_MISSING = frozenset({"bedrock", "aws", "amazon-bedrock"})  # clouds batchor cannot reach yet
+# Bedrock model ids: `anthropic.claude-3-haiku-...`, with a cross-region prefix (`us.`, `eu.`, ...).
+_BEDROCK_ID = re.compile(
+    r"^(?:(?:us|eu|apac|us-gov|global)\.)?(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|qwen|writer)\."
+)
+
+
+def unknown_provider_help(name: str, known: Iterable[str]) -> tuple[str, str]:
+    """The message and hint for a provider name batchor does not have: a cloud's name says what
+    to write instead (or what is missing); a misspelling gets the close names; else the list.
+    A cloud batchor has no path for raises `cloud_unsupported` naming what is missing."""
+    listed = sorted(known)
+    if name.lower() in _MISSING:
+        what, instead = _CLOUD_NAMES[name.lower()]
+        raise CloudPathMissingError(f"provider '{name}': {what}", hint=instead)
+    if name.lower() in _CLOUD_NAMES:
+        what, instead = _CLOUD_NAMES[name.lower()]
+        return f"unknown provider '{name}': {what}", instead
+    close = difflib.get_close_matches(name.lower(), listed, n=2, cutoff=0.6)
+    guess = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return f"unknown provider '{name}'", f"{guess}use one of: {', '.join(listed)}"
+
+
+def bedrock_model_id(model: str) -> bool:
+    """Whether `model` is written as an Amazon Bedrock model id (`anthropic.claude-...`)."""
+    return _BEDROCK_ID.match(model) is not None
+
+
+def bedrock_id_help(model: str) -> str:
+    """' (...)': what to write for a Bedrock model id given to another provider."""
+    bare = _BEDROCK_ID.sub("", model)
+    return f" ('{model}' is an Amazon Bedrock model id; {_BEDROCK}; for Anthropic's API write '{bare}')"
+
+
+def batch_missing(provider: str, options: Mapping[str, Any]) -> str | None:
+    """What batchor lacks to run this provider's Batch API with these options (None: it can)."""
+    if provider == "gemini" and gemini_on_vertex(options):
+        return (
+            "Gemini batch prediction on Vertex AI is not supported yet: it needs a Cloud Storage (gs://) "
+            "or BigQuery location for the request and result files, which batchor does not write"
+        )
+    return None

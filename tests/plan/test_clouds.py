@@ -1,0 +1,67 @@
+"""Cloud paths batchor has no adapter for are refused at `validate` with `cloud_unsupported`,
+naming what is missing, never an internal error at `apply`; cloud names and Bedrock model ids
+get hints that say what to write instead."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from batchor import api
+from batchor.errors import CloudPathMissingError, SpecError, SpecProblemsError, UnknownModelError
+from tests.conftest import make_spec
+
+VERTEX = {"vertexai": True, "project": "p", "location": "us-central1"}
+
+
+def vertex_spec(folder, mode):
+    spec = make_spec(folder, provider="gemini", model="gemini-2.5-flash", limits={"mode": mode})
+    data = yaml.safe_load(spec.read_text())
+    data["model"]["options"] = VERTEX
+    spec.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return spec
+
+
+def test_vertex_batch_is_refused_at_validate_naming_what_is_missing(workdir):
+    with pytest.raises(CloudPathMissingError, match="Vertex AI.*Cloud Storage") as caught:
+        api.validate(vertex_spec(workdir, "batch"))
+    assert caught.value.code == "cloud_unsupported" and "mode: realtime" in (caught.value.hint or "")
+
+
+def test_vertex_batch_is_refused_under_mock_too(workdir):
+    with pytest.raises(CloudPathMissingError):
+        api.plan(vertex_spec(workdir, "batch"), mock=True, save=False)
+
+
+def test_vertex_auto_runs_realtime_and_says_why(workdir):
+    plan = api.plan(vertex_spec(workdir, "auto"), save=False)
+    step = plan.header.steps[0]
+    assert step.mode == "realtime" and "Vertex AI" in (step.mode_note or "")
+
+
+def test_the_developer_api_keeps_its_batch(workdir, monkeypatch):
+    monkeypatch.delenv("GOOGLE_GENAI_USE_VERTEXAI", raising=False)
+    spec = make_spec(workdir, provider="gemini", model="gemini-2.5-flash", limits={"mode": "batch"})
+    assert api.plan(spec, save=False).header.steps[0].mode == "batch"
+
+
+def test_bedrock_is_a_coded_refusal_naming_what_is_missing_once(workdir):
+    spec = make_spec(workdir, provider="bedrock", model="anthropic.claude-3-haiku")
+    with pytest.raises(CloudPathMissingError, match="Bedrock.*CreateModelInvocationJob") as caught:
+        api.validate(spec)
+    assert "gemini" not in str(caught.value)  # one problem, not one per check that met the name
+
+
+@pytest.mark.parametrize(("name", "hint"), [("vertex", "provider: gemini"), ("opneai", "did you mean 'openai'")])
+def test_unknown_provider_hints_say_what_to_write(workdir, name, hint):
+    with pytest.raises(SpecError) as caught:
+        api.validate(make_spec(workdir, provider=name, model="m"))
+    assert caught.value.code == "unknown_provider" and hint in (caught.value.hint or "")
+    assert not isinstance(caught.value, SpecProblemsError)
+
+
+def test_a_bedrock_model_id_is_not_said_to_be_geminis(workdir):
+    with pytest.raises(UnknownModelError) as caught:
+        api.validate(make_spec(workdir), model="openai:anthropic.claude-3-haiku")
+    assert "gemini" not in caught.value.message and "Bedrock model id" in caught.value.message
+    assert "'claude-3-haiku'" in caught.value.message
