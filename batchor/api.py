@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from batchor.engine.events import Event, logged
 from batchor.engine.run import ApplyOptions, RunOutcome, apply_plan, check_budget, kept_attached_if_small
-from batchor.errors import NoApiKeyError, StalePlanError, UsageError, disk_full_reported
+from batchor.errors import BatchorError, NoApiKeyError, StalePlanError, UsageError, disk_full_reported
 from batchor.frames import frame_kind, materialize
 from batchor.outputs.export import output_columns
 from batchor.plan.budget import SPEC_SOURCE as SPEC_SOURCE  # how the CLI says which budget to raise
@@ -32,7 +32,7 @@ from batchor.plan.summary import plan_markdown as plan_markdown
 from batchor.plan.summary import plan_text as plan_text
 from batchor.plan.summary import shared_rows as shared_rows
 from batchor.plan.targets import check_output_path
-from batchor.plan.trust import check_trusted, seal
+from batchor.plan.trust import check_trusted, repository_spec, seal, sealed_here
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
 from batchor.quality import bind_spec_checks, check_plan, checks_after_run
@@ -354,9 +354,31 @@ def load_or_plan(spec_or_plan: SpecLike | CompiledPlan, *, trust_plan: bool = Fa
         return spec_or_plan
     if isinstance(spec_or_plan, (str, Path)) and "\n" not in str(spec_or_plan) and is_plan_file(spec_or_plan):
         loaded = load_plan(Path(spec_or_plan))
-        check_trusted(loaded.header, state_location(plan_args.get("state"), loaded.header.state_location), trust_plan)
+        location = state_location(plan_args.get("state"), loaded.header.state_location)
+        spec = (
+            None if trust_plan or sealed_here(loaded.header, location) else _spec_plan(loaded, plan_args.get("state"))
+        )
+        check_trusted(loaded.header, location, trust_plan, spec)
         return loaded
     return plan(spec_or_plan, **plan_args)
+
+
+def _spec_plan(saved: CompiledPlan, state: str | None) -> Any:
+    """The header of the plan the repository's copy of the spec `saved` names compiles to now (not
+    saved; mocked, limited or sampled as `saved` was), to compare powers with; None without one."""
+    path = repository_spec(saved.header, Path.cwd())
+    if path is None:
+        return None
+    tags, info = saved.header.output.variant, saved.header.input
+    limit = info.limit if any(t.startswith("limit-") for t in tags) else None
+    sample = info.sample if any(t.startswith("sample-") for t in tags) else None
+    try:
+        again = plan(
+            path, state=state, mock=saved.header.mocked, limit=limit, sample=sample, seed=info.seed, save=False
+        )
+    except BatchorError:
+        return None  # the spec does not plan here: the saved plan is judged on its own
+    return again.header
 
 
 def ensure_unlocked(state: str | None = None, target: str | Path | None = None) -> None:

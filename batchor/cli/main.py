@@ -182,8 +182,8 @@ def apply(
     trust_plan: bool = typer.Option(
         False,
         "--trust-plan",
-        help="Run a saved plan another state made (its hosts, key variables and files are listed: read them; "
-        "never for a plan from a pull request)",
+        help="Run a saved plan another state made whose spec in the working folder would not give it the same "
+        "powers (its hosts, key variables and files are listed: read them; never for a plan from a pull request)",
     ),
     no_wait: bool = typer.Option(
         False, "--no-wait", help="Submit provider batches and exit (code 7); a later apply collects them"

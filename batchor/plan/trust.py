@@ -5,8 +5,11 @@ and hash it again. So `plan` seals every plan with a key only this state holds (
 the plan id; the key is a 0600 file beside a DuckDB state, `~/.batchor/plan.key` for a
 PostgreSQL one, never inside a plan), and `apply PLANFILE` runs a plan without asking only when
 the seal is this state's. Any other plan (made on another machine, edited, or from a pull
-request) is refused with its powers listed, until `--trust-plan` says someone read them; `plan`
-and `apply` print the powers of every plan they show.
+request) runs only when the spec it names, in the working folder (the repository), compiles now
+to a plan with no other power (`repository_spec`, `power_differences`): the plan a CI job made
+and another job applies. Else it is refused with its powers listed (and which differ from the
+spec's), until `--trust-plan` says someone read them; `plan` and `apply` print the powers of
+every plan they show.
 """
 
 from __future__ import annotations
@@ -40,7 +43,10 @@ def seal(plan_id: str, location: str) -> str:
     key = _read_key(path)
     if key is None:
         private_dir(path.parent)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return ""  # a key file that does not count (readable by others, not ours) seals nothing
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_hex(32))
         key = _read_key(path)
@@ -55,11 +61,22 @@ def sealed_here(header: Any, location: str) -> bool:
     return hmac.compare_digest(_mac(key, header.plan_id), header.seal)
 
 
-def check_trusted(header: Any, location: str, trust: bool) -> None:
-    """Refuse a plan this state did not seal, unless the caller says its powers were read."""
+def check_trusted(header: Any, location: str, trust: bool, spec_header: Any = None) -> None:
+    """Refuse a plan this state did not seal, unless the caller says its powers were read or
+    `spec_header` (the plan the repository's spec compiles to now) has every power it has."""
     if trust or sealed_here(header, location):
         return
     listed = "\n".join(powers_lines(header))
+    if spec_header is not None:
+        differs = power_differences(header, spec_header)
+        if not differs:
+            return
+        raise UntrustedPlanError(
+            f"plan {header.plan_id} was not made with this state ({location}) and has powers its spec "
+            f"{header.spec_source} would not give it: {'; '.join(differs)}. Its powers:\n{listed}",
+            hint="re-plan from the spec (`batchor plan SPEC`), or, after reading the powers above, "
+            "add --trust-plan (never for a plan from a pull request)",
+        )
     raise UntrustedPlanError(
         f"plan {header.plan_id} was not made with this state ({location}): it may call other hosts, "
         f"send another key variable or read and write other files than your spec would. Its powers:\n{listed}",
@@ -86,6 +103,37 @@ def powers(header: Any, output: Any = None) -> dict[str, Any]:
         "reads": sorted(set(reads)),
         "writes": writes,
     }
+
+
+def power_differences(header: Any, spec_header: Any) -> list[str]:
+    """Each power of the plan `header` that the spec's plan `spec_header` does not have, named
+    ("calls evil.example with AWS_SECRET_ACCESS_KEY (the spec: api.openai.com with OPENAI_API_KEY)");
+    empty when the plan can do nothing the spec could not."""
+    mine, spec = powers(header), powers(spec_header)
+    found = []
+    spec_calls = {(c["host"], c["key_env"]) for c in spec["calls"]}
+    said = ", ".join(f"{h} with {k or 'no key'}" for h, k in sorted(spec_calls, key=str)) or "no calls"
+    for call in mine["calls"]:
+        if (call["host"], call["key_env"]) not in spec_calls:
+            found.append(f"calls {call['host']} with {call['key_env'] or 'no key'} (the spec: {said})")
+    for kind in ("reads", "writes"):
+        extra = sorted(set(mine[kind]) - set(spec[kind]))
+        if extra:
+            found.append(f"{kind} {', '.join(extra)} (the spec: {', '.join(spec[kind]) or 'nothing'})")
+    return found
+
+
+def repository_spec(header: Any, root: Path) -> Path | None:
+    """The spec file a plan names, when it is inside `root` (the working folder: the checked-out
+    repository). A plan naming a file elsewhere has no matching spec: it must be trusted by hand."""
+    source = Path(header.spec_source)
+    candidates = [source] if source.is_absolute() else [root / source, root / Path(header.base_dir).name / source]
+    root = root.resolve()
+    for candidate in candidates:
+        path = candidate.resolve()
+        if path.is_file() and path.is_relative_to(root):
+            return path
+    return None
 
 
 def powers_lines(header: Any, output: Any = None) -> list[str]:

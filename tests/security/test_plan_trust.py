@@ -119,8 +119,10 @@ def test_a_plan_from_another_state_needs_trust_plan(project, tmp_path):
 
 def test_a_key_file_that_others_can_read_seals_nothing(project):
     """A key checked out of a repository (0644) must not make a plan trusted."""
-    planned = api.plan(write_job(project))
+    spec = write_job(project)
+    planned = api.plan(spec)
     os.chmod(key_path(planned.header.state_location), 0o644)
+    spec.unlink()  # no spec to match the plan's powers with: only the seal could vouch for it
     with pytest.raises(UntrustedPlanError):
         api.apply(str(planned.saved_path))
 
@@ -181,3 +183,43 @@ def test_a_plan_whose_header_inflates_to_gigabytes_is_refused_before_reading_it(
     with pytest.raises(PlanTooLargeError) as exc:
         api.apply(str(bomb))
     assert exc.value.code == "plan_too_large"
+
+
+def test_a_plan_made_elsewhere_runs_when_the_repositorys_spec_gives_it_the_same_powers(project, monkeypatch):
+    """Issue 34: a plan another machine made (a CI job's artifact: no seal of this state) runs
+    without --trust-plan when the spec it names, in the working folder, plans to the same hosts,
+    key variables and files."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    planned = api.plan(write_job(project), mock=True)
+    key_path(planned.header.state_location).unlink()  # this state has never seen the plan
+    result = api.apply(str(planned.saved_path))
+    assert result.status == "succeeded" and result.succeeded == 3
+
+
+def test_a_plan_with_a_power_its_spec_lacks_is_refused_naming_it(project, capture, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real-key")
+    planned = api.plan(_openai_job(project))
+    crafted = _retarget(planned.saved_path, base_url=capture.url, endpoint=capture.url, api_key_env="GITHUB_TOKEN")
+    with pytest.raises(UntrustedPlanError) as exc:
+        api.apply(str(crafted), max_cost=1)
+    host = capture.url.split("/")[2]
+    assert f"calls {host} with GITHUB_TOKEN (the spec: api.openai.com with OPENAI_API_KEY)" in exc.value.message
+    assert "reads" not in exc.value.message.split("Its powers")[0]  # only what differs is named
+    assert capture.received == []
+
+
+def test_a_plan_writing_elsewhere_than_its_spec_is_refused_naming_the_file(project, tmp_path):
+    planned = api.plan(write_job(project))
+    with zipfile.ZipFile(planned.saved_path) as archive:
+        header = json.loads(archive.read("plan.json"))
+        data = archive.read("data.parquet")
+    header["output"]["path"] = str(tmp_path / "outside" / "owned.csv")
+    header["plan_id"] = plan_id_for(PlanHeader.model_validate(header))
+    crafted = project / "crafted.plan"
+    with zipfile.ZipFile(crafted, "w") as archive:
+        archive.writestr("plan.json", json.dumps(header))
+        archive.writestr("data.parquet", data)
+    with pytest.raises(UntrustedPlanError) as exc:
+        api.apply(str(crafted))
+    assert f"writes {tmp_path / 'outside' / 'owned.csv'} (the spec: {project / 'out' / 'results.csv'}" in str(exc.value)
+    assert not (tmp_path / "outside" / "owned.csv").exists()
