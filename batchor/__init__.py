@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `import batchor` stays fast
     from batchor.api import Plan, ValidationReport, apply, plan, validate
+    from batchor.costdiff import CostDiff, cost_diff
     from batchor.engine.events import Event
     from batchor.errors import (
         BatchorError,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `impor
 __all__ = [
     "BatchorError",
     "CheckReport",
+    "CostDiff",
     "CostLimitError",
     "DiffReport",
     "Event",
@@ -53,6 +55,7 @@ __all__ = [
     "apply",
     "cancel",
     "check",
+    "cost_diff",
     "diff",
     "export",
     "export_attempts",
@@ -89,6 +92,8 @@ _WHERE = {
     "apply": "batchor.api",
     "validate": "batchor.api",
     "Event": "batchor.engine.events",
+    "CostDiff": "batchor.costdiff",
+    "cost_diff": "batchor.costdiff",
     "BatchorError": "batchor.errors",
     "CostLimitError": "batchor.errors",
     "InputError": "batchor.errors",

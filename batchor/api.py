@@ -90,14 +90,16 @@ def plan(
     retry_failed: bool = False,
     pilot: int | None = None,
     row_keys: list[str] | None = None,
+    base_dir: str | Path | None = None,
 ) -> CompiledPlan:
     """Compile a spec into a priced plan; saved under .batchor/plans/ unless `save=False`.
     `retry_failed` plans requests that failed for good earlier (deterministic errors) again.
     `row_keys` keeps the input to those rows (a pilot's top-up drawn where a `when:` holds).
+    `base_dir`: where a spec given as text resolves its relative paths (default: the working folder).
     With `limit`, `sample`, `model`, `mock` or `data` the run is partial: its output file is written
     beside the spec's (`out.limit-100.csv`, ...), never over it (plan/variants.py)."""
     check_arguments(mode=mode, limit=limit, sample=sample, pilot=pilot)
-    loaded = load_spec(spec)
+    loaded = load_spec(spec, base_dir=Path(base_dir) if base_dir is not None else None)
     variant = variant_tags(
         pilot=pilot,
         limit=limit,

@@ -24,6 +24,7 @@ EXIT_IN_FLIGHT = 7
 EXIT_LOCKED = 8
 EXIT_CHECKS_FAILED = 9
 EXIT_PAUSED = 10
+EXIT_COST_INCREASE = 11
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
@@ -577,6 +578,20 @@ class ChecksFailedError(BatchorError):
 
     code = "checks_failed"
     exit_code = EXIT_CHECKS_FAILED
+
+
+class CostIncreaseError(BatchorError):
+    """`plan --compare-to BASE --fail-on-increase PCT`: the full job costs more than PCT % above
+    what it cost at BASE (the plan and the cost diff are printed first)."""
+
+    code = "cost_increase"
+    exit_code = EXIT_COST_INCREASE
+
+
+class CompareBaseError(UsageError):
+    """`plan --compare-to BASE`: BASE is neither a saved plan file nor a git revision of the spec."""
+
+    code = "compare_base_invalid"
 
 
 class TruncatedOutputError(ProviderError):

@@ -72,6 +72,8 @@ FIXES = {
     "unknown_model": "Use a model your account can call (`batchor prices` lists known names).",
     "auth_failed": "Check the API key in the variable the message names.",
     "invalid_output": "Make the prompt describe the schema, loosen the schema, or raise `limits.max_attempts`; an empty text answer: say in the prompt what to answer, or set `allow_empty: true` on the step.",
+    "cost_increase": "Read the cost diff (per step: base, head, cause); if the increase is intended, raise `--fail-on-increase` or merge with the reviewer's consent.",
+    "compare_base_invalid": "Give `--compare-to` a saved `.plan` file or a git revision that holds the spec (`main`, `origin/main`, a commit), run inside the spec's git repository.",
     "checks_failed": "Look at the failing rows the report lists; fix the prompt or the check. The answers are kept.",
     "truncated": "Raise `max_tokens` (`model.params` or `limits.max_output_tokens`), or set `limits.on_truncation: reask`.",
     "run_failed": "See `batchor status` (failures by reason) and `_error`; fix and run again, `--retry-failed` for refused rows.",

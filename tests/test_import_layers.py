@@ -47,6 +47,7 @@ LAYERS: dict[str, int] = {
     "scaffold": 5,
     "__init__": 5,
     "pilot": 5,
+    "costdiff": 5,
     "draft": 5,
     # 6 the command line: imported by nothing
     "cli": 6,

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import arrow_pool
-from batchor.cli import basics, housekeeping, pandas_probe, pilot_cmd, review_cmd
+from batchor.cli import basics, costdiff_cmd, housekeeping, pandas_probe, pilot_cmd, review_cmd
 from batchor.cli import quality as quality_cli
 from batchor.cli.basics import print_json
 from batchor.cli.colour import coloured, terminal_safe
@@ -119,9 +119,12 @@ def plan(
     pilot_seed: Optional[int] = pilot_cmd.PilotSeedOpt,
     pilot_target: Optional[float] = pilot_cmd.PilotTargetOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="Approve a pilot's spend without asking"),
+    compare_to: Optional[str] = costdiff_cmd.CompareToOpt,
+    fail_on_increase: Optional[float] = costdiff_cmd.FailOnIncreaseOpt,
 ) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
     pilot_cmd.check_target(pilot, pilot_target)
+    costdiff_cmd.check_options(compare_to, fail_on_increase)
     if pilot is not None:  # spends: approved like apply, then the calibrated plan is printed
         pilot_cmd.pilot(
             spec,
@@ -151,12 +154,17 @@ def plan(
         retry_failed=retry_failed,
     )
     fmt = PlanFormat.json if as_json else fmt
+    options = {"state": state, "model": model, "mock": mock, "mode": choice_value(mode)}
+    diff = costdiff_cmd.cost_diff(spec, compare_to, options)
     if fmt == PlanFormat.json:
-        print_json(render.plan_dict(compiled))
+        print_json(render.plan_dict(compiled) | ({"cost_diff": diff.to_dict()} if diff else {}))
     elif fmt == PlanFormat.markdown:
         typer.echo(render.plan_markdown(compiled))
     else:
         typer.echo(coloured(render.plan_text(compiled, max_cost), sys.stdout))
+    costdiff_cmd.show(diff, fmt.value)
+    if diff is not None:
+        diff.gate(fail_on_increase)
     if detailed_exitcode and compiled.header.totals.to_run > 0:
         raise typer.Exit(EXIT_PENDING)
 

@@ -6,6 +6,7 @@ fork and no-`gh` fallback to the job summary, and apply against the fake provide
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,31 @@ def test_check_maps_each_exit_code(repo, tmp_path, code):
     # failed checks on the stored answers (9) warn on a PR; the default branch's apply is the gate
     passes = code in (errors.EXIT_OK, errors.EXIT_CHECKS_FAILED)
     assert (mapped("plan.sh", repo, tmp_path, check=code) == 0) == passes
+
+
+def _commit_all(repo: Path) -> str:
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=repo, check=True, capture_output=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_on_a_pull_request_the_comment_shows_the_full_jobs_cost_diff_and_can_gate_it(repo, tmp_path, monkeypatch):
+    monkeypatch.delenv("BATCHOR_STATE", raising=False)
+    base = _commit_all(repo)
+    spec = repo / "specs" / "labels.yaml"
+    spec.write_text(spec.read_text().replace("gpt-4.1-mini", "gpt-4.1"))  # the PR: a 5x dearer model
+    bin_dir = this_batchor(tmp_path / "bin")
+    comment = tmp_path / "runner" / "plan.md"
+    env = {**runner_files(tmp_path / "runner"), "BATCHOR_COMMENT_FILE": str(comment), "BATCHOR_COMPARE_TO": base}
+    done = run_script("plan.sh", repo, bin_dir, env)
+    assert done.returncode == 0, done.stderr
+    text = comment.read_text()
+    assert "| label |" in text and "model openai:gpt-4.1-mini -> openai:gpt-4.1" in text and "(+400.0 %)" in text
+    done = run_script("plan.sh", repo, bin_dir, {**env, "BATCHOR_FAIL_ON_INCREASE": "25"})
+    assert done.returncode == 1 and "costs more than 25 % above the base" in done.stdout
+    assert "(fail-on-increase)" in comment.read_text()
+    done = run_script("plan.sh", repo, bin_dir, {**env, "BATCHOR_COMPARE_TO": "0" * 40})
+    assert done.returncode == 0 and "no cost diff" in done.stdout and "Full-job cost" not in comment.read_text()
