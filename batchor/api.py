@@ -231,6 +231,7 @@ def apply(
     pilot_target: float | None = None,
     trust_plan: bool = False,
     force: bool = False,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> Result:
     """Plan (unless given a plan or plan file) and execute it. Rows that fail do not raise:
     check `result.failed` and `result.errors()`. Ctrl+C stops gracefully; call again to resume.
@@ -240,7 +241,10 @@ def apply(
     answers within what the pilot left of `max_cost`, as `apply --pilot` does: `result.pilot` holds
     the pilot; a pilot that stopped returns its own run's result (call again to resume).
     A saved plan file another state made needs `trust_plan=True` (see plan/trust.py); `force` lets
-    the spec's output replace a file batchor did not write (outputs/written.py)."""
+    the spec's output replace a file batchor did not write (outputs/written.py).
+    `on_row` is called with each output row (a dict, as the JSONL output has it) once it is
+    finished and stored, rows already answered in the state (cached) included, first (see
+    docs/guides/streaming.md)."""
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     if pilot is not None:
         from batchor.pilot import apply_with_pilot
@@ -290,6 +294,7 @@ def apply(
             wait=wait,
             retry_failed=retry_failed,
             force=force,
+            on_row=on_row,
         )
     finally:
         if view is not None:
@@ -413,9 +418,12 @@ def apply_compiled(
     run_kind: str = "apply",
     max_calls: int | None = None,
     force: bool = False,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+    row_events: bool = False,
 ) -> RunOutcome:
     """Execute a compiled plan; `run_kind` "pilot" marks its answers as a pilot's (plan/estimate.py);
-    `max_calls` holds it to that many attempts, re-asks included (a pilot's allowance)."""
+    `max_calls` holds it to that many attempts, re-asks included (a pilot's allowance).
+    `row_events` emits a `row_finished` event per finished row; `on_row` receives each such row."""
     check_arguments(max_cost=max_cost)
     check_budget(compiled, max_cost)
     check_endpoints(compiled.header.steps)
@@ -428,7 +436,7 @@ def apply_compiled(
         options = ApplyOptions(
             max_cost=max_cost,
             refresh=replay,
-            emit=logged(on_event),
+            emit=logged(_with_rows(on_event, on_row)),
             output_path=Path(output) if output else None,
             handle_signals=handle_signals,
             limits=limits or {},
@@ -437,6 +445,7 @@ def apply_compiled(
             run_kind=run_kind,
             max_calls=max_calls,
             force=force,
+            row_events=row_events or on_row is not None,
         )
         with kept_attached_if_small(compiled, store):
             if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead
@@ -445,6 +454,22 @@ def apply_compiled(
                 return apply_plan(compiled, store, options)
             except StalePlanError as exc:
                 raise _naming_states(exc, compiled, location) from None
+
+
+def _with_rows(
+    on_event: Callable[[Event], None] | None, on_row: Callable[[dict[str, Any]], None] | None
+) -> Callable[[Event], None] | None:
+    """`on_event`, and each `row_finished` event's row handed to `on_row`."""
+    if on_row is None:
+        return on_event
+
+    def both(event: Event) -> None:
+        if event.type == "row_finished":
+            on_row(event.data["row"])
+        if on_event is not None:
+            on_event(event)
+
+    return both
 
 
 def _check_state_present(compiled: CompiledPlan, location: str) -> None:

@@ -400,6 +400,12 @@ class OutputError(BatchorError):
     code = "output_unwritable"
 
 
+class OutputStreamError(SpecError):
+    """`output.stream: true` on an output that cannot stream (not JSONL, or a fan-out job)."""
+
+    code = "output_stream_unsupported"
+
+
 class OutputConflictError(OutputError):
     """The output path is the state file, an input file or the spec: writing it would destroy them."""
 

@@ -246,7 +246,13 @@ def apply(
     printer = render.EventPrinter(as_json, plan=compiled, max_cost=budget)
     try:
         outcome = run(
-            state=state, refresh=forced, output=output, on_event=printer, wait=not no_wait, retry_failed=retry_failed
+            state=state,
+            refresh=forced,
+            output=output,
+            on_event=printer,
+            wait=not no_wait,
+            retry_failed=retry_failed,
+            row_events=as_json,
         )
     finally:
         printer.close()

@@ -37,6 +37,7 @@ from batchor.engine.outcome import (
 )
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
 from batchor.engine.realtime import RealtimeExecutor
+from batchor.engine.row_events import row_stream
 from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink
 from batchor.engine.sql_run import run_sql_step
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
@@ -74,6 +75,7 @@ class ApplyOptions:
     run_kind: str = "apply"  # what the run's answers are in the estimate's history: apply | pilot
     max_calls: int | None = None  # the most attempts this run may send, re-asks included (a pilot's allowance)
     force: bool = False  # the spec's output may replace a file batchor did not write (outputs/written.py)
+    row_events: bool = False  # emit `row_finished` per finished row (apply --json, on_row)
 
 
 @dataclass
@@ -218,6 +220,7 @@ class _Runner:
         self._user_emit = options.emit
         self._last_saved = time.monotonic()
         self.options = _with_emit(options, self._emit)
+        self.rows = row_stream(plan, store, options.output_path, self.options.emit, options.row_events)
 
     @property
     def budget(self) -> Budget:
@@ -259,6 +262,8 @@ class _Runner:
                     for step in (s for s in wave if s.provider == "sql"):
                         self._run_sql(step)
                     works = [self._scan(step) for step in wave if step.provider != "sql"]
+                    if self.rows is not None:  # rows finished by SQL steps, cached answers, earlier runs
+                        self.rows.resync()
                     done |= {s.name for s in wave}
                     self._pipeline = self._feed = self._start_pipeline(works, done)
                     if any(w.pending for w in works):
@@ -272,7 +277,15 @@ class _Runner:
             finally:
                 runner.run(self._close_providers())
         self.flush_sinks()
+        self._close_rows()
         return self.stop
+
+    def _close_rows(self) -> None:
+        if self.rows is None:
+            return
+        self.rows.close()
+        if self.rows.error is not None:
+            self.options.emit(Event("output_stream_stopped", {"error": self.rows.error}))
 
     def _run_wave(self, runner: asyncio.Runner, works: list[StepWork]) -> None:
         """One wave on the loop; calls cancelled by a second signal end the wave, not the run."""
@@ -377,6 +390,7 @@ class _Runner:
         sink_args = (self.store, self.run_record.run_id)
         sink_options: dict[str, Any] = {
             "keep_raw": self.plan.header.keep_raw,
+            "before_store": self.rows.stored if self.rows else None,
             **(self.shared.sink_options() if self.shared is not None else {}),
         }
         sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)
@@ -411,6 +425,7 @@ class _Runner:
             keep_raw=self.plan.header.keep_raw,
             flush_rows=1 << 30,
             flush_interval_s=1e9,
+            before_store=self.rows.stored if self.rows else None,
         )  # flushed once per collected batch
         self.sinks.append(sink)
         executor = BatchExecutor(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -30,8 +31,10 @@ class ResultSink:
         flush_rows: int = 2000,
         flush_interval_s: float = 0.25,
         keep_raw: bool = True,
+        before_store: Callable[[pa.Table], None] | None = None,
     ) -> None:
         self.store = store
+        self.before_store = before_store  # a streamed output appends the rows these finish (outputs/stream.py)
         self.run_id = run_id
         self.flush_rows = flush_rows
         self.flush_interval_s = flush_interval_s
@@ -138,7 +141,12 @@ class ResultSink:
         """Pack raw payloads (zlib releases the GIL), build the tables, store them."""
         results, attempts = taken
         attempts["raw"] = [pack(raw) if raw else None for raw in attempts["raw"]]
-        self.store.record_results(pa.table(results, schema=RESULT_SCHEMA), pa.table(attempts, schema=ATTEMPT_SCHEMA))
+        table = pa.table(results, schema=RESULT_SCHEMA)
+        try:
+            if self.before_store is not None and table.num_rows:
+                self.before_store(table)
+        finally:  # an `on_row` that raised stops the run, but the answers are stored
+            self.store.record_results(table, pa.table(attempts, schema=ATTEMPT_SCHEMA))
         return len(results["request_key"])
 
     async def flush(self) -> None:

@@ -263,6 +263,12 @@ def result_column(index: int) -> str:
     return _RESULT.format(index)
 
 
+def result_struct(results: pa.Table, row_keys: pa.Array) -> pa.StructArray:
+    """A step's results (`row_key`, `request_key`, `status`, `output`, `error_code`, `error`) as
+    the struct column `result_column(i)` of `rows` holds them for these rows (a streamed flush)."""
+    return _struct(_align(_with_reviewed(results), pa.chunked_array([row_keys])))
+
+
 def row_status_sql(plan: CompiledPlan) -> str:
     """SQL over `rows` giving each row's `_status`, exactly as the output file has it."""
     return _status_sql([f"rows.{result_column(i)}" for i in range(len(plan.header.steps))])

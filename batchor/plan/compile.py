@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from batchor.errors import InputError, SpecError
+from batchor.errors import InputError, OutputStreamError, SpecError
 from batchor.plan.changes import changes_by_cause, projected_changes, rendered_changes
 from batchor.plan.dependent import (
     DependentTally,
@@ -385,6 +385,21 @@ def output_target(loaded: LoadedSpec) -> tuple[Path, str]:
     return out_path, out_format
 
 
+def streamed(spec: Any, out_format: str, steps: list[StepPlan]) -> bool:
+    """Whether the output streams (outputs/stream.py): asked for, or by default for JSONL; a
+    stream asked of another format or of a fan-out (whose element rows only exist once their
+    lists are stored) is refused."""
+    asked = spec.output.stream if spec.output else None
+    fanned = any(s.fan_out for s in steps)
+    if asked and (out_format != "jsonl" or fanned):
+        why = "a fan-out's element rows are written at the end" if fanned else f"the output is {out_format}"
+        raise OutputStreamError(
+            f"output.stream: true needs a JSONL output without a fan-out ({why})",
+            hint="write a .jsonl output, or drop `stream: true` (the file is then written when the run ends)",
+        )
+    return asked is not False and out_format == "jsonl" and not fanned
+
+
 def _header(
     loaded: LoadedSpec,
     steps: list[StepPlan],
@@ -438,6 +453,7 @@ def _header(
             path=str(out_path),
             format=out_format,
             escape_formulas=spec.output.escape_formulas if spec.output else True,
+            stream=streamed(spec, out_format, steps),
         ),
         steps=steps,
         limits=spec.limits.model_dump(mode="json"),

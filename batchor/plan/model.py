@@ -192,6 +192,7 @@ class OutputInfo(_Frozen):
     spec_path: str | None = None  # a partial run (--limit, --sample, --model, pilot, data): the spec's own
     variant: list[str] = Field(default_factory=list)  # what makes the run partial (plan/variants.py)
     escape_formulas: bool = True  # CSV/TSV: formula-like text cells get a leading ' (outputs/formulas.py)
+    stream: bool = False  # JSONL: rows appended as they finish (outputs/stream.py)
 
 
 class PlanTotals(_Frozen):

@@ -279,6 +279,10 @@ class OutputSpec(_Strict):
     escape_formulas: bool = True
     """CSV/TSV: text cells starting with = + - @, a tab or a carriage return get a leading `'`, so
     spreadsheets show them as text instead of running them (plain numbers are left alone)."""
+    stream: bool | None = None
+    """JSONL: append each row to the file as soon as it is finished and stored, so a killed run
+    leaves a valid file holding every answered row; the run's end rewrites the file in input order.
+    Default: on for JSONL outputs (not with a fan-out, nor on a shared PostgreSQL run)."""
 
 
 class LimitsSpec(_Strict):

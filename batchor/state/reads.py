@@ -57,6 +57,22 @@ class LedgerReads(Protocol):
         )
         return [(str(step), str(request), str(row)) for step, request, row in rows]
 
+    def rows_of_requests(self, job_id: str, request_keys: Sequence[str]) -> list[str]:
+        """The job's row keys that asked any of these requests, each once (a streamed output's
+        candidates after a flush: outputs/stream.py)."""
+        found: set[str] = set()
+        keys = list(dict.fromkeys(request_keys))
+        for start in range(0, len(keys), 1000):
+            part = keys[start : start + 1000]
+            found.update(
+                str(row)
+                for (row,) in self.execute(
+                    f"SELECT DISTINCT row_key FROM job_requests WHERE job_id = ? AND request_key IN ({_marks(part)})",
+                    [job_id, *part],
+                )
+            )
+        return sorted(found)
+
     def billed_attempts(self, run_ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """The billed attempts of these runs: step, run_id, request_key, outcome, output tokens,
         estimated, attempt, input tokens, the plan's count of the input (0 where none)."""
