@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
-from batchor.plan import vocab
+from batchor.plan import token_memo, vocab
 
 __all__ = [
     "ESTIMATE_SAFETY_FACTOR",
@@ -81,12 +81,12 @@ class TokenCounter:
     exact: bool
     upper_factor: float = 1.0
     note: str | None = None
-    _enc: Any = field(default=None, repr=False, compare=False)  # tiktoken.Encoding or None
+    _enc: token_memo.Encoder | None = field(default=None, repr=False, compare=False)  # None: chars/4
 
     def count(self, text: str) -> int:
         if self._enc is None:
             return math.ceil(len(text) / 4)
-        return len(self._enc.encode_ordinary(text))
+        return self._enc.counts([text], self._count_misses)[0]
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
         """Count many texts; duplicates are counted once (rows often repeat a system prompt)."""
@@ -121,8 +121,13 @@ class TokenCounter:
         return totals
 
     def _count_unique(self, texts: list[str]) -> list[int]:
-        if self._enc is None or len(texts) < _PARALLEL_MIN:
-            return [self.count(text) for text in texts]
+        if self._enc is None:
+            return [math.ceil(len(text) / 4) for text in texts]
+        return self._enc.counts(texts, self._count_misses)
+
+    def _count_misses(self, texts: list[str]) -> list[int]:
+        if len(texts) < _PARALLEL_MIN:
+            return self._count_chunk(texts)
         chunks = [texts[i : i + _CHUNK] for i in range(0, len(texts), _CHUNK)]
         # tiktoken releases the GIL while encoding, so threads scale across cores. Chunks keep
         # the per-task overhead low (encode_ordinary_batch makes one future per text: ~5x slower).
@@ -131,7 +136,8 @@ class TokenCounter:
             return [n for part in parts for n in part]
 
     def _count_chunk(self, texts: list[str]) -> list[int]:
-        encode = self._enc.encode_ordinary
+        assert self._enc is not None
+        encode = self._enc.encoding.encode_ordinary
         return [len(encode(text)) for text in texts]
 
 
@@ -180,12 +186,25 @@ def get_counter(provider: str, model: str) -> TokenCounter:
     name, known = encoding_for_model(model)
     if provider != "openai":
         name, known = _O200K, False
-    problem = vocabulary_problem(name)
-    if problem is not None:
-        return TokenCounter(FALLBACK_ENCODING, exact=False, upper_factor=ESTIMATE_SAFETY_FACTOR, note=problem)
-    enc = vocab.load_encoding(name)
+    encoder = _encoder(name)
+    if encoder is None:
+        note = vocabulary_problem(name)
+        return TokenCounter(FALLBACK_ENCODING, exact=False, upper_factor=ESTIMATE_SAFETY_FACTOR, note=note)
     factor = 1.0 if known else ESTIMATE_SAFETY_FACTOR
-    return TokenCounter(name, exact=known, upper_factor=factor, _enc=enc)
+    return TokenCounter(name, exact=known, upper_factor=factor, _enc=encoder)
+
+
+@cache
+def _encoder(name: str) -> token_memo.Encoder | None:
+    """Counting with the encoding `name`, None when it cannot be built. When counts were remembered
+    before (only a process that built the encoding writes them) and its parsed ranks are kept, the
+    encoding is built on the first text not remembered: often never, for a job planned again."""
+    memo = vocab.counts_file(name)
+    if memo is not None and memo.is_file() and vocab.ranks_kept(name):
+        return token_memo.Encoder(lambda: vocab.load_encoding(name), memo)
+    if vocabulary_problem(name) is not None:
+        return None
+    return token_memo.Encoder(lambda: vocab.load_encoding(name), memo, vocab.load_encoding(name))
 
 
 def encoding_for_model(model: str) -> tuple[str, bool]:

@@ -30,7 +30,7 @@ from typing import Any
 from batchor.plan import vocab_ranks
 from batchor.plan.user_cache import cache_folder
 
-__all__ = ["DEFINITIONS", "VocabularyUnavailable", "load_encoding", "vocabulary_file"]
+__all__ = ["DEFINITIONS", "VocabularyUnavailable", "counts_file", "load_encoding", "ranks_kept", "vocabulary_file"]
 
 _BASE_URL = "https://openaipublic.blob.core.windows.net/encodings/"
 _ENDOFTEXT, _ENDOFPROMPT = "<|endoftext|>", "<|endofprompt|>"
@@ -146,6 +146,18 @@ def _shipped_file(definition: EncodingDefinition) -> Path | None:
     if hashlib.sha256(raw).hexdigest() != definition.sha256:
         raise VocabularyUnavailable(f"{packed}: sha256 does not match tiktoken's pinned hash for {definition.name}")
     return _write_atomically(target, raw)
+
+
+def counts_file(name: str) -> Path | None:
+    """Where the token counts made with the encoding `name` are remembered (plan/token_memo.py)."""
+    definition = DEFINITIONS.get(name)
+    return None if definition is None else _ranks_file(definition).with_suffix(".counts")
+
+
+def ranks_kept(name: str) -> bool:
+    """Whether the parsed ranks of `name` are in batchor's cache (checked when read, not here)."""
+    definition = DEFINITIONS.get(name)
+    return definition is not None and _ranks_file(definition).is_file()
 
 
 def _ranks_file(definition: EncodingDefinition) -> Path:

@@ -109,6 +109,7 @@ def test_proxy_counts_are_flagged(provider, model):
 
 def test_fallback_estimates_chars_over_four(monkeypatch):
     monkeypatch.setattr(tokens, "vocabulary_problem", lambda name: "no vocabulary here")
+    monkeypatch.setattr(tokens, "_encoder", lambda name: None)
     counter = get_counter.__wrapped__("openai", "gpt-4o")
     assert counter == TokenCounter(
         FALLBACK_ENCODING, exact=False, upper_factor=ESTIMATE_SAFETY_FACTOR, note="no vocabulary here"

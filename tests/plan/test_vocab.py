@@ -39,7 +39,12 @@ def fresh(monkeypatch, tmp_path):
     """Empty caches (tiktoken's and batchor's) and no memoised encodings, before and after."""
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken-cache"))
     monkeypatch.setenv("BATCHOR_CACHE_DIR", str(tmp_path / "batchor-cache"))
-    clear = (vocab.load_encoding.cache_clear, tokens.vocabulary_problem.cache_clear, tokens.get_counter.cache_clear)
+    clear = (
+        vocab.load_encoding.cache_clear,
+        tokens.vocabulary_problem.cache_clear,
+        tokens.get_counter.cache_clear,
+        tokens._encoder.cache_clear,
+    )
     for forget in clear:
         forget()
     yield tmp_path
