@@ -23,6 +23,7 @@ from typing import Any
 
 from batchor.engine.batch_calls import RetryingCalls
 from batchor.engine.batch_collect import KEEP_FILES_OPTION, Collecting
+from batchor.engine.batch_late import LateCreates
 from batchor.engine.batch_poll import DUE_SLACK_S, PollPace
 from batchor.engine.batch_rows import RowJudge
 from batchor.engine.budget import Budget
@@ -244,6 +245,7 @@ class _Lane(Collecting):
         self.keep_files = bool((connection.get("options") or {}).get(KEEP_FILES_OPTION))
         self.unknown: set[str] = set()  # batches whose create got no answer in time (this run)
         self.unseen: set[str] = set()  # ... and not found by the first lookup: looked up again at the end
+        self.found_late = LateCreates()  # ... and not found then either: looked for every round (batch_late.py)
 
     def open(self, work: StepWork) -> None:
         self.work, self.collect_only = work, work.step.mode != "batch"
@@ -286,7 +288,7 @@ class _Lane(Collecting):
     # --- submitting ------------------------------------------------------------------------
 
     async def submit_ready(self) -> bool:
-        changed = False
+        changed = await self.found_late.look(self) if self.found_late.given_up else False
         for batch in [b for b in self.active if b.state == "intent" and self._lookup_due(b)]:
             changed |= await self._reconcile(batch)
         while self.queue and not self.collect_only and not self.ex.stop.stopped:
@@ -379,13 +381,13 @@ class _Lane(Collecting):
         self.reserved[batch.batch_id] = chunk.reserved
         return batch
 
-    def _tag(self, batch: BatchRecord) -> BatchTag:
+    def tag_of(self, batch: BatchRecord) -> BatchTag:
         return BatchTag(batch.batch_id, batch.job_id, batch.step, batch.chunk, batch.requests, batch.created_s)
 
     async def _create(self, batch: BatchRecord, lines: list[bytes]) -> bool:
         """Create the remote batch once; an uncertain outcome stays an intent, to be reconciled."""
         try:
-            remote = await self.provider.submit(self._tag(batch), lines)
+            remote = await self.provider.submit(self.tag_of(batch), lines)
         except BatchCreateUnknownError as exc:  # may exist: looked up (`find`) before anything else
             # ... but not at once: a create answered after the client's timeout may take as long
             # again to show at the provider, so the first look waits longer than the timeout.
@@ -431,7 +433,7 @@ class _Lane(Collecting):
     async def _reconcile(self, batch: BatchRecord) -> bool:
         """An intent whose create may or may not have happened: look it up before anything else."""
         try:
-            remote = await self.provider.find(self._tag(batch), self.ex.ledger.claimed_remote_ids(batch.provider))
+            remote = await self.provider.find(self.tag_of(batch), self.ex.ledger.claimed_remote_ids(batch.provider))
         except (AuthenticationError, NoApiKeyError):
             raise
         except ProviderError as exc:  # the intent stays: sending its rows again could pay twice
@@ -449,6 +451,9 @@ class _Lane(Collecting):
             self.unseen.add(batch.batch_id)
             self.due[batch.batch_id] = self.ex.options.clock() + self._settle_s()
             return False
+        if batch.batch_id in self.unknown:  # it may still show: looked for every round from now on
+            keys = self.keys_of.get(batch.batch_id) or self.ex.ledger.batch_keys(batch.batch_id)
+            self.found_late.given_up[batch.batch_id] = (batch, list(keys))
         self.unknown.discard(batch.batch_id)
         self.unseen.discard(batch.batch_id)
         self._abandon(batch, "not created at the provider")

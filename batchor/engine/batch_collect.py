@@ -15,6 +15,7 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from batchor.engine.batch_late import LateCreates
 from batchor.engine.batch_poll import DUE_SLACK_S, expected_end, typical_seconds
 from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.events import Event
@@ -57,6 +58,7 @@ class Collecting:
     submitted_s: dict[str, float]
     keep_files: bool
     queue: Any
+    found_late: LateCreates
 
     @property
     def active(self) -> list[BatchRecord]:
@@ -189,7 +191,8 @@ class Collecting:
         self.submitted_s.pop(batch.batch_id, None)
         if read and not self.keep_files:
             await self._delete_files(batch, remote)
-        self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)
+        if batch.batch_id not in self.found_late.late:  # a late create's rows were given back already
+            self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)
         counts = {o: sum(1 for v in outcomes.values() if v == o) for o in set(outcomes.values())}
         self.ex.emit(
             Event(
@@ -247,6 +250,8 @@ class Collecting:
 
     def _settle(self, keys: list[str], rows: list[RowResult], remote: RemoteBatch) -> tuple[dict[str, str], float]:
         assert self.judge is not None
+        if remote.remote_id in self.found_late.remote_ids:
+            return self.found_late.settle(self.judge, self._item, keys, rows)
         wanted, outcomes, cost = set(keys), {}, 0.0
         unreadable = next((r.error for r in rows if r.key not in wanted and _unreadable(r.error)), None)
         for row in rows:

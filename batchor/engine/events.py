@@ -36,6 +36,7 @@ _INFO_EVENTS = frozenset(
         "step_finished",
         "batch_submitted",
         "batch_reattached",
+        "batch_found_late",
         "batch_collected",
         "worker_joined",
         "provider_call_retry",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from batchor import api
-from tests.engine.batch_helpers import submitted
+from tests.engine.batch_helpers import state_rows, submitted
 from tests.engine.test_batch_providers import MODELS, spec_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -22,3 +22,25 @@ def test_a_create_that_shows_late_is_found_and_collected_not_created_again(fake,
     assert result.succeeded == 5
     assert "batch_create_failed" in events and "batch_reattached" in events
     assert fake.stats()["batches_created"] == 1 and set(submitted(fake).values()) == {1}
+
+
+@pytest.mark.parametrize(
+    "provider", [p if p == "openai" else pytest.param(p, marks=pytest.mark.slow) for p in MODELS]
+)  # about 3 s each: one provider in the default tier
+def test_a_create_that_shows_after_both_lookups_is_cancelled_and_collected(fake, workdir, provider):
+    """Issue 35: the first create shows only after both lookups gave it up (its rows already sent
+    again in a second batch). Found while the second batch runs, it is cancelled and collected:
+    never left running, paid for and unread."""
+    fake.configure(
+        batch_create_delay_s=1.5, batch_create_hidden=True, batch_create_late_count=1, batch_seconds=2.0
+    )  # looked up at ~0.6 s and ~1.0 s; it shows at 1.5 s; the second batch ends at ~3 s
+    spec = spec_for(workdir, provider, rows=5, request_timeout_s=0.2)
+    events: list = []
+    result = api.apply(str(spec), on_event=events.append, handle_signals=False)
+    assert result.succeeded == 5
+    (found,) = [e.data for e in events if e.type == "batch_found_late"]
+    assert fake.stats()["batch_states"][found["remote_id"]] == "cancelled"
+    collected = [e.data for e in events if e.type == "batch_collected" and e.data["batch_id"] == found["batch_id"]]
+    assert len(collected) == 1 and collected[0]["state"] == "cancelled"
+    assert state_rows(workdir, f"SELECT state FROM batches WHERE batch_id = '{found['batch_id']}'") == [("collected",)]
+    assert fake.stats()["batches_created"] == 2 and set(submitted(fake).values()) == {2}

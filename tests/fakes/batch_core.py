@@ -77,7 +77,9 @@ class World:
         only exists once the delay is over, whether or not the client still waits for the answer
         (a server slow to create it: lookups before then find nothing)."""
         delay = float(fake.config["batch_create_delay_s"])
-        if delay <= 0:
+        late_count = int(fake.config["batch_create_late_count"])
+        creates = fake.stats.endpoint_calls[f"{job.provider}.batches.create"]  # this one included
+        if delay <= 0 or (late_count and creates > late_count):
             return self.create(fake, job)
         if not fake.config["batch_create_hidden"]:
             self.create(fake, job)

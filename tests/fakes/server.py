@@ -121,7 +121,8 @@ class App:
             return json_response(400, {"error": "body is not JSON"})
         if action == ("GET", "/_fake/stats"):
             files = sorted(batch_core.world(fake).files)
-            return json_response(200, {**fake.stats.as_dict(), "files": files})
+            states = {job.id: job.state for job in batch_core.world(fake).jobs.values()}
+            return json_response(200, {**fake.stats.as_dict(), "files": files, "batch_states": states})
         if action == ("POST", "/_fake/reset"):
             fake.reset(config=bool(body.get("config")))
             if body.get("batches"):
