@@ -47,6 +47,8 @@ def point_sdks_at(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url)
     monkeypatch.setenv("GEMINI_API_KEY", "gemini-test-secret-123456")
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.gemini_base_url)
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-test-secret-123456")
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", server.url)
 
 
 @pytest.fixture

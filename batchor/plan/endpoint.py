@@ -19,7 +19,12 @@ from batchor.plan.model import StepPlan
 from batchor.providers import ProviderInfo, provider_info, provider_key_envs
 
 # The base-URL variable each first-party SDK reads when the spec gives none.
-BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL"}
+BASE_URL_ENV = {
+    "openai": "OPENAI_BASE_URL",
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "gemini": "GOOGLE_GEMINI_BASE_URL",
+    "azure": "AZURE_OPENAI_ENDPOINT",  # the resource's endpoint: Azure has no default one
+}
 # The SDKs' own default base URLs: writing one out is the same endpoint as writing none.
 OFFICIAL_URLS = {
     "openai": "https://api.openai.com/v1",

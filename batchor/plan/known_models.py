@@ -24,8 +24,9 @@ _CUSTOM_HINT = (
 )
 
 
-def check_model(provider: str, model: str, *, custom: bool, priced: bool, where: str) -> None:
-    """Raise `model_unlisted` for a model neither listed nor declared by the spec."""
+def check_model(provider: str, model: str, *, custom: bool, priced: bool, where: str, serves: bool = False) -> None:
+    """Raise `model_unlisted` for a model neither listed nor declared by the spec; `serves`: the
+    name is an Azure deployment's, which may serve a model of another name."""
     if provider in FREE_FORM or custom or priced:
         return
     if provider == "openai-compatible":
@@ -38,7 +39,12 @@ def check_model(provider: str, model: str, *, custom: bool, priced: bool, where:
         return
     raise UnknownModelError(
         f"{where}: model '{model}' is not one of {provider}'s known models{_suggestion(provider, model)}",
-        hint=f"fix the name (`batchor prices --provider {provider}` lists them), {_CUSTOM_HINT}",
+        hint=(
+            f"name the model the deployment serves: `options: {{model: gpt-4.1-mini}}` (`batchor prices --provider "
+            f"{provider}` lists them), {_CUSTOM_HINT}"
+            if serves
+            else f"fix the name (`batchor prices --provider {provider}` lists them), {_CUSTOM_HINT}"
+        ),
     )
 
 

@@ -35,7 +35,8 @@ from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
 from batchor.providers.caching import TTLS
-from batchor.providers.clouds import batch_missing
+from batchor.providers.clouds import batch_missing, priced_as
+from batchor.providers.keys import default_key_env
 from batchor.providers.options import check_options
 from batchor.providers.params import check_params
 from batchor.schema.adapt import adapt_schema
@@ -172,7 +173,13 @@ def _check_model_block(
     found = Problems()
     if _first_time(checked, ("model", where, model.provider, model.name)):
         with found.check():
-            check_model(model.provider, model.name, custom=model.custom, priced=model.price is not None, where=where)
+            check_model(
+                *priced_as(model.provider, model.name, model.options),
+                custom=model.custom,
+                priced=model.price is not None,
+                where=where,
+                serves=model.provider == "azure" and "model" not in model.options,
+            )
     options_at = (
         ("steps", step, "model", "options") if own is not None and own.options is not None else ("model", "options")
     )
@@ -240,16 +247,17 @@ def _step_plan(
         _located_schema_check(loaded, schema, f"steps.{name}.output.schema")
         adapted = adapt_schema(schema, provider)
         sent_schema, strict, notes = adapted.schema, adapted.strict, list(adapted.notes)
+    priced_provider, priced_model = priced_as(provider, model.name, model.options)
     price = (
         None
         if overrides.mock
         else lookup_price(
-            provider, model.name, override=model.price.model_dump(exclude_none=True) if model.price else None
+            priced_provider, priced_model, override=model.price.model_dump(exclude_none=True) if model.price else None
         )
     )
     if overrides.mock:
         price = lookup_price("mock", model.name)
-    counter = get_counter(provider, model.name)
+    counter = get_counter(priced_provider, priced_model)
     endpoint = step_endpoint(provider, model.base_url, model.options)
     key_params = {**params, "_api": model.api or "chat", "_strict": strict}
     if "structured" in model.options:  # changes what is sent; connection options do not
@@ -273,7 +281,7 @@ def _step_plan(
         model=model.name,
         api=model.api,
         base_url=model.base_url,
-        api_key_env=model.api_key_env or info.key_env,
+        api_key_env=model.api_key_env or default_key_env(provider, model.options),
         provider_options=dict(model.options),
         params=params,
         schema=schema,
@@ -293,7 +301,7 @@ def _step_plan(
         token_count_exact=counter.exact and not step.attachments,
         token_upper_factor=counter.upper_factor,
         max_tokens=max_tokens,
-        context_window=context_window(model.name, model.context_window),
+        context_window=context_window(priced_model, model.context_window),
         expected_output_tokens=min(max_tokens, expected_answer_tokens(schema)),
         endpoint=endpoint,
         key_prefix=request_prefix(key_identity(provider, endpoint), model.name, key_params, sent_schema),

@@ -45,6 +45,8 @@ REGISTRY: dict[str, ProviderInfo] = {
         batch=True,  # or GOOGLE_API_KEY
         structured="response_json_schema",
     ),
+    # Azure OpenAI: `name` is the deployment; the endpoint is the resource's (AZURE_OPENAI_ENDPOINT).
+    "azure": ProviderInfo("azure", "azure", "AZURE_OPENAI_API_KEY", batch=True),
     "mock": ProviderInfo("mock", "mock", None, structured="generated locally"),
     "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False),
     "openrouter": ProviderInfo("openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False),
@@ -58,7 +60,7 @@ REGISTRY: dict[str, ProviderInfo] = {
 
 
 # Key variables a provider's own SDK or documentation also reads, besides `key_env`.
-_OTHER_KEY_ENVS = {"gemini": ("GOOGLE_API_KEY",)}
+_OTHER_KEY_ENVS = {"gemini": ("GOOGLE_API_KEY",), "azure": ("AZURE_OPENAI_AD_TOKEN",)}
 
 
 def provider_key_envs(name: str) -> tuple[str, ...]:

@@ -84,3 +84,12 @@ def batch_missing(provider: str, options: Mapping[str, Any]) -> str | None:
             "or BigQuery location for the request and result files, which batchor does not write"
         )
     return None
+
+
+def priced_as(provider: str, name: str, options: Mapping[str, Any]) -> tuple[str, str]:
+    """The provider and model whose price, token counter and context window a model block has:
+    an Azure deployment is priced as the OpenAI model it serves (`options.model`, else a
+    deployment named after its model)."""
+    if provider == "azure":
+        return "openai", str(options.get("model") or name)
+    return provider, name

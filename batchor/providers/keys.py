@@ -13,6 +13,7 @@ from typing import Any
 from batchor.providers import provider_info
 
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")  # the order providers/gemini.py reads them in
+AZURE_TOKEN_ENV = "AZURE_OPENAI_AD_TOKEN"  # a Microsoft Entra ID access token (the openai SDK's name)
 
 
 def key_envs(provider: str, api_key_env: str | None, options: Mapping[str, Any]) -> tuple[str, ...]:
@@ -27,7 +28,17 @@ def key_envs(provider: str, api_key_env: str | None, options: Mapping[str, Any])
         if own:
             return (own,)
         return () if gemini_on_vertex(options) else GEMINI_KEY_ENVS
+    if provider == "azure" and not own:
+        return (default_key_env(provider, options) or "",)
     return (api_key_env,) if api_key_env else ()
+
+
+def default_key_env(provider: str, options: Mapping[str, Any]) -> str | None:
+    """The variable a model block reads its credential from when the spec names none: Azure's
+    Entra ID token (`auth: entra_id`) or its API key; else the provider's key variable."""
+    if provider == "azure" and options.get("auth") == "entra_id":
+        return AZURE_TOKEN_ENV
+    return provider_info(provider).key_env
 
 
 def gemini_on_vertex(options: Mapping[str, Any]) -> bool:

@@ -61,17 +61,21 @@ _ENDPOINTS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", EMBE
 _MISSING_CODES = ("batch_expired", "batch_cancelled")
 
 
-def encode_line(request: LLMRequest, *, api: str = "chat", strict: bool = True) -> bytes:
+def encode_line(
+    request: LLMRequest, *, api: str = "chat", strict: bool = True, url: str | None = None, first_party: bool = True
+) -> bytes:
     """One JSONL line of the input file: custom_id = request key, body = the realtime body (an
-    embedding step's: its one text, see providers/embeddings.py)."""
+    embedding step's: its one text, see providers/embeddings.py); `url` the line's endpoint
+    (Azure's have no /v1)."""
+    url = url or _ENDPOINTS[api]
     if api == "chat" and not request.attachments:
-        return _LINES.line(request, strict)
+        return _LINES.line(request, strict, url, first_party)
     body = (
         openai_body(embed_request(request), single=True)
         if api == EMBEDDINGS
-        else to_body(request, api=api, strict=strict)
+        else to_body(request, api=api, strict=strict, first_party=first_party)
     )
-    line = {"custom_id": request.key, "method": "POST", "url": _ENDPOINTS[api], "body": body}
+    line = {"custom_id": request.key, "method": "POST", "url": url, "body": body}
     return (_dumps(line) + "\n").encode("utf-8")
 
 
@@ -90,21 +94,22 @@ class _LineTemplates:
     def __init__(self) -> None:
         self._parts: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, str, str]]] = {}
 
-    def line(self, request: LLMRequest, strict: bool) -> bytes:
-        ident = (request.model, id(request.params), id(request.schema), request.schema_name, strict)
+    def line(self, request: LLMRequest, strict: bool, url: str, first_party: bool) -> bytes:
+        ident = (request.model, id(request.params), id(request.schema), request.schema_name, strict, url, first_party)
         found = self._parts.get(ident)
         if found is None or found[0] is not request.params or found[1] is not request.schema:
-            found = self._parts[ident] = (request.params, request.schema, self._split(request, strict))
+            split = self._split(request, strict, url, first_party)
+            found = self._parts[ident] = (request.params, request.schema, split)
             if len(self._parts) > 64:  # plans come and go in a long-lived process
                 self._parts = {ident: found}
         head, middle, tail = found[2]
         return (head + _dumps(request.key) + middle + _dumps(list(request.messages)) + tail).encode("utf-8")
 
-    def _split(self, request: LLMRequest, strict: bool) -> tuple[str, str, str]:
+    def _split(self, request: LLMRequest, strict: bool, url: str, first_party: bool) -> tuple[str, str, str]:
         marked = LLMRequest(self._KEY, request.model, (), request.params, request.schema, request.schema_name)
-        body = to_body(marked, api="chat", strict=strict)
+        body = to_body(marked, api="chat", strict=strict, first_party=first_party)
         body["messages"] = self._MESSAGES
-        text = _dumps({"custom_id": self._KEY, "method": "POST", "url": _ENDPOINTS["chat"], "body": body}) + "\n"
+        text = _dumps({"custom_id": self._KEY, "method": "POST", "url": url, "body": body}) + "\n"
         head, rest = text.split(_dumps(self._KEY), 1)
         middle, tail = rest.split(_dumps(self._MESSAGES), 1)
         return head, middle, tail
@@ -173,6 +178,8 @@ def _batch_error(batch: Any) -> ProviderError | None:
 
 class OpenAIBatchProvider:
     name = "openai"
+    endpoints = _ENDPOINTS  # the batch's `endpoint` and each line's `url`, by api
+    first_party = True  # OpenAI's own request fields (max_completion_tokens, prompt_cache_key)
 
     def __init__(
         self, client: Any, *, api: str, strict: bool, secret: str | None, limits: BatchLimits = LIMITS
@@ -182,7 +189,9 @@ class OpenAIBatchProvider:
         self.calls: CallRunner = call_once
 
     def encode(self, request: LLMRequest) -> bytes:
-        return encode_line(request, api=self.api, strict=self.strict)
+        return encode_line(
+            request, api=self.api, strict=self.strict, url=self.endpoints[self.api], first_party=self.first_party
+        )
 
     def _call(self, endpoint: str, fn: Callable[[], Awaitable[T]], *, creates: bool = False) -> Awaitable[T]:
         return mapped_call(self.calls, lambda: _mapped_errors(self._secret), endpoint, fn, creates=creates)
@@ -190,7 +199,7 @@ class OpenAIBatchProvider:
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
         data = b"".join(lines)
         upload = await self._call(
-            "openai.files.create",
+            f"{self.name}.files.create",
             lambda: self.client.files.create(file=(f"{tag.batch_id}.jsonl", data), purpose="batch"),
         )
         metadata = {
@@ -201,9 +210,12 @@ class OpenAIBatchProvider:
         }
         try:
             batch = await self._call(
-                "openai.batches.create",
+                f"{self.name}.batches.create",
                 lambda: self.client.batches.create(
-                    input_file_id=upload.id, endpoint=_ENDPOINTS[self.api], completion_window="24h", metadata=metadata
+                    input_file_id=upload.id,
+                    endpoint=self.endpoints[self.api],
+                    completion_window="24h",
+                    metadata=metadata,
                 ),
                 creates=True,
             )
@@ -221,7 +233,7 @@ class OpenAIBatchProvider:
             pass  # best effort: an orphaned input file only takes storage
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
-        return await self._call("openai.batches.list", lambda: self._find(tag))
+        return await self._call(f"{self.name}.batches.list", lambda: self._find(tag))
 
     async def _find(self, tag: BatchTag) -> RemoteBatch | None:
         async for batch in self.client.batches.list(limit=100):
@@ -232,7 +244,9 @@ class OpenAIBatchProvider:
         return None
 
     async def poll(self, remote_id: str) -> RemoteBatch:
-        return remote_from(await self._call("openai.batches.retrieve", lambda: self.client.batches.retrieve(remote_id)))
+        return remote_from(
+            await self._call(f"{self.name}.batches.retrieve", lambda: self.client.batches.retrieve(remote_id))
+        )
 
     async def results(self, remote: RemoteBatch) -> AsyncIterator[RowResult]:
         for data in await self._downloads([file_id for file_id in remote.handle or () if file_id]):
@@ -247,7 +261,10 @@ class OpenAIBatchProvider:
         """The output and error files side by side (one round trip, not two); a failure is raised
         after both ended, the first in file order, as one download after the other would."""
         found = await asyncio.gather(
-            *(self._call("openai.files.content", functools.partial(self._content, file_id)) for file_id in file_ids),
+            *(
+                self._call(f"{self.name}.files.content", functools.partial(self._content, file_id))
+                for file_id in file_ids
+            ),
             return_exceptions=True,
         )
         for item in found:
@@ -260,10 +277,12 @@ class OpenAIBatchProvider:
         return content
 
     async def cancel(self, remote_id: str) -> RemoteBatch:
-        return remote_from(await self._call("openai.batches.cancel", lambda: self.client.batches.cancel(remote_id)))
+        return remote_from(
+            await self._call(f"{self.name}.batches.cancel", lambda: self.client.batches.cancel(remote_id))
+        )
 
     async def delete_file(self, name: str) -> None:
-        await self._call("openai.files.delete", lambda: self.client.files.delete(name))
+        await self._call(f"{self.name}.files.delete", lambda: self.client.files.delete(name))
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -38,6 +38,17 @@ _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
             ("output_config", "tool"),
         ),
     ),
+    "azure": (
+        ProviderOption("api_version", str, "the Azure OpenAI api-version query parameter (default 2024-10-21)"),
+        ProviderOption("model", str, "the OpenAI model the deployment serves, for prices and token counts"),
+        ProviderOption(
+            "auth",
+            str,
+            "`api_key` (AZURE_OPENAI_API_KEY, default) or `entra_id` (an Entra ID token in AZURE_OPENAI_AD_TOKEN)",
+            ("api_key", "entra_id"),
+        ),
+        _KEEP_FILES,
+    ),
     "gemini": (
         ProviderOption(
             "vertexai", bool, "use Vertex AI (Application Default Credentials) instead of the Developer API key"

@@ -54,6 +54,7 @@ GEMINI = frozenset({
 })  # fmt: skip
 _KNOWN: Mapping[str, frozenset[str]] = {
     "openai": OPENAI_CHAT | OPENAI_RESPONSES,
+    "azure": OPENAI_CHAT,  # Chat Completions on a deployment
     "anthropic": ANTHROPIC | OPENAI_CHAT,  # OpenAI names: renamed (stop, max_completion_tokens) or dropped
     "gemini": GEMINI | OPENAI_CHAT,
 }

@@ -96,7 +96,7 @@ def adapt_schema(schema: dict[str, Any], provider: str) -> AdaptedSchema:
     name = provider.lower()
     if name == "mock":
         return AdaptedSchema(copy.deepcopy(schema), True)
-    family = "openai" if name in OPENAI_COMPATIBLE else name
+    family = "openai" if name in OPENAI_COMPATIBLE or name == "azure" else name
     if family not in _ADAPTERS:
         note = f"{provider} has no known structured-output support: nothing is enforced remotely"
         return AdaptedSchema(copy.deepcopy(schema), False, (f"{note}; validated locally",))
@@ -104,7 +104,7 @@ def adapt_schema(schema: dict[str, Any], provider: str) -> AdaptedSchema:
     ctx = _Adapting(provider, copy.deepcopy(schema))
     _ADAPTERS[family](ctx)
     adapted = ctx.result(schema)
-    if family == "openai" and name != "openai" and adapted.strict:
+    if family == "openai" and name not in ("openai", "azure") and adapted.strict:
         extra = f"{provider} servers differ in how fully they honour strict mode; validated locally"
         adapted = AdaptedSchema(adapted.schema, True, (*adapted.notes, extra))
     return adapted

@@ -48,6 +48,15 @@ CALLS: dict[str, dict[str, str | None]] = {
         "cancel": "anthropic.batches.cancel",
         "delete": None,
     },
+    "azure": {
+        "upload": "azure.files.create",
+        "create": "azure.batches.create",
+        "get": "azure.batches.retrieve",
+        "list": "azure.batches.list",
+        "download": "azure.files.content",
+        "cancel": "azure.batches.cancel",
+        "delete": "azure.files.delete",
+    },
     "gemini": {
         "upload": "gemini.files.upload",
         "create": "gemini.batches.create",
@@ -60,7 +69,7 @@ CALLS: dict[str, dict[str, str | None]] = {
 }
 # Each provider's real quota shape: OpenAI's insufficient_quota 429, Anthropic's "credit balance is
 # too low" 400, Gemini's "You exceeded your current quota" RESOURCE_EXHAUSTED without details.
-QUOTA = {"openai": "quota", "anthropic": "quota:credit_balance", "gemini": "quota:no_details"}
+QUOTA = {"openai": "quota", "anthropic": "quota:credit_balance", "gemini": "quota:no_details", "azure": "quota"}
 FAULTS = ("429", "500", "503", "timeout", "disconnect", "cut", "quota")
 GONE = ("404", "410")  # meaningful on a results download: the results expired
 EXIT = {"succeeded": 0, "partial": 3, "failed": 3, "paused": 10, "in_flight": 7, "budget": 4}
@@ -196,7 +205,7 @@ def _state(folder: Path) -> Path:
     return folder / ".batchor" / "state.duckdb"
 
 
-@pytest.mark.parametrize("provider", ["openai", "gemini"])
+@pytest.mark.parametrize("provider", ["openai", "gemini", "azure"])
 def test_provider_files_are_kept_when_the_spec_says_so(fake, workdir, no_waiting, provider):
     fake.reset(config=True, batches=True)
     spec = spec_for(workdir, provider, rows=ROWS)

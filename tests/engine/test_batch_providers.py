@@ -18,7 +18,12 @@ from tests.providers.helpers import provider_spec
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}
+MODELS = {
+    "openai": "gpt-4.1-mini",
+    "anthropic": "claude-haiku-4-5",
+    "gemini": "gemini-2.5-flash",
+    "azure": "gpt-4.1-mini",  # a deployment named after its model
+}
 
 
 def spec_for(folder: Path, provider: str, rows: int, **limits) -> Path:

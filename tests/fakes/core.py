@@ -308,6 +308,7 @@ class Stats:
         self.embedded: Counter[str] = Counter()  # prompt_key of each text embedded -> times (embedding_routes.py)
         self.embed_calls: list[int] = []  # texts per answered embeddings call (a batch line counts as one)
         self.usage: dict[str, dict[str, int]] = {}  # provider|model|mode|tier -> billed tokens by kind (cache.py)
+        self.azure: Counter[str] = Counter()  # Azure calls by auth|api-version (azure_routes.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -339,6 +340,7 @@ class Stats:
             "usage": {k: dict(v) for k, v in self.usage.items()},
             "cache_read_tokens": sum(v["cache_read"] for v in self.usage.values()),
             "cache_write_tokens": sum(v["cache_write"] + v["cache_write_1h"] for v in self.usage.values()),
+            "azure": dict(self.azure),
         }
 
 

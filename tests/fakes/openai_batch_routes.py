@@ -28,7 +28,12 @@ _STATUS = {
 }
 
 
-def register(app: Any) -> None:
+def register(
+    app: Any, *, prefix: str = "/v1", name: str = "openai", line_prefix: str = "/v1", guard: Any = None
+) -> None:
+    """The routes under `prefix` (Azure's: /openai), their fault names under `name`; batch lines
+    and the batch's `endpoint` start with `line_prefix` (Azure's: none); `guard(handler)` wraps
+    each route (Azure's checks the api-version)."""
     fake = app.fake
 
     async def upload(request: Request, params: dict[str, str]) -> Response:
@@ -59,13 +64,14 @@ def register(app: Any) -> None:
         found = world(fake).files.get(str(body.get("input_file_id")))
         if found is None:
             return _error(400, f"input file {body.get('input_file_id')} not found")
-        rows, problem = _rows(found["data"], str(body.get("endpoint")))
+        endpoint = str(body.get("endpoint"))
+        rows, problem = _rows(found["data"], endpoint, line_prefix)
         if problem:
             return _error(400, problem)
         job = Job(
             new_id("batch_"),
             "openai",
-            _ROUTES[str(body["endpoint"])],
+            _ROUTES["/v1" + endpoint.removeprefix(line_prefix)],
             rows,
             tag=(body.get("metadata") or {}).get("batchor_batch"),
             extra={
@@ -114,19 +120,20 @@ def register(app: Any) -> None:
             return _error(404, f"No such File object: {params['id']}")
         return json_response(200, {"id": params["id"], "object": "file", "deleted": True})
 
-    app.add("POST", "/v1/files", upload, "openai.files.create")
-    app.add("GET", r"/v1/files/(?P<id>[^/]+)/content", file_content, "openai.files.content")
+    guard = guard or (lambda handler: handler)
+    app.add("POST", f"{prefix}/files", guard(upload), f"{name}.files.create")
+    app.add("GET", rf"{prefix}/files/(?P<id>[^/]+)/content", guard(file_content), f"{name}.files.content")
     # ids start with file-: Gemini files (API version v1) live under /v1/files/<name> too
-    app.add("DELETE", r"/v1/files/(?P<id>file-[^/]+)", delete_file, "openai.files.delete")
-    app.add("POST", "/v1/batches", create, "openai.batches.create")
-    app.add("GET", "/v1/batches", listing, "openai.batches.list")
+    app.add("DELETE", rf"{prefix}/files/(?P<id>file-[^/]+)", guard(delete_file), f"{name}.files.delete")
+    app.add("POST", f"{prefix}/batches", guard(create), f"{name}.batches.create")
+    app.add("GET", f"{prefix}/batches", guard(listing), f"{name}.batches.list")
     # ids start with batch_: Gemini's jobs (API version v1) live under /v1/batches/<digits> too
-    app.add("GET", r"/v1/batches/(?P<id>batch_[^/]+)", retrieve, "openai.batches.retrieve")
-    app.add("POST", r"/v1/batches/(?P<id>batch_[^/]+)/cancel", cancel_job, "openai.batches.cancel")
+    app.add("GET", rf"{prefix}/batches/(?P<id>batch_[^/]+)", guard(retrieve), f"{name}.batches.retrieve")
+    app.add("POST", rf"{prefix}/batches/(?P<id>batch_[^/]+)/cancel", guard(cancel_job), f"{name}.batches.cancel")
 
 
-def _rows(data: bytes, endpoint: str) -> tuple[list[Row], str | None]:
-    if endpoint not in _ROUTES:
+def _rows(data: bytes, endpoint: str, line_prefix: str = "/v1") -> tuple[list[Row], str | None]:
+    if not endpoint.startswith(line_prefix) or "/v1" + endpoint.removeprefix(line_prefix) not in _ROUTES:
         return [], f"endpoint {endpoint} is not supported by the fake"
     rows, seen = [], set()
     for number, raw in enumerate(data.splitlines(), 1):

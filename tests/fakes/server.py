@@ -30,6 +30,7 @@ from typing import Any
 from . import (
     anthropic_batch_routes,
     anthropic_routes,
+    azure_routes,
     batch_core,
     gemini_batch_routes,
     gemini_routes,
@@ -47,16 +48,17 @@ PROVIDERS: tuple[Provider, ...] = (
     gemini_routes.PROVIDER,
 )
 # batch jobs and files: modules with register(app)
-BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes)
+BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes, azure_routes)
 RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 
 
 def _caller_key(request: Request) -> str:
     """The API key as each SDK sends it: OpenAI's bearer token, Anthropic's x-api-key, Gemini's
-    x-goog-api-key (or `?key=`)."""
+    x-goog-api-key (or `?key=`), Azure's api-key."""
     headers = request.headers
     bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
-    return headers.get("x-api-key") or headers.get("x-goog-api-key") or request.query.get("key") or bearer
+    found = headers.get("x-api-key") or headers.get("x-goog-api-key") or headers.get("api-key")
+    return found or request.query.get("key") or bearer
 
 
 class App:
