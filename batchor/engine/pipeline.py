@@ -43,7 +43,13 @@ def followers(steps: list[StepPlan], done: set[str], stage: list[StepPlan], runn
     live = {s.name for s in stage if s.mode != "batch"}
     chosen: list[StepPlan] = []
     for step in order_steps(steps):
-        if step.name in done or step.name in live or step.provider == "sql" or step.mode == "batch":
+        if (
+            step.name in done
+            or step.name in live
+            or step.provider == "sql"
+            or step.mode == "batch"
+            or step.kind == "reduce"
+        ):
             continue
         if step.name in runnable and set(step.depends_on) <= done | live and set(step.depends_on) & live:
             chosen.append(step)

@@ -37,6 +37,7 @@ from batchor.engine.outcome import (
 )
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
 from batchor.engine.realtime import RealtimeExecutor
+from batchor.engine.reduce_run import ReduceRun, RoundWork
 from batchor.engine.row_events import row_stream
 from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink
 from batchor.engine.sql_run import run_sql_step
@@ -46,6 +47,7 @@ from batchor.engine.workers import SharedRun
 from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, OutputError, StalePlanError
 from batchor.humanize import money
 from batchor.outputs.export import check_output_target, is_small, row_counts, write_output_and_count
+from batchor.outputs.groups import write_groups
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.estimate import step_estimates
 from batchor.plan.model import StepPlan
@@ -182,6 +184,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
             stop = off_running_loop(runner.run, runner.stop)
             with _held_if_small(plan, store):
                 outcome = _finish(plan, store, options, run, progress, stop, started, runner.shared)
+            _write_groups(plan, store, options, runner.reduced)
         except BaseException as exc:
             runner.flush_sinks()
             if runner.shared is not None:
@@ -216,6 +219,7 @@ class _Runner:
         self.sinks: list[ResultSink] = []  # flushed once more whatever ends the run
         self.in_flight = 0  # provider batches left running (apply --no-wait)
         self._pipeline: Pipeline | None = None  # the current wave's followers (see pipeline.py)
+        self.reduced: list[ReduceRun] = []  # reduce steps run (their groups feed the group outputs)
         self._feed: Pipeline | None = None  # ... until a realtime executor takes it
         self._user_emit = options.emit
         self._last_saved = time.monotonic()
@@ -261,8 +265,10 @@ class _Runner:
                     wave = [s for s in wave if s.name not in done]  # pipelined into an earlier wave
                     for step in (s for s in wave if s.provider == "sql"):
                         self._run_sql(step)
-                    works = [self._scan(step) for step in wave if step.provider != "sql"]
-                    if self.rows is not None:  # rows finished by SQL steps, cached answers, earlier runs
+                    for step in (s for s in wave if s.kind == "reduce"):
+                        self._run_reduce(runner, step)
+                    works = [self._scan(step) for step in wave if step.provider != "sql" and step.kind != "reduce"]
+                    if self.rows is not None:  # rows finished by SQL and reduce steps, cached answers, earlier runs
                         self.rows.resync()
                     done |= {s.name for s in wave}
                     self._pipeline = self._feed = self._start_pipeline(works, done)
@@ -363,6 +369,23 @@ class _Runner:
         self.options.emit(
             Event("step_finished", {"step": step.name, "kind": "sql", "rows": answered, "left_out": left_out})
         )
+
+    def _run_reduce(self, runner: asyncio.Runner, step: StepPlan) -> None:
+        """A reduce step round by round (engine/reduce_run.py): each round is a wave of its own."""
+        refresh = step.name in self.options.refresh or "*" in self.options.refresh
+        retry_failed = self.options.retry_failed or self.plan.header.retry_failed
+        reduce = ReduceRun(self.plan, step, self.store, refresh=refresh, retry_failed=retry_failed)
+        self.options.emit(Event("step_started", {"step": step.name, "groups": len(reduce.groups)}))
+        self.progress.skipped += len(reduce.skipped)
+        while not self.stop.stopped and not self.in_flight:
+            items = reduce.pending()
+            if not items:
+                break
+            self.progress.total += len(items)
+            self._feed = None
+            self._run_wave(runner, [RoundWork(self.plan, step, self.store, items)])
+        reduce.record()
+        self.reduced.append(reduce)
 
     def create_providers(self) -> None:
         """Build clients for steps with work; a missing key fails here, before any call and
@@ -526,6 +549,13 @@ def _finish(
         )
     )
     return outcome
+
+
+def _write_groups(plan: CompiledPlan, store: StateStore, options: ApplyOptions, reduced: list[ReduceRun]) -> None:
+    """Each reduce step's one row per group, beside the output (outputs/groups.py)."""
+    output = Path(options.output_path or plan.header.output.path)
+    for reduce in reduced:
+        write_groups(output, plan.header.output.format, reduce.step, store, reduce.answers())
 
 
 def kept_attached_if_small(plan: CompiledPlan, store: StateStore) -> AbstractContextManager[Any]:

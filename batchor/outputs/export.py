@@ -84,7 +84,8 @@ def build_output_sql(
     select = [f"rows.{_q(c)} AS {_q(c)}" for c in inputs]
     aliases = [f"rows.{_RESULT.format(i)}" for i in range(len(steps))]
     for step, alias in zip(steps, aliases):
-        select.extend(_answer_columns(step, alias, fmt))
+        if step.reduce is None or step.reduce.keep == "rows":  # a reduce's groups have an output of their own
+            select.extend(_answer_columns(step, alias, fmt))
     select.append(f"rows.{ROW_KEY}")  # with _status and _error: the bookkeeping columns come last
     select.append(f"{_status_sql(aliases)} AS _status")
     select.append(f'{_error_sql(steps, aliases)} AS "_error"')

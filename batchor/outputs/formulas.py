@@ -38,3 +38,11 @@ def escaped_items(select: list[str], names: set[str]) -> list[str]:
         expr, alias = match.groups()
         out.append(f"regexp_replace(({expr}), {_RISKY}, {_QUOTED}) AS {alias}")
     return out
+
+
+_RISKY_CELL = re.compile(r"^([=@\t\r].*|[+-].*[^0-9.eE+-].*|[+-])$", re.S)
+
+
+def escaped_cell(value: Any) -> Any:
+    """One Python cell escaped as `escaped_items` escapes a column (text only)."""
+    return f"'{value}" if isinstance(value, str) and _RISKY_CELL.match(value) else value

@@ -41,6 +41,8 @@ from batchor.plan.model import (
 from batchor.plan.plan_file import CompiledPlan, file_sha256, job_id_for, plan_id_for
 from batchor.plan.prices import ModelPrice
 from batchor.plan.prompt_cache import cache_tokens, upper_writes, write_1h
+from batchor.plan.reduce import ReduceTally
+from batchor.plan.reduce_plan import reduce_tallies
 from batchor.plan.render import RowTally, write_plan_data
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.typecheck import typed_steps
@@ -93,12 +95,15 @@ def compile_plan(
                 spec.limits.max_attempts,
                 spec.limits.on_truncation == "reask",
             )
-            roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
+            roots = [s for s in steps if not s.depends_on and s.provider != "sql" and s.kind != "reduce"]
             fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
             os.close(fd)
             tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh, retry_failed)
-            dependents = _dependents(Path(tmp), steps, templates, state, (refresh, retry_failed), str(loaded.base_dir))
+            reduce_rows: dict[str, list[Any]] = {}
+            cache = (refresh, retry_failed)
+            dependents = _dependents(Path(tmp), steps, templates, state, cache, str(loaded.base_dir), reduce_rows)
             tallies.update(dependents)
+            tallies.update(reduce_tallies(steps, reduce_rows, state, cache, (str(loaded.base_dir), spec.templates)))
             columns, fingerprint = reader.columns, source.fingerprint()
         finally:
             reader.close()
@@ -134,7 +139,7 @@ def _with_changes(
     job_id = job_id_for(header)
     steps = [
         _with_causes(s, _step_changes(s, data_path, state, (header.name, job_id), dependents.get(s.name)))
-        if s.counts.to_run and s.provider != "sql"
+        if s.counts.to_run and s.provider != "sql" and s.kind != "reduce"
         else s
         for s in header.steps
     ]
@@ -167,8 +172,9 @@ def _dependents(
     state: StateStore | None,
     cache: tuple[frozenset[str], bool],
     base_dir: str,
+    reduce_rows: dict[str, list[Any]],
 ) -> dict[str, DependentTally]:
-    tallies = dependent_tallies(path, steps, templates, state, cache[0], base_dir, retry_failed=cache[1])
+    tallies = dependent_tallies(path, steps, templates, state, cache[0], base_dir, cache[1], reduce_rows)
     if tallies:
         sample, by_name = first_row(path), {s.name: s for s in steps}
         for name, tally in tallies.items():
@@ -194,7 +200,11 @@ def _counted(steps: list[StepPlan], tallies: dict[str, Any], rows: int, batch_th
 
 
 def _with_counts(
-    step: StepPlan, tally: RowTally | DependentTally | None, rows: int, batch_threshold: int, answered: dict[str, float]
+    step: StepPlan,
+    tally: RowTally | DependentTally | ReduceTally | None,
+    rows: int,
+    batch_threshold: int,
+    answered: dict[str, float],
 ) -> StepPlan:
     step = settle_mode(step, tally.to_run if tally is not None else rows, batch_threshold)
     rest_input = _rest_input_mean(tally) if step.length_fit is not None and tally is not None else None
@@ -225,12 +235,14 @@ def _with_counts(
         )
     if tally is not None:
         counts = counts.model_copy(update={"failed_earlier": tally.failed_earlier})
+    if isinstance(tally, ReduceTally) and tally.projected:
+        counts = counts.model_copy(update={"projected": tally.projected, "estimated": True})
     if isinstance(tally, DependentTally):
         tally.run_keys.clear()
     return step.model_copy(update={"counts": counts})
 
 
-def _rest_input_mean(tally: RowTally | DependentTally) -> float | None:
+def _rest_input_mean(tally: RowTally | DependentTally | ReduceTally) -> float | None:
     """Counted input tokens per request still to run (projected rows at their expected count);
     None when nothing is left to run."""
     tokens, requests = float(tally.input_tokens), tally.to_run

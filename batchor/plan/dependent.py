@@ -118,15 +118,17 @@ def dependent_tallies(
     refresh: frozenset[str],
     base_dir: str = ".",
     retry_failed: bool = False,
+    reduce_rows: dict[str, list[Any]] | None = None,
 ) -> dict[str, DependentTally]:
     """Counts for every step that depends on another (or is SQL), from the plan data and the cache.
-    Requests that failed for good earlier are counted apart and not run (unless `retry_failed`)."""
-    dependents = [s for s in order_steps(steps) if s.depends_on or s.provider == "sql"]
+    Requests that failed for good earlier are counted apart and not run (unless `retry_failed`).
+    A reduce step's rows (with what they read) go to `reduce_rows`: its groups span batches."""
+    dependents = [s for s in order_steps(steps) if s.depends_on or s.provider == "sql" or s.kind == "reduce"]
     if not dependents:
         return {}
     by_name = {s.name: s for s in steps}
-    tallies = {s.name: DependentTally() for s in dependents}
-    roots = [s for s in steps if not s.depends_on and s.provider != "sql"]
+    tallies = {s.name: DependentTally() for s in dependents if s.kind != "reduce"}
+    roots = [s for s in steps if not s.depends_on and s.provider != "sql" and s.kind != "reduce"]
     for batch in pq.ParquetFile(data_path).iter_batches(batch_size=20000):
         table = pa.Table.from_batches([batch])
         keys = table.column(ROW_KEY).to_pylist()
@@ -140,7 +142,12 @@ def dependent_tallies(
         row_values = [{k: v for k, v in r.items() if k != ROW_KEY} for r in inputs.to_pylist()]
         frames: dict[str | None, list[Row]] = {None: input_rows(keys)}
         for step in dependents:
-            rows, tally = frames[step.grain], tallies[step.name]
+            rows, tally = frames[step.grain], tallies.get(step.name, DependentTally())
+            if step.kind == "reduce" and reduce_rows is not None:  # counted by plan/reduce_plan.py
+                found = reduce_rows.setdefault(step.name, [])
+                found += [(row, row_values[row.index], upstream(step, row, answers, by_name)) for row in rows]
+                answers[step.name] = {row.key: None for row in rows}
+                continue
             if step.provider != "sql":
                 answers[step.name] = _plan_rows(
                     step,

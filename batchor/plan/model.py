@@ -102,6 +102,25 @@ class PromptCache(_Frozen):
     source: str = "assumed"  # assumed | history: N runs
 
 
+class ReducePlan(_Frozen):
+    """A reduce step's grouping and folding, pinned (plan/reduce.py)."""
+
+    group_by: list[str]  # input columns or `step.field` answers whose values make a group
+    keep: str = "groups"  # groups | rows (also broadcast each group's answer to its rows)
+    fold_prompt: str | None = None  # combines partial answers (None: the step's own prompt)
+
+
+class SplitPlan(_Frozen):
+    """A split step's cutting rules, pinned (plan/split.py); `StepPlan.prompt` is the text template."""
+
+    chunk_tokens: int
+    overlap_tokens: int = 0
+    delimiter: str | None = None
+    before: int = 0  # neighbouring chunks gathered before and after each chunk
+    after: int = 0
+    tokenizer: tuple[str, str]  # (provider, model) whose counter cuts the text: the job model's
+
+
 class StepPlan(_Frozen):
     """Everything needed to build and price one step's requests, pinned at plan time."""
 
@@ -156,7 +175,9 @@ class StepPlan(_Frozen):
     attachments_folder: str | None = None  # where relative attachment paths start (the input's folder)
     media_rules: str | None = None  # provider whose attachment limits and token rules apply (also under --mock)
     pdf_text: bool = False  # `pdf: text`: PDF attachments are sent as their extracted text (plan/pdf_text.py)
-    kind: str = "llm"  # llm | embed (an embedding step: `prompt` is the text to embed, see plan/embed_step.py)
+    kind: str = "llm"  # llm | embed (`prompt` is the text to embed, plan/embed_step.py) | reduce | split
+    reduce: ReducePlan | None = None  # reduce steps: grouping and folding (plan/reduce.py)
+    split: SplitPlan | None = None  # split steps: how the text is cut (plan/split.py)
     dimensions: int | None = None  # embed: the vector size (None: unknown until the first answer)
     group_size: int | None = None  # embed: most texts per realtime call (None: the provider's limit)
     counts: StepCounts = Field(default_factory=StepCounts)

@@ -22,6 +22,7 @@ from batchor.duck import SMALL_ROWS, duckdb
 from batchor.errors import SpecError
 from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
 from batchor.plan.model import StepPlan
+from batchor.plan.split import split_rows
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.sql_guard import confined_for, refused_access
 
@@ -127,6 +128,8 @@ def evaluate(
 ) -> dict[str, str]:
     """Per returned row key: the JSON of its derived columns. Rows missing an upstream answer
     are not given to the query (as for LLM steps, whose requests need every input)."""
+    if step.kind == "split":
+        return split_rows(step, rows, upstream, base_dir)
     keep = [i for i in range(rows.num_rows) if all(upstream[dep][i] is not None for dep in step.depends_on)]
     table = rows.take(pa.array(keep, pa.int64())) if len(keep) != rows.num_rows else rows
     for dep in step.depends_on:

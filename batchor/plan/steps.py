@@ -30,8 +30,10 @@ from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
 from batchor.plan.prompt_cache import with_prompt_cache
+from batchor.plan.split import split_step_plan
 from batchor.plan.sql_files import referenced_files
 from batchor.plan.sql_step import sql_step_plan
+from batchor.plan.step_kinds import as_reduce, reduce_deps
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
 from batchor.providers.caching import TTLS
@@ -43,7 +45,7 @@ from batchor.schema.adapt import adapt_schema
 from batchor.schema.answer_length import expected_answer_tokens
 from batchor.schema.core import check_schema
 from batchor.spec.load import LoadedSpec
-from batchor.spec.model import EmbedStep, LLMStep, ModelSpec, SqlStep
+from batchor.spec.model import EmbedStep, LLMStep, ModelSpec, ReduceStep, SplitStep, SqlStep
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, templates_folder
 
 
@@ -82,18 +84,25 @@ def resolve_steps(
                 )
                 plans.append(_embed_plan(loaded, name, step, templates[name], overrides))
                 continue
-            compiled = _compile(
-                loaded, env, name, step.system, step.prompt, step.when, names - {name}, step.attachments
-            )
+            if isinstance(step, SplitStep):
+                templates[name] = _compile(
+                    loaded, env, name, None, step.split, None, names - {name}, prompt_key="split"
+                )
+                plans.append(split_step_plan(loaded.spec, name, step, templates[name].step_refs))
+                continue
+            known = names - {name} | ({"group"} if isinstance(step, ReduceStep) else set())
+            compiled = _compile(loaded, env, name, step.system, step.prompt, step.when, known, step.attachments)
             templates[name] = compiled
-            deps = sorted(set(step.depends_on) | compiled.step_refs)
+            if isinstance(step, ReduceStep):
+                compiled.step_refs.discard("group")  # its groups, not a step
+            deps = sorted(set(step.depends_on) | compiled.step_refs | reduce_deps(name, step, names))
             model = _effective_model(spec.model, step.model, overrides)
             with found.check():
                 _check_model_block(loaded, name, model, overrides, checked)
             mode = overrides.mode or step.mode or spec.limits.mode
             plan = _step_plan(loaded, name, model, deps, overrides, mode)
             check_ttl(plan.provider, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
-            plans.append(with_prompt_cache(plan, compiled, spec.limits, spec.cache.ttl))
+            plans.append(with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache.ttl))
     if not collect:
         found.raise_all()
         _check_acyclic(plans)

@@ -88,6 +88,17 @@ class TokenCounter:
             return math.ceil(len(text) / 4)
         return self._enc.counts([text], self._count_misses)[0]
 
+    def windows(self, text: str, size: int, overlap: int) -> list[str]:
+        """`text` cut into pieces of at most `size` tokens, each repeating the last `overlap`
+        tokens of the one before (characters/4 when no vocabulary is available)."""
+        if self._enc is None:
+            units: Any = text
+            size, overlap = size * 4, overlap * 4
+        else:
+            units = self._enc.encode_ordinary(text)
+        pieces = [units[i : i + size] for i in range(0, max(len(units) - overlap, 1), size - overlap)]
+        return [p if self._enc is None else self._enc.decode(p) for p in pieces if len(p)]
+
     def count_batch(self, texts: Sequence[str]) -> list[int]:
         """Count many texts; duplicates are counted once (rows often repeat a system prompt)."""
         index: dict[str, int] = {}

@@ -94,7 +94,7 @@ def with_sql_schemas(
     problems: list[BatchorError] = []
     failed: set[str] = set()
     for step in order_steps(steps):
-        if step.provider == "sql":
+        if step.provider == "sql" and step.kind != "split":
             if failed & set(step.depends_on):
                 failed.add(step.name)  # cannot be checked until the step it reads is fixed
                 continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from batchor.spec.model import JobSpec, SqlStep
+from batchor.spec.model import JobSpec, SplitStep, SqlStep
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -50,8 +50,8 @@ def changes_the_model(spec: JobSpec, model: str | None) -> bool:
     if not model:
         return False
     for step in spec.steps.values():
-        if isinstance(step, SqlStep):
-            continue  # a SQL step has no model
+        if isinstance(step, (SqlStep, SplitStep)):
+            continue  # a SQL or split step has no model
         own = step.model
         provider = (own.provider if own is not None else None) or spec.model.provider
         name = (own.name if own is not None else None) or spec.model.name
@@ -65,7 +65,9 @@ def changes_the_provider(spec: JobSpec, mock: bool) -> bool:
     rehearses: its run is a full one)."""
     if not mock:
         return False
-    return any(_provider(spec, step) != "mock" for step in spec.steps.values() if not isinstance(step, SqlStep))
+    return any(
+        _provider(spec, step) != "mock" for step in spec.steps.values() if not isinstance(step, (SqlStep, SplitStep))
+    )
 
 
 def _provider(spec: JobSpec, step: object) -> str | None:

@@ -254,19 +254,80 @@ class EmbedStep(_Strict):
     """Most texts per realtime call (never above the provider's limit)."""
 
 
+class ReduceSpec(_Strict):
+    """How a `reduce:` step groups its rows and folds a group too long for one request."""
+
+    group_by: list[str] = Field(min_length=1)
+    """Columns (`product`) or earlier answers (`triage.category`) whose values make a group."""
+    keep: Literal["groups", "rows"] = "groups"
+    """`groups`: one row per group, written beside the output (`<output>.<step>.<ext>`); `rows`:
+    also broadcast the group's answer back to each of its rows in the output."""
+    fold_prompt: str | None = None
+    """Prompt that combines partial answers of a group too long for the context window (Jinja
+    sees `group.rows` = the partial answers, `group.key`). Default: the step's own prompt."""
+
+
+class ReduceStep(LLMStep):
+    """One LLM call per group of rows (its `prompt` sees `group.rows` and `group.key`); a group
+    larger than the model's context window is answered in parts, then folded into one answer."""
+
+    reduce: ReduceSpec
+
+
+class GatherSpec(_Strict):
+    """Neighbouring chunks put beside each chunk (as `<step>.before` and `<step>.after`)."""
+
+    before: int = Field(default=0, ge=0, le=20)
+    after: int = Field(default=0, ge=0, le=20)
+
+
+class SplitStep(_Strict):
+    """Cut a long text into chunks: each chunk becomes an element row `<row_key>#<n>` (like a
+    fan-out), and later steps see `<step>.text`, `<step>.n`, `<step>.of`, `<step>.before` and
+    `<step>.after`."""
+
+    split: str
+    """The text to cut: a Jinja template, e.g. `{{ row.body }}`."""
+    chunk_tokens: int = Field(ge=16)
+    """Most tokens per chunk, counted with the job model's tokenizer (the plan's counter)."""
+    overlap_tokens: int = Field(default=0, ge=0)
+    """Tokens each chunk repeats from the end of the one before it."""
+    delimiter: str | None = None
+    """Cut only at this delimiter (e.g. a blank line), packing whole pieces up to `chunk_tokens`;
+    a piece longer than that is cut by tokens. Default: cut by tokens anywhere."""
+    gather: GatherSpec = Field(default_factory=GatherSpec)
+    """Neighbouring chunks each chunk carries as context: `{before: 1, after: 1}`."""
+    depends_on: list[str] = Field(default_factory=list)
+    """Steps the template reads (inferred from the template when omitted)."""
+
+    @model_validator(mode="after")
+    def _overlap_below_chunk(self) -> "SplitStep":
+        if self.overlap_tokens >= self.chunk_tokens:
+            raise ValueError("overlap_tokens must be smaller than chunk_tokens")
+        return self
+
+
 def _step_kind(value: Any) -> str:
-    """A step with `sql:` is a SQL step, one with `embed:` an embedding step; anything else is an
-    LLM step (so errors name its keys)."""
+    """A step with `sql:` is a SQL step, `embed:` an embedding step, `reduce:` a reduce step,
+    `split:` a split step; anything else is an LLM step (so errors name its keys)."""
     if isinstance(value, dict):
-        return "sql_step" if "sql" in value else "embed_step" if "embed" in value else "llm_step"
-    if isinstance(value, EmbedStep):
-        return "embed_step"
-    return "sql_step" if isinstance(value, SqlStep) else "llm_step"
+        for key in ("sql", "embed", "reduce", "split"):
+            if key in value:
+                return f"{key}_step"
+        return "llm_step"
+    for kind, tag in ((SqlStep, "sql_step"), (EmbedStep, "embed_step"), (ReduceStep, "reduce_step")):
+        if isinstance(value, kind):
+            return tag
+    return "split_step" if isinstance(value, SplitStep) else "llm_step"
 
 
-STEP_TAGS = ("llm_step", "sql_step", "embed_step")
+STEP_TAGS = ("llm_step", "sql_step", "embed_step", "reduce_step", "split_step")
 StepSpec = Annotated[
-    Annotated[LLMStep, Tag("llm_step")] | Annotated[SqlStep, Tag("sql_step")] | Annotated[EmbedStep, Tag("embed_step")],
+    Annotated[LLMStep, Tag("llm_step")]
+    | Annotated[SqlStep, Tag("sql_step")]
+    | Annotated[EmbedStep, Tag("embed_step")]
+    | Annotated[ReduceStep, Tag("reduce_step")]
+    | Annotated[SplitStep, Tag("split_step")],
     Discriminator(_step_kind),
 ]
 

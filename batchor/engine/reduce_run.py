@@ -1,0 +1,106 @@
+"""Apply-time reduce steps: group the rows, then send each group's fold tree round by round.
+
+Each round walks every group's tree (plan/reduce.py) as far as stored answers reach and collects
+the requests to send now: the first-level parts, or a level of folds once the parts below are
+answered. The round's requests go through the same realtime or batch executor as any step
+(budget, retries, durable batches), so a killed run resumes from what was stored. Finally each
+row is mapped to its group's answer (or to the request that failed), like any step's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from batchor.engine.pending import PendingKeys
+from batchor.engine.rows import JobRows, input_values
+from batchor.engine.types import WorkItem
+from batchor.engine.work import StepWork
+from batchor.plan.model import StepPlan
+from batchor.plan.plan_file import CompiledPlan
+from batchor.plan.reduce import Group, WalkResult, grouped, stored_lookup
+from batchor.plan.reduce_plan import walker_for
+from batchor.state.base import StateStore
+
+
+class ReduceRun:
+    """One reduce step of one apply: its groups, and where each stands."""
+
+    def __init__(
+        self,
+        plan: CompiledPlan,
+        step: StepPlan,
+        store: StateStore,
+        *,
+        refresh: bool = False,
+        retry_failed: bool = False,
+    ) -> None:
+        self.plan, self.step, self.store = plan, step, store
+        self.walker = walker_for(step, plan.header.base_dir, plan.header.spec.get("templates"))
+        self.sent: set[str] = set()  # keys sent by this run (with --refresh, the only answers read)
+        stored = stored_lookup(store, step, retry_failed=retry_failed)
+        self.lookup = self._fresh_only(stored) if refresh else stored
+        self.groups, self.skipped = self._grouped()
+        self.walks: dict[int, WalkResult] = {}
+
+    def _fresh_only(self, stored: Callable[[list[str]], dict[str, tuple[str, Any]]]) -> Any:
+        return lambda keys: stored([k for k in keys if k in self.sent])
+
+    def _grouped(self) -> tuple[list[Group], list[str]]:
+        rows_of = JobRows(self.plan, self.store)
+        members: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+        skipped: list[str] = []
+        for inputs, rows in rows_of.batches(self.step.grain):
+            values = input_values(inputs)
+            for row in rows:
+                answers = rows_of.upstream(self.step, row)
+                if any(a is None for a in answers.values()):
+                    skipped.append(row.key)
+                else:
+                    members.append((row.key, values[row.index], answers))
+        assert self.step.reduce is not None
+        return list(grouped(members, self.step.reduce.group_by).values()), skipped
+
+    def pending(self) -> list[WorkItem]:
+        """Requests to send this round (each once), after walking every group again."""
+        items: dict[str, WorkItem] = {}
+        for i, group in enumerate(self.groups):
+            self.walks[i] = walk = self.walker.walk(group, self.lookup)
+            for request, tokens in walk.pending:
+                if request.key not in self.sent:
+                    items.setdefault(request.key, WorkItem(request.key, self.step.name, request.messages, tokens))
+        self.sent |= set(items)
+        return list(items.values())
+
+    def record(self) -> None:
+        """Map each row to its group's answer, or the request of its group that failed or waits."""
+        row_keys: list[str] = list(self.skipped)
+        keys: list[str | None] = [None] * len(self.skipped)
+        for i, group in enumerate(self.groups):
+            walk = self.walks.get(i) or self.walker.walk(group, self.lookup)
+            key = walk.final or walk.failed or (walk.pending[0][0].key if walk.pending else None)
+            row_keys += group.row_keys
+            keys += [key] * len(group.row_keys)
+        self.store.forget_run_requests(self.plan.job_id, self.step.name)
+        table = pa.table({"row_key": pa.array(row_keys, pa.string()), "request_key": pa.array(keys, pa.string())})
+        self.store.add_run_requests(self.plan.job_id, self.step.name, table)
+
+    def answers(self) -> list[tuple[dict[str, Any], int, str | None]]:
+        """Per group: its key, its rows, and its answer's request key (None: not answered)."""
+        return [(g.key, len(g.row_keys), self.walks[i].final) for i, g in enumerate(self.groups)]
+
+
+class RoundWork(StepWork):
+    """One round of a reduce step as a batch lane's work: exactly these requests."""
+
+    def __init__(self, plan: CompiledPlan, step: StepPlan, store: StateStore, items: list[WorkItem]) -> None:
+        super().__init__(plan, step, store)
+        self.round = {item.key: item for item in items}
+        self.pending = PendingKeys(pa.array(list(self.round), pa.string()))
+
+    def items(self, wanted: Callable[[str], bool] | None = None) -> Iterator[WorkItem]:
+        for key in self.pending:
+            if key in self.round and (wanted is None or wanted(key)):
+                yield self.round[key]
