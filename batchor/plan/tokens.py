@@ -91,13 +91,14 @@ class TokenCounter:
     def windows(self, text: str, size: int, overlap: int) -> list[str]:
         """`text` cut into pieces of at most `size` tokens, each repeating the last `overlap`
         tokens of the one before (characters/4 when no vocabulary is available)."""
-        if self._enc is None:
+        encoding = None if self._enc is None else self._enc.encoding
+        if encoding is None:
             units: Any = text
             size, overlap = size * 4, overlap * 4
         else:
-            units = self._enc.encode_ordinary(text)
+            units = encoding.encode_ordinary(text)
         pieces = [units[i : i + size] for i in range(0, max(len(units) - overlap, 1), size - overlap)]
-        return [p if self._enc is None else self._enc.decode(p) for p in pieces if len(p)]
+        return [p if encoding is None else encoding.decode(p) for p in pieces if len(p)]
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
         """Count many texts; duplicates are counted once (rows often repeat a system prompt)."""
