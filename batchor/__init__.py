@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `import batchor` stays fast
     from batchor.api import Plan, ValidationReport, apply, plan, validate
+    from batchor.choose import Comparison, compare
     from batchor.costdiff import CostDiff, cost_diff
     from batchor.engine.events import Event
     from batchor.errors import (
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # the names below load on first use (see __getattr__): `impor
 __all__ = [
     "BatchorError",
     "CheckReport",
+    "Comparison",
     "CostDiff",
     "CostLimitError",
     "DiffReport",
@@ -55,6 +57,7 @@ __all__ = [
     "apply",
     "cancel",
     "check",
+    "compare",
     "cost_diff",
     "diff",
     "export",
@@ -93,6 +96,8 @@ _WHERE = {
     "validate": "batchor.api",
     "Event": "batchor.engine.events",
     "CostDiff": "batchor.costdiff",
+    "Comparison": "batchor.choose",
+    "compare": "batchor.choose",
     "cost_diff": "batchor.costdiff",
     "BatchorError": "batchor.errors",
     "CostLimitError": "batchor.errors",

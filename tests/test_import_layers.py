@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "__init__": 5,
     "pilot": 5,
     "costdiff": 5,
+    "choose": 5,
     "draft": 5,
     # 6 the command line: imported by nothing
     "cli": 6,

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import arrow_pool
-from batchor.cli import basics, costdiff_cmd, housekeeping, pandas_probe, pilot_cmd, review_cmd
+from batchor.cli import basics, compare_cmd, costdiff_cmd, housekeeping, pandas_probe, pilot_cmd, review_cmd
 from batchor.cli import quality as quality_cli
 from batchor.cli.basics import print_json
 from batchor.cli.colour import coloured, terminal_safe
@@ -364,6 +364,7 @@ def export(
         typer.echo(f"note: {data['note']}", err=True)
 
 
+compare_cmd.register(app, lambda yes, max_cost: _approve(yes, max_cost))
 app.command("results")(results_command)
 app.command("report")(report_command)
 app.command("show")(show_command)

@@ -199,6 +199,16 @@ class LedgerReads(Protocol):
             [job_id, run_id],
         )
 
+    def job_latency_p50(self, job_id: str) -> float | None:
+        """Median duration (ms) of the timed attempts on the job's requests, whichever runs made
+        them (a cached sample keeps the latency it was answered with); None: none timed."""
+        rows = self.execute(
+            "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms) "
+            f"FROM attempts a JOIN {_STEP_KEYS} k ON k.request_key = a.request_key WHERE a.duration_ms IS NOT NULL",
+            [job_id],
+        )
+        return float(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def failed_by_reason(self, job_id: str) -> list[tuple[Any, ...]]:
         """(step, error code, rows) of the job's failed rows, the most frequent first."""
         return self.execute(

@@ -29,6 +29,7 @@ from .answers import (
 from .cache import PromptCaches, tally
 from .lengths import count_tokens, following_input, input_tokens, prose
 from .limits import Limiter, Snapshot
+from .models import graded, latency_ms
 from .wire import Response, json_response
 
 # The API key of the request being answered (server.py sets it), for `echo_key`.
@@ -100,6 +101,9 @@ DEFAULTS: dict[str, Any] = {
     # OpenAI flex processing: the first N calls asking for `service_tier: flex` get a 429
     # "Resource Unavailable" (no flex capacity now), as OpenAI answers when flex is busy
     "flex_unavailable": 0,
+    # Models that differ (models.py): {model: share of rows whose `[truth: x]` label it answers right}
+    "model_accuracy": {},
+    "model_latency_ms": {},  # {model: ms}: its own latency, instead of latency_ms
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
 FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut", "blocked", "empty", "tool_call")
@@ -428,14 +432,16 @@ class Fake:
             status, payload = provider.quota_error(self.config["quota_exhausted"] or True)
             return self._reply(provider, status, payload)
         if action is not None and action not in ANSWERED_ACTIONS:
-            await self._latency()
+            await self._latency(call.model)
             return await self._fault(provider, call, action)
-        answer = self.scripted(call) or build_answer(call, words=self.config["text_words"], config=self.config)
+        answer = self.scripted(call) or graded(
+            call, build_answer(call, words=self.config["text_words"], config=self.config), self.config
+        )
         headers, refusal = self._rate_limit(provider, call, answer)
         if refusal is not None:
             return refusal
         action = action or self.scripted_malformed(call) or self._draw_fault()
-        await self._latency()
+        await self._latency(call.model)
         if self.scripted(call) is not None and action is None:
             self.script_cursor += 1
             self.stats.scripted_served += 1
@@ -541,9 +547,9 @@ class Fake:
                 return name
         return None
 
-    async def _latency(self) -> None:
+    async def _latency(self, model: str | None = None) -> None:
         cfg = self.config
-        delay = float(cfg["latency_ms"])
+        delay = latency_ms(cfg, model)
         if cfg["latency_jitter_ms"]:
             delay += self.jitter_rng.random() * float(cfg["latency_jitter_ms"])
         if delay > 0:

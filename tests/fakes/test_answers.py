@@ -220,3 +220,19 @@ def test_mistakes_are_drawn_for_their_share_of_requests_from_the_text_alone():
     assert 0.18 <= sum(drawn) / len(drawn) <= 0.22
     assert drawn == [mistake_drawn(f"Review: text {i}", 0.2) for i in range(4000)]
     assert not any(mistake_drawn(f"Review: text {i}", 0.0) for i in range(200))
+
+
+def test_models_get_labelled_answers_right_at_their_own_rate():
+    from .core import Answer, Call
+    from .models import graded
+
+    schema = {"type": "object", "properties": {"sentiment": {"enum": ["positive", "negative"]}}}
+    right = {}
+    for model, accuracy in (("weak", 0.3), ("strong", 1.0)):
+        config = {"model_accuracy": {model: accuracy}}
+        calls = [Call("openai", model, "p", f"row {i} [truth: negative]", schema) for i in range(200)]
+        answers = [graded(c, Answer('{"sentiment": "positive"}', None, 1, 1), config) for c in calls]
+        right[model] = sum(json.loads(a.text)["sentiment"] == "negative" for a in answers) / 200
+    assert right["strong"] == 1.0 and 0.2 < right["weak"] < 0.4
+    unlisted = Call("openai", "other", "p", "row [truth: negative]", schema)
+    assert graded(unlisted, Answer('{"sentiment": "positive"}', None, 1, 1), config).text == '{"sentiment": "positive"}'

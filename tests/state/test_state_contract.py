@@ -172,6 +172,14 @@ def test_job_requests_map_rows_to_results(store):
     assert store.job_results("j", "other").num_rows == 1 and store.failures_by_reason("j") == {"http_400": 1}
 
 
+def test_job_latency_is_the_median_of_its_requests_attempts_whichever_run(store):
+    assert store.job_latency_p50("j") is None
+    store.add_run_requests("j", "s", pa.table({"row_key": ["1", "2"], "request_key": ["a", "b"]}))
+    store.record_results(_results(), _attempts("a", "b", "c"))  # c is another job's: not counted
+    store.record_results(_results(), _attempts("b", run_id="r2"))
+    assert store.job_latency_p50("j") == 7.0 and store.job_latency_p50("other") is None
+
+
 def test_run_history(store):
     assert store.get_run(None) is None and store.list_runs() == []
     store.start_run(RunRecord(run_id="r20260101-aaa", job_id="j", plan_id="p", name="first"))
