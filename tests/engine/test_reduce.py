@@ -4,12 +4,19 @@ plan's count of calls is the count made (real openai SDK against the fake provid
 from __future__ import annotations
 
 import csv
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pytest
 import yaml
 
 import batchor
+from tests.cli.cli_helpers import cli_env
 from tests.conftest import write_csv
 
 SUMMARY = {
@@ -104,3 +111,37 @@ def test_a_new_row_re_asks_only_its_group_and_keep_rows_broadcasts(fake, workdir
     for row in out:
         by_product.setdefault(row["product"], set()).add(row["summary.points"])
     assert all(len(answers) == 1 and "" not in answers for answers in by_product.values())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_kill_9_during_a_folded_reduce_then_resume_asks_nothing_answered_again(fake, workdir):
+    fake.configure(latency_ms=300)
+    spec = _spec(workdir, _rows(big=120, small=3))
+    planned = batchor.plan(spec).steps["summary"]["to_run"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batchor.cli.main", "apply", spec, "--yes"],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and fake.stats()["requests"] < 5:
+        time.sleep(0.05)
+    time.sleep(0.5)  # answers are stored at least every flush interval
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    sent, stored = fake.stats()["requests"], _answered(workdir / ".batchor" / "state.duckdb")
+    assert 0 < stored < planned and sent < planned  # killed mid-tree
+    assert batchor.apply(spec).status == "succeeded"
+    assert fake.stats()["requests"] - sent == planned - stored  # the rest once each, nothing stored again
+    assert batchor.plan(spec).steps["summary"]["to_run"] == 0
+
+
+def _answered(state: Path) -> int:
+    try:
+        with duckdb.connect(str(state), read_only=True) as db:
+            return db.execute("SELECT count(*) FROM results WHERE status = 'succeeded'").fetchone()[0]
+    except duckdb.Error:  # not created yet, or held by the writer a moment
+        return 0
