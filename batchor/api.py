@@ -36,6 +36,7 @@ from batchor.plan.trust import check_trusted, repository_spec, seal, sealed_here
 from batchor.plan.validate import ValidationReport, validate_loaded
 from batchor.plan.variants import changes_the_model, changes_the_provider, variant_tags
 from batchor.quality import bind_spec_checks, check_plan, checks_after_run
+from batchor.resolve import paired, write_clusters
 from batchor.result import Result
 from batchor.spec.inputs import rows_only_sql
 from batchor.spec.load import LoadedSpec, load_spec
@@ -113,6 +114,8 @@ def plan(
     location = found.location
     sql = None if row_keys is None else rows_only_sql(loaded.spec.input.sql, loaded.spec.input.key_columns(), row_keys)
     loaded = _with_input(loaded, data, location, limit=limit, sample=sample, seed=seed, sql=sql)
+    if loaded.spec.resolve is not None:  # the step judges the rows' candidate pairs (batchor/resolve/)
+        loaded = paired(loaded, _state_dir(location) / "inputs")
     refresh = frozenset(refresh) | ({"*"} if no_cache else set())
     with disk_full_reported(location):
         store = open_state(location)
@@ -451,9 +454,12 @@ def apply_compiled(
             if not getattr(store, "shared", False):  # this apply holds the state: a `running` run is dead
                 close_dead_runs(store)
             try:
-                return apply_plan(compiled, store, options)
+                outcome = apply_plan(compiled, store, options)
             except StalePlanError as exc:
                 raise _naming_states(exc, compiled, location) from None
+    if compiled.header.spec.get("resolve") and outcome.output_path:  # the rows' clusters, beside the pairs
+        write_clusters(compiled.header, Path(outcome.output_path))
+    return outcome
 
 
 def _with_rows(

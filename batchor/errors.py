@@ -400,6 +400,13 @@ class OutputError(BatchorError):
     code = "output_unwritable"
 
 
+class ResolveError(SpecError):
+    """A `resolve:` job that cannot run: no judge step with a boolean `same`, an unknown column,
+    a blocking rule that fails or pairs no rows."""
+
+    code = "resolve_invalid"
+
+
 class OutputStreamError(SpecError):
     """`output.stream: true` on an output that cannot stream (not JSONL, or a fan-out job)."""
 

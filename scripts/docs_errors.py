@@ -51,6 +51,7 @@ FIXES = {
     "then run the same command (its rows stayed pending).",
     "batches_in_flight": "Collect the batches first: `batchor apply SPEC --mode batch` (or wait, or `batchor cancel`).",
     "output_unwritable": "Make the output path writable (not a folder, space on disk, permissions); `batchor export RUN -o FILE` writes it.",
+    "resolve_invalid": "Give the `resolve:` job one judge step answering a boolean `same`, a `value` column the input has, and a blocking rule that runs and pairs some rows.",
     "output_stream_unsupported": "Stream a `.jsonl` output of a job without a fan-out, or drop `output.stream: true` (the file is then written at the end).",
     "output_conflict": "Set `output.path` (or `--output`) to a file of its own: not the state file, an input file or the spec.",
     "run_not_found": "Use a run id from `batchor runs` (a prefix is enough when it is unique).",

@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "plan": 2,
     # 3 write a plan's results out
     "outputs": 3,
+    "resolve": 3,  # pairs a resolve job's rows before planning, clusters its judged pairs after
     # 4 run a plan
     "engine": 4,
     # 5 application: what the CLI and Python users call

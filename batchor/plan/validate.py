@@ -22,6 +22,7 @@ from batchor.plan.targets import check_output_path
 from batchor.plan.typecheck import typed_steps
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
+from batchor.spec.pair_columns import pair_schema
 
 # Binds the spec's `checks:` to the answers these steps would give (batchor.quality.bind_checks):
 # passed in by the API, as quality sits above planning.
@@ -67,7 +68,8 @@ def _input_schema(loaded: LoadedSpec, found: Problems) -> pa.Schema | None:
     with found.check():
         reader = InputReader(input_source(loaded))
         try:
-            return reader.schema()
+            schema = reader.schema()
+            return pair_schema(schema) if loaded.spec.resolve is not None else schema
         finally:
             reader.close()
     return None

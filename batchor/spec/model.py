@@ -347,6 +347,37 @@ class OutputSpec(_Strict):
     Default: on for JSONL outputs (not with a fan-out, nor on a shared PostgreSQL run)."""
 
 
+class BlockSpec(_Strict):
+    """Which rows of a `resolve:` job are candidate pairs: only these pairs are judged."""
+
+    key: str | None = None
+    """DuckDB expression over a row's columns; rows with the same non-null value pair up
+    (for example `lower(left(name, 4))`)."""
+    on: str | None = None
+    """DuckDB condition over two rows `a` and `b` (for example
+    `jaro_winkler_similarity(lower(a.name), lower(b.name)) > 0.85`)."""
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "BlockSpec":
+        if (self.key is None) == (self.on is None):
+            raise ValueError("give exactly one blocking rule: `key:` or `on:`")
+        return self
+
+
+class ResolveSpec(_Strict):
+    """Entity resolution: the rows are paired by `block`, the job's step judges each pair (its
+    answer needs a boolean `same`), connected pairs become clusters, each with a canonical value."""
+
+    value: str
+    """The input column holding the value to resolve (a company name, an address)."""
+    block: BlockSpec
+    judge: str | None = None
+    """The step whose answer decides a pair (default: the job's only step)."""
+    canonical: Literal["most_frequent", "longest"] = "most_frequent"
+    """How a cluster's canonical value is chosen among its rows' values (ties: the other rule,
+    then alphabetical order)."""
+
+
 class LimitsSpec(_Strict):
     """Budget, speed and retry limits."""
 
@@ -433,6 +464,9 @@ class JobSpec(_Strict):
     """Quality gates over the finished rows of the whole job (`batchor check`)."""
     cache: CacheSpec = Field(default_factory=CacheSpec)
     """Provider prompt caching of each step's shared prefix (see `limits.prompt_cache`)."""
+    resolve: ResolveSpec | None = None
+    """Entity resolution: the step judges candidate pairs of rows instead of rows
+    (see the resolve guide)."""
 
     @field_validator("steps")
     @classmethod

@@ -190,7 +190,7 @@ def answer_row(
         return status, provider.error_body(
             status, f"Request failed with status {status} (injected fault).", call, 1.0 if status == 429 else 0.0
         )
-    answer = build_answer(
+    answer = (None if action else fake.pair_judged(call)) or build_answer(
         call,
         malformed=action == "malformed",
         words=fake.config["text_words"],

@@ -30,6 +30,7 @@ from .cache import PromptCaches, tally
 from .lengths import count_tokens, following_input, input_tokens, prose
 from .limits import Limiter, Snapshot
 from .models import graded, latency_ms
+from .pairs import judged
 from .wire import Response, json_response
 
 # The API key of the request being answered (server.py sets it), for `echo_key`.
@@ -98,6 +99,8 @@ DEFAULTS: dict[str, Any] = {
     # Canned answers served in order, one per answered model call (text, or a JSON value sent as
     # JSON text); setting the list restarts it; once used up, answers are generated again.
     "scripted_answers": [],
+    # Pair questions (`A: ...` / `B: ...`, a boolean `same` in the schema) judged by a rule (pairs.py)
+    "judge_pairs": False,
     # OpenAI flex processing: the first N calls asking for `service_tier: flex` get a 429
     # "Resource Unavailable" (no flex capacity now), as OpenAI answers when flex is busy
     "flex_unavailable": 0,
@@ -434,8 +437,10 @@ class Fake:
         if action is not None and action not in ANSWERED_ACTIONS:
             await self._latency(call.model)
             return await self._fault(provider, call, action)
-        answer = self.scripted(call) or graded(
-            call, build_answer(call, words=self.config["text_words"], config=self.config), self.config
+        answer = (
+            self.scripted(call)
+            or self.pair_judged(call)
+            or graded(call, build_answer(call, words=self.config["text_words"], config=self.config), self.config)
         )
         headers, refusal = self._rate_limit(provider, call, answer)
         if refusal is not None:
@@ -493,6 +498,15 @@ class Fake:
         counter = str(self.config.get("token_counter") or "chars/4")
         tokens_in = call_input_tokens(call, self.config)
         return Answer(text, value, tokens_in, count_tokens(text, counter))
+
+    def pair_judged(self, call: Call) -> Answer | None:
+        """A pair question's answer by rule (config ``judge_pairs``, see pairs.py), else None."""
+        text = judged(call.prompt, call.schema) if self.config["judge_pairs"] else None
+        if text is None:
+            return None
+        value = json.loads(text) if call.tool is not None else None
+        counter = str(self.config.get("token_counter") or "chars/4")
+        return Answer(text, value, call_input_tokens(call, self.config), count_tokens(text, counter))
 
     def bill(self, call: Call, answer: Answer, batch_row: int | None = None) -> None:
         """Count an answered call: its prompt-cache usage (cache.py) and its tokens."""
