@@ -167,6 +167,7 @@ def export(
     """Write a run's results: the rows of the plan it ran, with the answers stored now (finished or
     not: unanswered rows show `_status` pending). The state keeps one answer per request, not one
     per run, so an earlier run's rows show what later runs of its job made of them: `note` says so."""
+    from batchor.engine.reduce_run import write_group_outputs
     from batchor.outputs.export import write_output
     from batchor.plan.plan_file import load_plan
 
@@ -179,6 +180,7 @@ def export(
         )
     plan = load_plan(Path(run.plan_path))
     path = write_output(plan, store, Path(output), fmt)
+    write_group_outputs(plan, store, path)  # each reduce step's one row per group, beside it
     later = _later_runs(store, run)
     return {
         "run_id": run.run_id,

@@ -10,6 +10,7 @@ row is mapped to its group's answer (or to the request that failed), like any st
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -18,6 +19,8 @@ from batchor.engine.pending import PendingKeys
 from batchor.engine.rows import JobRows, input_values
 from batchor.engine.types import WorkItem
 from batchor.engine.work import StepWork
+from batchor.outputs.export import format_for
+from batchor.outputs.groups import write_groups
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.reduce import Group, WalkResult, grouped, stored_lookup
@@ -89,7 +92,25 @@ class ReduceRun:
 
     def answers(self) -> list[tuple[dict[str, Any], int, str | None]]:
         """Per group: its key, its rows, and its answer's request key (None: not answered)."""
+        for i, group in enumerate(self.groups):
+            if i not in self.walks:
+                self.walks[i] = self.walker.walk(group, self.lookup)
         return [(g.key, len(g.row_keys), self.walks[i].final) for i, g in enumerate(self.groups)]
+
+
+def write_group_outputs(
+    plan: CompiledPlan, store: StateStore, output: Path, done: list[ReduceRun] | None = None
+) -> list[Path]:
+    """Each reduce step's groups beside `output` (outputs/groups.py), as the state has them now;
+    `done`: reduce steps an apply just ran (their groups are known already)."""
+    runs = {r.step.name: r for r in done or []}
+    written = []
+    for step in (s for s in plan.header.steps if s.kind == "reduce"):
+        reduce = runs.get(step.name) or ReduceRun(plan, step, store)
+        written.append(
+            write_groups(output, format_for(output) or plan.header.output.format, step, store, reduce.answers())
+        )
+    return written
 
 
 class RoundWork(StepWork):

@@ -37,7 +37,7 @@ from batchor.engine.outcome import (
 )
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
 from batchor.engine.realtime import RealtimeExecutor
-from batchor.engine.reduce_run import ReduceRun, RoundWork
+from batchor.engine.reduce_run import ReduceRun, RoundWork, write_group_outputs
 from batchor.engine.row_events import row_stream
 from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink
 from batchor.engine.sql_run import run_sql_step
@@ -47,7 +47,6 @@ from batchor.engine.workers import SharedRun
 from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, OutputError, StalePlanError
 from batchor.humanize import money
 from batchor.outputs.export import check_output_target, is_small, row_counts, write_output_and_count
-from batchor.outputs.groups import write_groups
 from batchor.plan.compile import check_input_unchanged
 from batchor.plan.estimate import step_estimates
 from batchor.plan.model import StepPlan
@@ -184,7 +183,7 @@ def apply_plan(plan: CompiledPlan, store: StateStore, options: ApplyOptions) -> 
             stop = off_running_loop(runner.run, runner.stop)
             with _held_if_small(plan, store):
                 outcome = _finish(plan, store, options, run, progress, stop, started, runner.shared)
-            _write_groups(plan, store, options, runner.reduced)
+            write_group_outputs(plan, store, Path(options.output_path or header.output.path), runner.reduced)
         except BaseException as exc:
             runner.flush_sinks()
             if runner.shared is not None:
@@ -549,13 +548,6 @@ def _finish(
         )
     )
     return outcome
-
-
-def _write_groups(plan: CompiledPlan, store: StateStore, options: ApplyOptions, reduced: list[ReduceRun]) -> None:
-    """Each reduce step's one row per group, beside the output (outputs/groups.py)."""
-    output = Path(options.output_path or plan.header.output.path)
-    for reduce in reduced:
-        write_groups(output, plan.header.output.format, reduce.step, store, reduce.answers())
 
 
 def kept_attached_if_small(plan: CompiledPlan, store: StateStore) -> AbstractContextManager[Any]:

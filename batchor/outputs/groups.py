@@ -34,10 +34,11 @@ def write_groups(
     answers = (
         {} if found is None else dict(zip(found.column("request_key").to_pylist(), found.column("output").to_pylist()))
     )
-    records = [_record(step, key, rows, answers.get(k) if k else None) for key, rows, k in groups]
-    path = group_output_path(output, step.name)
+    nested_as_text = fmt not in ("jsonl", "json")  # lists and objects: JSON text, as in the main output
+    records = [_record(step, key, rows, answers.get(k) if k else None, nested_as_text) for key, rows, k in groups]
+    path = group_output_path(output if fmt != "duckdb" else output.with_suffix(".parquet"), step.name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "parquet":
+    if fmt in ("parquet", "duckdb"):  # a DuckDB output's groups go to a Parquet file beside it
         pq.write_table(pa.Table.from_pylist(records), path)
     elif fmt in ("jsonl", "json"):
         path.write_text("".join(json.dumps(r, default=str) + "\n" for r in records), encoding="utf-8")
@@ -48,7 +49,7 @@ def write_groups(
     return path
 
 
-def _record(step: StepPlan, key: dict[str, Any], rows: int, output: str | None) -> dict[str, Any]:
+def _record(step: StepPlan, key: dict[str, Any], rows: int, output: str | None, as_text: bool) -> dict[str, Any]:
     record: dict[str, Any] = {**key, "_rows": rows, "_status": "succeeded" if output is not None else "pending"}
     if step.schema is None:
         return record | {step.name: output}
@@ -56,6 +57,6 @@ def _record(step: StepPlan, key: dict[str, Any], rows: int, output: str | None) 
     for name, kind in flatten_fields(step.schema):
         value = parsed.get(name)
         record[f"{step.name}.{name}"] = (
-            json.dumps(value) if kind in ("array", "object", "any") and value is not None else value
+            json.dumps(value) if as_text and kind in ("array", "object", "any") and value is not None else value
         )
     return record

@@ -4,6 +4,7 @@ plan's count of calls is the count made (real openai SDK against the fake provid
 from __future__ import annotations
 
 import csv
+import json
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 import batchor
+from batchor import operations
 from tests.cli.cli_helpers import cli_env
 from tests.conftest import write_csv
 
@@ -93,6 +95,10 @@ def test_a_group_over_the_context_window_is_folded_and_the_plan_counts_its_calls
     rows = _read(workdir / "out" / "groups.csv")
     assert len(rows) == 33 and "summary.points" not in rows[0]  # keep: groups leaves the rows alone
     assert batchor.plan(spec).steps["summary"]["to_run"] == 0  # every call of the tree is cached
+    operations.export(workdir / "again.jsonl", state=str(workdir / ".batchor" / "state.duckdb"))
+    again = [json.loads(line) for line in (workdir / "again.summary.jsonl").read_text().splitlines()]
+    assert [(g["product"], g["_rows"]) for g in again] == [("watch", 30), ("kettle", 3)]
+    assert again[0]["summary.points"] == json.loads(groups[0]["summary.points"])
 
 
 def test_a_new_row_re_asks_only_its_group_and_keep_rows_broadcasts(fake, workdir):
