@@ -89,15 +89,26 @@ def build_clients(plan: CompiledPlan, limits: RunLimits, refresh: frozenset[str]
             continue
         if step.counts.to_run == 0 and not step.counts.estimated and not refresh:
             continue
-        config = provider_config(step, limits.request_timeout_s)
-        price = ModelPrice.from_dict(step.price) if step.price else None
-        if step.mode == "batch":
-            clients.batch[step.name] = create_batch_provider(config)
-            provider: Provider = DeferredProvider(config)
-        else:
-            provider = _shared(realtime, config)
-        clients.runtimes[step.name] = StepRuntime(step, provider, price)
+        runtime = _runtime(step, limits, realtime, clients)
+        runtime.fallbacks = [_runtime(other, limits, realtime, clients, own=False) for other in step.fallbacks]
+        clients.runtimes[step.name] = runtime
     return clients
+
+
+def _runtime(
+    step: StepPlan,
+    limits: RunLimits,
+    realtime: list[tuple[ProviderConfig, Provider]],
+    clients: StepClients,
+    own: bool = True,
+) -> StepRuntime:
+    """A step's (or a fallback model's) client and price; a batch step's batch client is kept for its lane."""
+    config = provider_config(step, limits.request_timeout_s)
+    price = ModelPrice.from_dict(step.price) if step.price else None
+    if step.mode == "batch" and own:
+        clients.batch[step.name] = create_batch_provider(config)
+        return StepRuntime(step, DeferredProvider(config), price)
+    return StepRuntime(step, _shared(realtime, config), price)
 
 
 def _shared(built: list[tuple[ProviderConfig, Provider]], config: ProviderConfig) -> Provider:

@@ -351,7 +351,11 @@ class PipelineSink(ResultSink):
 
     def add_result(self, **fields: Any) -> None:
         super().add_result(**fields)
-        self._added.append((fields["step"], fields["key"], fields["status"], fields["output"]))
+        if fields.get("fallback_for"):  # rows wait on the request it stands for (added next)
+            return
+        answered = fields.get("answered_by") is not None  # a fallback model answered the row instead
+        status, output = ("succeeded", fields["answer"]) if answered else (fields["status"], fields["output"])
+        self._added.append((fields["step"], fields["key"], status, output))
 
     async def flush(self) -> None:
         added, self._added = self._added, []  # all of these are written by the flush below

@@ -16,9 +16,12 @@ import random
 import time
 from typing import Awaitable, Callable, Iterable
 
+import pyarrow as pa
+
 from batchor.engine.budget import Budget, Hold
 from batchor.engine.embed_groups import Grouper, GroupSender, WorkGroup
 from batchor.engine.events import Event, EventSink, Progress
+from batchor.engine.fallback import fallback_item, moves_on
 from batchor.engine.limiter import Limiter, RateLimiter
 from batchor.engine.limits import RunLimits
 from batchor.engine.reachability import STOP_REASON as UNREACHABLE
@@ -79,6 +82,7 @@ class RealtimeExecutor:
         self.reachability = Reachability(self.concurrency)
         self.grouper = Grouper(steps)
         self.max_rate_limit_waits = MAX_RATE_LIMIT_WAITS
+        self._falling: dict[str, tuple[WorkItem, int, ProviderError]] = {}  # fallback key -> the row's own failure
 
     async def run(self, items: Iterable[WorkItem]) -> None:
         queue: asyncio.Queue[WorkItem | None] = asyncio.Queue(maxsize=self.concurrency * 4)
@@ -151,25 +155,79 @@ class RealtimeExecutor:
             request, attempt = resumed_request(request, interrupted), interrupted.attempts
             if not await self._reserve(hold, step.attempt_upper_cost(item, request)):
                 return
+        error = step.down if step.down is not None and step.fallbacks else None  # straight to the fallbacks
+        if error is None:
+            error, attempt = await self._ask(item, step, request, attempt, hold, seat)
+        if error is not None and not await self._fall_back(item, step, error, attempt, hold, seat):
+            self.recorder.fail(item, attempt, error)
+
+    async def _ask(
+        self, item: WorkItem, step: StepRuntime, request: LLMRequest, attempt: int, hold: Hold, seat: Seat
+    ) -> tuple[ProviderError | None, int]:
+        """Attempts of one request until it is answered or the run stops (None), or it fails for
+        good: (its last error, the attempts made), for the caller to record or fall back on."""
         while True:
             attempt += 1
             error = await self._attempt(item, step, request, attempt, hold, seat)
             if error is None:
-                return
+                return None, attempt
             retry = self.reask.next_request(request, error, step.plan.max_tokens)
             if retry is None or attempt >= self.max_attempts:
-                self.recorder.fail(item, attempt, error)
-                return
+                return error, attempt
             if self.stop.stopped:
-                return  # it could be asked again, but the run stops: the row stays pending, not failed
+                return None, attempt  # it could be asked again, but the run stops: the row stays pending
             if not await self._reserve(hold, step.attempt_upper_cost(item, retry)):  # re-asks are paid
-                return
+                return None, attempt
             request = retry
             self.progress.retries += 1
             if not isinstance(error, REJECTED):  # a rejected answer came back fine: ask again at once
                 await seat.wait(self.sleep, backoff_delay(attempt, retry_after=error.retry_after, rng=self.rng))
                 if self.stop.stopped:
-                    return  # stopped while it waited: the row stays pending
+                    return None, attempt  # stopped while it waited: the row stays pending
+
+    async def _fall_back(
+        self, item: WorkItem, step: StepRuntime, error: ProviderError, attempts: int, hold: Hold, seat: Seat
+    ) -> bool:
+        """Ask the step's fallback models in turn for a row its model failed (engine/fallback.py).
+        True when the row is settled here (answered by one, or failed by the last) or the run stops
+        (it stays pending); False when `error` does not move it on."""
+        if not moves_on(step, error):
+            return False
+        for runtime in step.fallbacks:
+            other = fallback_item(item, runtime)
+            self._falling[other.key] = (item, attempts, error)
+            if await self._stored_answer(other, runtime):
+                return True
+            if self.stop.stopped or not await self._reserve(hold, runtime.upper_cost(other)):
+                return True
+            last, used = await self._ask(other, runtime, runtime.request(other), 0, hold, seat)
+            if last is None:
+                return True
+            self._falling.pop(other.key, None)
+            self.recorder.fail(other, used, last, row_end=False)  # stored under its own key, not the row's end
+            if not moves_on(step, last):
+                break
+        self.recorder.fail(item, attempts, error)
+        return True
+
+    async def _stored_answer(self, item: WorkItem, runtime: StepRuntime) -> bool:
+        """A fallback request answered before (by another run or job): linked, not paid again."""
+        found = await asyncio.to_thread(self.sink.store.results_for_keys, pa.array([item.key], pa.string()))
+        stored = [o for s, o in zip(*(found.column(c).to_pylist() for c in ("status", "output"))) if s == "succeeded"]
+        if not stored:
+            return False
+        self.progress.cached += 1
+        self._succeeded(item, 0, stored[0], None)
+        return True
+
+    def _succeeded(self, item: WorkItem, attempt: int, output: str, completion: Completion | None) -> None:
+        """A request's accepted answer; a fallback's also answers the row's own request it stands for."""
+        link = self._falling.pop(item.key, None)
+        if completion is not None:
+            self.recorder.succeed(item, attempt, output, completion, fallback_for=link[0].key if link else None)
+        if link is not None:
+            primary, attempts, error = link
+            self.recorder.fell_back(primary, attempts, error, answered_by=item.key, answer=output)
 
     async def _reserve(self, hold: Hold, amount: float) -> bool:
         """Reserve one attempt's worst case before it is sent. While other attempts in flight hold
@@ -219,13 +277,17 @@ class RealtimeExecutor:
             output, error, cost = self.recorder.answer(item, step, attempt, completion, duration_ms=_ms(started))
             hold.settle(cost)
             if error is None:
-                self.recorder.succeed(item, attempt, output or "", completion)
+                self._succeeded(item, attempt, output or "", completion)
             return error
 
     def _beyond_the_row(self, exc: ProviderError, step: StepRuntime) -> ProviderError | None:
         """What a failed call means for the run: None when it stops it (the row stays pending),
         else the error, for the row to retry or fail."""
         self.limiter.on_failure()
+        if moves_on(step, exc) and isinstance(exc, (QuotaExhaustedError, ProviderUnreachableError)):
+            if isinstance(exc, QuotaExhaustedError) or self.reachability.failed(exc):
+                step.down = exc  # every row would fail the same way: they go to the fallbacks directly
+            return exc
         if isinstance(exc, ProviderUnreachableError):
             if self.reachability.failed(exc):
                 self.stop.stop(UNREACHABLE, Reachability.stop_detail(exc))

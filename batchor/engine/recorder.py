@@ -194,6 +194,11 @@ class Recorder:
     def __init__(self, sink: ResultSink, progress: Progress) -> None:
         self.sink, self.progress = sink, progress
         self._spent: dict[str, float] = {}  # rows with billed attempts, until their result is written
+        self._models: dict[str, str] = {}  # the model each request in progress was sent to
+
+    def _model_of(self, item: WorkItem, runtime: StepRuntime) -> str:
+        model = self._models[item.key] = f"{runtime.plan.provider}:{runtime.plan.model}"
+        return model
 
     def answer(
         self,
@@ -247,6 +252,7 @@ class Recorder:
             cache_read_tokens=spent.cache_read_tokens,
             cache_write_tokens=spent.cache_write_tokens,
             uncached_usd=spent.uncached_usd,
+            model=self._model_of(item, runtime),
         )
         self._spent[item.key] = self._spent.get(item.key, 0.0) + spent.cost
         if counted:
@@ -284,11 +290,21 @@ class Recorder:
             error=error.message[:_ERROR_CHARS],
             duration_ms=duration_ms,
             step=item.step,
+            model=self._model_of(item, runtime),
         )
         return None
 
-    def succeed(self, item: WorkItem, attempts: int, output: str, completion: Completion, counted: bool = True) -> None:
-        """The row's accepted answer (its cost: every attempt it took here)."""
+    def succeed(
+        self,
+        item: WorkItem,
+        attempts: int,
+        output: str,
+        completion: Completion,
+        counted: bool = True,
+        fallback_for: str | None = None,
+    ) -> None:
+        """The row's accepted answer (its cost: every attempt it took here); `fallback_for`: the
+        request of the row's own model it answers instead (engine/fallback.py)."""
         self.sink.add_result(
             key=item.key,
             step=item.step,
@@ -300,15 +316,32 @@ class Recorder:
             input_tokens=completion.input_tokens or item.input_tokens,
             output_tokens=completion.output_tokens,
             cost_usd=self._spent.pop(item.key, 0.0),
+            model=self._models.pop(item.key, None),
+            fallback_for=fallback_for,
         )
         if counted:
             self.progress.count_success(item.step)
 
-    def fail(self, item: WorkItem, attempts: int, error: ProviderError, counted: bool = True) -> None:
-        """The row failed for good (its cost: every attempt it took here, all wasted)."""
-        cost = self._spent.pop(item.key, 0.0)
+    def fail(
+        self, item: WorkItem, attempts: int, error: ProviderError, counted: bool = True, row_end: bool = True
+    ) -> None:
+        """The row failed for good (its cost: every attempt it took here, all wasted); `row_end`
+        False: a fallback model's failure, stored, while the row moves on to the next one."""
         if not counted:  # a row of another job's batch: that job records its own failures
+            self._spent.pop(item.key, None)
+            self._models.pop(item.key, None)
             return
+        self._failed(item, attempts, error)
+        if row_end:
+            self.progress.count_failure(item.step)
+
+    def fell_back(self, item: WorkItem, attempts: int, error: ProviderError, answered_by: str, answer: str) -> None:
+        """The row's own model failed it and the fallback request `answered_by` answered it: the
+        failure is stored under its own key (the cache never gives one model's answer for another's
+        request), linked to the answer that rows read instead."""
+        self._failed(item, attempts, error, answered_by=answered_by, answer=answer)
+
+    def _failed(self, item: WorkItem, attempts: int, error: ProviderError, **link: str) -> None:
         self.sink.add_result(
             key=item.key,
             step=item.step,
@@ -319,9 +352,10 @@ class Recorder:
             attempts=attempts,
             input_tokens=0,
             output_tokens=0,
-            cost_usd=cost,
+            cost_usd=self._spent.pop(item.key, 0.0),
+            model=self._models.pop(item.key, None),
+            **link,
         )
-        self.progress.count_failure(item.step)
 
     def _raw(self, completion: Completion, raw: bytes | None) -> bytes | None:
         """The body as received (a batch line) or as parsed, only when raw bodies are kept."""

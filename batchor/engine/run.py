@@ -273,6 +273,7 @@ class _Runner:
                     self._pipeline = self._feed = self._start_pipeline(works, done)
                     if any(w.pending for w in works):
                         self._run_wave(runner, works)
+                    self._follow_fallbacks()
                     if self._pipeline is not None and self._pipeline.complete:
                         done |= set(self._pipeline.followers)
                     if self.in_flight:  # --no-wait: later waves need these answers first
@@ -301,6 +302,13 @@ class _Runner:
                 raise
         finally:
             self.interrupts.detach()
+
+    def _follow_fallbacks(self) -> None:
+        """Rows answered by a fallback model read that answer (engine/fallback.py)."""
+        self.flush_sinks()
+        for step in self.plan.header.steps:
+            if step.fallbacks:
+                self.store.follow_fallbacks(self.plan.job_id, step.name)
 
     def flush_sinks(self) -> None:
         """Store what the sinks still hold (answers that arrived before a cancel or an error)."""
@@ -342,6 +350,8 @@ class _Runner:
         work = StepWork(self.plan, step, self.store, refresh=refresh, retry_failed=retry_failed)
         with _held_if_small(self.plan, self.store):
             work.scan()
+            if step.fallbacks:
+                self.store.follow_fallbacks(self.plan.job_id, step.name)
         planned = step.counts.to_run + step.counts.too_long + (step.counts.failed_earlier if retry_failed else 0)
         if not step.depends_on and not refresh and len(work.pending) > planned:
             gone = len(work.pending) - planned

@@ -13,7 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA, StateStore
+from batchor.state.base import ATTEMPT_SCHEMA_FULL as ATTEMPT_SCHEMA
+from batchor.state.base import RESULT_SCHEMA_FULL as RESULT_SCHEMA
+from batchor.state.base import StateStore
 from batchor.state.raw import pack
 
 # How long a DuckDB state stays attached across an apply's flushes (StateStore.kept_attached): each
@@ -58,7 +60,14 @@ class ResultSink:
         input_tokens: int,
         output_tokens: int,
         cost_usd: float,
+        model: str | None = None,
+        answered_by: str | None = None,
+        answer: str | None = None,
+        fallback_for: str | None = None,
     ) -> None:
+        """A settled request; `answered_by`: the fallback request that answered it (its `answer`
+        is what rows waiting on this request read, see engine/pipeline.py); `fallback_for`: this
+        request is a fallback model's, answering that one."""
         values = (
             key,
             step,
@@ -71,6 +80,8 @@ class ResultSink:
             output_tokens,
             cost_usd,
             self.run_id,
+            model,
+            answered_by,
         )
         for name, value in zip(self._results, values):
             self._results[name].append(value)
@@ -95,6 +106,7 @@ class ResultSink:
         cache_read_tokens: int | None = None,
         cache_write_tokens: int | None = None,
         uncached_usd: float | None = None,
+        model: str | None = None,
     ) -> None:
         """One provider call of a row (see engine/recorder.py): billed tokens and cost, 0 when unanswered;
         `counted_input_tokens` is the plan's count of what was sent (None when the request differs)."""
@@ -118,6 +130,7 @@ class ResultSink:
             cache_read_tokens,
             cache_write_tokens,
             uncached_usd,
+            model,
         )
         for name, value in zip(self._attempts, values):
             self._attempts[name].append(value)

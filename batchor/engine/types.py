@@ -6,8 +6,9 @@ multi-worker executors, so none of them imports another for its types.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from batchor.errors import ProviderError
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
 from batchor.plan.prompt_cache import upper_writes, write_1h
@@ -32,6 +33,8 @@ class StepRuntime:
     plan: StepPlan
     provider: Provider
     price: ModelPrice | None
+    fallbacks: list[StepRuntime] = field(default_factory=list)  # asked in turn for rows this model fails
+    down: ProviderError | None = None  # out of quota or unreachable: rows go to the fallbacks directly
 
     def upper_cost(self, item: WorkItem, max_tokens: int | None = None) -> float:
         """Worst-case cost of one attempt (at `max_tokens`, for a re-ask with a larger limit)."""

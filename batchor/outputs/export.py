@@ -53,7 +53,7 @@ def vector_type(step: StepPlan) -> str:
     return f"FLOAT[{step.dimensions}]" if step.dimensions else "FLOAT[]"
 
 
-_RESULT_FIELDS = ("row_key", "request_key", "status", "output", "error_code", "error")
+_RESULT_FIELDS = ("row_key", "request_key", "status", "output", "error_code", "error", "model")
 # `reviewed`: the fields a person's label replaced (outputs/reviewed.py), null for the model's answer
 _RESULT_TYPE_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in (*_RESULT_FIELDS, "reviewed")])
 _RESULT_TYPE = pa.struct(list(_RESULT_TYPE_SCHEMA))
@@ -87,6 +87,7 @@ def build_output_sql(
         if step.reduce is None or step.reduce.keep == "rows":  # a reduce's groups have an output of their own
             select.extend(_answer_columns(step, alias, fmt))
     select.append(f"rows.{ROW_KEY}")  # with _status and _error: the bookkeeping columns come last
+    select.extend(model_columns(steps, aliases))
     select.append(f"{_status_sql(aliases)} AS _status")
     select.append(f'{_error_sql(steps, aliases)} AS "_error"')
     if reviewed:  # a job with reviewed labels: which fields of the row a person set
@@ -95,6 +96,15 @@ def build_output_sql(
         ]
         select.append(f"NULLIF(concat_ws('; ', {', '.join(marks)}), '') AS _reviewed")
     return f"SELECT {', '.join(escaped_items(select, escaped) if escaped else select)} FROM rows"
+
+
+def model_columns(steps: list[StepPlan], aliases: list[str]) -> list[str]:
+    """`_model`: which model answered, for steps that may ask more than one (fallback models, an
+    escalation); `<step>._model` each when several steps may."""
+    chosen = [(s, a) for s, a in zip(steps, aliases) if s.fallbacks]
+    if len(chosen) == 1:
+        return [f"{chosen[0][1]}.model AS _model"]
+    return [f"{a}.model AS {_q(s.name + '._model')}" for s, a in chosen]
 
 
 def _answer_columns(step: StepPlan, alias: str, fmt: str | None = None) -> list[str]:
@@ -169,6 +179,8 @@ def _output_rows(plan: CompiledPlan, store: StoredResults, with_input: bool = Tr
 
 def _with_reviewed(table: pa.Table) -> pa.Table:
     """A step's results as `_RESULT_TYPE_SCHEMA`: the state's fields, `reviewed` null."""
+    if "model" not in table.schema.names:  # a store's table from before fallback models
+        table = table.append_column("model", pa.nulls(table.num_rows, pa.string()))
     table = table.select(list(_RESULT_FIELDS))
     return table.append_column("reviewed", pa.nulls(table.num_rows, pa.string())).cast(_RESULT_TYPE_SCHEMA)
 

@@ -26,6 +26,7 @@ from batchor.plan.dependent import (
     projected_tokens,
 )
 from batchor.plan.estimate import with_estimates
+from batchor.plan.fallback_cost import with_fallback_costs
 from batchor.plan.fanout_rows import order_steps
 from batchor.plan.length_fit import adjusted_for_input
 from batchor.plan.mode import settle_mode
@@ -239,7 +240,7 @@ def _with_counts(
         counts = counts.model_copy(update={"projected": tally.projected, "estimated": True})
     if isinstance(tally, DependentTally):
         tally.run_keys.clear()
-    return step.model_copy(update={"counts": counts})
+    return with_fallback_costs(step.model_copy(update={"counts": counts}))
 
 
 def _rest_input_mean(tally: RowTally | DependentTally | ReduceTally) -> float | None:

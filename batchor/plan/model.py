@@ -180,6 +180,9 @@ class StepPlan(_Frozen):
     split: SplitPlan | None = None  # split steps: how the text is cut (plan/split.py)
     dimensions: int | None = None  # embed: the vector size (None: unknown until the first answer)
     group_size: int | None = None  # embed: most texts per realtime call (None: the provider's limit)
+    fallbacks: list["StepPlan"] = Field(default_factory=list)  # models asked in turn for rows this one fails
+    fallback_on: list[str] = Field(default_factory=list)  # the failures that move a row on (spec `fallback_on`)
+    fallback_share: float | None = None  # share of requests that fell back in earlier runs (None: not measured)
     counts: StepCounts = Field(default_factory=StepCounts)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

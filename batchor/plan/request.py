@@ -113,6 +113,13 @@ class StepRequests:
         return request_keys(self.step.key_prefix, bodies)
 
 
+def request_key_for(step: StepPlan, messages: Sequence[dict[str, Any]]) -> str:
+    """The key of rendered `messages` sent to `step`'s model: what `StepRequests.render` keys (the
+    attachments by content), so a fallback model's request has its own model's key."""
+    keyed = [{**m, ATTACHMENTS: keyed_view(m[ATTACHMENTS])} if ATTACHMENTS in m else m for m in messages]
+    return request_key_from_json(step.key_prefix, canonical_json(keyed))
+
+
 def _fixed_tokens(step: StepPlan, counter: Any) -> int:
     """The structured-output schema OpenAI bills as input with each request (exact counts only:
     another provider's reported count calibrates its estimate, schema included)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from batchor.errors import (
@@ -101,6 +102,8 @@ def resolve_steps(
                 _check_model_block(loaded, name, model, overrides, checked)
             mode = overrides.mode or step.mode or spec.limits.mode
             plan = _step_plan(loaded, name, model, deps, overrides, mode)
+            if model.fallback:
+                plan = _with_fallbacks(loaded, plan, model, deps, overrides, mode)
             check_ttl(plan.provider, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
             plans.append(with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache.ttl))
     if not collect:
@@ -218,6 +221,40 @@ def _first_time(checked: set[tuple[str, ...]], what: tuple[str, ...]) -> bool:
 
 def _at(loaded: LoadedSpec, path: tuple[Any, ...]) -> str:
     return f"{loaded.where(*path)}: {'.'.join(path)}"
+
+
+def _with_fallbacks(
+    loaded: LoadedSpec, plan: StepPlan, model: ModelSpec, deps: list[str], overrides: Overrides, mode: str
+) -> StepPlan:
+    """The step with its fallback models pinned: each a whole step plan of its own (price, key
+    prefix, client settings), so a fallback answer has its own model's request key."""
+    found, plans = Problems(), []
+    base = model.model_copy(update={"fallback": [], "fallback_on": []})
+    for index, ref in enumerate(model.fallback):
+        where = f"{_at(loaded, ('steps', plan.name, 'model', 'fallback'))}[{index}]"
+        provider, _, name = ref.partition(":")
+        with found.check():
+            check_model(provider, name, custom=False, priced=False, where=where)
+            other = _effective_model(base, _Switch(provider, name), Overrides(mock=overrides.mock))
+            check_connection(other, partial(_beside, where))
+            plans.append(_step_plan(loaded, plan.name, other, deps, overrides, mode))
+    found.raise_all()
+    return plan.model_copy(update={"fallbacks": plans, "fallback_on": list(model.fallback_on)})
+
+
+def _beside(where: str, key: str) -> str:
+    return f"{where}: {key}"
+
+
+@dataclass(frozen=True)
+class _Switch:
+    """A model override naming another provider and model (what `_effective_model` applies)."""
+
+    provider: str
+    name: str
+
+    def model_dump(self, exclude_none: bool = True) -> dict[str, Any]:
+        return {"provider": self.provider, "name": self.name}
 
 
 def _effective_model(base: ModelSpec, override: Any, overrides: Overrides) -> ModelSpec:

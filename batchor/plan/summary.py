@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from batchor.humanize import money as humanize_money
 from batchor.humanize import plural
 from batchor.plan.budget import budget_origin, plan_budget
+from batchor.plan.fallback_cost import fallback_upper
 from batchor.plan.model import PROJECTED
 from batchor.plan.prices import ModelPrice
 from batchor.plan.trust import powers, powers_lines
@@ -134,6 +135,8 @@ def _step_lines(s: Any) -> list[str]:
         )
     if s.provider != "sql":
         lines.append(f"    estimate: {_estimate_line(s)}")
+    if s.fallbacks:
+        lines.append(f"    fallback: {fallback_line(s)}")
     return lines + [f"    note: {n}" for n in s.schema_notes]
 
 
@@ -152,6 +155,18 @@ def _place_lines(plan: "CompiledPlan", output: str | Path | None = None) -> list
     if plan.saved_path:
         lines.append(f"  saved       {plan.saved_path}")
     return lines
+
+
+def fallback_line(step: Any) -> str:
+    """The fallback models, what they add at most, and the share expected to fall back."""
+    models = ", ".join(f"{f.provider}:{f.model}" for f in step.fallbacks)
+    share = (
+        f"{step.fallback_share:.1%} of requests fell back in earlier runs"
+        if step.fallback_share is not None
+        else "no earlier runs: none expected"
+    )
+    most = money(fallback_upper(step))
+    return f"{models} on {', '.join(step.fallback_on)}; up to {most} if every row falls back ({share})"
 
 
 def unpriced(step: Any) -> bool:

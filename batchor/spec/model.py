@@ -11,6 +11,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 PROVIDERS = ("openai", "anthropic", "gemini", "openai-compatible", "mock")
+# What moves a row on to the next `fallback` model: its answers kept failing validation, it was
+# refused, cut off by the token limit, the provider could not be reached, or it is out of quota.
+FALLBACK_CONDITIONS = ("invalid_output", "refused", "truncated", "unreachable", "quota")
+FallbackCondition = Literal["invalid_output", "refused", "truncated", "unreachable", "quota"]
+_ALL_CONDITIONS: tuple[FallbackCondition, ...] = ("invalid_output", "refused", "truncated", "unreachable", "quota")
 OUTPUT_FORMATS = ("csv", "tsv", "parquet", "jsonl", "json", "duckdb")
 
 
@@ -83,6 +88,17 @@ class ModelSpec(_Strict):
     `structured`; gemini `vertexai`, `project`, `location`, `api_version`,
     `batch_inline_max_bytes`; azure `model`, `api_version`, `auth`; openai, gemini and azure
     `keep_provider_files`."""
+    fallback: list[str] = Field(default_factory=list)
+    """Models asked in turn, as `provider:name`, for a row this model could not answer (see
+    `fallback_on`); each keeps this block's params. The output's `_model` column names the one that answered."""
+    fallback_on: list[FallbackCondition] = Field(default_factory=lambda: list(_ALL_CONDITIONS))
+    """Which failures move a row on to the next fallback model: `invalid_output` (after its
+    attempts), `refused`, `truncated`, `unreachable` (after its attempts), `quota` (default: all)."""
+
+    @field_validator("fallback")
+    @classmethod
+    def _fallback_names(cls, value: list[str]) -> list[str]:
+        return [model_ref(item, "fallback") for item in value]
 
     @field_validator("name")
     @classmethod
@@ -106,6 +122,21 @@ class ModelOverride(_Strict):
     custom: bool | None = None
     context_window: int | None = Field(default=None, ge=1)
     options: dict[str, Any] | None = None
+    fallback: list[str] | None = None
+    fallback_on: list[FallbackCondition] | None = None
+
+    @field_validator("fallback")
+    @classmethod
+    def _fallback_names(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else [model_ref(item, "fallback") for item in value]
+
+
+def model_ref(value: str, where: str) -> str:
+    """A `provider:name` reference to another model (fallback, escalate)."""
+    provider, _, name = value.partition(":")
+    if not provider.strip() or not name.strip():
+        raise ValueError(f"{where} model '{value}' must be provider:name, e.g. anthropic:claude-haiku-4-5")
+    return value
 
 
 class SchemaOutput(_Strict):

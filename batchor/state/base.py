@@ -61,6 +61,21 @@ ATTEMPT_SCHEMA = pa.schema(
     ]
 )
 
+# Which model answered (fallback models, see engine/fallback.py): `provider:name` of each result and
+# attempt, and on a request its model failed, the key of the fallback request that answered it.
+# Kept apart from the two schemas above so tables written without them (older callers) still load.
+RESULT_MODEL_FIELDS = [("model", pa.string()), ("answered_by", pa.string())]
+ATTEMPT_MODEL_FIELDS = [("model", pa.string())]
+RESULT_SCHEMA_FULL = pa.schema(list(RESULT_SCHEMA) + [pa.field(n, t) for n, t in RESULT_MODEL_FIELDS])
+ATTEMPT_SCHEMA_FULL = pa.schema(list(ATTEMPT_SCHEMA) + [pa.field(n, t) for n, t in ATTEMPT_MODEL_FIELDS])
+
+
+# `StateStore.follow_fallbacks` in both backends' SQL (%s parameters: job id, step).
+FOLLOW_FALLBACKS = (
+    "UPDATE job_requests SET request_key = r.answered_by FROM results r "
+    "WHERE job_requests.job_id = %s AND job_requests.step = %s "
+    "AND r.request_key = job_requests.request_key AND r.answered_by IS NOT NULL"
+)
 
 # How a finished run's reason starts when its rows were judged but its output file was not written.
 OUTPUT_NOT_WRITTEN = "output not written"
@@ -213,6 +228,11 @@ class StateStore(LedgerReads, Protocol):
         ...
 
     def has_job_requests(self, job_id: str, step: str) -> bool: ...
+
+    def follow_fallbacks(self, job_id: str, step: str) -> None:
+        """Point the job step's rows whose request fell back at the fallback request that answered
+        it (`answered_by`), so outputs, later steps and status read the answer that was accepted."""
+        ...
 
     def job_results(self, job_id: str, step: str) -> pa.Table:
         """Per row of a job's step: row_key, request_key, status, output, error_code, error."""

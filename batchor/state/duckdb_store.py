@@ -19,13 +19,13 @@ import pyarrow.compute as pc
 from batchor.duck import SMALL_ROWS, duckdb, one_thread
 from batchor.errors import ForeignStateError, StateVersionError
 from batchor.file_modes import private_dir
-from batchor.state.base import ATTEMPT_SCHEMA, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
+from batchor.state.base import FOLLOW_FALLBACKS, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state, is_corruption
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from batchor.state.new_state import made_from_template
 from batchor.state.open_check import checked_before, remember_checked
 
-_ATTEMPT_COLUMNS = ", ".join(ATTEMPT_SCHEMA.names)
+_MODEL = "r.model"  # which model answered, read with each result
 
 
 class DuckDBStore(StateStore):
@@ -148,7 +148,7 @@ class DuckDBStore(StateStore):
             db.register("probe", probe)
             found = db.sql(
                 "SELECT r.request_key FROM results r SEMI JOIN (SELECT DISTINCT k FROM probe) p "
-                "ON r.request_key = p.k WHERE r.status = 'succeeded'"
+                "ON r.request_key = p.k WHERE r.status = 'succeeded' OR r.answered_by IS NOT NULL"
             ).to_arrow_table()
             db.unregister("probe")
         return found.column(0).combine_chunks().cast(pa.string())
@@ -162,7 +162,8 @@ class DuckDBStore(StateStore):
             db.register("probe", probe)
             found = db.sql(
                 "SELECT r.request_key FROM results r SEMI JOIN (SELECT DISTINCT k FROM probe) p "
-                "ON r.request_key = p.k WHERE r.status = 'failed' AND list_contains($codes, r.error_code)",
+                "ON r.request_key = p.k WHERE r.status = 'failed' AND r.answered_by IS NULL "
+                "AND list_contains($codes, r.error_code)",
                 params={"codes": list(codes)},
             ).to_arrow_table()
             db.unregister("probe")
@@ -178,17 +179,13 @@ class DuckDBStore(StateStore):
             db.execute("BEGIN")
             db.register("new_results", _first_per_key(results, "request_key"))
             db.execute("DELETE FROM results WHERE request_key IN (SELECT request_key FROM new_results)")
-            db.execute(
-                "INSERT INTO results SELECT request_key, step, status, output, error_code, "
-                "error, attempts, input_tokens, output_tokens, cost_usd, run_id, now() FROM new_results"
-            )
+            columns = ", ".join(results.schema.names)
+            db.execute(f"INSERT INTO results ({columns}, finished_at) SELECT {columns}, now() FROM new_results")
             db.unregister("new_results")
             if attempts is not None and attempts.num_rows:
                 db.register("new_attempts", attempts)
-                db.execute(
-                    f"INSERT INTO attempts ({_ATTEMPT_COLUMNS}, created_at) "
-                    f"SELECT {_ATTEMPT_COLUMNS}, now() FROM new_attempts"
-                )
+                columns = ", ".join(attempts.schema.names)
+                db.execute(f"INSERT INTO attempts ({columns}, created_at) SELECT {columns}, now() FROM new_attempts")
                 db.unregister("new_attempts")
             db.execute("COMMIT")
 
@@ -209,6 +206,10 @@ class DuckDBStore(StateStore):
         """Drop a job step's row map before it is recorded again in full (rows may have gone)."""
         with self.connection() as db:
             db.execute("DELETE FROM job_requests WHERE job_id = ? AND step = ?", [job_id, step])
+
+    def follow_fallbacks(self, job_id: str, step: str) -> None:
+        with self.connection() as db:
+            db.execute(FOLLOW_FALLBACKS.replace("%s", "?"), [job_id, step])
 
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.connection() as db:
@@ -262,7 +263,7 @@ class DuckDBStore(StateStore):
         """Per row of a job's step: request key and its result (null when not answered yet)."""
         with self.connection() as db:
             return db.sql(
-                "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
+                f"SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error, {_MODEL} "
                 "FROM job_requests j LEFT JOIN results r USING (request_key) "
                 "WHERE j.job_id = ? AND j.step = ?",
                 params=[job_id, step],
@@ -276,7 +277,7 @@ class DuckDBStore(StateStore):
         with self.connection() as db, one_thread(db) if big else nullcontext():
             db.register("probe_rows", pa.table({"k": row_keys}))
             table = db.sql(
-                "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
+                f"SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error, {_MODEL} "
                 "FROM (SELECT row_key, request_key FROM job_requests WHERE job_id = $1 AND step = $2 "
                 "AND row_key IN (SELECT k FROM probe_rows)) j LEFT JOIN results r USING (request_key)",
                 params=[job_id, step],
@@ -289,7 +290,9 @@ class DuckDBStore(StateStore):
         with self.connection() as db:
             db.register("probe", probe)
             table = db.sql(
-                "SELECT r.request_key, r.status, r.output FROM results r JOIN probe p ON r.request_key = p.k"
+                "SELECT r.request_key, coalesce(f.status, r.status) AS status, coalesce(f.output, r.output) AS output "
+                "FROM results r JOIN probe p ON r.request_key = p.k "
+                "LEFT JOIN results f ON f.request_key = r.answered_by AND f.status = 'succeeded'"
             ).to_arrow_table()
             db.unregister("probe")
         return table

@@ -8,7 +8,7 @@ from __future__ import annotations
 from batchor.state.base import END_ROW_COLUMNS
 from batchor.state.reviews import REVIEWS_TABLE
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
@@ -110,4 +110,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     # Reviewed labels (state/reviews.py): a person's value for one answer field of one row.
     (10, [REVIEWS_TABLE]),
+    # Fallback models (engine/fallback.py): the model of each result and attempt, and the request
+    # that answered a row its own model failed.
+    (
+        11,
+        [
+            "ALTER TABLE results ADD COLUMN model VARCHAR",
+            "ALTER TABLE results ADD COLUMN answered_by VARCHAR",
+            "ALTER TABLE attempts ADD COLUMN model VARCHAR",
+        ],
+    ),
 ]

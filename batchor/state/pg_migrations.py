@@ -154,6 +154,15 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         ],
     ),
     (11, "reviewed labels: a person's value for one answer field of one row", [REVIEWS_TABLE]),
+    (
+        12,
+        "fallback models: the model of each result and attempt, the request that answered a failed one",
+        [
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS model TEXT",
+            "ALTER TABLE results ADD COLUMN IF NOT EXISTS answered_by TEXT",
+            "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS model TEXT",
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

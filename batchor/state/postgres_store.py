@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import pyarrow as pa
 
 from batchor.errors import StateError, StateVersionError
-from batchor.state.base import RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
+from batchor.state.base import FOLLOW_FALLBACKS, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VERSION
 from batchor.state.pg_session import PgSession
 
@@ -36,6 +36,8 @@ _RESULT_TYPES = {
     "output_tokens": "int4",
     "cost_usd": "float8",
     "run_id": "text",
+    "model": "text",
+    "answered_by": "text",
 }
 _ATTEMPT_TYPES = {
     "request_key": "text",
@@ -56,6 +58,7 @@ _ATTEMPT_TYPES = {
     "cache_read_tokens": "int4",
     "cache_write_tokens": "int4",
     "uncached_usd": "float8",
+    "model": "text",
 }
 _CHUNK = 50_000  # keys per array parameter
 _RETRIES = 5  # deadlocks between concurrent flushes are retried, never surfaced
@@ -225,7 +228,8 @@ class PostgresStore(StateStore):
         with self.pg() as conn:
             for start in range(0, len(values), _CHUNK):
                 rows = conn.execute(
-                    "SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) AND status = 'succeeded'",
+                    "SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) "
+                    "AND (status = 'succeeded' OR answered_by IS NOT NULL)",
                     [values[start : start + _CHUNK]],
                 ).fetchall()
                 found.update(r[0] for r in rows)
@@ -243,7 +247,7 @@ class PostgresStore(StateStore):
             for start in range(0, len(values) if codes else 0, _CHUNK):
                 rows = conn.execute(
                     "SELECT request_key FROM results WHERE request_key = ANY(%s::text[]) "
-                    "AND status = 'failed' AND error_code = ANY(%s::text[])",
+                    "AND status = 'failed' AND answered_by IS NULL AND error_code = ANY(%s::text[])",
                     [values[start : start + _CHUNK], list(codes)],
                 ).fetchall()
                 found.update(r[0] for r in rows)
@@ -253,11 +257,9 @@ class PostgresStore(StateStore):
 
     def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:
         """Store a flush of finished requests and their attempts, and close their work items, in one transaction."""
-        result_cols = [results.column(name).to_pylist() for name in _RESULT_TYPES]
+        result_cols = [_column(results, name) for name in _RESULT_TYPES]
         attempt_cols = (
-            [attempts.column(name).to_pylist() for name in _ATTEMPT_TYPES]
-            if attempts is not None and attempts.num_rows
-            else None
+            [_column(attempts, name) for name in _ATTEMPT_TYPES] if attempts is not None and attempts.num_rows else None
         )
 
         def work(conn: Any) -> None:
@@ -281,6 +283,9 @@ class PostgresStore(StateStore):
         self._retry(
             lambda conn: conn.execute("DELETE FROM job_requests WHERE job_id = %s AND step = %s", [job_id, step])
         )
+
+    def follow_fallbacks(self, job_id: str, step: str) -> None:
+        self._retry(lambda conn: conn.execute(FOLLOW_FALLBACKS, [job_id, step]))
 
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.pg() as conn:
@@ -327,12 +332,12 @@ class PostgresStore(StateStore):
         """Per row of a job's step: request key and its result (null when not answered yet)."""
         with self.pg() as conn:
             rows = conn.execute(
-                "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
+                "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error, r.model "
                 "FROM job_requests j LEFT JOIN results r USING (request_key) "
                 "WHERE j.job_id = %s AND j.step = %s",
                 [job_id, step],
             ).fetchall()
-        return _string_table(("row_key", "request_key", "status", "output", "error_code", "error"), rows)
+        return _string_table(("row_key", "request_key", "status", "output", "error_code", "error", "model"), rows)
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
         values = [k for k in row_keys.to_pylist() if k is not None]
@@ -340,12 +345,12 @@ class PostgresStore(StateStore):
         with self.pg() as conn:
             for start in range(0, len(values), _CHUNK):
                 rows += conn.execute(
-                    "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error "
+                    "SELECT j.row_key, j.request_key, r.status, r.output, r.error_code, r.error, r.model "
                     "FROM job_requests j LEFT JOIN results r USING (request_key) "
                     "WHERE j.job_id = %s AND j.step = %s AND j.row_key = ANY(%s::text[])",
                     [job_id, step, values[start : start + _CHUNK]],
                 ).fetchall()
-        return _string_table(("row_key", "request_key", "status", "output", "error_code", "error"), rows)
+        return _string_table(("row_key", "request_key", "status", "output", "error_code", "error", "model"), rows)
 
     def results_for_keys(self, keys: pa.Array) -> pa.Table:
         values = [k for k in keys.to_pylist() if k is not None]
@@ -353,7 +358,9 @@ class PostgresStore(StateStore):
         with self.pg() as conn:
             for start in range(0, len(values), _CHUNK):
                 rows += conn.execute(
-                    "SELECT request_key, status, output FROM results WHERE request_key = ANY(%s::text[])",
+                    "SELECT r.request_key, coalesce(f.status, r.status), coalesce(f.output, r.output) FROM results r "
+                    "LEFT JOIN results f ON f.request_key = r.answered_by AND f.status = 'succeeded' "
+                    "WHERE r.request_key = ANY(%s::text[])",
                     [values[start : start + _CHUNK]],
                 ).fetchall()
         return _string_table(("request_key", "status", "output"), rows)
@@ -447,6 +454,11 @@ _CLOSE_WORK_ITEMS = (
     "AND (w.request_key = ANY(%s::text[]) OR (w.request_key, w.run_id) IN "
     "(SELECT * FROM unnest(%s::text[], %s::text[])))"
 )
+
+
+def _column(table: pa.Table, name: str) -> list[Any]:
+    """A column's values, or nulls for one a caller's table leaves out (the model columns)."""
+    return table.column(name).to_pylist() if name in table.schema.names else [None] * table.num_rows
 
 
 def _closing(keys: list[str], statuses: list[str], run_ids: list[str]) -> list[list[str]]:

@@ -69,6 +69,9 @@ DEFAULTS: dict[str, Any] = {
     # | "empty" (a billed answer of empty text) | "tool_call" (a billed answer that is only a call of the
     # tool `TOOL_CALLED`: OpenAI content null + tool_calls, Anthropic tool_use, Gemini functionCall)}
     "fail_matching": {},
+    # {model name: {substring: action}}: `fail_matching` for one model only (a model that fails
+    # some rows while another answers them, for fallback models)
+    "fail_model": {},
     # Error messages quote the caller's API key, as some providers do: "full" (the whole key) or
     # "part" (OpenAI's style, "Incorrect API key provided: sk-test-secr*******3456"); None: never
     "echo_key": None,
@@ -521,7 +524,8 @@ class Fake:
         self.stats.media += [{**m, "provider": call.provider, "prompt": call.prompt} for m in call.media]
 
     def _forced_action(self, call: Call) -> int | str | None:
-        for substring, action in (self.config["fail_matching"] or {}).items():
+        own = (self.config["fail_model"] or {}).get(call.model, {})
+        for substring, action in [*own.items(), *(self.config["fail_matching"] or {}).items()]:
             if substring in call.asked:
                 return action
         return None

@@ -148,7 +148,15 @@ def test_job_requests_map_rows_to_results(store):
     store.record_results(_results(("a", "succeeded", "A", None, "r1"), ("b", "failed", None, "http_400", "r1")))
     rows = sorted(store.job_results("j", "s").to_pylist(), key=lambda r: r["row_key"])
     assert rows == [
-        {"row_key": "1", "request_key": "a", "status": "succeeded", "output": "A", "error_code": None, "error": None},
+        {
+            "row_key": "1",
+            "request_key": "a",
+            "status": "succeeded",
+            "output": "A",
+            "error_code": None,
+            "error": None,
+            "model": None,
+        },
         {
             "row_key": "2",
             "request_key": "b",
@@ -156,8 +164,17 @@ def test_job_requests_map_rows_to_results(store):
             "output": None,
             "error_code": "http_400",
             "error": "boom",
+            "model": None,
         },
-        {"row_key": "3", "request_key": "c2", "status": None, "output": None, "error_code": None, "error": None},
+        {
+            "row_key": "3",
+            "request_key": "c2",
+            "status": None,
+            "output": None,
+            "error_code": None,
+            "error": None,
+            "model": None,
+        },
     ]
     assert store.job_results("j", "none").num_rows == 0
     assert store.failures_by_reason("j") == {"http_400": 1}
@@ -249,3 +266,21 @@ def test_open_state_picks_the_backend(tmp_path, pg_url):
         pass
     secret = PostgresStore(pg_url.replace("postgres@", "postgres:hunter2@"))
     assert "hunter2" not in secret.location
+
+
+def test_a_request_answered_by_a_fallback_model_reads_as_that_answer(store):
+    """engine/fallback.py: the failed request stays failed under its own key, linked to the answer."""
+    table = _results(("a", "failed", None, "invalid_output", "r1"), ("fb", "succeeded", "B", None, "r1"))
+    table = table.append_column("model", pa.array(["openai:m", "anthropic:n"]))
+    store.record_results(table.append_column("answered_by", pa.array(["fb", None])), None)
+    store.add_run_requests("j", "s", pa.table({"row_key": ["1"], "request_key": ["a"]}))
+    store.add_run_requests("other", "s", pa.table({"row_key": ["1"], "request_key": ["a"]}))
+    assert store.cached_keys(pa.array(["a"])) == {"a"}  # not asked of its own model again
+    assert store.failed_key_array(pa.array(["a"]), ["invalid_output"]).to_pylist() == []
+    assert store.results_for_keys(pa.array(["a"])).to_pylist() == [
+        {"request_key": "a", "status": "succeeded", "output": "B"}
+    ]
+    store.follow_fallbacks("j", "s")
+    (row,) = store.job_results("j", "s").to_pylist()
+    assert (row["request_key"], row["status"], row["output"], row["model"]) == ("fb", "succeeded", "B", "anthropic:n")
+    assert store.job_results("other", "s").to_pylist()[0]["request_key"] == "a"  # another job's rows are its own
