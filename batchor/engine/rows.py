@@ -59,6 +59,13 @@ class JobRows:
                 rows = [child for row in rows for child in children(row, fan, lists.get(row.key) or [])]
             yield inputs, rows
 
+    def skipped(self, step: str) -> set[str]:
+        """Rows (at the step's grain) the step sends no request for: its `when:` was false, or an
+        input of it had no answer."""
+        table = self.store.job_results(self.plan.job_id, step)
+        keys = table.column("request_key").to_pylist()
+        return {row for row, key in zip(table.column("row_key").to_pylist(), keys) if key is None}
+
     def upstream(self, step: StepPlan, row: Row) -> dict[str, Any]:
         """What `step` sees of each step it uses for `row` (None: no succeeded answer)."""
         self.load([d for d in step.depends_on if not self.plans[d].fan_out])

@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow as pa
 
 from batchor.engine.rows import JobRows
-from batchor.plan.fanout_rows import rows_table
+from batchor.plan.fanout_rows import Row, rows_table
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
-from batchor.plan.sql_step import evaluate, result_key
+from batchor.plan.sql_step import SKIPPED, evaluate, result_key
 from batchor.state.base import RESULT_SCHEMA, StateStore
 
 
@@ -24,12 +24,13 @@ def run_sql_step(plan: CompiledPlan, step: StepPlan, store: StateStore, run_id: 
     rows_of = JobRows(plan, store)
     tables, row_keys = [], []
     upstream: dict[str, list[Any]] = {dep: [] for dep in step.depends_on}
+    skipped = {dep: rows_of.skipped(dep) for dep in step.depends_on if rows_of.plans[dep].when}
     for inputs, rows in rows_of.batches(step.grain):
         tables.append(rows_table(inputs, rows))
         for row in rows:
             row_keys.append(row.key)
             for dep, value in rows_of.upstream(step, row).items():
-                upstream[dep].append(value)
+                upstream[dep].append(SKIPPED if value is None and _skipped(rows_of, skipped, dep, row) else value)
     outputs = evaluate(step, pa.concat_tables(tables), upstream, rows_of.plans, plan.header.base_dir)
     keys = [result_key(step, k, outputs[k]) if k in outputs else None for k in row_keys]
     answered = [(key, outputs[k]) for k, key in zip(row_keys, keys) if key is not None]
@@ -57,3 +58,12 @@ def run_sql_step(plan: CompiledPlan, step: StepPlan, store: StateStore, run_id: 
         pa.table({"row_key": pa.array(row_keys, pa.string()), "request_key": pa.array(keys, pa.string())}),
     )
     return n, len(row_keys) - n
+
+
+def _skipped(rows_of: JobRows, skipped: dict[str, set[str]], dep: str, row: Row) -> bool:
+    """Whether `dep` skipped `row` by its `when:` (its own inputs were there): the query then
+    reads NULL for it. A row whose upstream failed is left out, as for an LLM step."""
+    key = row.keys.get(rows_of.plans[dep].grain)
+    if dep not in skipped or key not in skipped[dep]:
+        return False
+    return all(value is not None for value in rows_of.upstream(rows_of.plans[dep], row).values())

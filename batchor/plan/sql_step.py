@@ -123,17 +123,23 @@ def _list_bound(sql: str, upstream: dict[str, StepPlan]) -> int | None:
     return bound
 
 
+SKIPPED = object()  # an upstream step skipped the row by its `when:`: the query reads NULL for it
+
+
 def evaluate(
     step: StepPlan, rows: pa.Table, upstream: dict[str, list[Any]], plans: dict[str, StepPlan], base_dir: str
 ) -> dict[str, str]:
     """Per returned row key: the JSON of its derived columns. Rows missing an upstream answer
-    are not given to the query (as for LLM steps, whose requests need every input)."""
-    if step.kind == "split":
-        return split_rows(step, rows, upstream, base_dir)
+    are not given to the query (as for LLM steps, whose requests need every input); a step that
+    skipped the row by its `when:` (`SKIPPED`) is NULL in it."""
+    if step.kind == "split":  # a split needs its text: a skipped row has none
+        return split_rows(
+            step, rows, {d: [None if v is SKIPPED else v for v in vs] for d, vs in upstream.items()}, base_dir
+        )
     keep = [i for i in range(rows.num_rows) if all(upstream[dep][i] is not None for dep in step.depends_on)]
     table = rows.take(pa.array(keep, pa.int64())) if len(keep) != rows.num_rows else rows
     for dep in step.depends_on:
-        values = [upstream[dep][i] for i in keep]
+        values = [None if upstream[dep][i] is SKIPPED else upstream[dep][i] for i in keep]
         table = table.append_column(dep, _column(values, plans[dep]))
     result = _run(step, table, base_dir, "")
     keys = result.column(ROW_KEY).to_pylist()
@@ -215,9 +221,9 @@ def _column(values: list[Any], plan: StepPlan) -> pa.Array:
     if plan.kind == "embed":
         return pa.array(values, kind)
     if pa.types.is_struct(kind):
-        cleaned = [{f.name: _coerce(v.get(f.name), f.type) for f in kind} for v in values]
+        cleaned = [None if v is None else {f.name: _coerce(v.get(f.name), f.type) for f in kind} for v in values]
         return pa.array(cleaned, kind)
-    return pa.array([v if isinstance(v, str) else json.dumps(v) for v in values], pa.string())
+    return pa.array([v if isinstance(v, str) or v is None else json.dumps(v) for v in values], pa.string())
 
 
 def _coerce(value: Any, kind: pa.DataType) -> Any:
