@@ -33,9 +33,11 @@ FailOnIncreaseOpt = typer.Option(
 )
 
 
-def check_options(compare_to: Optional[str], fail_on_increase: Optional[float]) -> None:
+def check_options(compare_to: Optional[str], fail_on_increase: Optional[float], pilot: Optional[str]) -> None:
     if fail_on_increase is not None and compare_to is None:
         raise UsageError("--fail-on-increase needs --compare-to BASE (the cost it compares with)")
+    if compare_to is not None and pilot is not None:
+        raise UsageError("--compare-to does not combine with --pilot", hint="plan --compare-to BASE without --pilot")
 
 
 def cost_diff(spec: Path, compare_to: Optional[str], options: dict[str, Any]) -> "CostDiff | None":

@@ -124,7 +124,7 @@ def plan(
 ) -> None:
     """Compile SPEC into a priced plan and save it (.batchor/plans/<id>.plan)."""
     pilot_cmd.check_target(pilot, pilot_target)
-    costdiff_cmd.check_options(compare_to, fail_on_increase)
+    costdiff_cmd.check_options(compare_to, fail_on_increase, pilot)
     if pilot is not None:  # spends: approved like apply, then the calibrated plan is printed
         pilot_cmd.pilot(
             spec,

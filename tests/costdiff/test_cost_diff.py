@@ -72,6 +72,7 @@ def test_fail_on_increase_exits_with_its_own_code_after_printing(repo, batchor_c
     assert "model openai:gpt-4.1-mini -> openai:gpt-4.1" in done.stdout and "cost_increase" in done.stderr
     assert batchor_cli(repo.parent, "plan", repo, "--compare-to", "HEAD", "--fail-on-increase", "500").returncode == 0
     assert batchor_cli(repo.parent, "plan", repo, "--fail-on-increase", "5").returncode == EXIT_USAGE
+    assert batchor_cli(repo.parent, "plan", repo, "--compare-to", "HEAD", "--pilot", "5").returncode == EXIT_USAGE
 
 
 def test_the_full_job_is_priced_even_when_every_row_is_cached(repo, fake):
