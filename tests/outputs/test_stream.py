@@ -161,3 +161,18 @@ def test_kill_9_leaves_a_valid_stream_with_every_answered_row_and_resume_adds_no
     assert final.returncode == 0, final.stderr
     keys = [r["_row_key"] for r in _lines(workdir / "out.jsonl")]
     assert keys == [f"t{i}" for i in range(150)]
+
+
+def test_a_batch_run_streams_the_rows_of_each_collected_batch(fake, workdir):
+    fake.configure(batch_polls=1, batch_seconds=0.0)
+    spec = _spec(workdir)
+    seen: list[bool] = []
+
+    def on_row(row: dict) -> None:
+        in_file = {r["_row_key"] for r in _lines(workdir / "out.jsonl")}
+        seen.append(row["_row_key"] in in_file)
+
+    result = batchor.apply(spec, mode="batch", max_cost=1, on_row=on_row, progress=False)
+    assert result.status == "succeeded"
+    assert fake.stats()["by_endpoint"].get("openai.chat_completions", 0) == 0  # answered in batches
+    assert len(seen) == ROWS and all(seen)
