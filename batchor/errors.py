@@ -166,6 +166,12 @@ class InputMissingError(InputError):
     code = "input_missing"
 
 
+class InputUnreachableError(InputError):
+    """A remote input (https://, s3://) could not be reached: the message names the URL and why."""
+
+    code = "input_unreachable"
+
+
 class InputEmptyError(InputError):
     code = "input_empty"
 

@@ -21,6 +21,7 @@ FIXES = {
     "schema_unsupported": "Simplify the schema for that provider, or choose another provider; `batchor validate` lists what it will not enforce.",
     "input_invalid": "Fix the input file or `input.sql` as the message says.",
     "input_missing": "Check `input.path` (relative to the spec's folder) or the glob: no file matched.",
+    "input_unreachable": "The remote input (https://, s3://) the message names could not be reached: check the network, a proxy or the endpoint (`AWS_ENDPOINT_URL`), or download the file and point `input.path` at it.",
     "input_empty": "The input has no rows (after `input.sql`/`limit`): give it rows or fix the query.",
     "input_encoding": "Save the input file as UTF-8.",
     "duplicate_key": "Make `input.key` unique and non-empty, or name more key columns, or drop `key:` (content hashes).",

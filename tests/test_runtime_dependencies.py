@@ -1,6 +1,6 @@
 """`pip install -e .` (no extras) must be enough to run batchor: the README's quickstart installs
 only that. Every module batchor imports comes from the standard library or from the runtime
-dependencies in pyproject.toml (and theirs); the optional extras (`excel`, `dataframes`) may be
+dependencies in pyproject.toml (and theirs); the optional extras (`excel`, `dataframes`, `s3`) may be
 imported only inside the functions that need them. The test extra's packages (pytest, pandas,
 numpy by way of pandas, ...) are on the test machine, so a stray import of one would pass every
 other test and break the quickstart on a user's machine.
@@ -19,7 +19,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 PACKAGE = Path(__file__).resolve().parents[1] / "batchor"
-OPTIONAL_EXTRAS = ("excel", "dataframes")
+OPTIONAL_EXTRAS = ("excel", "dataframes", "s3")
 
 
 def _normal(name: str) -> str:

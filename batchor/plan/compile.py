@@ -461,6 +461,7 @@ def _header(
             sample=source.sample,
             seed=source.seed,
             key_columns=list(source.key_columns),
+            remote=list(source.remote),
         ),
         output=OutputInfo(
             path=str(out_path),
@@ -500,7 +501,11 @@ def _without_state_password(text: str, state: str | None) -> str:
 def check_input_unchanged(header: PlanHeader) -> str | None:
     """None when the plan's input files still hash the same (or are gone); else a reason."""
     from batchor.spec.inputs import InputSource
+    from batchor.spec.remote import changed
 
+    for pinned in header.input.remote:  # the remote object, not the local copy of its version
+        if reason := changed(pinned):
+            return reason
     files = tuple(Path(p) for p in header.input.files)
     if not all(p.exists() for p in files):
         return None
@@ -512,6 +517,7 @@ def check_input_unchanged(header: PlanHeader) -> str | None:
         tuple(header.input.key_columns),
         header.input.sample,
         header.input.seed,
+        tuple(header.input.remote),
     )
     try:
         current = source.fingerprint()

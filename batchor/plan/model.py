@@ -208,6 +208,7 @@ class InputInfo(_Frozen):
     sample: int | None = None
     seed: int = 0
     key_columns: list[str] = Field(default_factory=list)
+    remote: list[str] = Field(default_factory=list)  # url#version of a remote input: checked again at apply
 
 
 class OutputInfo(_Frozen):

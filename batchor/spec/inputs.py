@@ -27,6 +27,7 @@ from batchor.errors import (
     InputError,
     InputMissingError,
 )
+from batchor.spec.remote import fetch, is_remote
 from batchor.spec.sql_guard import project_root, refused_access
 
 ROW_KEY = "_row_key"
@@ -71,6 +72,7 @@ class InputSource:
     key_columns: tuple[str, ...]
     sample: int | None = None
     seed: int = 0
+    remote: tuple[str, ...] = ()  # url#version of a remote input (spec/remote.py)
 
     def fingerprint(self) -> str:
         """Content hash of the files plus the query: a changed input makes a saved plan stale."""
@@ -83,6 +85,8 @@ class InputSource:
         digest.update(f"\0{self.format}\0{self.sql}\0{self.limit}\0{self.key_columns}".encode())
         if self.sample:
             digest.update(f"\0sample={self.sample}:{self.seed}".encode())
+        for pinned in self.remote:
+            digest.update(f"\0remote={pinned}".encode())
         return digest.hexdigest()
 
 
@@ -91,16 +95,21 @@ def input_source(loaded: Any) -> InputSource:
     spec = loaded.spec.input
     source = resolve_input(spec.path, loaded.base_dir, spec.format, spec.sql, spec.limit, spec.key_columns())
     return InputSource(
-        source.files, source.format, source.sql, source.limit, source.key_columns, spec.sample, spec.seed
+        source.files, source.format, source.sql, source.limit, source.key_columns, spec.sample, spec.seed, source.remote
     )
 
 
 def resolve_input(
     pattern: str, base_dir: Path, fmt: str | None, sql: str | None, limit: int | None, key_columns: list[str]
 ) -> InputSource:
+    remote: tuple[str, ...] = ()
+    files: tuple[Path, ...]
     path = Path(pattern).expanduser()
     full = path if path.is_absolute() else base_dir / path
-    if any(ch in pattern for ch in "*?["):
+    if is_remote(pattern):
+        found = fetch(pattern, base_dir)
+        files, remote = (found.local,), (found.pinned,)
+    elif any(ch in pattern for ch in "*?["):
         files = tuple(sorted(Path(p) for p in globlib.glob(str(full), recursive=True) if Path(p).is_file()))
         if not files:
             raise InputMissingError(
@@ -121,7 +130,7 @@ def resolve_input(
             f"input: cannot tell the format of {files[0].name}",
             hint="set input.format: csv | tsv | jsonl | parquet | xlsx",
         )
-    return InputSource(files, fmt, sql, limit, tuple(key_columns))
+    return InputSource(files, fmt, sql, limit, tuple(key_columns), remote=remote)
 
 
 class InputReader:

@@ -27,7 +27,8 @@ class InputSpec(_Strict):
     """Where the rows come from."""
 
     path: str
-    """File path or glob, relative to the spec file (CSV, TSV, JSONL, Parquet, XLSX)."""
+    """File path or glob, relative to the spec file (CSV, TSV, JSONL, Parquet, XLSX), or an
+    `https://` or `s3://` object, read from a local copy pinned to its version (guides/remote-inputs.md)."""
     format: Literal["csv", "tsv", "jsonl", "parquet", "xlsx"] | None = None
     """File format; by default taken from the extension."""
     key: str | list[str] | None = None
