@@ -96,6 +96,9 @@ def test_a_memo_that_outgrows_its_bound_starts_over(tmp_path, monkeypatch):
     assert memo.stat().st_size == 2 * 16
     counted(token_memo.Encoder(lambda: encoding, memo), ["three", "four", "five"])
     assert memo.stat().st_size == 3 * 16  # five known: over the bound, only the last three are kept
+    encoder = token_memo.Encoder(lambda: encoding, memo)
+    assert counted(encoder, ["six", "seven", "eight", "nine"]) == [1, 1, 1, 1]  # more than a memo keeps
+    assert memo.stat().st_size == 3 * 16 and encoder._memo is None  # counted directly, nothing read or kept
 
 
 def test_remembered_counts_whose_vocabulary_is_gone_say_what_to_delete(fresh, monkeypatch, workdir):
