@@ -180,7 +180,9 @@ EXIT_MEANINGS = {
     "EXIT_LOCKED": "the state is locked by another `apply`",
     "EXIT_CHECKS_FAILED": "the spec's `checks:` failed (`compare`: no model passes every check); the answers are kept",
     "EXIT_PAUSED": "the run paused: the provider's quota or billing is exhausted",
-    "EXIT_COST_INCREASE": "`plan --compare-to BASE --fail-on-increase PCT`: the full job costs more than PCT % over BASE",
+    "EXIT_COST_INCREASE": (
+        "`plan --compare-to BASE --fail-on-increase PCT`: the full job costs more than PCT % over BASE"
+    ),
     "EXIT_USAGE": "command-line usage error (a bad option value names the option)",
     "EXIT_INTERRUPTED": "interrupted (Ctrl+C, SIGTERM); finished work is kept: run the same command again",
 }
