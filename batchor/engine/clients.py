@@ -91,6 +91,8 @@ def build_clients(plan: CompiledPlan, limits: RunLimits, refresh: frozenset[str]
             continue
         runtime = _runtime(step, limits, realtime, clients)
         runtime.fallbacks = [_runtime(other, limits, realtime, clients, own=False) for other in step.fallbacks]
+        if step.escalation is not None:
+            runtime.escalation = _runtime(step.escalation, limits, realtime, clients, own=False)
         clients.runtimes[step.name] = runtime
     return clients
 

@@ -12,9 +12,10 @@ A stop request (Ctrl+C, SIGTERM, quota, budget) stops sending; work in flight ma
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
-from typing import Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 import pyarrow as pa
 
@@ -45,6 +46,7 @@ from batchor.errors import (
     TruncatedOutputError,
 )
 from batchor.plan.context import too_long
+from batchor.plan.escalate import condition, escalates
 from batchor.providers.base import Completion, Embedder, Embeddings, EmbedRequest, LLMRequest, Provider
 from batchor.providers.unreachable import timed_out
 
@@ -82,7 +84,11 @@ class RealtimeExecutor:
         self.reachability = Reachability(self.concurrency)
         self.grouper = Grouper(steps)
         self.max_rate_limit_waits = MAX_RATE_LIMIT_WAITS
-        self._falling: dict[str, tuple[WorkItem, int, ProviderError]] = {}  # fallback key -> the row's own failure
+        # fallback or escalation key -> the row's own request: (item, attempts, its failure, or the
+        # answer an escalation replaces)
+        self._falling: dict[str, tuple[WorkItem, int, ProviderError | None, tuple[str, Completion] | None]] = {}
+        self._escalating: dict[str, tuple[int, str, Completion]] = {}  # answers that ask for the stronger model
+        self._conditions: dict[str, Any] = {}  # step -> its compiled `escalate.when`
 
     async def run(self, items: Iterable[WorkItem]) -> None:
         queue: asyncio.Queue[WorkItem | None] = asyncio.Queue(maxsize=self.concurrency * 4)
@@ -160,6 +166,9 @@ class RealtimeExecutor:
             error, attempt = await self._ask(item, step, request, attempt, hold, seat)
         if error is not None and not await self._fall_back(item, step, error, attempt, hold, seat):
             self.recorder.fail(item, attempt, error)
+        cheap = self._escalating.pop(item.key, None)
+        if cheap is not None:
+            await self._escalate(item, step, cheap, hold, seat)
 
     async def _ask(
         self, item: WorkItem, step: StepRuntime, request: LLMRequest, attempt: int, hold: Hold, seat: Seat
@@ -195,7 +204,7 @@ class RealtimeExecutor:
             return False
         for runtime in step.fallbacks:
             other = fallback_item(item, runtime)
-            self._falling[other.key] = (item, attempts, error)
+            self._falling[other.key] = (item, attempts, error, None)
             if await self._stored_answer(other, runtime):
                 return True
             if self.stop.stopped or not await self._reserve(hold, runtime.upper_cost(other)):
@@ -210,6 +219,25 @@ class RealtimeExecutor:
         self.recorder.fail(item, attempts, error)
         return True
 
+    async def _escalate(
+        self, item: WorkItem, step: StepRuntime, cheap: tuple[int, str, Completion], hold: Hold, seat: Seat
+    ) -> None:
+        """Ask the stronger model (`escalate.to`) for a row whose answer met `escalate.when`; when it
+        cannot answer, the row keeps its own model's answer."""
+        runtime = step.escalation
+        assert runtime is not None
+        attempt, output, completion = cheap
+        strong = fallback_item(item, runtime)
+        self._falling[strong.key] = (item, attempt, None, (output, completion))
+        if await self._stored_answer(strong, runtime):
+            return
+        if not self.stop.stopped and await self._reserve(hold, runtime.upper_cost(strong)):
+            last, used = await self._ask(strong, runtime, runtime.request(strong), 0, hold, seat)
+            if last is not None:
+                self.recorder.fail(strong, used, last, row_end=False)
+        if self._falling.pop(strong.key, None) is not None:  # not answered: the row's own answer stands
+            self.recorder.succeed(item, attempt, output, completion)
+
     async def _stored_answer(self, item: WorkItem, runtime: StepRuntime) -> bool:
         """A fallback request answered before (by another run or job): linked, not paid again."""
         found = await asyncio.to_thread(self.sink.store.results_for_keys, pa.array([item.key], pa.string()))
@@ -223,11 +251,28 @@ class RealtimeExecutor:
     def _succeeded(self, item: WorkItem, attempt: int, output: str, completion: Completion | None) -> None:
         """A request's accepted answer; a fallback's also answers the row's own request it stands for."""
         link = self._falling.pop(item.key, None)
+        if link is None and completion is not None and self._escalates(item, output):
+            self._escalating[item.key] = (attempt, output, completion)  # asked of the stronger model next
+            return
         if completion is not None:
             self.recorder.succeed(item, attempt, output, completion, fallback_for=link[0].key if link else None)
-        if link is not None:
-            primary, attempts, error = link
+        if link is None:
+            return
+        primary, attempts, error, replaced = link
+        if replaced is None:
+            assert error is not None
             self.recorder.fell_back(primary, attempts, error, answered_by=item.key, answer=output)
+        else:  # the escalation's answer replaces the row's own (kept under its own key)
+            self.recorder.succeed(primary, attempts, *replaced, counted=False, answered_by=item.key, answer=output)
+
+    def _escalates(self, item: WorkItem, output: str) -> bool:
+        step = self.steps[item.step]
+        if step.escalation is None or step.plan.escalate_when is None:
+            return False
+        if item.step not in self._conditions:
+            self._conditions[item.step] = condition(item.step, step.plan.escalate_when)
+        answer = json.loads(output) if step.plan.json_answers else output
+        return escalates(self._conditions[item.step], item.step, answer)
 
     async def _reserve(self, hold: Hold, amount: float) -> bool:
         """Reserve one attempt's worst case before it is sent. While other attempts in flight hold

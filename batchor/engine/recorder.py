@@ -302,6 +302,7 @@ class Recorder:
         completion: Completion,
         counted: bool = True,
         fallback_for: str | None = None,
+        **link: str,
     ) -> None:
         """The row's accepted answer (its cost: every attempt it took here); `fallback_for`: the
         request of the row's own model it answers instead (engine/fallback.py)."""
@@ -318,6 +319,7 @@ class Recorder:
             cost_usd=self._spent.pop(item.key, 0.0),
             model=self._models.pop(item.key, None),
             fallback_for=fallback_for,
+            **link,  # a cheap answer an escalation replaced: `answered_by` and its `answer`
         )
         if counted:
             self.progress.count_success(item.step)

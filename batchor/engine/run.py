@@ -307,7 +307,7 @@ class _Runner:
         """Rows answered by a fallback model read that answer (engine/fallback.py)."""
         self.flush_sinks()
         for step in self.plan.header.steps:
-            if step.fallbacks:
+            if step.other_models:
                 self.store.follow_fallbacks(self.plan.job_id, step.name)
 
     def flush_sinks(self) -> None:
@@ -350,7 +350,7 @@ class _Runner:
         work = StepWork(self.plan, step, self.store, refresh=refresh, retry_failed=retry_failed)
         with _held_if_small(self.plan, self.store):
             work.scan()
-            if step.fallbacks:
+            if step.other_models:
                 self.store.follow_fallbacks(self.plan.job_id, step.name)
         planned = step.counts.to_run + step.counts.too_long + (step.counts.failed_earlier if retry_failed else 0)
         if not step.depends_on and not refresh and len(work.pending) > planned:

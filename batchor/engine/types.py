@@ -35,6 +35,7 @@ class StepRuntime:
     price: ModelPrice | None
     fallbacks: list[StepRuntime] = field(default_factory=list)  # asked in turn for rows this model fails
     down: ProviderError | None = None  # out of quota or unreachable: rows go to the fallbacks directly
+    escalation: StepRuntime | None = None  # `escalate.to`: the stronger model, for rows whose answer asks for it
 
     def upper_cost(self, item: WorkItem, max_tokens: int | None = None) -> float:
         """Worst-case cost of one attempt (at `max_tokens`, for a re-ask with a larger limit)."""

@@ -101,7 +101,7 @@ def build_output_sql(
 def model_columns(steps: list[StepPlan], aliases: list[str]) -> list[str]:
     """`_model`: which model answered, for steps that may ask more than one (fallback models, an
     escalation); `<step>._model` each when several steps may."""
-    chosen = [(s, a) for s, a in zip(steps, aliases) if s.fallbacks]
+    chosen = [(s, a) for s, a in zip(steps, aliases) if s.other_models]
     if len(chosen) == 1:
         return [f"{chosen[0][1]}.model AS _model"]
     return [f"{a}.model AS {_q(s.name + '._model')}" for s, a in chosen]

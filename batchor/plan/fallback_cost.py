@@ -1,6 +1,7 @@
-"""The price of a step's fallback models (spec `model.fallback`): the upper bound assumes every
-request may fall back to every fallback model in turn (what apply's budget reserves); the expected
-cost adds the share of requests that fell back in earlier runs of the step (`fallback_share`).
+"""The price of a step's other models (spec `model.fallback`, `escalate.to`): the upper bound
+assumes every request may go to each of them (what apply's budget reserves); the expected cost adds
+the share of requests that fell back in earlier runs (`fallback_share`, none when not measured)
+and, for an escalation, every row (its share is not measured yet).
 """
 
 from __future__ import annotations
@@ -12,17 +13,20 @@ from batchor.plan.prices import ModelPrice
 def with_fallback_costs(step: StepPlan) -> StepPlan:
     """`step` with its fallback models' cost added to its counts."""
     counts = step.counts
-    if not step.fallbacks or not counts.to_run:
+    if not step.other_models or not counts.to_run:
         return step
     upper = expected = 0.0
-    share = step.fallback_share or 0.0
-    for index, other in enumerate(step.fallbacks):
+    # an escalation is priced for every row until runs measure its share; a fallback for none
+    others = [(f, (step.fallback_share or 0.0) if i == 0 else 0.0) for i, f in enumerate(step.fallbacks)]
+    if step.escalation is not None:
+        others.append((step.escalation, 1.0))
+    for other, share in others:
         if other.price is None:
             continue
         price, batch = ModelPrice.from_dict(other.price), other.mode == "batch"
         tokens_in = counts.input_tokens
         upper += price.cost(int(tokens_in * other.token_upper_factor), counts.to_run * other.max_tokens, batch=batch)
-        if index == 0 and share:
+        if share:
             out = round(counts.to_run * output_per_request(other))
             expected += share * price.cost(tokens_in, out, batch=batch)
     update = {"cost_upper": counts.cost_upper + upper, "cost_expected": counts.cost_expected + expected}
@@ -33,5 +37,6 @@ def fallback_upper(step: StepPlan) -> float:
     """What the step's fallback models add to its upper bound (shown by `plan`)."""
     if not step.fallbacks or not step.counts.to_run:
         return 0.0
-    bare = step.model_copy(update={"counts": step.counts.model_copy(update={"cost_upper": 0.0, "cost_expected": 0.0})})
+    zero = step.counts.model_copy(update={"cost_upper": 0.0, "cost_expected": 0.0})
+    bare = step.model_copy(update={"counts": zero, "escalation": None})
     return with_fallback_costs(bare).counts.cost_upper

@@ -182,6 +182,8 @@ class StepPlan(_Frozen):
     group_size: int | None = None  # embed: most texts per realtime call (None: the provider's limit)
     fallbacks: list["StepPlan"] = Field(default_factory=list)  # models asked in turn for rows this one fails
     fallback_on: list[str] = Field(default_factory=list)  # the failures that move a row on (spec `fallback_on`)
+    escalation: "StepPlan | None" = None  # `escalate.to`: the stronger model asked for some rows again
+    escalate_when: str | None = None  # `escalate.when`: over the step's own answer, by the step's name
     fallback_share: float | None = None  # share of requests that fell back in earlier runs (None: not measured)
     counts: StepCounts = Field(default_factory=StepCounts)
 
@@ -190,6 +192,11 @@ class StepPlan(_Frozen):
     @property
     def schema(self) -> dict[str, Any] | None:  # type: ignore[override]
         return self.schema_
+
+    @property
+    def other_models(self) -> bool:
+        """Whether a row's answer may come from another model than the step's (fallback, escalation)."""
+        return bool(self.fallbacks) or self.escalation is not None
 
     @property
     def json_answers(self) -> bool:

@@ -25,6 +25,7 @@ from batchor.plan.attachments import input_folder
 from batchor.plan.context import context_window
 from batchor.plan.embed_step import embed_step_plan
 from batchor.plan.endpoint import check_connection, key_identity, step_endpoint
+from batchor.plan.escalate import with_escalation
 from batchor.plan.fanout_rows import assign_grains
 from batchor.plan.known_models import check_model
 from batchor.plan.mode import initial_mode
@@ -104,6 +105,10 @@ def resolve_steps(
             plan = _step_plan(loaded, name, model, deps, overrides, mode)
             if model.fallback:
                 plan = _with_fallbacks(loaded, plan, model, deps, overrides, mode)
+            if step.escalate is not None:
+                plan = with_escalation(
+                    plan, step.escalate.when, _other(loaded, plan, model, step.escalate.to, overrides)
+                )
             check_ttl(plan.provider, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
             plans.append(with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache.ttl))
     if not collect:
@@ -221,6 +226,17 @@ def _first_time(checked: set[tuple[str, ...]], what: tuple[str, ...]) -> bool:
 
 def _at(loaded: LoadedSpec, path: tuple[Any, ...]) -> str:
     return f"{loaded.where(*path)}: {'.'.join(path)}"
+
+
+def _other(loaded: LoadedSpec, plan: StepPlan, model: ModelSpec, ref: str, overrides: Overrides) -> StepPlan:
+    """The step's plan for another model (`escalate.to`), checked like a fallback model."""
+    where = _at(loaded, ("steps", plan.name, "escalate", "to"))
+    provider, _, name = ref.partition(":")
+    check_model(provider, name, custom=False, priced=False, where=where)
+    base = model.model_copy(update={"fallback": [], "fallback_on": []})
+    other = _effective_model(base, _Switch(provider, name), Overrides(mock=overrides.mock))
+    check_connection(other, partial(_beside, where))
+    return _step_plan(loaded, plan.name, other, plan.depends_on, overrides, plan.mode)
 
 
 def _with_fallbacks(

@@ -137,6 +137,9 @@ def _step_lines(s: Any) -> list[str]:
         lines.append(f"    estimate: {_estimate_line(s)}")
     if s.fallbacks:
         lines.append(f"    fallback: {fallback_line(s)}")
+    if s.escalation is not None:
+        e = s.escalation
+        lines.append(f"    escalate: to {e.provider}:{e.model} when {s.escalate_when} (priced as if every row is)")
     return lines + [f"    note: {n}" for n in s.schema_notes]
 
 

@@ -194,6 +194,20 @@ class CheckSpec(_Strict):
         return self
 
 
+class EscalateSpec(_Strict):
+    """A cascade: a stronger model asked again for the rows whose answer meets `when`."""
+
+    to: str
+    """The stronger model, as `provider:name` (it keeps the step's params)."""
+    when: str
+    """Jinja expression over the step's own answer, by the step's name, e.g. `triage.confidence < 0.7`."""
+
+    @field_validator("to")
+    @classmethod
+    def _to_name(cls, value: str) -> str:
+        return model_ref(value, "escalate.to")
+
+
 class LLMStep(_Strict):
     """One LLM call per row."""
 
@@ -225,6 +239,9 @@ class LLMStep(_Strict):
     """Files sent with the prompt (images: PNG, JPEG, WebP, GIF; PDFs), each a Jinja expression
     such as `row.photo`, giving a path (relative to the input file's folder unless absolute), an
     `https://` URL, a `data:` URI or base64 text; a list value attaches several files."""
+    escalate: EscalateSpec | None = None
+    """Ask a stronger model for the rows whose answer meets a condition; each row keeps one answer
+    (the stronger model's where it was asked), and `_model` says which model gave it."""
     pdf: Literal["native", "text"] = "native"
     """How PDF attachments are sent: `native` (the provider reads the file) or `text` (the text
     pypdf extracts, after the prompt: any provider, text tokens only; a scan without text fails)."""
