@@ -360,9 +360,13 @@ class StateCorruptError(StateError):
 
 
 class DiskFullError(StateError):
-    """A write failed for lack of space (or a file size limit): what was stored stays intact."""
+    """A write failed for lack of space (or a file size limit): what was stored stays intact.
+
+    `stored`: the write itself was committed, and only the upkeep after it failed (DuckDB's
+    checkpoint as the file is detached); its rows are stored and must not be written again."""
 
     code = "disk_full"
+    stored = False
 
 
 _NO_SPACE_ERRNOS = (28, 27, 122)  # ENOSPC, EFBIG, EDQUOT
@@ -380,8 +384,11 @@ def as_disk_full(exc: BaseException, where: str) -> DiskFullError | None:
     errno = getattr(exc, "errno", None)
     if errno not in _NO_SPACE_ERRNOS and not any(t in str(exc) for t in _NO_SPACE_TEXT):
         return None
+    lines = str(exc).splitlines() or [""]
+    told = next((line for line in lines if any(t in line for t in _NO_SPACE_TEXT)), lines[0])
+    told = told.rpartition("Original error: ")[2]  # DuckDB's failed checkpoint: what was committed stays
     return DiskFullError(
-        f"no space left while writing {where}: {str(exc).splitlines()[0]}",
+        f"no space left while writing {where}: {told.strip()[:300]}",
         hint="free disk space (or raise the quota) and run the same command again: every answer "
         "stored before the failure is kept and will not be paid for again",
     )

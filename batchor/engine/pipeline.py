@@ -357,14 +357,17 @@ class PipelineSink(ResultSink):
         status, output = ("succeeded", fields["answer"]) if answered else (fields["status"], fields["output"])
         self._added.append((fields["step"], fields["key"], status, output))
 
-    async def flush(self) -> None:
+    async def flush(self) -> bool:
         added, self._added = self._added, []  # all of these are written by the flush below
-        await super().flush()
+        if not await super().flush():  # the disk is full: they are still only in memory
+            self._added[:0] = added
+            return False
         if added:
             try:
                 self.pipeline.stored(added)
             except Exception as exc:  # noqa: BLE001 - a worker must not die: stop, raise after the run
                 self.pipeline.fail(exc)
+        return True
 
 
 class PipelinedExecutor(RealtimeExecutor):

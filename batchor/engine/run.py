@@ -39,7 +39,7 @@ from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, f
 from batchor.engine.realtime import RealtimeExecutor
 from batchor.engine.reduce_run import ReduceRun, RoundWork, write_group_outputs
 from batchor.engine.row_events import row_stream
-from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink
+from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink, raise_if_disk_filled
 from batchor.engine.sql_run import run_sql_step
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork
@@ -284,6 +284,7 @@ class _Runner:
                 runner.run(self._close_providers())
         self.flush_sinks()
         self._close_rows()
+        raise_if_disk_filled(self.sinks)
         return self.stop
 
     def _close_rows(self) -> None:
@@ -423,6 +424,7 @@ class _Runner:
         sink_options: dict[str, Any] = {
             "keep_raw": self.plan.header.keep_raw,
             "before_store": self.rows.stored if self.rows else None,
+            "on_full": lambda full: self.stop.stop("disk_full", full.message),  # stop sending at once
             **(self.shared.sink_options() if self.shared is not None else {}),
         }
         sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)

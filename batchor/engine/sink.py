@@ -2,6 +2,10 @@
 
 A flush happens when the buffer is full or the flush interval passed; the DuckDB write runs in a
 worker thread (DuckDB releases the GIL) so the event loop keeps sending meanwhile.
+
+A write that fails for lack of space (`disk_full`) says so once (`on_full`: the run stops sending
+at the first failed write) and keeps its rows in memory, in front of the buffer; later flushes try
+again, so what was bought is stored as soon as there is room.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from batchor.errors import DiskFullError, as_disk_full
 from batchor.state.base import ATTEMPT_SCHEMA_FULL as ATTEMPT_SCHEMA
 from batchor.state.base import RESULT_SCHEMA_FULL as RESULT_SCHEMA
 from batchor.state.base import StateStore
@@ -22,6 +27,10 @@ from batchor.state.raw import pack
 # flush still commits, but attaching the file and checkpointing it at every detach cost most of a
 # small flush. Another process (`status`, `plan`) then waits at most about this long for the file.
 KEEP_ATTACHED_S = 2.0
+# After a write failed for lack of space, how long buffered answers wait before a flush that is
+# merely due tries again (a failed write attaches the file, replays its WAL and tries a checkpoint:
+# ~0.3 s on a small disk; every worker winding down would otherwise try once more in turn).
+FULL_RETRY_S = 2.0
 
 
 class ResultSink:
@@ -34,6 +43,7 @@ class ResultSink:
         flush_interval_s: float = 0.25,
         keep_raw: bool = True,
         before_store: Callable[[pa.Table], None] | None = None,
+        on_full: Callable[[DiskFullError], None] | None = None,
     ) -> None:
         self.store = store
         self.before_store = before_store  # a streamed output appends the rows these finish (outputs/stream.py)
@@ -46,6 +56,9 @@ class ResultSink:
         self._last_flush = time.monotonic()
         self._lock = asyncio.Lock()
         self.flushed = 0
+        self.on_full = on_full
+        self.full: DiskFullError | None = None  # a write failed for lack of space
+        self._streamed = 0  # rows in front of the buffer a failed write already gave `before_store`
 
     def add_result(
         self,
@@ -137,9 +150,15 @@ class ResultSink:
 
     def due(self) -> bool:
         pending = len(self._results["request_key"])
+        if self._resting():
+            return False
         return pending >= self.flush_rows or (
             pending > 0 and time.monotonic() - self._last_flush >= self.flush_interval_s
         )
+
+    def _resting(self) -> bool:
+        """A write failed for lack of space moments ago: do not try again yet (FULL_RETRY_S)."""
+        return self.full is not None and time.monotonic() - self._last_flush < FULL_RETRY_S
 
     def _take(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]] | None:
         if not self._results["request_key"] and not self._attempts["request_key"]:
@@ -153,22 +172,80 @@ class ResultSink:
     def _write(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]]) -> int:
         """Pack raw payloads (zlib releases the GIL), build the tables, store them."""
         results, attempts = taken
-        attempts["raw"] = [pack(raw) if raw else None for raw in attempts["raw"]]
+        attempts = {**attempts, "raw": [pack(raw) if raw else None for raw in attempts["raw"]]}  # kept as sent
         table = pa.table(results, schema=RESULT_SCHEMA)
+        streamed, self._streamed = self._streamed, table.num_rows  # this write streams them all
         try:
-            if self.before_store is not None and table.num_rows:
-                self.before_store(table)
+            if self.before_store is not None and table.num_rows > streamed:
+                self.before_store(table.slice(streamed))  # not again the ones a failed write put back
         finally:  # an `on_row` that raised stops the run, but the answers are stored
             self.store.record_results(table, pa.table(attempts, schema=ATTEMPT_SCHEMA))
+        self._streamed = 0
         return len(results["request_key"])
 
-    async def flush(self) -> None:
+    async def flush(self) -> bool:
+        """Store what the buffer holds; False when a write failed for lack of space and its rows
+        stay in memory (see `_kept`)."""
         async with self._lock:
+            if self._resting():  # flushes queued behind the failed write (`flush_sync` tries once more)
+                return False
             taken = self._take()
-            if taken is not None:
+            if taken is None:
+                return True
+            try:
                 self.flushed += await asyncio.to_thread(self._write, taken)
+            except Exception as exc:  # noqa: BLE001 - _kept raises all but a lack of space
+                return self._kept(taken, exc)
+            return True
 
     def flush_sync(self) -> None:
         taken = self._take()
         if taken is not None:
-            self.flushed += self._write(taken)
+            try:
+                self.flushed += self._write(taken)
+            except Exception as exc:
+                if self._kept(taken, exc):
+                    return
+                raise
+
+    @property
+    def unstored(self) -> int:
+        """Answers (paid for) that the state does not hold yet."""
+        return len(self._results["request_key"])
+
+    def _kept(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]], exc: Exception) -> bool:
+        """A failed write: True when its rows are stored all the same (the commit was made and only
+        the checkpoint after it failed), else they go back in front of the buffer for later
+        flushes. Lack of space is told once (`on_full`: the run stops sending); other errors, and
+        every error when nobody listens (a batch's collect), are raised as before."""
+        full = as_disk_full(exc, self.store.location)
+        if full is not None and full.stored:
+            self.flushed += len(taken[0]["request_key"])
+            self._streamed = 0
+        else:
+            self._put_back(taken)
+        if full is None or self.on_full is None:
+            raise exc
+        if self.full is None:
+            self.on_full(full)
+        self.full = full  # kept: the run ends with disk_full even if a later write has room
+        return full.stored
+
+    def _put_back(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]]) -> None:
+        for kept, buffer in zip(taken, (self._results, self._attempts)):
+            for name, values in kept.items():
+                buffer[name][:0] = values
+
+
+def raise_if_disk_filled(sinks: list[ResultSink]) -> None:
+    """A disk that filled up during the run ends it with disk_full, saying what was stored."""
+    full = next((sink.full for sink in sinks if sink.full is not None), None)
+    if full is None:
+        return
+    stored, unstored = sum(sink.flushed for sink in sinks), sum(sink.unstored for sink in sinks)
+    lost = f"; {unstored:,} answer(s) bought could not be stored and will be asked again" if unstored else ""
+    raise DiskFullError(
+        f"{full.message}; sending stopped at the first failed write, with {stored:,} answer(s) of this run "
+        f"stored{lost}",
+        hint=full.hint,
+    )

@@ -135,11 +135,20 @@ class AttachedFile:
             self._keepers, self._keep_s = self._keepers + 1, seconds
         try:
             yield
-        finally:
-            with _PROCESS_LOCK:
-                self._keepers -= 1
-                if not self._keepers and not self._units:
+        except BaseException:
+            self._stop_keeping(quiet=True)  # the error that ended the block is the one to report
+            raise
+        self._stop_keeping()
+
+    def _stop_keeping(self, quiet: bool = False) -> None:
+        with _PROCESS_LOCK:
+            self._keepers -= 1
+            if not self._keepers and not self._units:
+                try:
                     self.release()
+                except (duckdb.Error, StateError):  # e.g. the checkpoint of a full disk
+                    if not quiet:
+                        raise
 
     def release(self) -> None:
         """Detach the file, so other processes can open it."""

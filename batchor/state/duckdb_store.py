@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.duck import SMALL_ROWS, duckdb, one_thread
-from batchor.errors import ForeignStateError, StateVersionError
+from batchor.errors import ForeignStateError, StateVersionError, as_disk_full
 from batchor.file_modes import private_dir
 from batchor.state.base import FOLLOW_FALLBACKS, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state, is_corruption
@@ -174,20 +174,34 @@ class DuckDBStore(StateStore):
     def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:
         """Store a flush of finished requests and their attempts in one transaction.
 
-        A key's new answer replaces its stored one (the first, if a flush holds a key twice)."""
-        with self.connection() as db:
-            db.execute("BEGIN")
-            db.register("new_results", _first_per_key(results, "request_key"))
-            db.execute("DELETE FROM results WHERE request_key IN (SELECT request_key FROM new_results)")
-            columns = ", ".join(results.schema.names)
-            db.execute(f"INSERT INTO results ({columns}, finished_at) SELECT {columns}, now() FROM new_results")
-            db.unregister("new_results")
-            if attempts is not None and attempts.num_rows:
-                db.register("new_attempts", attempts)
-                columns = ", ".join(attempts.schema.names)
-                db.execute(f"INSERT INTO attempts ({columns}, created_at) SELECT {columns}, now() FROM new_attempts")
-                db.unregister("new_attempts")
-            db.execute("COMMIT")
+        A key's new answer replaces its stored one (the first, if a flush holds a key twice). On a
+        full disk the first write to fail is usually the checkpoint DuckDB makes as the file is
+        detached, after the commit reached the WAL: that DiskFullError says `stored`."""
+        committed = False
+        try:
+            with self.connection() as db:
+                self._write_results(db, results, attempts)
+                committed = True
+        except Exception as exc:  # committed: its rows are in the WAL, read back on the next attach
+            full = as_disk_full(exc, self.location)
+            if full is None:
+                raise
+            full.stored = committed  # writing them again would store their attempts twice
+            raise full from exc
+
+    def _write_results(self, db: duckdb.DuckDBPyConnection, results: pa.Table, attempts: pa.Table | None) -> None:
+        db.execute("BEGIN")
+        db.register("new_results", _first_per_key(results, "request_key"))
+        db.execute("DELETE FROM results WHERE request_key IN (SELECT request_key FROM new_results)")
+        columns = ", ".join(results.schema.names)
+        db.execute(f"INSERT INTO results ({columns}, finished_at) SELECT {columns}, now() FROM new_results")
+        db.unregister("new_results")
+        if attempts is not None and attempts.num_rows:
+            db.register("new_attempts", attempts)
+            columns = ", ".join(attempts.schema.names)
+            db.execute(f"INSERT INTO attempts ({columns}, created_at) SELECT {columns}, now() FROM new_attempts")
+            db.unregister("new_attempts")
+        db.execute("COMMIT")
 
     def add_run_requests(self, job_id: str, step: str, table: pa.Table) -> None:
         """Record which request answers each row of a job's step (a row's new mapping replaces its old)."""

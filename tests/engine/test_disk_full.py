@@ -15,25 +15,11 @@ import yaml
 
 from tests.cli.cli_helpers import run_cli
 from tests.conftest import write_csv
+from tests.small_disk import small_disk  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow  # signals, kills or large files: CI's full tier
 
 ROWS = 20_000
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
-
-    def resize(size: str) -> None:
-        subprocess.run(["mount", "-o", f"remount,size={size}", str(mount)], check=True)
-
-    yield mount, resize
-    subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _spec(folder: Path) -> None:
@@ -71,9 +57,7 @@ def test_a_full_disk_is_a_clear_error_and_the_run_finishes_once_there_is_room(wo
     # Grow the disk until it fills up in the middle of the run (sizes depend on DuckDB's blocks).
     stored = 0
     for size in ("6m", "8m", "10m", "12m", "14m"):
-        for path in mount.iterdir():
-            subprocess.run(["rm", "-rf", str(path)], check=True)
-        resize(size)
+        resize(size, empty=True)
         done = _apply(workdir, state)
         if done.returncode == 0:
             pytest.fail(f"the run fit in {size}: no mid-run failure to check")

@@ -1,0 +1,71 @@
+"""A disk that fills up during a run over HTTP: sending stops at the first failed state write
+(`disk_full`), the answers stored before it stay stored (DuckDB's failed checkpoint invalidates the
+file only in this process: what was committed is in its WAL), and once there is room the same apply
+pays only for the rows not stored, each answer's attempt recorded once.
+
+A real filesystem runs out of space: a small tmpfs mounted for the test (root only; skipped where
+mounting is not allowed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from batchor import api, operations
+from batchor.errors import DiskFullError
+from tests.conftest import make_spec
+from tests.small_disk import small_disk  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.slow  # mounts a filesystem and runs the job until it fills up mid-run
+
+ROWS = 1500
+CONCURRENCY = 8
+
+
+def _counts(state: Path) -> tuple[int, int]:
+    """Succeeded answers and recorded attempts in the state, read as a new process would."""
+    with duckdb.connect(str(state), read_only=True) as db:
+        answers = db.sql("SELECT count(*) FROM results WHERE status = 'succeeded'").fetchall()[0][0]
+        attempts = db.sql("SELECT count(*) FROM attempts").fetchall()[0][0]
+    return answers, attempts
+
+
+def _spec(folder: Path) -> Path:
+    spec = make_spec(folder, rows=ROWS, schema=None, limits={"concurrency": CONCURRENCY, "request_timeout_s": 10})
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    data["model"]["params"]["max_tokens"] = 2000  # long answers, none cut off: every row succeeds
+    spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return spec
+
+
+def test_a_full_disk_stops_buying_and_the_resume_pays_only_for_what_was_not_stored(workdir, fake, small_disk):
+    mount, resize = small_disk
+    fake.configure(text_words=[300, 0.1])  # long answers: their raw payloads fill the state quickly
+    spec, state = _spec(workdir), mount / "state.duckdb"
+    stored = 0
+    for size in ("2200k", "2500k", "2800k", "3100k"):  # DuckDB grows by blocks: find a mid-run failure
+        resize(size, empty=True)
+        fake.reset()
+        with pytest.raises(DiskFullError) as failed:  # at the start (too small for the job's bookkeeping) or mid-run
+            api.apply(spec, state=str(state), handle_signals=False)
+        stored, attempts = _counts(state)
+        if stored:
+            break
+    assert 0 < stored < ROWS, "the disk never filled up in the middle of the run"
+    assert "sending stopped at the first failed write" in failed.value.message, failed.value.message
+    assert "free disk space" in (failed.value.hint or "")
+    bought = fake.stats()["answered"]
+    # Only answers in flight or buffered when the first write failed are bought and not stored.
+    assert bought - stored <= 4 * CONCURRENCY + 40, (bought, stored)
+    assert attempts == stored  # the ones stored by a commit whose checkpoint failed are not written twice
+
+    resize("256m", empty=False)
+    fake.reset()
+    done = api.apply(spec, state=str(state), handle_signals=False)
+    assert fake.stats()["answered"] == ROWS - stored  # nothing stored before the stop is paid again
+    assert done.cached == stored and done.succeeded == ROWS - stored
+    assert _counts(state) == (ROWS, ROWS)
+    assert operations.check_state(str(state))["ok"]
