@@ -45,7 +45,7 @@ class LateCreates:
         wanted, outcomes, cost = set(keys), {}, 0.0
         for row in rows:
             if row.key in wanted and row.key not in outcomes and row.completion is not None:
-                outcomes[row.key], spent = judge.settle(item_of(row.key)[0], row, False)
+                outcomes[row.key], spent = judge.settle(item_of(row.key)[0], row, False, paid_here=True)
                 cost += spent
         return {k: outcomes.get(k, "late_unanswered") for k in keys}, cost
 

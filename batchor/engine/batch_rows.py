@@ -60,14 +60,17 @@ class RowJudge:
         """The request a row's next attempt sends (a re-ask's own, else the planned one)."""
         return self.reasks.get(item.key) or self.runtime.request(item)
 
-    def settle(self, item: WorkItem, row: RowResult, counted: bool) -> tuple[str, float]:
-        """(outcome, cost) of one row; `counted` rows move the progress counters."""
+    def settle(self, item: WorkItem, row: RowResult, counted: bool, paid_here: bool | None = None) -> tuple[str, float]:
+        """(outcome, cost) of one row; `counted` rows move the progress counters. `paid_here`
+        True: its spend is this run's even when its outcome is not counted (a late create's
+        answer: the row's count comes from the batch its rows were sent again in)."""
         if row.missing:
             return self._free(item, None, counted, "missing"), 0.0
         used, _ = self.attempts.get(item.key, (0, 0))
+        paid = counted if paid_here is None else paid_here
         if row.completion is not None:
             output, error, cost = self.recorder.answer(
-                item, self.runtime, used + 1, row.completion, raw=row.raw, counted=counted
+                item, self.runtime, used + 1, row.completion, raw=row.raw, counted=paid
             )
             if error is None:
                 self.recorder.succeed(item, used + 1, output or "", row.completion, counted)
@@ -77,7 +80,7 @@ class RowJudge:
         error = row.error or TransientProviderError("the batch returned neither an answer nor an error")
         billed = None
         if error.completion is not None:  # a refusal: billed all the same
-            billed = self.recorder.call_failed(item, self.runtime, used + 1, error, counted=counted)
+            billed = self.recorder.call_failed(item, self.runtime, used + 1, error, counted=paid)
         return self.judge_error(item, error, counted, recorded=billed is not None), billed or 0.0
 
     def judge_error(self, item: WorkItem, error: ProviderError, counted: bool, recorded: bool = False) -> str:

@@ -44,3 +44,9 @@ def test_a_create_that_shows_after_both_lookups_is_cancelled_and_collected(fake,
     assert len(collected) == 1 and collected[0]["state"] == "cancelled"
     assert state_rows(workdir, f"SELECT state FROM batches WHERE batch_id = '{found['batch_id']}'") == [("collected",)]
     assert fake.stats()["batches_created"] == 2 and set(submitted(fake).values()) == {2}
+    # the late batch answered before its cancel: billed, so this run's spend (what the run reports
+    # and the budget holds) counts it next to the batch its rows were sent again in
+    ((paid,),) = state_rows(workdir, "SELECT sum(cost_usd) FROM attempts")
+    late_paid = [e.data for e in events if e.type == "batch_collected"]
+    assert collected[0]["outcomes"] == {"ok": 5} and len(late_paid) == 2
+    assert result.cost_usd == pytest.approx(paid) and paid > 0
