@@ -13,6 +13,7 @@ polling sleeps are injected, so only the `timeout` cells wait on real time (mark
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from typer.testing import CliRunner
 
 from batchor.cli.main import app
 from batchor.engine import batch_calls
+from batchor.engine import run as engine_run
 from batchor.engine.batch import BatchExecutor
 from batchor.plan.prices import lookup_price
 from tests.engine.batch_helpers import results, state_rows, submitted
@@ -88,18 +90,38 @@ def cells() -> list[Any]:
     return found
 
 
+class _SkippingClock:
+    """`time` for the engine's run module whose epoch clock (`time.time`, the batch engine's clock)
+    runs ahead by every sleep skipped: a wait for a due time ends at once instead of spinning."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def skip(self, delay: float) -> None:
+        self.skipped += max(0.0, delay)
+
+    def time(self) -> float:
+        return time.time() + self.skipped
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
 @pytest.fixture
 def no_waiting(monkeypatch):
-    """Polling and backoff take no real time (the engine's sleep, and `cancel`'s own)."""
+    """Polling, backoff and the wait before an unknown create is looked up again take no real time
+    (the engine's sleep, and `cancel`'s own): each sleep moves the engine's clock instead."""
+    clock = _SkippingClock()
 
     async def no_wait(self, delay):
-        return None
+        clock.skip(delay)
 
     async def instant(delay):
-        return None
+        clock.skip(delay)
 
     monkeypatch.setattr(BatchExecutor, "_sleep", no_wait)
     monkeypatch.setattr(batch_calls, "default_sleep", instant)
+    monkeypatch.setattr(engine_run, "time", clock)
 
 
 @pytest.mark.parametrize(("provider", "call", "fault"), cells())
