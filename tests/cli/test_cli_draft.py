@@ -246,13 +246,16 @@ def test_the_real_command_on_a_terminal_asks_before_writing(data, workdir, monke
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     term = Terminal(workdir, "draft", "tag each review with its product area", "--data", "data/reviews.csv", "--mock")
-    screen = term.read_until("Write spec.yaml and tag-review-product.output.schema.json? [Y/n]")
+    screen = term.read_until("[Y/n]")
+    files = "spec.yaml and tag-review-product.output.schema.json and schemas/batchor-spec.schema.json"
+    assert f"Write {files}? [Y/n]" in screen, screen
     assert not (workdir / "spec.yaml").exists(), screen  # shown, not yet written
     assert "rehearsal: 3 row(s)" in screen and "Plan " in screen
     term.type("y\n")
     assert term.finish() == 0, term.screen
     assert api.validate(workdir / "spec.yaml").steps == ["answer"]
     assert (workdir / "tag-review-product.output.schema.json").exists()
+    assert (workdir / "schemas" / "batchor-spec.schema.json").exists()  # the editor's schema the spec names
     assert "wrote spec.yaml, tag-review-product.output.schema.json" in term.screen
     assert (
         api.validate(workdir / "spec.yaml").spec and "name: tag-review-product" in (workdir / "spec.yaml").read_text()
