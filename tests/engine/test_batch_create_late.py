@@ -15,6 +15,7 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.mark.parametrize("provider", list(MODELS))
 def test_a_create_that_shows_late_is_found_and_collected_not_created_again(fake, workdir, provider):
+    fake.reset(config=True, batches=True)  # Anthropic's lookup matches by content: no earlier test's batch
     fake.configure(batch_create_delay_s=1.8, batch_create_hidden=True)  # found from 1.8 s on
     spec = spec_for(workdir, provider, rows=5, request_timeout_s=0.5)  # looked up at ~1.5 s, then ~2.5 s
     events: list[str] = []
@@ -31,8 +32,13 @@ def test_a_create_that_shows_after_both_lookups_is_cancelled_and_collected(fake,
     """Issue 35: the first create shows only after both lookups gave it up (its rows already sent
     again in a second batch). Found while the second batch runs, it is cancelled and collected:
     never left running, paid for and unread."""
+    fake.reset(config=True, batches=True)  # Anthropic's lookup matches by content: no earlier test's batch
     fake.configure(
-        batch_create_delay_s=1.5, batch_create_hidden=True, batch_create_late_count=1, batch_seconds=2.0
+        batch_create_delay_s=1.5,
+        batch_create_hidden=True,
+        batch_create_hidden_lists=2,  # both lookups miss it, however late a loaded machine makes them
+        batch_create_late_count=1,
+        batch_seconds=2.0,
     )  # looked up at ~0.6 s and ~1.0 s; it shows at 1.5 s; the second batch ends at ~3 s
     spec = spec_for(workdir, provider, rows=5, request_timeout_s=0.2)
     events: list = []

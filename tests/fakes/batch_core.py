@@ -44,6 +44,7 @@ class Job:
     state: str = "running"  # running | cancelling | completed | expired | failed | cancelled
     error_code: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # provider-specific (file ids, model)
+    listed_from: int = 0  # the provider's list call from which listings show it (hidden creates)
 
     @property
     def ended(self) -> bool:
@@ -58,6 +59,7 @@ class World:
 
     def __init__(self) -> None:
         self.jobs: dict[str, Job] = {}
+        self.lists: dict[str, int] = {}  # list calls per provider
         self.files: dict[str, dict[str, Any]] = {}
         self.uploads: dict[str, dict[str, Any]] = {}  # resumable uploads not finalized yet
 
@@ -89,6 +91,7 @@ class World:
             return job
 
         stats = fake.stats
+        job.listed_from = self.lists.get(job.provider, 0) + 1 + int(fake.config["batch_create_hidden_lists"])
 
         async def later() -> Job:
             await asyncio.sleep(delay)
@@ -100,7 +103,9 @@ class World:
         return await asyncio.shield(asyncio.get_running_loop().create_task(later()))
 
     def newest_first(self, provider: str) -> list[Job]:
-        jobs = [j for j in self.jobs.values() if j.provider == provider]
+        """A listing: every job of `provider` but hidden creates not yet due to show in one."""
+        count = self.lists[provider] = self.lists.get(provider, 0) + 1
+        jobs = [j for j in self.jobs.values() if j.provider == provider and count >= j.listed_from]
         return sorted(jobs, key=lambda j: (j.created_at, j.id), reverse=True)
 
 

@@ -90,6 +90,9 @@ DEFAULTS: dict[str, Any] = {
     "batch_api": True,  # false: a server without Batch API (every batch and file endpoint answers 404)
     "batch_create_hidden": False,  # ... true: it exists (listed, found) only once that delay is over
     "batch_create_late_count": 0,  # only the first N creates are late (0: every create)
+    # ... and a hidden create stays out of the listings (lookups) made before it is N lists old,
+    # whatever the time: a lookup count, not a clock, so a loaded machine cannot shift it
+    "batch_create_hidden_lists": 0,
     "batch_create_status": None,  # refuse creates with this status, without creating
     "batch_broken_lines": 0,  # the first N lines of each results file are cut short (not JSON) ...
     "batch_broken_keep": 0.5,  # ... to this share of their length
