@@ -39,15 +39,21 @@ class KeyNeed:
 
 
 def needed_keys(loaded: LoadedSpec, environ: Mapping[str, str]) -> list[KeyNeed]:
-    """One entry per (provider, key variables) the spec's steps use, in step order."""
+    """One entry per (provider, key variables) the spec's steps use, in step order: each step's
+    own model, then its fallback models and its `escalate.to` model (a run may need any of them,
+    and apply checks every one before the first call)."""
     steps, _ = resolve_steps(loaded, Overrides())
     grouped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for step in steps:
         if step.provider == "sql":
             continue
-        envs = key_envs(step.provider, step.api_key_env, step.provider_options)
-        if envs:
-            grouped.setdefault((step.provider, envs), []).append(step.name)
+        models = [(step, step.name), *((f, f"{step.name} (fallback)") for f in step.fallbacks)]
+        if step.escalation is not None:
+            models.append((step.escalation, f"{step.name} (escalate)"))
+        for model, use in models:
+            envs = key_envs(model.provider, model.api_key_env, model.provider_options)
+            if envs and use not in grouped.setdefault((model.provider, envs), []):
+                grouped[(model.provider, envs)].append(use)
     return [
         KeyNeed(
             loaded.source, provider, envs, tuple(names), next((e for e in envs if environ.get(e, "").strip()), None)

@@ -90,3 +90,19 @@ def test_the_command_lists_them_and_check_fails_before_any_call(workdir, batchor
     assert "MISSING" in done.stdout
     done = batchor_cli(workdir, "keys", spec, "--check", env={"OPENAI_API_KEY": "sk-test"})
     assert done.returncode == 0 and "set (OPENAI_API_KEY)" in done.stdout and "sk-test" not in done.stdout
+
+
+def test_fallback_and_escalation_models_need_their_keys_too(workdir):
+    """A run may need any of them: `keys --check` in CI names them before the paid run, as apply does."""
+    step = {**STEP, "escalate": {"to": "gemini:gemini-2.5-flash", "when": "classify | length > 100"}}
+    spec = make_spec(workdir, steps={"classify": step})
+    data = yaml.safe_load(spec.read_text())
+    data["model"]["fallback"] = ["anthropic:claude-haiku-4-5"]
+    spec.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert needs(spec, OPENAI_API_KEY="sk-x") == [
+        ("openai", ("OPENAI_API_KEY",), ("classify",), "OPENAI_API_KEY"),
+        ("anthropic", ("ANTHROPIC_API_KEY",), ("classify (fallback)",), None),
+        ("gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY"), ("classify (escalate)",), None),
+    ]
+    with pytest.raises(NoApiKeyError, match="ANTHROPIC_API_KEY.*GEMINI_API_KEY"):
+        api.missing_keys(api.required_keys([spec], environ={"OPENAI_API_KEY": "sk-x"}))
