@@ -55,6 +55,7 @@ def status(run_id: str | None = None, *, state: str | None = None) -> dict[str, 
     data["failures_by_reason"] = None if failures is None else {k: v["rows"] for k, v in failures.items()}
     data["spend"] = run_spend(store, [run.run_id])[run.run_id]
     data["steps"] = run_step_report(store, run.run_id)  # the plan's estimate per step next to the spend
+    data["models"] = store.run_model_spend(run.run_id)  # spend and failed calls per model (fallbacks)
     data["failed_rows_cost"] = failures
     batches = getattr(store, "list_batches", None)
     if batches is not None:

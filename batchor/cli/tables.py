@@ -78,6 +78,7 @@ _STATUS_SHOWN = {
     "batches",
     "workers",
     "steps",
+    "models",
     "rows",
 }
 
@@ -133,6 +134,9 @@ def status_view(data: dict[str, Any]) -> list[Any]:
     estimate = estimate_table(data.get("steps") or [])
     if estimate is not None:
         parts.append(estimate)
+    models = models_table(data.get("models") or [])
+    if models is not None:
+        parts.append(models)
     if data.get("batches"):
         parts.append(batches_table(data["batches"]))
     if data.get("workers"):
@@ -200,6 +204,26 @@ def failures_table(by_reason: dict[str, int], costs: dict[str, dict[str, Any]]) 
     table.add_column("cost", justify="right")
     for reason, rows in by_reason.items():
         table.add_row(escape(reason), count(rows), money((costs.get(reason) or {}).get("cost_usd")))
+    return table
+
+
+def models_table(models: list[dict[str, Any]]) -> Table | None:
+    """Calls and spend per model of each step; shown when a step was answered by more than one
+    model (a fallback or an escalation), where the run's spend alone hides whose it was."""
+    steps = [m["step"] for m in models]
+    if len(steps) == len(set(steps)):
+        return None
+    table = Table(title="by model", title_justify="left", box=box.SIMPLE_HEAD)
+    for name in ("step", "model", "answered", "failed", "cost"):
+        table.add_column(name, justify="right" if name in ("answered", "failed", "cost") else "left", no_wrap=True)
+    for entry in models:
+        table.add_row(
+            escape(str(entry["step"])),
+            escape(str(entry["model"] or "(not recorded)")),
+            count(entry["answered"]),
+            count(entry["failed"]),
+            money(entry["cost_usd"]),
+        )
     return table
 
 

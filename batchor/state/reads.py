@@ -155,6 +155,20 @@ class LedgerReads(Protocol):
             list(steps),
         )
 
+    def run_model_spend(self, run_id: str) -> list[dict[str, Any]]:
+        """Per step and model of a run's attempts: calls answered and accepted, calls that failed or
+        were rejected, and what they cost. A step answered by a fallback or an escalation model
+        shows one line per model (`model` None: attempts recorded before batchor kept it)."""
+        rows = self.execute(
+            "SELECT step, model, count(*) FILTER (WHERE outcome = 'ok'), count(*) FILTER (WHERE outcome <> 'ok'), "
+            "coalesce(sum(cost_usd), 0) FROM attempts WHERE run_id = ? GROUP BY step, model ORDER BY step, model",
+            [run_id],
+        )
+        return [
+            {"step": step, "model": model, "answered": int(ok), "failed": int(bad), "cost_usd": float(cost)}
+            for step, model, ok, bad, cost in rows
+        ]
+
     def step_costs(self, job_id: str) -> dict[str, float]:
         """What each step's answers of the job cost: every distinct request counted once."""
         rows = self.execute(

@@ -106,3 +106,19 @@ def test_a_fallback_model_must_be_provider_and_name(workdir):
     with pytest.raises(Exception) as info:
         api.validate(spec)
     assert "must be provider:name" in str(info.value)
+
+
+def test_status_shows_calls_and_spend_per_model(workdir, fake, monkeypatch, capsys):
+    """`status` says whose the spend was: one line per model of the step, adding up to the run."""
+    from batchor import operations
+    from tests.cli.cli_helpers import run_inprocess
+
+    fake.configure(fail_model={PRIMARY: {"review number 1": "malformed", "review number 5": "malformed"}})
+    outcome = api.apply(fallback_spec(workdir), handle_signals=False)
+    models = {m["model"]: m for m in operations.status(state=str(workdir / STATE))["models"]}
+    assert set(models) == {f"openai:{PRIMARY}", f"anthropic:{BACKUP}"}
+    calls = {model: (m["answered"], m["failed"]) for model, m in models.items()}
+    assert calls == {f"openai:{PRIMARY}": (6, 4), f"anthropic:{BACKUP}": (2, 0)}  # 2 rows rejected twice
+    assert sum(m["cost_usd"] for m in models.values()) == pytest.approx(outcome.cost_usd)
+    code, out, _ = run_inprocess(monkeypatch, capsys, workdir, "status")
+    assert code == 0 and "by model" in out and f"anthropic:{BACKUP}" in out, out
