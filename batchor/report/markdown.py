@@ -34,6 +34,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f" | {count(s.get('input_tokens'))}/{count(s.get('output_tokens'))} | {money(s.get('cost_usd'))} "
             f"| {latency} |"
         )
+    lines += _model_lines(run.get("models") or [])
     failures = report.get("failures") or []
     if failures:
         lines += ["", "**Failures**", ""]
@@ -49,6 +50,20 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["", "**Checks**: " + ("all pass" if checks["passed"] else "FAILED"), ""]
         lines += [f"- {'pass' if c['passed'] else 'FAIL'} {markdown_text(c['name'])}" for c in checks["checks"]]
     return "\n".join(lines) + "\n"
+
+
+def _model_lines(models: list[dict[str, Any]]) -> list[str]:
+    """Calls and spend per model, when a step was answered by more than one (fallback, escalation)."""
+    steps = [m["step"] for m in models]
+    if len(steps) == len(set(steps)):
+        return []
+    lines = ["", "**By model**", "", "| step | model | answered | failed | cost |", "|---|---|---:|---:|---:|"]
+    for m in models:
+        lines.append(
+            f"| {_cell(m['step'])} | {_cell(m['model'] or '(not recorded)')} | {count(m['answered'])} "
+            f"| {count(m['failed'])} | {money(m['cost_usd'])} |"
+        )
+    return lines
 
 
 def _metrics_lines(checks: dict[str, Any] | None) -> list[str]:

@@ -122,3 +122,7 @@ def test_status_shows_calls_and_spend_per_model(workdir, fake, monkeypatch, caps
     assert sum(m["cost_usd"] for m in models.values()) == pytest.approx(outcome.cost_usd)
     code, out, _ = run_inprocess(monkeypatch, capsys, workdir, "status")
     assert code == 0 and "by model" in out and f"anthropic:{BACKUP}" in out, out
+    from batchor.report import report
+
+    markdown = report(state=str(workdir / STATE), fmt="markdown")
+    assert f"| classify | anthropic:{BACKUP} | 2 | 0 |" in markdown, markdown
