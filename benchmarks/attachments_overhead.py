@@ -58,8 +58,10 @@ def _cpu(folder: Path, data: Path, base_url: str, attach: bool, mode: str) -> fl
 def _in_process(folder: Path, rows: int) -> dict[str, float]:
     """CPU ms per image row of the attachment code alone (plan: describe; apply: load + body)."""
     from batchor.plan.attachments import AttachmentContext, describe_row, load
-    from batchor.providers import anthropic, gemini, openai
+    from batchor.providers.anthropic import realtime as anthropic
     from batchor.providers.base import LLMRequest
+    from batchor.providers.gemini import realtime as gemini
+    from batchor.providers.openai import realtime as openai
 
     ctx = AttachmentContext(folder, "openai")
     started = time.process_time()

@@ -16,7 +16,7 @@ from batchor.providers.base import Provider, ProviderConfig
 @dataclass(frozen=True)
 class ProviderInfo:
     name: str
-    adapter: str  # module under batchor.providers
+    adapter: str  # package under batchor.providers (its `realtime` and `batch` modules)
     key_env: str | None  # default API key variable (None: no key needed)
     base_url: str | None = None  # default base URL (OpenAI-compatible presets)
     first_party: bool = True  # False: base_url is part of the request identity
@@ -84,6 +84,6 @@ def provider_info(name: str) -> ProviderInfo:
 def create_provider(config: ProviderConfig) -> Provider:
     """Instantiate the adapter for a resolved provider config (imports its SDK now)."""
     info = provider_info(config.provider)
-    module = importlib.import_module(f"batchor.providers.{info.adapter}")
+    module = importlib.import_module(f"batchor.providers.{info.adapter}.realtime")
     provider: Provider = module.create(config, info)
     return provider

@@ -193,9 +193,9 @@ class BatchProvider(Protocol):
 
 
 def create_batch_provider(config: ProviderConfig) -> BatchProvider:
-    """The batch adapter of a provider (`batchor.providers.<adapter>_batch`), SDK imported now."""
+    """The batch adapter of a provider (`batchor.providers.<adapter>.batch`), SDK imported now."""
     info = provider_info(config.provider)
-    module = importlib.import_module(f"batchor.providers.{info.adapter}_batch")
+    module = importlib.import_module(f"batchor.providers.{info.adapter}.batch")
     provider: BatchProvider = module.create(config, info)
     return provider
 

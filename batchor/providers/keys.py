@@ -12,7 +12,7 @@ from typing import Any
 
 from batchor.providers import provider_info
 
-GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")  # the order providers/gemini.py reads them in
+GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")  # the order providers/gemini/realtime.py reads them in
 AZURE_TOKEN_ENV = "AZURE_OPENAI_AD_TOKEN"  # a Microsoft Entra ID access token (the openai SDK's name)
 
 

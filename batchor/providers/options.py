@@ -1,7 +1,7 @@
 """What each provider reads from the spec's `model.options`, so a misspelt option fails before any call.
 
-The adapters read these keys (gemini.py `client_kwargs`, gemini_batch.py `INLINE_OPTION`,
-anthropic.py `structured`, the batch engine `keep_provider_files`); anything else would be
+The adapters read these keys (gemini/realtime.py `client_kwargs`, gemini/batch.py `INLINE_OPTION`,
+anthropic/realtime.py `structured`, the batch engine `keep_provider_files`); anything else would be
 silently ignored, so planning refuses it and lists the options the provider knows.
 `api` and `strict` are not options: they come from `model.api` and the adapted schema.
 """

@@ -2,7 +2,7 @@
 the provider on every row (`temprature` would be sent as it is and refused as unknown).
 
 A spec's params use the provider's own names, and the OpenAI names every adapter accepts
-(`max_tokens`, `stop`, ... are renamed or dropped by anthropic.py and gemini.py so one spec runs
+(`max_tokens`, `stop`, ... are renamed or dropped by the anthropic and gemini adapters so one spec runs
 on every provider). The lists follow the official SDKs' request types (a test compares them).
 An OpenAI-compatible server (a `base_url`, or a preset such as vllm or openrouter) takes extra
 parameters of its own, so there only a near miss of a known name is refused.

@@ -25,19 +25,19 @@ def sent_body(
     """What the adapter for `provider` sends for `request`."""
     info = provider_info(provider)
     if info.adapter == "openai":
-        from batchor.providers import openai
+        from batchor.providers.openai import realtime as openai
 
         return openai.to_body(request, api=api or "chat", strict=strict, first_party=info.first_party)
     if info.adapter == "anthropic":
-        from batchor.providers import anthropic
+        from batchor.providers.anthropic import realtime as anthropic
 
         mode = anthropic.structured_mode(request.model, strict=strict, option=options.get("structured"))
         return anthropic.to_body(request, structured=mode)
     if info.adapter == "gemini":
-        from batchor.providers import gemini
+        from batchor.providers.gemini import realtime as gemini
 
         return gemini.to_body(request)
-    from batchor.providers import mock
+    from batchor.providers.mock import realtime as mock
 
     return mock.to_body(request)
 

@@ -14,7 +14,7 @@ from conftest import make_spec
 from batchor import api
 from batchor.engine.batch_collect import KEEP_FILES_OPTION
 from batchor.errors import ModelOptionError, SpecProblemsError, UnknownModelError
-from batchor.providers.gemini_batch import INLINE_OPTION
+from batchor.providers.gemini.batch import INLINE_OPTION
 from batchor.providers.options import provider_options
 
 

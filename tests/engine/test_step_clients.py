@@ -13,7 +13,7 @@ from batchor.engine.clients import DeferredProvider, build_clients, provider_con
 from batchor.engine.limits import RunLimits
 from batchor.errors import NoApiKeyError
 from batchor.providers.base import LLMRequest
-from batchor.providers.openai_batch import OpenAIBatchProvider
+from batchor.providers.openai.batch import OpenAIBatchProvider
 from tests.conftest import make_spec
 from tests.engine.batch_helpers import batch_spec
 

@@ -14,7 +14,7 @@ from batchor.errors import (
     RateLimitedError,
     TransientProviderError,
 )
-from batchor.providers.anthropic_batch import encode_request, parse_line
+from batchor.providers.anthropic.batch import encode_request, parse_line
 from tests.providers.batch_cases import SCHEMA, collect, requests, round_trip, run, tag, until_ended
 
 MODEL = "claude-haiku-4-5"

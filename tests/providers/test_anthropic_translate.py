@@ -14,7 +14,7 @@ from batchor.errors import (
     RateLimitedError,
     TransientProviderError,
 )
-from batchor.providers.anthropic import (
+from batchor.providers.anthropic.realtime import (
     OUTPUT_CONFIG,
     TOOL,
     error_for,

@@ -13,7 +13,7 @@ import yaml
 from batchor import api
 from batchor.errors import BaseUrlMissingError, NoApiKeyError, UnknownModelError
 from batchor.plan.prices import lookup_price
-from batchor.providers.azure_batch import AzureBatchProvider
+from batchor.providers.azure.batch import AzureBatchProvider
 from tests.providers.batch_cases import requests, round_trip, run
 from tests.providers.helpers import provider_spec
 

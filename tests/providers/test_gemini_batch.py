@@ -15,7 +15,7 @@ from batchor.errors import (
     TransientProviderError,
 )
 from batchor.providers.base import LLMRequest
-from batchor.providers.gemini_batch import encode_request, file_line, parse_row
+from batchor.providers.gemini.batch import encode_request, file_line, parse_row
 from tests.providers.batch_cases import SCHEMA, collect, requests, round_trip, run, tag, until_ended
 
 MODEL = "gemini-2.5-flash"

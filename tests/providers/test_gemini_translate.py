@@ -18,7 +18,7 @@ from batchor.errors import (
 )
 from batchor.providers import REGISTRY
 from batchor.providers.base import ProviderConfig
-from batchor.providers.gemini import client_kwargs, error_for, parse_result, retry_delay, to_body
+from batchor.providers.gemini.realtime import client_kwargs, error_for, parse_result, retry_delay, to_body
 from tests.providers.helpers import SCHEMA, case, request
 
 INFO = REGISTRY["gemini"]

@@ -14,8 +14,8 @@ from batchor.errors import (
     TransientProviderError,
 )
 from batchor.providers.base import LLMRequest
-from batchor.providers.openai import to_body
-from batchor.providers.openai_batch import encode_line, parse_line
+from batchor.providers.openai.batch import encode_line, parse_line
+from batchor.providers.openai.realtime import to_body
 from tests.fakes import prompt_key
 from tests.providers.batch_cases import SCHEMA, collect, requests, round_trip, run, tag, until_ended
 

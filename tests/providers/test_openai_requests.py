@@ -1,5 +1,5 @@
 """The OpenAI adapter's requests, sent through the SDK from one options template
-(providers/openai.py `_Posts`), against the fake server with the real SDK."""
+(providers/openai/realtime.py `_Posts`), against the fake server with the real SDK."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from openai._models import FinalRequestOptions
 
 from batchor.providers import create_provider
 from batchor.providers.base import LLMRequest, ProviderConfig
-from batchor.providers.openai import OpenAIProvider, _Posts
+from batchor.providers.openai.realtime import OpenAIProvider, _Posts
 from tests.fakes.answers import prompt_key
 from tests.providers.helpers import SCHEMA
 

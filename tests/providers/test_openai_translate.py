@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from batchor.providers.openai import parse_result, to_body
+from batchor.providers.openai.realtime import parse_result, to_body
 from tests.providers.helpers import SCHEMA, case, request
 
 

@@ -8,9 +8,9 @@ import httpx2
 import pytest
 
 from batchor.errors import AuthenticationError, ProviderError, TransientProviderError
-from batchor.providers import anthropic as anthropic_adapter
-from batchor.providers import gemini as gemini_adapter
-from batchor.providers import openai as openai_adapter
+from batchor.providers.anthropic import realtime as anthropic_adapter
+from batchor.providers.gemini import realtime as gemini_adapter
+from batchor.providers.openai import realtime as openai_adapter
 
 SECRET = "sk-leaky-secret-0123456789"
 REQUEST = httpx2.Request("POST", "http://127.0.0.1:9/v1/x")

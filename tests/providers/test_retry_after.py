@@ -14,7 +14,7 @@ from batchor.errors import RateLimitedError
 from batchor.providers import create_provider
 from batchor.providers.base import LLMRequest, ProviderConfig
 from batchor.providers.errors_map import parse_retry_after
-from batchor.providers.openai import rate_limit_headers
+from batchor.providers.openai.realtime import rate_limit_headers
 
 
 @pytest.mark.parametrize(

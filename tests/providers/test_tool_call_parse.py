@@ -8,8 +8,10 @@ import pytest
 from batchor.engine.recorder import judge
 from batchor.errors import UnexpectedToolCallError
 from batchor.plan.model import StepPlan
-from batchor.providers import anthropic, gemini, openai
+from batchor.providers.anthropic import realtime as anthropic
 from batchor.providers.base import Completion, ToolCall, answer_tool
+from batchor.providers.gemini import realtime as gemini
+from batchor.providers.openai import realtime as openai
 
 CALL = ToolCall("lookup_weather", {"city": "Paris"})
 

@@ -16,7 +16,7 @@ from typing import Any
 from batchor.errors import BaseUrlMissingError
 from batchor.providers.base import ProviderConfig, read_api_key
 from batchor.providers.keys import default_key_env
-from batchor.providers.openai import OpenAIProvider, _http_client
+from batchor.providers.openai.realtime import OpenAIProvider, _http_client
 
 DEFAULT_API_VERSION = "2024-10-21"  # the GA version with Chat Completions, files and batches
 ENDPOINT_ENV = "AZURE_OPENAI_ENDPOINT"

@@ -40,7 +40,7 @@ from batchor.providers.batch import (
 )
 from batchor.providers.embeddings import embed_request, openai_body, openai_completion
 from batchor.providers.errors_map import classify
-from batchor.providers.openai import _mapped_errors, parse_result, to_body
+from batchor.providers.openai.realtime import _mapped_errors, parse_result, to_body
 
 T = TypeVar("T")
 LIMITS = BatchLimits(max_requests=50_000, max_bytes=200 * 1024 * 1024)

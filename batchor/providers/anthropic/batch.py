@@ -13,14 +13,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from batchor.errors import ProviderError
-from batchor.providers.anthropic import (
+from batchor.providers.anthropic.realtime import (
     _mapped_errors,
     error_for,
     parse_result,
     structured_mode,
     to_body,
 )
-from batchor.providers.anthropic import create as create_realtime
+from batchor.providers.anthropic.realtime import create as create_realtime
 from batchor.providers.base import LLMRequest, ProviderConfig
 from batchor.providers.batch import (
     CANCELLED,

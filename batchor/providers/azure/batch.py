@@ -1,6 +1,6 @@
 """Azure OpenAI Batch API: OpenAI's batch protocol at `/openai/files` and `/openai/batches`.
 
-The same JSONL files and batch objects as OpenAI's (providers/openai_batch.py), with Azure's
+The same JSONL files and batch objects as OpenAI's (providers/openai/batch.py), with Azure's
 endpoint without `/v1` (`/chat/completions`) and the deployment as each line's `model`: the
 deployment must be a batch one (Global Batch or Data Zone Batch). Batches carry the local batch
 id in their metadata, so a create whose outcome is unknown is found again, never repeated.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchor.providers.azure import azure_client
+from batchor.providers.azure.realtime import azure_client
 from batchor.providers.base import ProviderConfig
-from batchor.providers.openai_batch import OpenAIBatchProvider
+from batchor.providers.openai.batch import OpenAIBatchProvider
 
 _ENDPOINTS = {"chat": "/chat/completions"}
 

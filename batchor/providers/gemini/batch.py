@@ -41,8 +41,8 @@ from batchor.providers.batch import (
     result_line,
 )
 from batchor.providers.embeddings import gemini_completion
-from batchor.providers.gemini import _base_url, _mapped_errors, error_for, parse_result, to_body
-from batchor.providers.gemini import create as create_realtime
+from batchor.providers.gemini.realtime import _base_url, _mapped_errors, error_for, parse_result, to_body
+from batchor.providers.gemini.realtime import create as create_realtime
 
 T = TypeVar("T")
 INLINE_MAX_BYTES = 19 * 1024 * 1024  # the API takes inline requests up to about 20 MB per job

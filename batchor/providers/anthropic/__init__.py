@@ -1,0 +1,1 @@
+"""Anthropic: `realtime` (Messages API) and `batch` (Message Batches)."""

@@ -1,0 +1,1 @@
+"""Google Gemini through google-genai: `realtime` (generate_content) and `batch` (batch jobs)."""

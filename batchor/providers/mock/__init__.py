@@ -1,0 +1,1 @@
+"""The offline rehearsal provider (`realtime` only): deterministic, free answers."""
