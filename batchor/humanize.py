@@ -148,3 +148,12 @@ def cache_saving(saved: float | None, lead: str = "; ") -> str:
     if saved > 0:
         return f"{lead}saved by prompt caching {money(saved)}"
     return f"{lead}prompt-cache writes cost {money(-saved)} more than the cache saved"
+
+
+def models_worth_showing(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's calls and spend per step and model (`StateStore.run_model_spend`), when some step was
+    answered by more than one model (a fallback, an escalation), else none: with one model per
+    step, the steps' own lines already say whose the spend was. `status`, the markdown report and
+    the HTML report all show the table under this one rule."""
+    steps = [m["step"] for m in models]
+    return models if len(steps) != len(set(steps)) else []

@@ -26,6 +26,7 @@ from batchor.humanize import (
     count,
     duration,
     elapsed,
+    models_worth_showing,
     moment,
     money,
     per_mtok,
@@ -210,8 +211,8 @@ def failures_table(by_reason: dict[str, int], costs: dict[str, dict[str, Any]]) 
 def models_table(models: list[dict[str, Any]]) -> Table | None:
     """Calls and spend per model of each step; shown when a step was answered by more than one
     model (a fallback or an escalation), where the run's spend alone hides whose it was."""
-    steps = [m["step"] for m in models]
-    if len(steps) == len(set(steps)):
+    models = models_worth_showing(models)
+    if not models:
         return None
     table = Table(title="by model", title_justify="left", box=box.SIMPLE_HEAD)
     for name in ("step", "model", "answered", "failed", "cost"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from batchor.humanize import NOTHING, count, duration, elapsed, millis, moment, money, percent
+from batchor.humanize import NOTHING, count, duration, elapsed, millis, models_worth_showing, moment, money, percent
 from batchor.report.quality_html import CSS as QUALITY_CSS
 from batchor.report.quality_html import (
     distribution_section,
@@ -61,6 +61,7 @@ def render_html(report: dict[str, Any]) -> str:
         f"{esc(report.get('timezone') or 'local time')}</p>",
         _cards(report),
         _steps_section(report),
+        _models_section(report["run"].get("models") or []),
         metrics_section(report.get("checks")),
         distribution_section(profile),
         flagged_section(profile),
@@ -159,6 +160,21 @@ def _steps_section(report: dict[str, Any]) -> str:
         if s.get("latency_histogram")
     )
     return f"<h2>Steps</h2><table>{head}{rows}</table>{charts}"
+
+
+def _models_section(models: list[dict[str, Any]]) -> str:
+    """Calls and spend per model, when a step was answered by more than one (fallback, escalation)."""
+    models = models_worth_showing(models)
+    if not models:
+        return ""
+    rows = "".join(
+        f"<tr><td>{esc(m['step'])}</td><td>{esc(m['model'] or '(not recorded)')}</td>"
+        f"<td class=n>{count(m['answered'])}</td><td class=n>{count(m['failed'])}</td>"
+        f"<td class=n>{esc(money(m['cost_usd']))}</td></tr>"
+        for m in models
+    )
+    head = "<tr><th>step</th><th>model</th><th>answered</th><th>failed or rejected</th><th>cost</th></tr>"
+    return f"<h2>By model</h2><table>{head}{rows}</table>"
 
 
 def _ms(value: float | None) -> str:

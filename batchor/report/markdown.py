@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchor.humanize import count, millis, money, percent
+from batchor.humanize import count, millis, models_worth_showing, money, percent
 from batchor.quality.render import markdown_text
 from batchor.report.quality_html import per_class, rounded
 from batchor.report.summary import headline
@@ -54,8 +54,8 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def _model_lines(models: list[dict[str, Any]]) -> list[str]:
     """Calls and spend per model, when a step was answered by more than one (fallback, escalation)."""
-    steps = [m["step"] for m in models]
-    if len(steps) == len(set(steps)):
+    models = models_worth_showing(models)
+    if not models:
         return []
     lines = ["", "**By model**", "", "| step | model | answered | failed | cost |", "|---|---|---:|---:|---:|"]
     for m in models:

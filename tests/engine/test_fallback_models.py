@@ -126,3 +126,20 @@ def test_status_shows_calls_and_spend_per_model(workdir, fake, monkeypatch, caps
 
     markdown = report(state=str(workdir / STATE), fmt="markdown")
     assert f"| classify | anthropic:{BACKUP} | 2 | 0 |" in markdown, markdown
+    html = report(state=str(workdir / STATE), fmt="html")
+    section = html.split("<h2>By model</h2>")[1].split("</table>")[0]
+    assert f"<td>anthropic:{BACKUP}</td><td class=n>2</td><td class=n>0</td>" in section, section
+    assert f"<td>openai:{PRIMARY}</td><td class=n>6</td><td class=n>4</td>" in section, section
+
+
+def test_one_model_per_step_shows_no_table_by_model(workdir, fake, monkeypatch, capsys):
+    """Without a fallback answer each step's own line says whose the spend was: no table in
+    `status`, the markdown report or the HTML report."""
+    from batchor.report import report
+    from tests.cli.cli_helpers import run_inprocess
+
+    api.apply(fallback_spec(workdir, rows=3), handle_signals=False)
+    code, out, _ = run_inprocess(monkeypatch, capsys, workdir, "status")
+    assert code == 0 and "by model" not in out, out
+    assert "By model" not in report(state=str(workdir / STATE), fmt="markdown")
+    assert "By model" not in report(state=str(workdir / STATE), fmt="html")
