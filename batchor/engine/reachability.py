@@ -14,11 +14,10 @@ the endpoint, instead of trying each row `max_attempts` times `request_timeout_s
 
 from __future__ import annotations
 
-import os
-
 from batchor.errors import EndpointNotFoundError, EndpointUnresponsiveError, ProviderError, ProviderUnreachableError
-from batchor.plan.endpoint import BASE_URL_ENV, OFFICIAL_URLS, normalise_url
+from batchor.plan.endpoint import normalise_url
 from batchor.plan.model import StepPlan
+from batchor.providers import base_url, provider_info
 
 STOP_AFTER = 3  # connection failures in a row, with no answer yet, that stop the run
 STOP_AFTER_ANSWERS_PER_SLOT = 2  # once it answered: this many per concurrency slot (+ STOP_AFTER)
@@ -84,5 +83,5 @@ def _stop_detail(code: str, message: str) -> str:
 def endpoint_of(plan: StepPlan) -> str:
     """Where a step's requests go, for messages: its base URL (the SDK's variable or the official
     one when the spec gives none), without credentials."""
-    url = plan.base_url or os.environ.get(BASE_URL_ENV.get(plan.provider, ""), "") or OFFICIAL_URLS.get(plan.provider)
+    url = base_url(plan.provider, plan.base_url) or provider_info(plan.provider).official_url
     return normalise_url(url) if url else f"the {plan.provider} API"

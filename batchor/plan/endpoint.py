@@ -16,21 +16,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from batchor.errors import KeyEnvNotAllowedError, StalePlanError, UrlCredentialsError
 from batchor.plan.model import StepPlan
-from batchor.providers import ProviderInfo, provider_info, provider_key_envs
+from batchor.providers import base_url as resolve_base_url
+from batchor.providers import provider_info, provider_key_envs
 
-# The base-URL variable each first-party SDK reads when the spec gives none.
-BASE_URL_ENV = {
-    "openai": "OPENAI_BASE_URL",
-    "anthropic": "ANTHROPIC_BASE_URL",
-    "gemini": "GOOGLE_GEMINI_BASE_URL",
-    "azure": "AZURE_OPENAI_ENDPOINT",  # the resource's endpoint: Azure has no default one
-}
-# The SDKs' own default base URLs: writing one out is the same endpoint as writing none.
-OFFICIAL_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "gemini": "https://generativelanguage.googleapis.com",
-}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SECRET_WORDS = ("key", "token", "secret", "sig", "pass", "auth")
 
@@ -84,11 +72,11 @@ def step_endpoint(
     if provider in ("mock", "sql"):
         return None
     info = provider_info(provider)
-    url = base_url or info.base_url or _env_url(info, env)
+    url = resolve_base_url(provider, base_url, env)
     if not url:
         return None
     endpoint = normalise_url(url)
-    if info.first_party and endpoint == OFFICIAL_URLS.get(provider):
+    if info.first_party and endpoint == info.official_url:
         return None
     if options.get("api_version"):  # a gateway may route API versions to different backends
         endpoint += f" api_version={options['api_version']}"
@@ -106,18 +94,12 @@ def check_endpoints(steps: list[StepPlan], env: Mapping[str, str] = os.environ) 
     for step in steps:
         now = step_endpoint(step.provider, step.base_url, step.provider_options, env)
         if now != step.endpoint:
-            variable = BASE_URL_ENV.get(step.provider, "the base URL")
+            variable = provider_info(step.provider).base_url_env or "the base URL"
             raise StalePlanError(
                 f"steps.{step.name}: the plan was made for endpoint {_shown(step.endpoint)}, but "
                 f"{variable} now sends its requests to {_shown(now)}",
                 hint="plan again with the environment you apply with, or restore the variable",
             )
-
-
-def _env_url(info: ProviderInfo, env: Mapping[str, str]) -> str | None:
-    if not info.first_party or info.name not in BASE_URL_ENV:
-        return None
-    return env.get(BASE_URL_ENV[info.name]) or None
 
 
 def _shown(endpoint: str | None) -> str:

@@ -24,8 +24,7 @@ from urllib.parse import urlsplit
 
 from batchor.errors import UntrustedPlanError
 from batchor.file_modes import private_dir
-from batchor.plan.endpoint import OFFICIAL_URLS
-from batchor.providers import provider_info, provider_key_envs
+from batchor.providers import base_url, provider_info, provider_key_envs
 
 KEY_FILE = "plan.key"
 
@@ -148,7 +147,7 @@ def powers_lines(header: Any, output: Any = None) -> list[str]:
 
 
 def _host(step: Any) -> str:
-    url = step.endpoint or step.base_url or provider_info(step.provider).base_url or OFFICIAL_URLS.get(step.provider)
+    url = step.endpoint or base_url(step.provider, step.base_url) or provider_info(step.provider).official_url
     return urlsplit(url).netloc if url else step.provider
 
 

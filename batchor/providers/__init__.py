@@ -7,6 +7,8 @@ them and never need a key.
 from __future__ import annotations
 
 import importlib
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from batchor.errors import UnknownProviderError
@@ -22,6 +24,8 @@ class ProviderInfo:
     first_party: bool = True  # False: base_url is part of the request identity
     batch: bool = False
     structured: str = "json_schema"  # how structured output is sent
+    base_url_env: str | None = None  # the base-URL variable its SDK reads (first-party providers only)
+    official_url: str | None = None  # the SDK's default base URL: writing it out is the same endpoint
 
 
 _COMPAT = "openai"  # OpenAI-compatible endpoints reuse the OpenAI adapter
@@ -30,13 +34,22 @@ _COMPAT = "openai"  # OpenAI-compatible endpoints reuse the OpenAI adapter
 # `api_key_env` when yours does (OPENAI_API_KEY is never sent to another server on its own).
 
 REGISTRY: dict[str, ProviderInfo] = {
-    "openai": ProviderInfo("openai", "openai", "OPENAI_API_KEY", batch=True),
+    "openai": ProviderInfo(
+        "openai",
+        "openai",
+        "OPENAI_API_KEY",
+        batch=True,
+        base_url_env="OPENAI_BASE_URL",
+        official_url="https://api.openai.com/v1",
+    ),
     "anthropic": ProviderInfo(
         "anthropic",
         "anthropic",
         "ANTHROPIC_API_KEY",
         batch=True,
         structured="output_config json_schema (forced tool for older models)",
+        base_url_env="ANTHROPIC_BASE_URL",
+        official_url="https://api.anthropic.com",
     ),
     "gemini": ProviderInfo(
         "gemini",
@@ -44,9 +57,11 @@ REGISTRY: dict[str, ProviderInfo] = {
         "GEMINI_API_KEY",
         batch=True,  # or GOOGLE_API_KEY
         structured="response_json_schema",
+        base_url_env="GOOGLE_GEMINI_BASE_URL",
+        official_url="https://generativelanguage.googleapis.com",
     ),
-    # Azure OpenAI: `name` is the deployment; the endpoint is the resource's (AZURE_OPENAI_ENDPOINT).
-    "azure": ProviderInfo("azure", "azure", "AZURE_OPENAI_API_KEY", batch=True),
+    # Azure OpenAI: `name` is the deployment; the endpoint is the resource's: Azure has no default one.
+    "azure": ProviderInfo("azure", "azure", "AZURE_OPENAI_API_KEY", batch=True, base_url_env="AZURE_OPENAI_ENDPOINT"),
     "mock": ProviderInfo("mock", "mock", None, structured="generated locally"),
     "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False),
     "openrouter": ProviderInfo("openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False),
@@ -79,6 +94,18 @@ def provider_info(name: str) -> ProviderInfo:
 
         message, hint = unknown_provider_help(name, REGISTRY)
         raise UnknownProviderError(message, hint=hint) from None
+
+
+def base_url(provider: str, spec_url: str | None, env: Mapping[str, str] = os.environ) -> str | None:
+    """The one base-URL rule: the spec's `base_url`, else the preset's, else (a first-party
+    provider only) the base-URL variable its SDK reads; None leaves the SDK's own default. Planning
+    keys requests by it (plan/endpoint.py) and the adapters send to it, so the two cannot differ."""
+    info = provider_info(provider)
+    if spec_url or info.base_url:
+        return spec_url or info.base_url
+    if info.first_party and info.base_url_env:
+        return env.get(info.base_url_env) or None
+    return None
 
 
 def create_provider(config: ProviderConfig) -> Provider:

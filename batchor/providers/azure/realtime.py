@@ -10,16 +10,15 @@ Completions with `max_tokens` and without OpenAI-only fields (`prompt_cache_key`
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from batchor.errors import BaseUrlMissingError
+from batchor.providers import base_url, provider_info
 from batchor.providers.base import ProviderConfig, read_api_key
 from batchor.providers.keys import default_key_env
 from batchor.providers.openai.realtime import OpenAIProvider, _http_client
 
 DEFAULT_API_VERSION = "2024-10-21"  # the GA version with Chat Completions, files and batches
-ENDPOINT_ENV = "AZURE_OPENAI_ENDPOINT"
 
 
 class AzureProvider(OpenAIProvider):
@@ -31,11 +30,12 @@ def azure_client(config: ProviderConfig, *, pooled: bool) -> tuple[Any, str]:
     redaction). The credential is read now, so a missing one fails before any request."""
     import openai
 
-    endpoint = config.base_url or os.environ.get(ENDPOINT_ENV)
+    endpoint = base_url("azure", config.base_url)
     if not endpoint:
         raise BaseUrlMissingError(
             "provider 'azure' needs the resource's endpoint",
-            hint=f"set {ENDPOINT_ENV}=https://<resource>.openai.azure.com, or add `base_url:` to the model block",
+            hint=f"set {provider_info('azure').base_url_env}=https://<resource>.openai.azure.com, "
+            "or add `base_url:` to the model block",
         )
     env = config.api_key_env or default_key_env("azure", config.options) or ""
     secret = read_api_key(env, "azure")

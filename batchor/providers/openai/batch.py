@@ -22,6 +22,7 @@ from batchor.errors import (
     ProviderError,
     RateLimitedError,
 )
+from batchor.providers import base_url
 from batchor.providers.base import LLMRequest, ProviderConfig, read_api_key
 from batchor.providers.batch import (
     CANCELLED,
@@ -293,9 +294,9 @@ def create(config: ProviderConfig, info: Any) -> OpenAIBatchProvider:
 
     key_env = config.api_key_env or info.key_env
     secret = read_api_key(key_env, config.provider) if key_env else os.environ.get("OPENAI_API_KEY", "not-needed")
-    base_url = config.base_url or info.base_url or os.environ.get("OPENAI_BASE_URL") or None
     # max_retries=0: the SDK would retry a timed-out batches.create and could create it twice.
-    client = openai.AsyncOpenAI(api_key=secret, base_url=base_url, max_retries=0, timeout=config.timeout_s)
+    url = base_url(config.provider, config.base_url)
+    client = openai.AsyncOpenAI(api_key=secret, base_url=url, max_retries=0, timeout=config.timeout_s)
     return OpenAIBatchProvider(
         client, api=config.options.get("api") or "chat", strict=bool(config.options.get("strict")), secret=secret
     )

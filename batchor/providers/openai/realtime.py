@@ -11,13 +11,13 @@ import functools
 import importlib
 import itertools
 import json
-import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from batchor.errors import BaseUrlMissingError, RateLimitedError, TransientProviderError
+from batchor.providers import base_url
 from batchor.providers.base import (
     Completion,
     Embeddings,
@@ -335,17 +335,16 @@ def create(config: ProviderConfig, info: Any) -> OpenAIProvider:
 
     key_env = config.api_key_env or info.key_env
     secret = read_api_key(key_env, config.provider) if key_env else _NO_KEY
-    base_url = config.base_url or info.base_url
-    if base_url is None and not info.first_party:
+    url = base_url(config.provider, config.base_url)
+    if url is None and not info.first_party:
         raise BaseUrlMissingError(
             f"provider '{config.provider}' needs a base URL: it has no default endpoint",
             hint="add `base_url: http://host:port/v1` to the model block (or use a preset such as "
             "vllm, ollama, openrouter)",
         )
-    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     client = openai.AsyncOpenAI(
         api_key=secret,
-        base_url=base_url,
+        base_url=url,
         max_retries=0,
         timeout=config.timeout_s,
         http_client=_http_client(openai, config.timeout_s),
