@@ -49,6 +49,7 @@ def followers(steps: list[StepPlan], done: set[str], stage: list[StepPlan], runn
             or step.provider == "sql"
             or step.mode == "batch"
             or step.kind == "reduce"
+            or step.gather  # it reads other rows' answers: after the stage, like a reduce
         ):
             continue
         if step.name in runnable and set(step.depends_on) <= done | live and set(step.depends_on) & live:

@@ -54,6 +54,7 @@ class DependentTally:
     projected_tokens_max: int = 200  # the longest sample render: the upper bound
     projected_rows: list[dict[str, Any]] = field(default_factory=list)  # input rows of projected rows (a sample)
     known_upstream: list[dict[str, Any]] = field(default_factory=list)  # upstream answers seen now (a sample)
+    projected_upstream: list[dict[str, Any]] = field(default_factory=list)  # what they read, known so far (None: not)
     run_keys: set[str] = field(default_factory=set)
     unanswered: list[pa.Table] = field(default_factory=list)  # (row_key, request_key) rendered, no answer
     projected_keys: list[pa.Array] = field(default_factory=list)  # row keys of projected rows
@@ -287,11 +288,13 @@ def _plan_rows(
     ident = identities.setdefault(step.name, {})
     for row in rows:
         tally.rows += row.weight
-        values = upstream(step, row, answers, by_name)
+        values, gathered = _settle_gathered(upstream(step, row, answers, by_name))
         pending = _not_renderable(row, list(values.values()), (tpl, row_only), row_values[row.index], tally)
         if pending is not None:
             keys.append(None if pending is SKIPPED else PROJECTED)
             if pending is PROJECTED:
+                if len(tally.projected_upstream) < len(tally.projected_rows):
+                    tally.projected_upstream.append({**values, "gather": gathered} if gathered else values)
                 ident[row.key] = _request_identity(step, tpl, row, row_values[row.index], identities)
                 tally.identify(ident[row.key])
             continue
@@ -313,6 +316,20 @@ def _plan_rows(
     _count(tally, real, cached, requests.tokens(rendered))
     _remember_unanswered(tally, rows, keys, cached)
     return {row.key: answer for row, answer in zip(rows, _downstream(cached))}
+
+
+def _settle_gathered(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Gathered neighbours (plan/gather.py): those that never answer are left out, as in apply;
+    one not known yet leaves the row projected (`gather` None). Also returns what is known."""
+    found = values.get("gather")
+    if not found:
+        return values, {}
+    known = {
+        dep: {side: [a for a in items if a is not SKIPPED] for side, items in sides.items()}
+        for dep, sides in found.items()
+    }
+    waiting = any(a is None for sides in known.values() for items in sides.values() for a in items)
+    return {**values, "gather": None if waiting else known}, known
 
 
 def _request_identity(
@@ -415,8 +432,32 @@ def projected_tokens(
     counts = []
     for i, row in enumerate(rows):
         upstream = tally.known_upstream[i % len(tally.known_upstream)] if tally.known_upstream else None
+        own = tally.projected_upstream[i] if i < len(tally.projected_upstream) else {}
+        # what the row itself already has (its chunk, some answers), the rest from other rows or samples
+        upstream = {**(upstream or {}), **{k: v for k, v in own.items() if v is not None and k != "gather"}}
+        if step.gather:  # the neighbours this row has, their answers where known (else samples)
+            upstream["gather"] = _sample_gathered(step, own.get("gather"), upstream, by_name)
         counts.append(_render_tokens(step, tpl, row, upstream, by_name))
     return round(sum(counts) / len(counts)), max(counts)
+
+
+def _sample_gathered(
+    step: StepPlan, gathered: dict[str, Any] | None, upstream: dict[str, Any] | None, by_name: dict[str, StepPlan]
+) -> dict[str, Any]:
+    """A projected row's gathered neighbours: its own where known, each unknown answer a sample
+    (an answer seen for another row, else one from the schema); a whole window when not known."""
+    out = {}
+    for dep, (before, after) in step.gather.items():
+        seen = (upstream or {}).get(dep)
+        sample = seen if seen is not None else _sample_answer(by_name[dep])
+        sides = (gathered or {}).get(dep) or {"before": [None] * before, "after": [None] * after}
+        out[dep] = {side: [sample if a is None else a for a in items] for side, items in sides.items()}
+    return out
+
+
+def _sample_answer(step: StepPlan) -> Any:
+    """A stand-in answer of `step`: from its schema, else its expected length of text."""
+    return sample_value(step.schema, "projection") if step.schema is not None else "x " * step.expected_output_tokens
 
 
 def earlier_answers(state: StateStore, step: StepPlan, by_name: dict[str, StepPlan]) -> list[dict[str, Any]]:
@@ -451,13 +492,12 @@ def _render_tokens(
 ) -> int:
     context: dict[str, Any] = {"row": {k: v for k, v in row.items() if k != ROW_KEY}}
     for dep in step.depends_on:
-        schema = by_name[dep].schema
         if upstream is not None and upstream.get(dep) is not None:
             context[dep] = upstream[dep]
-        elif schema is not None:
-            context[dep] = sample_value(schema, "projection")
         else:
-            context[dep] = "x " * by_name[dep].expected_output_tokens
+            context[dep] = _sample_answer(by_name[dep])
+    if upstream is not None and "gather" in upstream:
+        context["gather"] = upstream["gather"]
     requests = StepRequests(step, tpl)
     try:
         messages = tpl.render_messages(context)

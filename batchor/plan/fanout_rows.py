@@ -147,7 +147,21 @@ def upstream(
         else:
             key = row.keys.get(plan.grain)
             values[dep] = answers[dep].get(key) if key is not None else None
+    if step.gather:
+        values["gather"] = {dep: neighbours(row.key, window, answers[dep]) for dep, window in step.gather.items()}
     return values
+
+
+def neighbours(key: str, window: tuple[int, int], answers: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The answers of the sibling elements before (nearest last) and after (nearest first) element
+    `key`; a sibling with no entry in `answers` (none, or no answer) is left out."""
+    parent, _, n = key.rpartition(SEP)
+    if not n.isdigit():  # a projected element row: its siblings are not known
+        return {"before": [], "after": []}
+    at = int(n)
+    before = [element_key(parent, i) for i in range(max(1, at - window[0]), at)]
+    after = [element_key(parent, i) for i in range(at + 1, at + 1 + window[1])]
+    return {side: [answers[k] for k in keys if k in answers] for side, keys in (("before", before), ("after", after))}
 
 
 def rows_table(inputs: pa.Table, rows: list[Row]) -> pa.Table:

@@ -178,6 +178,7 @@ class StepPlan(_Frozen):
     kind: str = "llm"  # llm | embed (`prompt` is the text to embed, plan/embed_step.py) | reduce | split
     reduce: ReducePlan | None = None  # reduce steps: grouping and folding (plan/reduce.py)
     split: SplitPlan | None = None  # split steps: how the text is cut (plan/split.py)
+    gather: dict[str, tuple[int, int]] = Field(default_factory=dict)  # step -> (before, after) neighbours' answers
     dimensions: int | None = None  # embed: the vector size (None: unknown until the first answer)
     group_size: int | None = None  # embed: most texts per realtime call (None: the provider's limit)
     fallbacks: list["StepPlan"] = Field(default_factory=list)  # models asked in turn for rows this one fails

@@ -139,7 +139,8 @@ def pinned_requests(step: StepPlan, base_dir: str, templates: str | None = None)
     """A step's renderer from the templates pinned in a plan (apply and pipelining); `templates`
     the spec's `templates:` folder, relative to `base_dir`."""
     env = make_environment(templates_folder(Path(base_dir), templates))
-    compiled = compile_step(env, step.name, step.system, step.prompt, step.when, set(step.depends_on), step.attachments)
+    names = set(step.depends_on) | ({"gather"} if step.gather else set())  # neighbours' answers (plan/gather.py)
+    compiled = compile_step(env, step.name, step.system, step.prompt, step.when, names, step.attachments)
     return StepRequests(step, compiled)
 
 

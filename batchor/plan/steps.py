@@ -27,6 +27,7 @@ from batchor.plan.embed_step import embed_step_plan
 from batchor.plan.endpoint import check_connection, key_identity, step_endpoint
 from batchor.plan.escalate import with_escalation
 from batchor.plan.fanout_rows import assign_grains
+from batchor.plan.gather import check_gather, gather_names, gathered_steps
 from batchor.plan.known_models import check_model
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
@@ -92,12 +93,11 @@ def resolve_steps(
                 )
                 plans.append(split_step_plan(loaded.spec, name, step, templates[name].step_refs))
                 continue
-            known = names - {name} | ({"group"} if isinstance(step, ReduceStep) else set())
+            known = names - {name} | ({"group"} if isinstance(step, ReduceStep) else set()) | gather_names(step)
             compiled = _compile(loaded, env, name, step.system, step.prompt, step.when, known, step.attachments)
             templates[name] = compiled
-            if isinstance(step, ReduceStep):
-                compiled.step_refs.discard("group")  # its groups, not a step
-            deps = sorted(set(step.depends_on) | compiled.step_refs | reduce_deps(name, step, names))
+            compiled.step_refs.difference_update({"group", "gather"} - names)  # groups, neighbours: not steps
+            deps = sorted(set(step.depends_on) | compiled.step_refs | reduce_deps(name, step, names) | set(step.gather))
             model = _effective_model(spec.model, step.model, overrides)
             with found.check():
                 _check_model_block(loaded, name, model, overrides, checked)
@@ -110,15 +110,16 @@ def resolve_steps(
                     plan, step.escalate.when, _other(loaded, plan, model, step.escalate.to, overrides)
                 )
             check_ttl(plan.provider, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
+            plan = plan.model_copy(update={"gather": gathered_steps(name, step, names)})
             plans.append(with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache.ttl))
     if not collect:
         found.raise_all()
         _check_acyclic(plans)
-        return assign_grains(plans), templates
+        return check_gather(assign_grains(plans)), templates
     plans = _with_their_steps(plans)
     with found.check():
         _check_acyclic(plans)
-        return assign_grains(plans), templates
+        return check_gather(assign_grains(plans)), templates
     return plans, templates
 
 

@@ -208,6 +208,14 @@ class EscalateSpec(_Strict):
         return model_ref(value, "escalate.to")
 
 
+class GatherSpec(_Strict):
+    """How many neighbours, before and after: chunks of a split (as `<step>.before`,
+    `<step>.after`), or neighbouring elements' answers of a step (`gather.<step>.before`)."""
+
+    before: int = Field(default=0, ge=0, le=20)
+    after: int = Field(default=0, ge=0, le=20)
+
+
 class LLMStep(_Strict):
     """One LLM call per row."""
 
@@ -245,6 +253,11 @@ class LLMStep(_Strict):
     pdf: Literal["native", "text"] = "native"
     """How PDF attachments are sent: `native` (the provider reads the file) or `text` (the text
     pypdf extracts, after the prompt: any provider, text tokens only; a scan without text fails)."""
+    gather: dict[str, GatherSpec] = Field(default_factory=dict)
+    """Answers of an earlier step for the neighbouring elements of this row (below a `split:` or
+    a fan-out): `{notes: {before: 1, after: 1}}` lets the prompt read `gather.notes.before` (the
+    answers of up to 1 element before, nearest last) and `gather.notes.after` (nearest first).
+    Neighbours without an answer are left out."""
 
 
 class SqlStep(_Strict):
@@ -321,13 +334,6 @@ class ReduceStep(LLMStep):
     larger than the model's context window is answered in parts, then folded into one answer."""
 
     reduce: ReduceSpec
-
-
-class GatherSpec(_Strict):
-    """Neighbouring chunks put beside each chunk (as `<step>.before` and `<step>.after`)."""
-
-    before: int = Field(default=0, ge=0, le=20)
-    after: int = Field(default=0, ge=0, le=20)
 
 
 class SplitStep(_Strict):
