@@ -166,9 +166,25 @@ def pytest_xdist_auto_num_workers(config):
 def pytest_configure(config):
     os.environ.setdefault("BATCHOR_TEST", "1")
     if not os.environ.get("BATCHOR_TESTS_ONE_CA"):  # set: an xdist worker of a run that made it
+        _refuse_a_project_above_the_temp_folders(config)
         compile_project(ROOT)  # once, before the workers start
         config._ssl_env = {name: os.environ.pop(name, None) for name in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
         os.environ["SSL_CERT_FILE"] = os.environ["BATCHOR_TESTS_ONE_CA"] = str(_one_ca_file())
+
+
+def _refuse_a_project_above_the_temp_folders(config) -> None:
+    """The tests' specs live in temporary folders without a `.batchor/` or `.git`, so their state
+    is found by searching upwards (batchor/state/location.py). A `.batchor/` left above those
+    folders (say `/tmp/.batchor`, by a job run from /tmp) would then be every test's state, and
+    tests would fail on each other's plans: stop before any test, saying which folder."""
+    base = Path(config.option.basetemp or tempfile.gettempdir()).resolve()
+    for folder in (base, *base.parents):
+        if (folder / ".batchor").is_dir():
+            raise pytest.UsageError(
+                f"{folder / '.batchor'} is a batchor project folder above the tests' temporary folders "
+                f"({base}): every test would use its state. Move or remove it, or pass --basetemp "
+                "pointing somewhere without a .batchor/ above it."
+            )
 
 
 def pytest_unconfigure(config):
