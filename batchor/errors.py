@@ -158,6 +158,19 @@ class ProviderSchemaError(SchemaError):
     code = "schema_unsupported"
 
 
+class ToolSpecError(SpecError):
+    """A step's `tools:` cannot be sent: a name no provider accepts, two tools of one name, a
+    `tool_choice` naming no declared tool, or tools beside an output schema."""
+
+    code = "tool_invalid"
+
+
+class ToolSchemaMissingError(SchemaError):
+    """A tool's `parameters` names a schema file that is not there or is not a JSON object."""
+
+    code = "tool_schema_missing"
+
+
 class InputError(BatchorError):
     code = "input_invalid"
 

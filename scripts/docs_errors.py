@@ -19,6 +19,8 @@ FIXES = {
     "template_undefined": "Use a column of the input (`row.<column>`) or a field of an earlier step; the message lists them.",
     "schema_invalid": "Fix the output JSON Schema (valid JSON Schema, an object at the top for structured steps).",
     "schema_unsupported": "Simplify the schema for that provider, or choose another provider; `batchor validate` lists what it will not enforce.",
+    "tool_invalid": "Fix the step's `tools:` as the message says: tool names of letters, digits, `_` and `-` (up to 64, starting with a letter or `_`), one tool per name, a `tool_choice` of `required`, `auto` or a declared tool's name, and no `output: {schema: ...}` beside tools.",
+    "tool_schema_missing": "Point the tool's `parameters` at a JSON schema file next to the spec or in a `schemas/` folder, or write the schema inline.",
     "input_invalid": "Fix the input file or `input.sql` as the message says.",
     "input_missing": "Check `input.path` (relative to the spec's folder) or the glob: no file matched.",
     "input_unreachable": "The remote input (https://, s3://) the message names could not be reached: check the network, a proxy or the endpoint (`AWS_ENDPOINT_URL`), or download the file and point `input.path` at it.",

@@ -22,6 +22,7 @@ from batchor.plan.model import StepPlan
 from batchor.providers.base import Completion, LLMRequest, ToolCall, answer_tool, is_truncated
 from batchor.schema.core import parse_structured, schema_key
 from batchor.schema.feedback import EMPTY_ANSWER, reask_messages
+from batchor.schema.tools import judge_calls, rejected_text
 
 if TYPE_CHECKING:
     from batchor.engine.types import StepRuntime, WorkItem
@@ -82,19 +83,16 @@ def flex_served(plan: StepPlan, completion: Completion) -> bool:
 def judge(plan: StepPlan, completion: Completion) -> str:
     """The answer as stored: text, or compact JSON valid against the step's schema.
 
-    Raises UnexpectedToolCallError when the model called a tool (batchor runs none),
+    A step with `tools:` stores the calls instead (`_judged_calls`). Raises UnexpectedToolCallError
+    when the model called a tool on a step without tools (batchor runs none),
     TruncatedOutputError when the token limit cut it, InvalidOutputError when it does not match the
     schema or, on a text step without `allow_empty`, is empty."""
+    if plan.tools:
+        return _judged_calls(plan, completion)
     unasked = [c for c in completion.tool_calls if plan.schema is None or c.name != answer_tool(plan.name)]
     if unasked:
         raise _tool_called(unasked)
-    if is_truncated(completion):
-        limit = plan.params.get("max_tokens", plan.max_tokens)
-        raise TruncatedOutputError(
-            f"answer cut off by the token limit (max_tokens {limit}, finish reason "
-            f"{completion.finish_reason}); raise max_tokens or set "
-            "`limits.on_truncation: reask`"
-        )
+    _check_truncation(plan, completion)
     if plan.schema is None:
         if not plan.allow_empty and not completion.text.strip():
             error = InvalidOutputError(
@@ -116,6 +114,28 @@ def judge(plan: StepPlan, completion: Completion) -> str:
     if len(completion.text) <= _MEMO_TEXT_CHARS and len(accepted) < _MEMO_ANSWERS:
         accepted[completion.text] = stored
     return stored
+
+
+def _check_truncation(plan: StepPlan, completion: Completion) -> None:
+    if is_truncated(completion):
+        limit = plan.params.get("max_tokens", plan.max_tokens)
+        raise TruncatedOutputError(
+            f"answer cut off by the token limit (max_tokens {limit}, finish reason "
+            f"{completion.finish_reason}); raise max_tokens or set "
+            "`limits.on_truncation: reask`"
+        )
+
+
+def _judged_calls(plan: StepPlan, completion: Completion) -> str:
+    """A tool step's answer: its calls (or, under `tool_choice: auto`, its text) as stored JSON;
+    a text answer where a call is required, or arguments the tool's schema rejects, are invalid."""
+    _check_truncation(plan, completion)
+    value, violations = judge_calls(plan.tools, plan.tool_choice or "required", completion.tool_calls, completion.text)
+    if violations:
+        error = InvalidOutputError("the answer is not a valid tool call: " + "; ".join(violations[:3]))
+        error.rejected, error.violations = rejected_text(completion.tool_calls, completion.text), tuple(violations)
+        raise error
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _tool_called(calls: list[ToolCall]) -> UnexpectedToolCallError:

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from batchor.schema.tools import Tool
+
 PLAN_FORMAT_VERSION = 1
 REQ_PREFIX = "__req."
 
@@ -141,6 +143,8 @@ class StepPlan(_Frozen):
     prompt: str
     when: str | None = None
     allow_empty: bool = False  # text steps: an empty answer is accepted, not re-asked (spec `allow_empty`)
+    tools: tuple[Tool, ...] = ()  # functions the answer calls (`schema` is then the calls')
+    tool_choice: str | None = None  # required | auto | a tool's name (steps with tools only)
     depends_on: list[str] = Field(default_factory=list)
     grain: str | None = None  # rows it has one result per: None = input rows, else that fan-out step's elements
     fan_out: bool = False  # SQL steps: each row becomes zero or more element rows `<row_key>#<n>`

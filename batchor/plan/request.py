@@ -26,7 +26,7 @@ from batchor.plan.image_tokens import attachment_tokens
 from batchor.plan.model import StepPlan
 from batchor.plan.pdf_text import is_text, text_block
 from batchor.plan.prompt_cache import cache_control
-from batchor.plan.tokens import get_counter, schema_tokens
+from batchor.plan.tokens import get_counter, schema_tokens, tools_tokens
 from batchor.providers.base import LLMRequest
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error, templates_folder
 
@@ -121,11 +121,13 @@ def request_key_for(step: StepPlan, messages: Sequence[dict[str, Any]]) -> str:
 
 
 def _fixed_tokens(step: StepPlan, counter: Any) -> int:
-    """The structured-output schema OpenAI bills as input with each request (exact counts only:
-    another provider's reported count calibrates its estimate, schema included)."""
+    """What each request bills besides its messages: the tool definitions (every provider), and the
+    structured-output schema OpenAI bills as input (exact counts only: another provider's reported
+    count calibrates its estimate, schema included)."""
+    tools = tools_tokens(counter, step.tools, step.provider, step.tool_choice) if step.tools else 0
     if step.provider != "openai" or not step.token_count_exact or step.kind == "embed":
-        return 0
-    return schema_tokens(counter, step.sent_schema)
+        return tools
+    return tools + schema_tokens(counter, step.sent_schema)
 
 
 def request_keys(prefix: str, bodies: Sequence[str]) -> list[str]:
@@ -157,6 +159,8 @@ def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) 
             step.params,
             step.sent_schema,
             step.name,
+            tools=step.tools,
+            tool_choice=step.tool_choice,
             cache=cache,
             service_tier=tier,
             tier_fallback=step.flex_fallback,
@@ -176,6 +180,8 @@ def llm_request(step: StepPlan, key: str, messages: tuple[dict[str, Any], ...]) 
         step.sent_schema,
         step.name,
         attachments=files,
+        tools=step.tools,
+        tool_choice=step.tool_choice,
         cache=cache,
         service_tier=tier,
     )

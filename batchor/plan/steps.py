@@ -47,6 +47,7 @@ from batchor.providers.params import check_params
 from batchor.schema.adapt import adapt_schema
 from batchor.schema.answer_length import expected_answer_tokens
 from batchor.schema.core import check_schema
+from batchor.schema.tools import expected_call_tokens
 from batchor.spec.load import LoadedSpec
 from batchor.spec.model import EmbedStep, LLMStep, ModelSpec, ReduceStep, SplitStep, SqlStep
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, templates_folder
@@ -306,7 +307,8 @@ def _step_plan(
     params.setdefault("max_tokens", spec.limits.max_output_tokens)
     max_tokens = int(params["max_tokens"])
     sent_schema, strict, notes = None, False, []
-    if schema is not None:
+    tools = loaded.tools.get(name, [])
+    if schema is not None and not tools:  # a tool step's schema is its calls': each tool's was checked
         _located_schema_check(loaded, schema, f"steps.{name}.output.schema")
         adapted = adapt_schema(schema, provider)
         sent_schema, strict, notes = adapted.schema, adapted.strict, list(adapted.notes)
@@ -325,6 +327,8 @@ def _step_plan(
     key_params = {**params, "_api": model.api or "chat", "_strict": strict}
     if "structured" in model.options:  # changes what is sent; connection options do not
         key_params["_structured"] = model.options["structured"]
+    if tools:  # the definitions are sent with every request: a change asks again
+        key_params.update(_tools=[vars(t) for t in tools], _tool_choice=step.tool_choice)
     has_flex = provider == "openai" and price is not None and price.has_flex
     if params.get("service_tier") == "flex" and mode != "batch":  # flex asked for in the params: priced as flex
         mode = "flex"
@@ -355,17 +359,21 @@ def _step_plan(
         prompt=step.prompt,
         when=step.when,
         allow_empty=step.allow_empty,
+        tools=tuple(tools),
+        tool_choice=step.tool_choice if tools else None,
         depends_on=deps,
         mode="realtime" if mode == "flex" else mode,
         mode_note=mode_note,
         service_tier="flex" if mode == "flex" else None,
         flex_fallback=mode == "flex" and spec.limits.flex_fallback,
         price=price.to_dict() if price else None,
-        token_count_exact=counter.exact and not step.attachments,
+        token_count_exact=counter.exact and not step.attachments and not tools,  # tools: the definitions' estimate
         token_upper_factor=counter.upper_factor,
         max_tokens=max_tokens,
         context_window=context_window(priced_model, model.context_window),
-        expected_output_tokens=min(max_tokens, expected_answer_tokens(schema)),
+        expected_output_tokens=min(
+            max_tokens, expected_call_tokens(tools) if tools else expected_answer_tokens(schema)
+        ),
         endpoint=endpoint,
         key_prefix=request_prefix(key_identity(provider, endpoint), model.name, key_params, sent_schema),
         **_attachment_fields(loaded, step, model),

@@ -21,6 +21,7 @@ from typing import Any
 
 from batchor.errors import VocabularyGoneError
 from batchor.plan import token_memo, vocab
+from batchor.providers.base import TOOL_FRAMING_TOKENS, tool_prompt_tokens
 
 __all__ = [
     "ESTIMATE_SAFETY_FACTOR",
@@ -161,6 +162,13 @@ def schema_tokens(counter: TokenCounter, schema: Any) -> int:
         return 0
     text = json.dumps(_billed_schema(schema), separators=(",", ":"), ensure_ascii=False)
     return counter.count(text) + SCHEMA_FRAMING_TOKENS
+
+
+def tools_tokens(counter: TokenCounter, tools: Any, provider: str, choice: str | None) -> int:
+    """Input tokens the tool definitions add to each request: their JSON, a wrapper per tool, and
+    the provider's own tool-use prompt (Anthropic's)."""
+    text = json.dumps([vars(t) for t in tools], separators=(",", ":"), ensure_ascii=False)
+    return counter.count(text) + TOOL_FRAMING_TOKENS * len(tools) + tool_prompt_tokens(provider, choice)
 
 
 def _billed_schema(value: Any) -> Any:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from batchor.errors import ContentRefusedError, NoApiKeyError, TransientProviderError
+from batchor.schema.tools import Tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ class LLMRequest:
     schema: dict[str, Any] | None = None  # JSON schema for structured output, None for text
     schema_name: str = "output"
     attachments: tuple[Attachment, ...] = ()  # after the text of the first user message, in order
+    tools: tuple[Tool, ...] = ()  # functions the answer calls (a tool step: `schema` is then None)
+    tool_choice: str | None = None  # required | auto | a tool's name
     # How it is sent, not what is asked (neither is in the request key):
     cache: CacheControl | None = None  # the shared prefix to mark for the provider's prompt cache
     service_tier: str | None = None  # flex: OpenAI's flex processing
@@ -91,8 +94,8 @@ class Completion:
     raw: dict[str, Any] | None = None  # raw response body, kept for audit when enabled
     rate_limits: dict[str, float] = field(default_factory=dict)  # parsed ratelimit headers
     lost: bool = False  # the answer was cut off in transit: its length is unknown too (see `answer_cut`)
-    # Tool calls batchor did not ask for (OpenAI `tool_calls`, Anthropic `tool_use`, Gemini `functionCall`):
-    # a forced tool carrying a structured answer is the answer's text, not one of these.
+    # Tool calls (OpenAI `tool_calls`, Anthropic `tool_use`, Gemini `functionCall`): a tool step's answer,
+    # else calls batchor did not ask for; a forced tool carrying a structured answer is the answer's text.
     tool_calls: tuple[ToolCall, ...] = ()
 
 
@@ -110,6 +113,18 @@ def answer_tool(schema_name: str) -> str:
     request's `schema_name` (the step's name): the one tool call that is the answer, not a call."""
     cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in schema_name)
     return cleaned[:64] or "output"
+
+
+# Tokens a provider adds to every request that carries tools, besides the definitions: Anthropic's
+# tool-use system prompt (its pricing table: 346 with tool_choice auto, 313 with any or one tool).
+_TOOL_PROMPT_TOKENS = {"anthropic": {"auto": 346, "required": 313}}
+TOOL_FRAMING_TOKENS = 12  # per tool: the wrapper each definition is rendered in (type, name, braces)
+
+
+def tool_prompt_tokens(provider: str, choice: str | None) -> int:
+    """The provider's own prompt for tool use (0 where it bills none beyond the definitions)."""
+    table = _TOOL_PROMPT_TOKENS.get(provider, {})
+    return table.get("auto" if choice == "auto" else "required", 0)
 
 
 def tool_arguments(value: Any) -> Any:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from batchor.schema.tools import CALL_CLOSING, is_call_violation
+
 FEEDBACK_MAX_BYTES = 1000  # the feedback turn's UTF-8 length cap: no tokenizer makes more tokens than bytes
 FEEDBACK_TOKENS = FEEDBACK_MAX_BYTES + 16  # what the plan allows per re-ask for it (two turns' overhead)
 FEEDBACK_VIOLATIONS = 5  # violations named per re-ask; the rest are summed up
@@ -27,10 +29,12 @@ def feedback_text(violations: Sequence[str]) -> str:
     if len(violations) > FEEDBACK_VIOLATIONS:
         named.append(f"- and {len(violations) - FEEDBACK_VIOLATIONS} more")
     body = "\n".join(named) or "- it does not match the schema"
-    room = FEEDBACK_MAX_BYTES - len(_OPENING) - len(_CLOSING) - 8
+    # A tool step's rejection asks for a call again (schema/tools.py), any other for JSON.
+    closing = CALL_CLOSING if violations and all(is_call_violation(v) for v in violations) else _CLOSING
+    room = FEEDBACK_MAX_BYTES - len(_OPENING) - len(closing) - 8
     if len(body.encode()) > room:
         body = body.encode()[:room].decode(errors="ignore") + "…"
-    return f"{_OPENING}\n{body}\n{_CLOSING}"
+    return f"{_OPENING}\n{body}\n{closing}"
 
 
 def _describe(violation: str) -> str:

@@ -10,9 +10,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from batchor.errors import BatchorError, Problems, SchemaError, SpecError, raise_problems
+from batchor.errors import BatchorError, Problems, SpecError, raise_problems
+from batchor.schema.tools import Tool, output_schema
 from batchor.spec.model import STEP_TAGS, JobSpec, SchemaOutput
+from batchor.spec.schema_files import read_schema_file
 from batchor.spec.sql_guard import check_spec_sql
+from batchor.spec.tools import resolve_tools
 from batchor.spec.yaml_loader import Lines, load_yaml, read_spec_text
 
 
@@ -24,9 +27,10 @@ class LoadedSpec:
     base_dir: Path
     source: str  # file path or "<string>"
     text: str  # the spec as written, for the plan snapshot
-    schemas: dict[str, dict[str, Any] | None]  # step -> resolved JSON schema (None: text)
+    schemas: dict[str, dict[str, Any] | None]  # step -> resolved JSON schema (None: text; a tool step's: its calls')
     lines: Lines = field(default_factory=dict)  # key path -> line in `source`, for error messages
     text_lines: Lines = field(default_factory=dict)  # key path -> line a text value starts on
+    tools: dict[str, list[Tool]] = field(default_factory=dict)  # step -> its tools (steps with `tools:` only)
 
     def where(self, *path: Any) -> str:
         """`file:line` of the nearest key of `path` written in the spec (the file alone if none)."""
@@ -66,13 +70,29 @@ def load_spec(spec: str | Path | dict[str, Any], *, base_dir: Path | None = None
         raise_problems(problems + _spec_errors(exc, source, lines, data))
     raise_problems(problems)
     found = Problems()
-    schemas = {}
+    schemas, tools = {}, {}
+
+    def where(*path: Any) -> str:
+        line = _line_for(tuple(path), lines)
+        return f"{source}:{line}" if line else source
+
     for name, step in job.steps.items():
         with found.check():
             schemas[name] = _resolve_schema(getattr(step, "output", None), base, source, lines, name)
+        with found.check():
+            if step_tools := resolve_tools(step, name, base, where):
+                tools[name] = step_tools
+                schemas[name] = output_schema(step_tools, step.tool_choice)  # type: ignore[union-attr]
     found.raise_all()
     loaded = LoadedSpec(
-        spec=job, base_dir=base, source=source, text=text, schemas=schemas, lines=lines, text_lines=text_lines
+        spec=job,
+        base_dir=base,
+        source=source,
+        text=text,
+        schemas=schemas,
+        lines=lines,
+        text_lines=text_lines,
+        tools=tools,
     )
     check_spec_sql(loaded)
     return loaded
@@ -148,22 +168,4 @@ def _resolve_schema(output: Any, base: Path, source: str, lines: Lines, step: st
     loc = f"{source}:{line}" if line else source
     if isinstance(output.schema_, dict):
         return output.schema_
-    path = _find_schema_file(output.schema_, base)
-    if path is None:
-        raise SchemaError(
-            f"{loc}: {where}: schema file '{output.schema_}' not found "
-            f"(looked next to the spec and in a schemas/ folder)",
-            hint="give a path relative to the spec file, or put the schema inline",
-        )
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SchemaError(f"{loc}: {where}: cannot read JSON schema {path}: {exc}") from None
-    if not isinstance(loaded, dict):
-        raise SchemaError(f"{loc}: {where}: {path} must hold a JSON object (a JSON schema)")
-    return loaded
-
-
-def _find_schema_file(name: str, base: Path) -> Path | None:
-    candidates = [base / name, base / "schemas" / name, base.parent / "schemas" / name, Path.cwd() / "schemas" / name]
-    return next((p for p in candidates if p.is_file()), None)
+    return read_schema_file(output.schema_, base, f"{loc}: {where}")

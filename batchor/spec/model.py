@@ -149,6 +149,19 @@ class SchemaOutput(_Strict):
     """Schema name sent to the provider (default: the step name)."""
 
 
+class ToolSpec(_Strict):
+    """A function the model may call: the call (name and arguments) is the step's answer."""
+
+    name: str
+    """The tool's name (letters, digits, `_` and `-`, up to 64, starting with a letter or `_`)."""
+    description: str = ""
+    """What the tool does and when to call it: the model reads it."""
+    parameters: dict[str, Any] | str | None = None
+    """JSON schema of the arguments (`type: object`), inline or a file path relative to the spec
+    (or to a `schemas/` folder); none: the tool takes no arguments. The arguments are validated
+    against it."""
+
+
 class CheckSpec(_Strict):
     """A quality gate over the stored answers, run after apply and by `batchor check`.
 
@@ -250,6 +263,13 @@ class LLMStep(_Strict):
     escalate: EscalateSpec | None = None
     """Ask a stronger model for the rows whose answer meets a condition; each row keeps one answer
     (the stronger model's where it was asked), and `_model` says which model gave it."""
+    tools: list[ToolSpec] = Field(default_factory=list)
+    """Functions the model answers by calling: the step's answer is the call, stored as `tool`,
+    `arguments` (validated against the tool's `parameters`), `calls` (every call) and `text`.
+    batchor runs no tool: the call is the result. Not with `output: {schema: ...}`."""
+    tool_choice: str = "required"
+    """With `tools`: `required` (a call of any of them), a tool's name (that tool), or `auto` (the
+    model may answer in text instead, stored in `text`)."""
     pdf: Literal["native", "text"] = "native"
     """How PDF attachments are sent: `native` (the provider reads the file) or `text` (the text
     pypdf extracts, after the prompt: any provider, text tokens only; a scan without text fails)."""

@@ -48,7 +48,7 @@ def parse_messages(body: dict[str, Any], params: dict[str, str]) -> Call:
 def _forced_tool(body: dict[str, Any]) -> tuple[str | None, Any]:
     choice = body.get("tool_choice") or {}
     tools = [t for t in body.get("tools") or [] if "input_schema" in t]
-    if choice.get("type") == "any" and tools:
+    if choice.get("type") in ("any", "auto") and tools:  # a model that calls the tool it is given
         return tools[0]["name"], tools[0]["input_schema"]
     if choice.get("type") != "tool":
         return None, None

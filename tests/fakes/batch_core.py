@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .core import Fake, Provider, Route, blocked_answer, build_answer, refusal_body, unasked_answer
+from .core import UNASKED_ACTIONS, Fake, Provider, Route, blocked_answer, build_answer, refusal_body, unasked_answer
 
 _ids = itertools.count(1)
 
@@ -194,7 +194,7 @@ def answer_row(
     action = action if action is not None else (fake.scripted_malformed(call) or fake._draw_fault())
     if action == "timeout":
         action = 500  # a batch row has no client to time out: the provider reports a server error
-    if action is not None and action not in ("malformed", "blocked", "mistake", "empty", "tool_call"):
+    if action is not None and action not in ("malformed", "blocked", "mistake", *UNASKED_ACTIONS):
         status = int(action.removeprefix("error_")) if isinstance(action, str) else int(action)
         fake.stats.faults[str(action)] += 1
         # A rate-limited row says when to retry (Gemini: RetryInfo); a spent quota is the "quota" fault.
@@ -213,7 +213,7 @@ def answer_row(
     if action == "blocked":
         fake.stats.faults["blocked"] += 1
         answer = blocked_answer(provider.name, answer)
-    if action in ("empty", "tool_call"):
+    if action in UNASKED_ACTIONS:
         call, answer = unasked_answer(fake, str(action), call, answer)
     fake.bill(call, answer, batch_row=line)
     payload = route.render(call, answer, f"{next(fake.ids):012d}")

@@ -67,7 +67,8 @@ DEFAULTS: dict[str, Any] = {
     # connection dropped halfway through the body) | "blocked" (a billed refusal: OpenAI's `refusal`,
     # Anthropic's stop_reason "refusal", Gemini's promptFeedback.blockReason with the prompt's usage only)
     # | "empty" (a billed answer of empty text) | "tool_call" (a billed answer that is only a call of the
-    # tool `TOOL_CALLED`: OpenAI content null + tool_calls, Anthropic tool_use, Gemini functionCall)}
+    # tool `TOOL_CALLED`: OpenAI content null + tool_calls, Anthropic tool_use, Gemini functionCall)
+    # | "text" (a billed plain-text answer, no call, even where the request asks for a tool call)}
     "fail_matching": {},
     # {model name: {substring: action}}: `fail_matching` for one model only (a model that fails
     # some rows while another answers them, for fallback models)
@@ -115,10 +116,11 @@ DEFAULTS: dict[str, Any] = {
     "model_latency_ms": {},  # {model: ms}: its own latency, instead of latency_ms
 }
 FAULTS = ("error_500", "error_429", "error_400", "timeout", "malformed")
-FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut", "blocked", "empty", "tool_call")
+FORCED_ACTIONS = ("timeout", "malformed", "quota", "garbled", "cut", "blocked", "empty", "tool_call", "text")
 FLEX_UNAVAILABLE = "Resource Unavailable: no flex processing capacity for this request now. Please retry later."
 # forced actions that still answer (and bill) the call
-ANSWERED_ACTIONS = ("malformed", "garbled", "cut", "blocked", "empty", "tool_call")
+ANSWERED_ACTIONS = ("malformed", "garbled", "cut", "blocked", "empty", "tool_call", "text")
+UNASKED_ACTIONS = ("empty", "tool_call", "text")  # answers no request asked for (unasked_answer)
 
 
 def merge_config(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -467,7 +469,7 @@ class Fake:
         elif action == "blocked":
             self.stats.faults["blocked"] += 1
             answer = blocked_answer(provider.name, answer)
-        elif action in ("empty", "tool_call"):
+        elif action in UNASKED_ACTIONS:
             call, answer = unasked_answer(self, str(action), call, answer)
         elif action is not None:
             return await self._fault(provider, call, action, headers)
@@ -625,11 +627,15 @@ TOOL_CALLED = ("lookup_weather", {"city": "Paris", "unit": "celsius"})  # the "t
 
 
 def unasked_answer(fake: Any, action: str, call: Call, answer: Answer) -> tuple[Call, Answer]:
-    """An answer no step wants, still billed: empty text (`empty`), or only a call of the tool
-    `TOOL_CALLED` (`tool_call`; the routes render a call whose `tool` is set as a tool call)."""
+    """An answer no step wants, still billed: empty text (`empty`), only a call of the tool
+    `TOOL_CALLED` (`tool_call`; the routes render a call whose `tool` is set as a tool call), or
+    plain text where a tool call was asked for (`text`)."""
     fake.stats.faults[action] += 1
     if action == "empty":
         return call, Answer("", None, answer.input_tokens, 0)
+    if action == "text":  # a plain answer where a call was asked for
+        text = "I cannot call a tool for this; here is my answer in words."
+        return replace(call, tool=None), Answer(text, None, answer.input_tokens, len(text) // 4 + 1)
     name, arguments = TOOL_CALLED
     text = json.dumps(arguments)
     return replace(call, tool=name), Answer(text, arguments, answer.input_tokens, len(text) // 4 + 1)

@@ -37,17 +37,39 @@ def parse_generate(body: dict[str, Any], params: dict[str, str]) -> Call:
     system_text = system if isinstance(system, str) else content_text(system.get("parts"))
     config = _get(body, "generationConfig", "generation_config") or {}
     texts = [system_text] + [content_text(c.get("parts")) for c in contents]
+    tool, tool_schema = _called_function(body)
     return Call(
         provider="gemini",
         model=params["model"],
         prompt=last_user(turns),
         input_text="\n".join(t for t in texts if t),
         turns=turns,
-        schema=_schema(config),
+        schema=tool_schema if tool else _schema(config),
+        tool=tool,
         max_output=_get(config, "maxOutputTokens", "max_output_tokens"),
         body=body,
         media=media.gemini(contents),
     )
+
+
+def _called_function(body: dict[str, Any]) -> tuple[str | None, Any]:
+    """The function the answer calls: the first allowed by ``toolConfig.functionCallingConfig``
+    (mode ANY or AUTO: a model that calls the function it is given), and its parameters' schema."""
+    declared = [
+        d for tool in body.get("tools") or [] for d in _get(tool, "functionDeclarations", "function_declarations") or []
+    ]
+    config = _get(_get(body, "toolConfig", "tool_config") or {}, "functionCallingConfig", "function_calling_config")
+    mode = (config or {}).get("mode", "AUTO")
+    if not declared or mode not in ("ANY", "AUTO", "VALIDATED"):
+        return None, None
+    allowed = _get(config or {}, "allowedFunctionNames", "allowed_function_names") or [d["name"] for d in declared]
+    chosen = next((d for d in declared if d["name"] in allowed), None)
+    if chosen is None:
+        raise ValueError(f"allowedFunctionNames {allowed} names no declared function")
+    schema = _get(chosen, "parametersJsonSchema", "parameters_json_schema")
+    if schema is None and chosen.get("parameters") is not None:
+        schema = from_openapi_schema(chosen["parameters"])
+    return chosen["name"], schema or {"type": "object"}
 
 
 def _schema(config: dict[str, Any]) -> Any:

@@ -152,9 +152,13 @@ def render_responses(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
 
 
 def _forced_function(body: dict[str, Any], nested: bool) -> tuple[str | None, Any]:
-    """Name and parameter schema of a tool the request forces (``tool_choice`` naming one
-    function); chat nests it as ``{"function": {"name"}}``, Responses does not."""
+    """Name and parameter schema of the tool the answer calls: the one ``tool_choice`` names (chat
+    nests it as ``{"function": {"name"}}``, Responses does not), else, when the request has tools
+    and its choice is ``required`` or ``auto``, the first (a model that calls the tool it is given)."""
     choice = body.get("tool_choice")
+    functions = [t.get("function", {}) if nested else t for t in body.get("tools") or [] if t.get("type") == "function"]
+    if choice in ("required", "auto") and functions:
+        return functions[0]["name"], functions[0].get("parameters") or {"type": "object"}
     if not isinstance(choice, dict) or choice.get("type") != "function":
         return None, None
     name = (choice.get("function") or {}).get("name") if nested else choice.get("name")

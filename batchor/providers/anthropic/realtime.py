@@ -94,6 +94,19 @@ def to_body(request: LLMRequest, *, structured: str = OUTPUT_CONFIG) -> dict[str
         body["tool_choice"] = {"type": "tool", "name": name}
     elif request.schema is not None:
         body["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
+    if request.tools:
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+        ]
+        choice = request.tool_choice or "required"
+        body["tool_choice"] = (
+            {"type": "any" if choice == "required" else "auto"}
+            if choice in ("required", "auto")
+            else {
+                "type": "tool",
+                "name": choice,
+            }
+        )
     return anthropic_breakpoint(body, request.cache, len(system))
 
 

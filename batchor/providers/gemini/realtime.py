@@ -69,6 +69,8 @@ def to_body(request: LLMRequest) -> dict[str, Any]:
     if request.schema is not None:
         config["response_mime_type"] = "application/json"
         config["response_json_schema"] = request.schema
+    if request.tools:
+        config.update(_tools(request))
     contents = with_parts(
         request,
         [
@@ -80,6 +82,19 @@ def to_body(request: LLMRequest) -> dict[str, Any]:
         gemini_parts,
     )
     return {"model": request.model, "contents": contents, "config": config}
+
+
+def _tools(request: LLMRequest) -> dict[str, Any]:
+    """Function declarations and the calling mode: ANY (a call is required, of the one tool named
+    when `tool_choice` names one) or AUTO (the model may answer in text)."""
+    declarations = [
+        {"name": t.name, "description": t.description, "parameters_json_schema": t.parameters} for t in request.tools
+    ]
+    choice = request.tool_choice or "required"
+    calling: dict[str, Any] = {"mode": "AUTO" if choice == "auto" else "ANY"}
+    if choice not in ("required", "auto"):
+        calling["allowed_function_names"] = [choice]
+    return {"tools": [{"function_declarations": declarations}], "tool_config": {"function_calling_config": calling}}
 
 
 def _params(params: dict[str, Any]) -> dict[str, Any]:

@@ -96,7 +96,17 @@ class _LineTemplates:
         self._parts: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, str, str]]] = {}
 
     def line(self, request: LLMRequest, strict: bool, url: str, first_party: bool) -> bytes:
-        ident = (request.model, id(request.params), id(request.schema), request.schema_name, strict, url, first_party)
+        ident = (
+            request.model,
+            id(request.params),
+            id(request.schema),
+            request.schema_name,
+            id(request.tools),
+            request.tool_choice,
+            strict,
+            url,
+            first_party,
+        )
         found = self._parts.get(ident)
         if found is None or found[0] is not request.params or found[1] is not request.schema:
             split = self._split(request, strict, url, first_party)
@@ -107,7 +117,16 @@ class _LineTemplates:
         return (head + _dumps(request.key) + middle + _dumps(list(request.messages)) + tail).encode("utf-8")
 
     def _split(self, request: LLMRequest, strict: bool, url: str, first_party: bool) -> tuple[str, str, str]:
-        marked = LLMRequest(self._KEY, request.model, (), request.params, request.schema, request.schema_name)
+        marked = LLMRequest(
+            self._KEY,
+            request.model,
+            (),
+            request.params,
+            request.schema,
+            request.schema_name,
+            tools=request.tools,
+            tool_choice=request.tool_choice,
+        )
         body = to_body(marked, api="chat", strict=strict, first_party=first_party)
         body["messages"] = self._MESSAGES
         text = _dumps({"custom_id": self._KEY, "method": "POST", "url": url, "body": body}) + "\n"

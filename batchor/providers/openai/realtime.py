@@ -69,7 +69,20 @@ def _chat_body(request: LLMRequest, strict: bool, first_party: bool) -> dict[str
             "type": "json_schema",
             "json_schema": {"name": _schema_name(request.schema_name), "schema": request.schema, "strict": strict},
         }
+    if request.tools:
+        body["tools"] = [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in request.tools
+        ]
+        body["tool_choice"] = _tool_choice(request.tool_choice, nested=True)
     return body
+
+
+def _tool_choice(choice: str | None, *, nested: bool) -> Any:
+    """`required` and `auto` as they are; one tool as `{"type": "function", ...}` (Chat nests its name)."""
+    if choice in (None, "required", "auto"):
+        return choice or "required"
+    return {"type": "function", "function": {"name": choice}} if nested else {"type": "function", "name": choice}
 
 
 def _responses_body(request: LLMRequest, strict: bool) -> dict[str, Any]:
@@ -95,6 +108,13 @@ def _responses_body(request: LLMRequest, strict: bool) -> dict[str, Any]:
                 "strict": strict,
             }
         }
+    if request.tools:  # Responses tools are strict unless told: strict needs every property required
+        body["tools"] = [
+            {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters}
+            | {"strict": False}
+            for t in request.tools
+        ]
+        body["tool_choice"] = _tool_choice(request.tool_choice, nested=False)
     return body
 
 
