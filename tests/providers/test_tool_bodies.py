@@ -9,9 +9,11 @@ import json
 
 import pytest
 
-from batchor.providers import anthropic, gemini, openai
+from batchor.providers.anthropic import realtime as anthropic
 from batchor.providers.base import LLMRequest
-from batchor.providers.openai_batch import encode_line
+from batchor.providers.gemini import realtime as gemini
+from batchor.providers.openai import realtime as openai
+from batchor.providers.openai.batch import encode_line
 from batchor.schema.tools import Tool
 
 ARGS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
