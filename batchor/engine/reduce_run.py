@@ -121,6 +121,11 @@ class RoundWork(StepWork):
         self.round = {item.key: item for item in items}
         self.pending = PendingKeys(pa.array(list(self.round), pa.string()))
 
+    @property
+    def widens(self) -> bool:
+        """Each round adds the step's next keys: a shared run lists them beside the earlier rounds'."""
+        return True
+
     def items(self, wanted: Callable[[str], bool] | None = None) -> Iterator[WorkItem]:
         for key in self.pending:
             if key in self.round and (wanted is None or wanted(key)):

@@ -47,6 +47,12 @@ class StepWork:
         self.rows = 0
         self.rows_of = JobRows(plan, store)  # rows at the step's grain, with upstream answers
 
+    @property
+    def widens(self) -> bool:
+        """Its keys may be missing from a shared run's work items listed by another worker
+        (--refresh and --retry-failed ask more; a reduce round lists the next level of folds)."""
+        return self.refresh or self.retry_failed
+
     def scan(self) -> None:
         """Pass 1: map rows to requests, record the mapping, find the keys without an answer."""
         record = bool(self.step.depends_on) or not self.store.has_job_requests(self.plan.job_id, self.step.name)

@@ -185,9 +185,7 @@ class SharedRun:
     def _enqueue(self, works: list[StepWork]) -> None:
         for work in works:
             if work.pending:
-                self.book.enqueue(
-                    self.run.run_id, work.step.name, work.pending, widens=work.refresh or work.retry_failed
-                )
+                self.book.enqueue(self.run.run_id, work.step.name, work.pending, widens=work.widens)
 
     async def _wait_for_others(self, steps: list[str], stop: StopSignal) -> bool:
         """True when items became claimable (a lease expired); False when the wave is done."""
