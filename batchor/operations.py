@@ -285,7 +285,7 @@ def _add_diffs(view: dict[str, Any], compiled: CompiledPlan, state: str | None, 
     store = open_state(state_location(state, compiled.header.state_location))
     try:
         for step, data in zip(compiled.header.steps, view["steps"], strict=True):
-            if step.provider == "sql" or not step.counts.changed:
+            if step.local or not step.counts.changed:
                 continue
             if step.depends_on:
                 settings = changed_settings(compiled, step, store)

@@ -172,7 +172,7 @@ def step_costs(base: CompiledPlan | None, head: CompiledPlan) -> list[StepCost]:
 
 
 def _llm_steps(plan: CompiledPlan | None) -> list[StepPlan]:
-    return [] if plan is None else [s for s in plan.header.steps if s.provider != "sql"]
+    return [] if plan is None else [s for s in plan.header.steps if not s.local]
 
 
 def _step_cost(name: str, base: StepPlan | None, head: StepPlan | None) -> StepCost:

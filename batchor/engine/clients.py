@@ -85,7 +85,7 @@ def build_clients(plan: CompiledPlan, limits: RunLimits, refresh: frozenset[str]
     clients = StepClients()
     realtime: list[tuple[ProviderConfig, Provider]] = []  # steps with one configuration share a client
     for step in plan.header.steps:
-        if step.provider == "sql":
+        if step.local:
             continue
         if step.counts.to_run == 0 and not step.counts.estimated and not refresh:
             continue

@@ -46,7 +46,7 @@ def followers(steps: list[StepPlan], done: set[str], stage: list[StepPlan], runn
         if (
             step.name in done
             or step.name in live
-            or step.provider == "sql"
+            or step.local
             or step.mode == "batch"
             or step.kind == "reduce"
             or step.gather  # it reads other rows' answers: after the stage, like a reduce

@@ -262,11 +262,11 @@ class _Runner:
                 done: set[str] = set()
                 for wave in self.plan.header.waves():
                     wave = [s for s in wave if s.name not in done]  # pipelined into an earlier wave
-                    for step in (s for s in wave if s.provider == "sql"):
+                    for step in (s for s in wave if s.local):
                         self._run_sql(step)
                     for step in (s for s in wave if s.kind == "reduce"):
                         self._run_reduce(runner, step)
-                    works = [self._scan(step) for step in wave if step.provider != "sql" and step.kind != "reduce"]
+                    works = [self._scan(step) for step in wave if not step.local and step.kind != "reduce"]
                     if self.rows is not None:  # rows finished by SQL and reduce steps, cached answers, earlier runs
                         self.rows.resync()
                     done |= {s.name for s in wave}

@@ -344,7 +344,7 @@ def _weights(store: StateStore, runs: list[str], stratum: Stratum, sampled: Comp
     """The answers of the steps above a stratified top-up's `when:`, weighted to its exact share."""
     if not stratum.weighted_steps:
         return {}
-    keys = {s.name: s.length_key for s in sampled.header.steps if s.provider != "sql"}
+    keys = {s.name: s.length_key for s in sampled.header.steps if not s.local}
     return reweightings(pilot_attempts(store, runs, stratum), stratum, stratum_share(stratum), keys)
 
 
@@ -374,7 +374,7 @@ def measured(full: CompiledPlan, state: str | None = None) -> tuple[dict[str, Ke
     """The answers behind each step's estimate (a stratified pilot's weighted back) and the input
     calibrations of the models counted with another tokenizer: what the interval reads."""
     location = state_location(state, full.header.state_location)
-    llm = [s for s in full.header.steps if s.provider != "sql"]
+    llm = [s for s in full.header.steps if not s.local]
     store = open_state(location)
     models = sorted({f"{s.provider}:{s.model}" for s in llm if not s.token_count_exact})
     return (reweighed(output_stats(store, sorted({s.length_key for s in llm}))), input_calibration(store, models))

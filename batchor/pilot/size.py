@@ -176,7 +176,7 @@ def _grown(
     factor = rows / pilot_rows
     steps, grown, more, more_upper = [], dict(stats), 0.0, 0.0
     for step in header.steps:
-        found = stats.get(step.length_key) if step.provider != "sql" else None
+        found = stats.get(step.length_key) if not step.local else None
         pilot = found.by_kind.get("pilot") if found is not None else None
         if found is None or pilot is None or not pilot.requests or factor <= 1.0 or not step.counts.to_run:
             steps.append(step)

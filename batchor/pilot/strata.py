@@ -77,7 +77,7 @@ def find_stratum(spec: Any, sampled: CompiledPlan, options: dict[str, Any], most
     decided = [key for key, holds in _decided(source, templates[top]) if holds]  # in the sample's seeded order
     inside, taken = frozenset(decided), set(pilot)
     order = [key for key in decided if key not in taken]  # a larger pilot's are the smaller one's and more
-    every_row = tuple(s.name for s in steps.values() if s.provider != "sql" and not _filtered(s.name, steps))
+    every_row = tuple(s.name for s in steps.values() if not s.local and not _filtered(s.name, steps))
     return Stratum(top, templates[top], spec, pilot, inside, tuple(order[:most]), every_row)
 
 
@@ -89,7 +89,7 @@ def stratum_step(steps: dict[str, Any], templates: dict[str, StepTemplates]) -> 
         return None
     if any(s.name not in templates or not templates[s.name].when_reads_only_the_row() for s in guarded):
         return None
-    if any(steps[a].provider == "sql" for s in guarded for a in _ancestors(s.name, steps)):
+    if any(steps[a].local for s in guarded for a in _ancestors(s.name, steps)):
         return None
     tops = [s.name for s in guarded if not any(steps[a].when for a in _ancestors(s.name, steps))]
     return tops[0] if len(tops) == 1 else None

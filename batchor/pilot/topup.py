@@ -49,7 +49,7 @@ class TopUpBound:
 
 def llm_steps(sampled: CompiledPlan) -> list[str]:
     """The steps that call a model (SQL steps make no call)."""
-    return [s.name for s in sampled.header.steps if s.provider != "sql"]
+    return [s.name for s in sampled.header.steps if not s.local]
 
 
 def call_allowance(sampled: CompiledPlan) -> int:
@@ -65,7 +65,7 @@ def filtered_steps(sampled: CompiledPlan) -> tuple[str, ...]:
         step = steps[name]
         return bool(step.when) or any(filtered(d) for d in step.depends_on)
 
-    return tuple(s.name for s in sampled.header.steps if s.provider != "sql" and filtered(s.name))
+    return tuple(s.name for s in sampled.header.steps if not s.local and filtered(s.name))
 
 
 def bound_rows(pilot_rows: int) -> int:

@@ -101,7 +101,7 @@ def calibrate(
             attempts,
         )
         for step in header.steps
-        if step.provider != "sql"
+        if not step.local
     )
     expected = sum(s.expected for s in steps)
     squares = sum(s.half**2 for s in steps)

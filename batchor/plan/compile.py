@@ -96,7 +96,7 @@ def compile_plan(
                 spec.limits.max_attempts,
                 spec.limits.on_truncation == "reask",
             )
-            roots = [s for s in steps if not s.depends_on and s.provider != "sql" and s.kind != "reduce"]
+            roots = [s for s in steps if not s.depends_on and not s.local and s.kind != "reduce"]
             fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
             os.close(fd)
             tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh, retry_failed)
@@ -140,7 +140,7 @@ def _with_changes(
     job_id = job_id_for(header)
     steps = [
         _with_causes(s, _step_changes(s, data_path, state, (header.name, job_id), dependents.get(s.name)))
-        if s.counts.to_run and s.provider != "sql" and s.kind != "reduce"
+        if s.counts.to_run and not s.local and s.kind != "reduce"
         else s
         for s in header.steps
     ]
@@ -179,7 +179,7 @@ def _dependents(
     if tallies:
         sample, by_name = first_row(path), {s.name: s for s in steps}
         for name, tally in tallies.items():
-            if by_name[name].provider == "sql":
+            if by_name[name].local:
                 continue
             if not tally.known_upstream and state is not None:  # a new input: earlier runs' answers
                 tally.known_upstream = earlier_answers(state, by_name[name], by_name)
@@ -271,7 +271,7 @@ def _dependent_counts(
     known = known.model_copy(update={"elements": tally.elements, "unbounded": tally.unbounded})
     if not tally.projected:
         return known
-    if step.provider == "sql":  # computed locally: projected rows cost nothing
+    if step.local:  # computed locally: projected rows cost nothing
         return known.model_copy(update={"projected": tally.projected})
     upper = _priced(price, step, 0, 0, 0, tally.projected, tally.projected * tally.projected_tokens_max, estimated=True)
     mean = _priced(
@@ -440,7 +440,7 @@ def _header(
         unpriced_models=unpriced,
         estimates=any(s.counts.estimated for s in steps),
         failed_earlier=sum(s.counts.failed_earlier for s in steps),
-        unbounded=[s.name for s in steps if s.counts.unbounded and s.provider != "sql"],
+        unbounded=[s.name for s in steps if s.counts.unbounded and not s.local],
     )
     return PlanHeader(
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -124,12 +124,12 @@ def dependent_tallies(
     """Counts for every step that depends on another (or is SQL), from the plan data and the cache.
     Requests that failed for good earlier are counted apart and not run (unless `retry_failed`).
     A reduce step's rows (with what they read) go to `reduce_rows`: its groups span batches."""
-    dependents = [s for s in order_steps(steps) if s.depends_on or s.provider == "sql" or s.kind == "reduce"]
+    dependents = [s for s in order_steps(steps) if s.depends_on or s.local or s.kind == "reduce"]
     if not dependents:
         return {}
     by_name = {s.name: s for s in steps}
     tallies = {s.name: DependentTally() for s in dependents if s.kind != "reduce"}
-    roots = [s for s in steps if not s.depends_on and s.provider != "sql" and s.kind != "reduce"]
+    roots = [s for s in steps if not s.depends_on and not s.local and s.kind != "reduce"]
     for batch in pq.ParquetFile(data_path).iter_batches(batch_size=20000):
         table = pa.Table.from_batches([batch])
         keys = table.column(ROW_KEY).to_pylist()
@@ -149,7 +149,7 @@ def dependent_tallies(
                 found += [(row, row_values[row.index], upstream(step, row, answers, by_name)) for row in rows]
                 answers[step.name] = {row.key: None for row in rows}
                 continue
-            if step.provider != "sql":
+            if not step.local:
                 answers[step.name] = _plan_rows(
                     step,
                     templates[step.name],
@@ -466,7 +466,7 @@ def earlier_answers(state: StateStore, step: StepPlan, by_name: dict[str, StepPl
     found: dict[str, list[Any]] = {}
     for dep in step.depends_on:
         upstream_step = by_name[dep]
-        if upstream_step.provider == "sql" or upstream_step.fan_out or step.grain or not upstream_step.length_key:
+        if upstream_step.local or upstream_step.fan_out or step.grain or not upstream_step.length_key:
             continue  # a fan-out's rows and SQL results are not one answer per row: sample values stay
         texts = stored_answers(state, upstream_step.length_key, SAMPLES)
         try:

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from batchor.errors import KeyEnvNotAllowedError, StalePlanError, UrlCredentialsError
 from batchor.plan.model import StepPlan
+from batchor.plan.step_kind import SQL_PROVIDER
 from batchor.providers import base_url as resolve_base_url
 from batchor.providers import provider_info, provider_key_envs
 
@@ -69,7 +70,7 @@ def step_endpoint(
 ) -> str | None:
     """The normalised endpoint of a step, or None for the provider's official endpoint (and for
     the local `mock` provider, which has none)."""
-    if provider in ("mock", "sql"):
+    if provider in ("mock", SQL_PROVIDER):
         return None
     info = provider_info(provider)
     url = resolve_base_url(provider, base_url, env)

@@ -63,7 +63,7 @@ def with_estimates(
     """Each LLM step with its length key, its expected output and input per request, and their
     sources; re-asks up to `max_attempts` (the spec's limits) at the rejection shares measured,
     truncated answers among them where they are asked again (`reask_truncated`)."""
-    llm = [s for s in steps if s.provider != "sql"]
+    llm = [s for s in steps if not s.local]
     keys = {s.name: length_key(s) for s in llm}
     history: dict[str, KeyStats] = {}
     calibration: dict[str, InputCalibration] = {}
@@ -72,7 +72,7 @@ def with_estimates(
         calibration = input_calibration(state, sorted({model_id(s) for s in llm}))
     out = []
     for step in steps:
-        if step.provider != "sql":
+        if not step.local:
             key = keys[step.name]
             step = _learned_output(
                 step.model_copy(update={"length_key": key}), history.get(key), max_attempts, reask_truncated
@@ -221,5 +221,5 @@ def step_estimates(header: PlanHeader) -> list[StepEstimate]:
             cache_key=history_key(s),
         )
         for s in header.steps
-        if s.provider != "sql"
+        if not s.local
     ]

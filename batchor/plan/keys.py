@@ -45,7 +45,7 @@ def needed_keys(loaded: LoadedSpec, environ: Mapping[str, str]) -> list[KeyNeed]
     steps, _ = resolve_steps(loaded, Overrides())
     grouped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for step in steps:
-        if step.provider == "sql":
+        if step.local:
             continue
         models = [(step, step.name), *((f, f"{step.name} (fallback)") for f in step.fallbacks)]
         if step.escalation is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from batchor.plan.step_kind import StepKind, kind_of
 from batchor.schema.tools import Tool
 
 PLAN_FORMAT_VERSION = 1
@@ -197,6 +198,16 @@ class StepPlan(_Frozen):
     @property
     def schema(self) -> dict[str, Any] | None:  # type: ignore[override]
         return self.schema_
+
+    @property
+    def step_kind(self) -> StepKind:
+        """What kind of work the step is (plan/step_kind.py): SQL, split, embed, reduce or LLM."""
+        return kind_of(self.provider, self.kind)
+
+    @property
+    def local(self) -> bool:
+        """Computed in DuckDB (SQL and split steps): no provider, no request, no cost."""
+        return self.step_kind.local
 
     @property
     def other_models(self) -> bool:

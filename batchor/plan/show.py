@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.request import llm_request
+from batchor.plan.step_kind import StepKind
 from batchor.providers.preview import body_kind, sent_body
 from batchor.spec.inputs import ROW_KEY
 
@@ -47,11 +48,11 @@ def plan_view(plan: "CompiledPlan", prompts: int = 0) -> dict[str, Any]:
 def step_view(plan: "CompiledPlan", step: StepPlan, prompts: int) -> dict[str, Any]:
     view: dict[str, Any] = {
         "name": step.name,
-        "kind": "sql" if step.provider == "sql" else "llm",
+        "kind": StepKind.SQL.value if step.local else StepKind.LLM.value,
         "depends_on": step.depends_on,
         "counts": step.counts.model_dump(),
     }
-    if step.provider == "sql":
+    if step.local:
         return {**view, "sql": step.prompt, "fan_out": step.fan_out, "max_fanout": step.max_fanout}
     view.update(
         provider=step.provider,

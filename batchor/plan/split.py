@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
 from batchor.plan.model import SplitPlan, StepPlan
+from batchor.plan.step_kind import SQL_PROVIDER, local_price
 from batchor.plan.tokens import TokenCounter, get_counter
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.model import JobSpec, SplitStep
@@ -46,7 +47,7 @@ def split_step_plan(spec: JobSpec, name: str, step: SplitStep, refs: set[str]) -
     prefix = request_prefix("split", "chunks", settings.model_dump(mode="json"), None)
     return StepPlan(
         name=name,
-        provider="sql",
+        provider=SQL_PROVIDER,
         model="split",
         kind="split",
         split=settings,
@@ -56,7 +57,7 @@ def split_step_plan(spec: JobSpec, name: str, step: SplitStep, refs: set[str]) -
         depends_on=sorted(set(step.depends_on) | refs),
         fan_out=True,
         mode="realtime",
-        price={"provider": "sql", "model": "split", "input_per_mtok": 0.0, "output_per_mtok": 0.0, "source": "local"},
+        price=local_price("split"),
         token_count_exact=True,
         max_tokens=0,
         expected_output_tokens=0,

@@ -35,7 +35,7 @@ def changed_sql_file(header: PlanHeader) -> str | None:
     """A reason when the files a SQL step of the plan reads are not the ones it was made with:
     one changed or is gone, or a glob of the query now matches another file."""
     for step in header.steps:
-        if step.provider != "sql":
+        if not step.local:
             continue
         now = referenced_files(step.prompt, Path(header.base_dir))
         if now == step.sql_files:

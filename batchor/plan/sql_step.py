@@ -23,6 +23,7 @@ from batchor.errors import SpecError
 from batchor.fingerprint import canonical_json, request_prefix, sha256_hex
 from batchor.plan.model import StepPlan
 from batchor.plan.split import split_rows
+from batchor.plan.step_kind import SQL_PROVIDER, local_price
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.sql_guard import confined_for, refused_access
 
@@ -58,10 +59,10 @@ def sql_step_plan(
     deps = sorted(set(depends_on) | mentioned)
     if fan_out is None:  # `unnest(` is how DuckDB explodes a list: plain SQL fans out without a flag
         fan_out = max_fanout is not None or bool(_UNNEST.search(sql))
-    prefix = request_prefix("sql", "duckdb", {"fan_out": True} if fan_out else {}, None)
+    prefix = request_prefix(SQL_PROVIDER, "duckdb", {"fan_out": True} if fan_out else {}, None)
     return StepPlan(
         name=name,
-        provider="sql",
+        provider=SQL_PROVIDER,
         model="duckdb",
         params={},
         prompt=sql,
@@ -69,7 +70,7 @@ def sql_step_plan(
         fan_out=fan_out,
         max_fanout=max_fanout,
         mode="realtime",
-        price={"provider": "sql", "model": "duckdb", "input_per_mtok": 0.0, "output_per_mtok": 0.0, "source": "local"},
+        price=local_price("duckdb"),
         token_count_exact=True,
         max_tokens=0,
         expected_output_tokens=0,

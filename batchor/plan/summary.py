@@ -108,7 +108,7 @@ def _total_lines(plan: "CompiledPlan", max_cost: float | None) -> list[str]:
 def _step_lines(s: Any) -> list[str]:
     c = s.counts
     est = f" ({c.projected:,} projected: upstream answers pending)" if c.projected else ""
-    if c.unbounded and s.provider != "sql":
+    if c.unbounded and not s.local:
         est = f" ({c.projected:,}+ projected: a fan-out above has no max_fanout, so no upper bound)"
     if s.fan_out:
         bound = f"at most {s.max_fanout:,} per row" if s.max_fanout else "unbounded"
@@ -133,7 +133,7 @@ def _step_lines(s: Any) -> list[str]:
             f"    note: {c.failed_earlier:,} failed earlier, not retried (invalid request, refusal or "
             "context too long); --retry-failed or --refresh STEP sends them again"
         )
-    if s.provider != "sql":
+    if not s.local:
         lines.append(f"    estimate: {_estimate_line(s)}")
     if s.fallbacks:
         lines.append(f"    fallback: {fallback_line(s)}")
@@ -174,7 +174,7 @@ def fallback_line(step: Any) -> str:
 
 def unpriced(step: Any) -> bool:
     """An LLM step whose model has no price: its cost is unknown, never shown as $0."""
-    return step.price is None and step.provider != "sql"
+    return step.price is None and not step.local
 
 
 def _step_cost(step: Any) -> str:
@@ -336,7 +336,7 @@ def shared_rows(plan: "CompiledPlan") -> int:
     shared = 0
     for step in plan.header.steps:
         c = step.counts
-        if step.provider != "sql":
+        if not step.local:
             shared += max(0, c.rows - c.skipped - c.cached - c.to_run - c.too_long - c.failed_earlier)
     return shared
 
@@ -349,7 +349,7 @@ def _sharing(plan: "CompiledPlan") -> str:
 def _upper(step: Any) -> str:
     if unpriced(step):
         return "no price"
-    return "unbounded" if step.counts.unbounded and step.provider != "sql" else money(step.counts.cost_upper)
+    return "unbounded" if step.counts.unbounded and not step.local else money(step.counts.cost_upper)
 
 
 def _at_most(totals: Any) -> str:

@@ -90,7 +90,7 @@ def powers(header: Any, output: Any = None) -> dict[str, Any]:
     calls: dict[tuple[str, str | None], list[str]] = {}
     reads = list(header.input.files)
     for step in header.steps:
-        if step.provider == "sql":
+        if step.local:
             reads += sorted(step.sql_files)
         elif step.provider != "mock":
             calls.setdefault((_host(step), _key_env(step)), []).append(step.name)

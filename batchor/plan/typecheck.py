@@ -20,6 +20,7 @@ from batchor.errors import BatchorError, Problems, SpecError, TemplateUndefinedE
 from batchor.plan.fanout_rows import order_steps
 from batchor.plan.model import StepPlan
 from batchor.plan.sql_step import derive_schema
+from batchor.plan.step_kind import StepKind
 from batchor.spec.load import LoadedSpec
 from batchor.spec.templates import StepTemplates
 
@@ -94,7 +95,7 @@ def with_sql_schemas(
     problems: list[BatchorError] = []
     failed: set[str] = set()
     for step in order_steps(steps):
-        if step.provider == "sql" and step.kind != "split":
+        if step.step_kind is StepKind.SQL:
             if failed & set(step.depends_on):
                 failed.add(step.name)  # cannot be checked until the step it reads is fixed
                 continue
@@ -149,7 +150,7 @@ def _check(ref: Reference, by_name: dict[str, StepPlan], columns: list[str]) -> 
     if ref.root == "row":
         return _check_column(ref, columns)
     step = by_name[ref.root]
-    if not ref.path or (step.provider == "sql" and step.schema is None):  # a SQL step whose query failed
+    if not ref.path or (step.local and step.schema is None):  # a SQL step whose query failed
         return None
     if step.kind == "embed":  # a list of floats: indexes and list methods only
         first = ref.path[0]
@@ -202,11 +203,11 @@ def _check_schema(ref: Reference, step: StepPlan) -> tuple[str, str] | None:
             continue
         if part in _DICT_METHODS:
             return None
-        source = "returns" if step.provider == "sql" else "outputs"
+        source = "returns" if step.local else "outputs"
         return (
             f"`{ref.text(i)}`: step '{step.name}' {source} no field '{part}'{_did_you_mean(part, list(properties))}",
             f"use one of its fields ({', '.join(properties)}), or add '{part}' to the step's "
-            + ("query" if step.provider == "sql" else "output schema"),
+            + ("query" if step.local else "output schema"),
         )
     return None
 
