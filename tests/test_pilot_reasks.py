@@ -36,7 +36,7 @@ def test_a_pilot_that_saw_no_rejection_keeps_none_expected_but_allows_for_three_
     store = open_state(str(workdir / ".batchor" / "state.duckdb"))
     stats = output_stats(store, [header.steps[0].length_key])
     store.close()
-    once = calibrate(header.model_copy(update={"limits": {**header.limits, "max_attempts": 1}}), stats)
+    once = calibrate(header.model_copy(update={"limits": header.limits.model_copy(update={"max_attempts": 1})}), stats)
     assert once.steps[0].unseen == 0.0  # never asked again: nothing to allow for
 
 

@@ -29,10 +29,11 @@ class RunLimits:
     truncation_max_tokens: int | None = None
 
     @classmethod
-    def merged(cls, *layers: Mapping[str, Any]) -> RunLimits:
-        """The spec's defaults, then each layer on top (None keeps the default of a required limit)."""
+    def merged(cls, *layers: Mapping[str, Any] | LimitsSpec) -> RunLimits:
+        """The spec's defaults, then each layer on top (None keeps the default of a required limit);
+        a layer is a plan's or a spec's limits, or a mapping of overrides."""
         values: dict[str, Any] = LimitsSpec().model_dump()
-        for layer in layers:
+        for layer in (x.model_dump() if isinstance(x, LimitsSpec) else x for x in layers):
             values.update({k: v for k, v in layer.items() if v is not None or k not in _REQUIRED})
         chosen: dict[str, Any] = {name: values.get(name) for name in _FIELDS}
         return cls(**chosen)

@@ -25,7 +25,7 @@ def effective_max_cost(cli: float | None, spec: float | None) -> tuple[float | N
 
 def plan_budget(max_cost: float | None, header: PlanHeader) -> tuple[float | None, str | None]:
     """The budget a run of this plan is held to: `max_cost` and the spec's cap the plan pinned."""
-    return effective_max_cost(max_cost, header.limits.get("max_cost_usd"))
+    return effective_max_cost(max_cost, header.limits.max_cost_usd)
 
 
 def budget_origin(cli: float | None, spec: float | None) -> str:

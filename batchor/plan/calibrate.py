@@ -91,8 +91,8 @@ def calibrate(
     """Every LLM step's interval and the total's (steps' errors independent, so variances add).
     `inputs`: per `provider:model`, the input calibration behind a `calibrated` input count."""
     inputs = inputs or {}
-    attempts = int(header.limits.get("max_attempts") or 1)
-    truncations = header.limits.get("on_truncation") == "reask"
+    attempts = header.limits.max_attempts
+    truncations = header.limits.on_truncation == "reask"
     steps = tuple(
         _interval(
             step,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchor.plan.step_kind import StepKind, kind_of
 from batchor.schema.tools import Tool
+from batchor.spec.model import LimitsSpec
 
 PLAN_FORMAT_VERSION = 1
 REQ_PREFIX = "__req."
@@ -220,6 +221,13 @@ class StepPlan(_Frozen):
         return self.schema_ is not None or self.kind == "embed"
 
 
+class PlanLimits(LimitsSpec):
+    """The spec's limits as the plan pins them, read by attribute. A key an older batchor wrote and
+    this one no longer knows is ignored (the file's hash is checked on its raw JSON)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
 class InputInfo(_Frozen):
     files: list[str]
     format: str
@@ -274,7 +282,7 @@ class PlanHeader(_Frozen):
     input: InputInfo
     output: OutputInfo
     steps: list[StepPlan]
-    limits: dict[str, Any]
+    limits: PlanLimits
     keep_raw: bool = True
     totals: PlanTotals
     state_location: str | None = None  # absolute path or URL, never with a password (postgres_store.without_password)

@@ -38,7 +38,7 @@ def plan_view(plan: "CompiledPlan", prompts: int = 0) -> dict[str, Any]:
         "input": h.input.model_dump(),
         "output": h.output.model_dump(),
         "totals": h.totals.model_dump(),
-        "limits": h.limits,
+        "limits": h.limits.model_dump(mode="json"),
         "refresh": h.refresh,
         "retry_failed": h.retry_failed,
         "steps": [step_view(plan, s, prompts) for s in h.steps],

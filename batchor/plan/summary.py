@@ -91,7 +91,7 @@ def _total_lines(plan: "CompiledPlan", max_cost: float | None) -> list[str]:
             "(one attempt per request)" + (", priced steps only" if t.unpriced_models else "")
         )
         lines.append(f"  re-asks     {_reask_note(h)}")
-    spec_cap = h.limits.get("max_cost_usd")
+    spec_cap = h.limits.max_cost_usd
     limit, _ = plan_budget(max_cost, h)
     if limit is not None:
         verdict = (
@@ -252,10 +252,10 @@ def _share_error(ran: int, evaluated: int) -> str:
 def reask_upper(header: Any) -> float:
     """The upper bound if every request used all its attempts (each re-ask at the worst case,
     with the rejected answer and the feedback it sends back as input)."""
-    attempts = int(header.limits.get("max_attempts") or 1)
+    attempts = header.limits.max_attempts
     factor = 1.0
-    if header.limits.get("on_truncation") == "reask":  # a re-ask may send up to truncation_max_tokens
-        ceiling = header.limits.get("truncation_max_tokens")
+    if header.limits.on_truncation == "reask":  # a re-ask may send up to truncation_max_tokens
+        ceiling = header.limits.truncation_max_tokens
         factor = max([ceiling / s.max_tokens if ceiling else 4.0 for s in header.steps] + [1.0])
     feedback = sum(feedback_allowance(s, factor) for s in header.steps)
     return (header.totals.cost_upper * factor + feedback) * attempts - feedback
@@ -273,7 +273,7 @@ def feedback_allowance(step: Any, factor: float = 1.0) -> float:
 
 
 def _reask_note(header: Any) -> str:
-    attempts = int(header.limits.get("max_attempts") or 1)
+    attempts = header.limits.max_attempts
     if attempts <= 1:
         return "none (max_attempts 1): the upper bound is the most the run can spend"
     return (

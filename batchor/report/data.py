@@ -85,7 +85,7 @@ def _plan_summary(plan: Any) -> dict[str, Any] | None:
         "plan_id": h.plan_id,
         "file": str(plan.saved_path),
         "totals": h.totals.model_dump(),
-        "budget_usd": h.limits.get("max_cost_usd") if isinstance(h.limits, dict) else None,
+        "budget_usd": h.limits.max_cost_usd,
         "spec_text": h.spec_text,
         "mocked": h.mocked,
         "steps": [
