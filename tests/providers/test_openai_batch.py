@@ -13,7 +13,7 @@ from batchor.errors import (
     RateLimitedError,
     TransientProviderError,
 )
-from batchor.providers.base import LLMRequest
+from batchor.providers.base import CacheControl, LLMRequest
 from batchor.providers.openai.batch import encode_line, parse_line
 from batchor.providers.openai.realtime import to_body
 from tests.fakes import prompt_key
@@ -44,6 +44,9 @@ def test_chat_lines_spliced_into_the_step_template_are_the_bytes_of_the_whole_li
         LLMRequest("k2", "gpt-4.1-mini", messages[1:], params, SCHEMA, "classify"),
         LLMRequest("k3", "gpt-4.1-mini", messages, other, None),
         LLMRequest("k4", "gpt-4.1", messages, params, {**SCHEMA}, "other name"),
+        LLMRequest("k5", "gpt-4.1", messages, params, SCHEMA, "classify", cache=CacheControl("step", 1, 0, "24h")),
+        LLMRequest("k6", "gpt-4.1", messages, params, SCHEMA, "classify", cache=CacheControl("other", 1, 0)),
+        LLMRequest("k7", "gpt-4.1", messages, params, SCHEMA, "classify"),  # the same step with caching off
     ]
     for strict in (True, False):
         for request in cases * 2:  # the second time from the cached template

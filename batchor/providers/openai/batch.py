@@ -96,6 +96,7 @@ class _LineTemplates:
         self._parts: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, str, str]]] = {}
 
     def line(self, request: LLMRequest, strict: bool, url: str, first_party: bool) -> bytes:
+        how = (request.cache, request.service_tier)  # sent, though not part of the key (prompt_cache_key)
         ident = (
             request.model,
             id(request.params),
@@ -106,6 +107,7 @@ class _LineTemplates:
             strict,
             url,
             first_party,
+            how,
         )
         found = self._parts.get(ident)
         if found is None or found[0] is not request.params or found[1] is not request.schema:
@@ -126,6 +128,8 @@ class _LineTemplates:
             request.schema_name,
             tools=request.tools,
             tool_choice=request.tool_choice,
+            cache=request.cache,
+            service_tier=request.service_tier,
         )
         body = to_body(marked, api="chat", strict=strict, first_party=first_party)
         body["messages"] = self._MESSAGES
