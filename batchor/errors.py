@@ -240,6 +240,12 @@ class CacheTtlError(SpecError):
     code = "cache_ttl"
 
 
+class CacheRetentionUnsupportedError(SpecError):
+    """`cache: {ttl: 24h}` on an OpenAI model without extended prompt-cache retention."""
+
+    code = "cache_retention_unsupported"
+
+
 class BaseUrlMissingError(SpecError):
     """An endpoint with no default URL (`openai-compatible`) and no `base_url` in the spec."""
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchor.errors import CacheRetentionUnsupportedError, CacheTtlError
 from batchor.fingerprint import sha256_hex
 from batchor.plan.model import PromptCache, StepPlan
 from batchor.plan.tokens import get_counter
 from batchor.providers.base import CacheControl
-from batchor.providers.caching import WRITES_BILLED, min_cacheable_tokens, readable_tokens
+from batchor.providers.caching import TTLS, WRITES_BILLED, extended_retention, min_cacheable_tokens, readable_tokens
 from batchor.spec.templates import StepTemplates
 from batchor.state.cache_stats import CacheRun, prompt_cache_runs
 
@@ -59,6 +60,26 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, ttl
         concurrency=int(limits.concurrency),
     )
     return step.model_copy(update={"prompt_cache": cache})
+
+
+def check_ttl(provider: str, model: str, ttl: str | None, where: str) -> None:
+    """`cache.ttl` must be a lifetime the provider offers (Gemini's implicit cache takes none), and
+    OpenAI's 24 hours one the model offers (others refuse `prompt_cache_retention`)."""
+    offered = TTLS.get(provider)
+    if ttl is None or offered is None:
+        return
+    if ttl in offered:
+        if provider == "openai" and not extended_retention(model):
+            raise CacheRetentionUnsupportedError(
+                f"{where}: openai:{model} has no extended prompt-cache retention (`prompt_cache_retention: 24h`)",
+                hint="leave `cache.ttl` out (the cache still works, kept minutes rather than hours), "
+                "or use a model that offers it: gpt-4.1, gpt-5, gpt-5.1 to gpt-5.4, gpt-5.5 and later",
+            )
+        return
+    raise CacheTtlError(
+        f"{where}: {provider} keeps prompt caches for {' or '.join(offered)}, not {ttl}",
+        hint=f"set `cache: {{ttl: {offered[-1]}}}` or leave it out for the provider's default",
+    )
 
 
 def shared_prefix(templates: StepTemplates) -> tuple[int, int, str]:

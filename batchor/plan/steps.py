@@ -12,7 +12,6 @@ from typing import Any
 
 from batchor.errors import (
     BatchorError,
-    CacheTtlError,
     FlexUnsupportedError,
     Problems,
     SchemaError,
@@ -32,14 +31,13 @@ from batchor.plan.known_models import check_model
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
-from batchor.plan.prompt_cache import with_prompt_cache
+from batchor.plan.prompt_cache import check_ttl, with_prompt_cache
 from batchor.plan.split import split_step_plan
 from batchor.plan.sql_files import referenced_files
 from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.step_kinds import as_reduce, reduce_deps
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
-from batchor.providers.caching import TTLS
 from batchor.providers.clouds import batch_missing, priced_as
 from batchor.providers.keys import default_key_env
 from batchor.providers.options import check_options
@@ -110,7 +108,7 @@ def resolve_steps(
                 plan = with_escalation(
                     plan, step.escalate.when, _other(loaded, plan, model, step.escalate.to, overrides)
                 )
-            check_ttl(plan.provider, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
+            check_ttl(plan.provider, plan.model, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
             plan = plan.model_copy(update={"gather": gathered_steps(name, step, names)})
             plans.append(with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache.ttl))
     if not collect:
@@ -388,17 +386,6 @@ def _located_schema_check(loaded: LoadedSpec, schema: dict[str, Any], where: str
         dotted = exc.message.split(": ", 1)[0]
         path = [int(i) if i else key for key, i in re.findall(r"\.?([^.\[\]]+)|\[(\d+)\]", dotted)]
         raise type(exc)(f"{loaded.where(*path)}: {exc.message}", hint=exc.hint) from None
-
-
-def check_ttl(provider: str, ttl: str | None, where: str) -> None:
-    """`cache.ttl` must be a lifetime the provider offers (Gemini's implicit cache takes none)."""
-    offered = TTLS.get(provider)
-    if ttl is None or offered is None or ttl in offered:
-        return
-    raise CacheTtlError(
-        f"{where}: {provider} keeps prompt caches for {' or '.join(offered)}, not {ttl}",
-        hint=f"set `cache: {{ttl: {offered[-1]}}}` or leave it out for the provider's default",
-    )
 
 
 def check_flex(provider: str, model: str, has_flex: bool, where: str) -> None:

@@ -11,7 +11,9 @@ providers bill it far cheaper when they read it from their prompt cache. What ea
   `cache_read_input_tokens` (and `cache_creation.ephemeral_{5m,1h}_input_tokens`).
 - OpenAI caches prompts of 1,024 tokens or more by itself, in 128-token steps, reported as
   `prompt_tokens_details.cached_tokens`; `prompt_cache_key` routes a step's requests to the same
-  cache, `prompt_cache_retention: "24h"` keeps it longer on models that offer it.
+  cache, `prompt_cache_retention: "24h"` keeps it longer on the models that offer it (the
+  prompt-caching guide's list: GPT-4.1, GPT-5 to 5.4 and their codex variants; from GPT-5.5 on,
+  24 hours is the only retention there is). Others answer 400, so `validate` refuses it for them.
 - Gemini 2.5 and later cache implicitly by prefix (`usageMetadata.cachedContentTokenCount`): the
   shared part first is all it takes. Explicit context caches (`client.caches.create`, billed per
   token-hour of storage) are not used.
@@ -22,6 +24,7 @@ Gemini context caching pages, checked 2026-12; Gemini 2.5 Flash's 1,024 is what 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from batchor.providers.base import CacheControl
@@ -49,6 +52,14 @@ _MINIMUMS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 OPENAI_CACHE_STEP = 128  # OpenAI reports cached tokens in steps of this many, from its minimum
 TTLS = {"anthropic": ("5m", "1h"), "openai": ("24h",)}  # `cache.ttl` values each provider takes
+# OpenAI families that take `prompt_cache_retention: "24h"` (a dated snapshot of one takes it too);
+# every model from GPT-5.5 on does (its only retention), see `extended_retention`.
+_RETENTION_24H = frozenset({
+    "gpt-4.1", "gpt-5", "gpt-5-codex", "gpt-5.1", "gpt-5.1-chat-latest", "gpt-5.1-codex",
+    "gpt-5.1-codex-mini", "gpt-5.1-codex-max", "gpt-5.2", "gpt-5.3-codex", "gpt-5.4",
+})  # fmt: skip
+_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+_GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
 WRITES_BILLED = frozenset({"anthropic"})  # a miss writes the prefix at its own price
 # OpenAI's flex tier answers 429 "Resource Unavailable" when it has no capacity: a wait, not a
 # rate limit of the account, and never a reason to send at the standard tier unless allowed.
@@ -59,6 +70,15 @@ def flex_unavailable(message: str) -> bool:
     """Whether a 429's message is flex processing's "Resource Unavailable"."""
     lowered = message.lower()
     return any(marker in lowered for marker in _FLEX_UNAVAILABLE)
+
+
+def extended_retention(model: str) -> bool:
+    """Whether OpenAI's `model` takes `prompt_cache_retention: "24h"`."""
+    name = _SNAPSHOT.sub("", model.lower())
+    version = _GPT_VERSION.match(name)
+    if version and (int(version[1]), int(version[2] or 0)) >= (5, 5):
+        return True
+    return name in _RETENTION_24H
 
 
 def min_cacheable_tokens(provider: str, model: str) -> int:

@@ -14,9 +14,11 @@ import yaml
 from conftest import make_spec
 
 from batchor import api
+from batchor.errors import CacheRetentionUnsupportedError, SpecProblemsError
 from batchor.plan.model import req_column
 from tests.engine.batch_helpers import FAST
 from tests.fakes.bill import fake_bill
+from tests.fakes.cache import BATCH_COLD_EVERY
 
 STATE = Path(".batchor") / "state.duckdb"
 LONG_SYSTEM = "You label customer reviews. " + " ".join(f"Rule {i}: read the review closely." for i in range(260))
@@ -111,6 +113,16 @@ def test_batch_lines_carry_the_controls_and_are_billed_at_batch_cache_prices(wor
     assert spent == pytest.approx(fake_bill(stats), rel=1e-9)
 
 
+def test_openai_batch_lines_carry_the_step_cache_key_so_warm_workers_hit(workdir, fake):
+    # Without the key the fake spreads a batch's rows over its machines as OpenAI may, and each
+    # machine's first row misses: the pilot of a batch job then under-measures its hit share.
+    spec = cached_spec(workdir, "openai", rows=16, limits={**FAST, "concurrency": 2, "mode": "batch"})
+    assert api.apply(spec, handle_signals=False).succeeded == 16
+    with duckdb.connect(str(workdir / STATE), read_only=True) as db:
+        row = db.execute("SELECT count(*) FILTER (WHERE cache_read_tokens > 0) FROM attempts").fetchone()
+    assert row is not None and row[0] == 16 - 16 // BATCH_COLD_EVERY  # only the rows meeting a cold worker miss
+
+
 def test_a_pilot_teaches_the_plan_the_hit_rate(workdir, fake):
     from batchor.pilot import run_pilot
 
@@ -137,3 +149,20 @@ def test_status_runs_and_show_say_what_caching_did(workdir, fake, batchor_cli):
     status = batchor_cli(workdir, "status")
     assert f"saved by prompt caching ${saved:.4f}"[:30] in status.stdout
     assert "saved by prompt caching" in batchor_cli(workdir, "runs").stdout
+
+
+def test_24h_retention_is_sent_to_models_that_offer_it_and_refused_at_validate_elsewhere(workdir, fake):
+    spec = cached_spec(workdir, "openai", rows=2)
+    data = yaml.safe_load(spec.read_text())
+    data["cache"] = {"ttl": "24h"}
+    for model in ("gpt-4.1-mini", "gpt-5-mini", "gpt-4o"):
+        data["model"]["name"] = model
+        spec.write_text(yaml.safe_dump(data, sort_keys=False))
+        with pytest.raises((CacheRetentionUnsupportedError, SpecProblemsError)) as caught:
+            api.validate(spec)
+        assert [p.code for p in getattr(caught.value, "problems", [caught.value])] == ["cache_retention_unsupported"]
+        assert f"openai:{model}" in str(caught.value) and "cache.ttl" in str(caught.value)
+    data["model"]["name"] = "gpt-4.1"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert api.apply(spec, handle_signals=False).succeeded == 2
+    assert {body.get("prompt_cache_retention") for body in fake.stats()["bodies"]} == {"24h"}
