@@ -246,6 +246,13 @@ class CacheRetentionUnsupportedError(SpecError):
     code = "cache_retention_unsupported"
 
 
+class ExplicitCacheUnsupportedError(SpecError):
+    """`cache: {explicit: true}` where batchor cannot use an explicit context cache: a provider
+    other than Gemini, or a batch-mode step (batch lines get Gemini's implicit cache)."""
+
+    code = "explicit_cache_unsupported"
+
+
 class BaseUrlMissingError(SpecError):
     """An endpoint with no default URL (`openai-compatible`) and no `base_url` in the spec."""
 

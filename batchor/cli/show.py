@@ -138,6 +138,8 @@ def cache_text(cache: dict[str, Any], provider: str) -> str:
         "anthropic": f"cache_control breakpoint ({cache['ttl'] or '5m'})",
         "openai": "prompt_cache_key" + (", retention 24h" if cache["ttl"] == "24h" else ""),
     }.get(provider, "implicit caching (shared part first)")
+    if cache.get("explicit"):
+        sent = f"explicit context cache of the system prompt ({cache['system_tokens']:,} tokens, deleted after the run)"
     return f"{prefix}; {sent}; hits {cache['source']}"
 
 

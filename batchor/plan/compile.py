@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from batchor.errors import InputError, OutputStreamError, SpecError
 from batchor.plan.changes import changes_by_cause, projected_changes, rendered_changes
+from batchor.plan.context_cache import explicit_usd
 from batchor.plan.dependent import (
     DependentTally,
     dependent_tallies,
@@ -374,8 +375,9 @@ def _costs(
         cache_write_tokens=round(writes),
         cache_write_1h_tokens=round(write_1h(step, writes)),
     )
+    cost_expected += explicit_usd(step, price)
     most = upper_writes(step, requests)
-    cost_upper = price.cost(  # a flex step allowed to fall back may pay the standard tier
+    cost_upper = explicit_usd(step, price) + price.cost(  # a flex step allowed to fall back may pay the standard tier
         *upper,
         batch=batch,
         flex=flex and not step.flex_fallback,

@@ -95,6 +95,8 @@ class PromptCache(_Frozen):
     ttl: str | None = None  # the spec's `cache.ttl` (Anthropic 5m or 1h, OpenAI 24h)
     key: str = ""  # the step's cache key (OpenAI prompt_cache_key; history's key for hit rates)
     writes: bool = False  # a miss writes the prefix, billed as a cache write (Anthropic)
+    explicit: bool = False  # Gemini: the system prompt in an explicit context cache, read by every request
+    system_tokens: int = 0  # the explicit cache's tokens (the system prompt's)
     concurrency: int = 32  # `limits.concurrency`: the misses assumed for a realtime run until measured
     # Learned from earlier runs of the same prefix (pilot included): realtime runs miss about the
     # same number of times whatever their size (requests in flight before the first write lands);

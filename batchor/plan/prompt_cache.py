@@ -26,6 +26,7 @@ from batchor.plan.model import PromptCache, StepPlan
 from batchor.plan.tokens import get_counter
 from batchor.providers.base import CacheControl
 from batchor.providers.caching import TTLS, WRITES_BILLED, extended_retention, min_cacheable_tokens, readable_tokens
+from batchor.spec.model import CacheSpec
 from batchor.spec.templates import StepTemplates
 from batchor.state.cache_stats import CacheRun, prompt_cache_runs
 
@@ -33,7 +34,7 @@ BATCH_HIT_SHARE = 0.5  # a batch's requests assumed to hit, until a batch of the
 _CACHING_PROVIDERS = frozenset({"anthropic", "openai", "gemini"})
 
 
-def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, ttl: str | None) -> StepPlan:
+def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, spec: CacheSpec) -> StepPlan:
     """`step` with its shared prefix and whether cache controls are sent for it."""
     messages, chars, text = shared_prefix(templates)
     if step.kind != "llm" or not text.strip():
@@ -47,6 +48,8 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, ttl
         note = f"{step.provider}:{step.model} has no prompt cache batchor uses"
     elif tokens < minimum:
         note = f"shorter than the {minimum:,} tokens {step.provider}:{step.model} caches"
+    system = get_counter(step.provider, step.model).count(templates.static_head("system")[0]) if messages else 0
+    explicit = spec.explicit and not note and system >= minimum  # a literal system prompt long enough
     cache = PromptCache(
         messages=messages,
         chars=chars,
@@ -54,8 +57,10 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, ttl
         minimum=minimum,
         sent=not note,
         note=note,
-        ttl=ttl,
-        key=sha256_hex(f"{step.key_prefix}\x1f{text}")[:32],
+        ttl=spec.ttl,
+        key=sha256_hex(f"{step.key_prefix}\x1f{text}" + ("\x1fexplicit" if explicit else ""))[:32],
+        explicit=explicit,
+        system_tokens=system if explicit else 0,
         writes=step.provider in WRITES_BILLED,
         concurrency=int(limits.concurrency),
     )
@@ -98,7 +103,7 @@ def cache_control(step: StepPlan) -> CacheControl | None:
     cache = step.prompt_cache
     if cache is None or not cache.sent:
         return None
-    return CacheControl(key=cache.key, messages=cache.messages, chars=cache.chars, ttl=cache.ttl)
+    return CacheControl(cache.key, cache.messages, cache.chars, ttl=cache.ttl, explicit=cache.explicit)
 
 
 def history_key(step: StepPlan) -> str | None:
@@ -143,6 +148,8 @@ def cache_tokens(step: StepPlan, requests: float) -> tuple[float, float]:
     cache = step.prompt_cache
     if cache is None or not cache.sent or requests <= 0:
         return 0.0, 0.0
+    if cache.explicit:  # every request reads the system prompt from the context cache
+        return requests * (cache.read_per_hit or cache.system_tokens), 0.0
     if step.mode == "batch":
         share = BATCH_HIT_SHARE if cache.batch_hit_share is None else cache.batch_hit_share
         hits = requests * share

@@ -22,6 +22,7 @@ from batchor.errors import (
 from batchor.fingerprint import request_prefix
 from batchor.plan.attachments import input_folder
 from batchor.plan.context import context_window
+from batchor.plan.context_cache import check_explicit
 from batchor.plan.embed_step import embed_step_plan
 from batchor.plan.endpoint import check_connection, key_identity, step_endpoint
 from batchor.plan.escalate import with_escalation
@@ -110,7 +111,8 @@ def resolve_steps(
                 )
             check_ttl(plan.provider, plan.model, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
             plan = plan.model_copy(update={"gather": gathered_steps(name, step, names)})
-            plans.append(with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache.ttl))
+            check_explicit(plan.provider, plan.mode, spec.cache.explicit, _at(loaded, ("cache", "explicit")))
+            plans.append(with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache))
     if not collect:
         found.raise_all()
         _check_acyclic(plans)

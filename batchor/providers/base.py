@@ -47,6 +47,7 @@ class CacheControl:
     messages: int
     chars: int
     ttl: str | None = None  # Anthropic 5m (default) | 1h; OpenAI 24h (extended retention)
+    explicit: bool = False  # Gemini: the system prompt in an explicit context cache (providers/gemini)
 
 
 @dataclass(frozen=True, slots=True)

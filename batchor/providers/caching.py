@@ -15,8 +15,13 @@ providers bill it far cheaper when they read it from their prompt cache. What ea
   prompt-caching guide's list: GPT-4.1, GPT-5 to 5.4 and their codex variants; from GPT-5.5 on,
   24 hours is the only retention there is). Others answer 400, so `validate` refuses it for them.
 - Gemini 2.5 and later cache implicitly by prefix (`usageMetadata.cachedContentTokenCount`): the
-  shared part first is all it takes. Explicit context caches (`client.caches.create`, billed per
-  token-hour of storage) are not used.
+  shared part first is all it takes. With `cache: {explicit: true}` a realtime step's system
+  prompt goes into an explicit context cache instead (`client.caches.create`, then
+  `cached_content` on each request, which must then carry no system instruction): every request
+  reads it at the cached rate; creating it bills its tokens once at the input rate, and storing it
+  bills per token-hour (`GEMINI_STORAGE`) until it is deleted or expires. Batch lines do not use
+  it: Vertex AI's batch prediction refuses `cachedContent`, and the Developer API's Batch API does
+  not document it.
 
 Minimums from the providers' documentation (Anthropic prompt caching, OpenAI prompt caching,
 Gemini context caching pages, checked 2026-12; Gemini 2.5 Flash's 1,024 is what its API enforces).
@@ -60,6 +65,10 @@ _RETENTION_24H = frozenset({
 })  # fmt: skip
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 _GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+# Gemini explicit context caches: USD per million tokens stored per hour (Gemini API pricing), by
+# model name prefix, the first match wins; the cache's lifetime, renewed while a run uses it.
+GEMINI_STORAGE: tuple[tuple[str, float], ...] = (("gemini-2.5-pro", 4.5), ("gemini-3-pro", 4.5), ("gemini", 1.0))
+EXPLICIT_TTL_S = 3600
 WRITES_BILLED = frozenset({"anthropic"})  # a miss writes the prefix at its own price
 # OpenAI's flex tier answers 429 "Resource Unavailable" when it has no capacity: a wait, not a
 # rate limit of the account, and never a reason to send at the standard tier unless allowed.
@@ -79,6 +88,12 @@ def extended_retention(model: str) -> bool:
     if version and (int(version[1]), int(version[2] or 0)) >= (5, 5):
         return True
     return name in _RETENTION_24H
+
+
+def storage_usd_per_token_hour(model: str) -> float:
+    """What storing one token in a Gemini explicit context cache costs per hour."""
+    name = model.removeprefix("models/").lower()
+    return next((usd for prefix, usd in GEMINI_STORAGE if name.startswith(prefix)), 1.0) / 1e6
 
 
 def min_cacheable_tokens(provider: str, model: str) -> int:

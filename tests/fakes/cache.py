@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .answers import estimate_tokens
@@ -35,6 +35,23 @@ _ANTHROPIC_MIN += (("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048), ("claud
 _GEMINI_MIN = (("gemini-2.5-flash-lite", 2048), ("gemini-2.5-flash", 1024), ("gemini-2.5-pro", 2048))
 _TTL_S = {"5m": 300.0, "1h": 3600.0}
 _RECENT = 16  # prompts each OpenAI machine / Gemini model remembers
+
+
+@dataclass(slots=True)
+class Context:
+    """A Gemini explicit context cache (gemini_cache_routes.py)."""
+
+    name: str
+    model: str
+    text: str
+    tokens: int
+    created: float
+    expires: float
+    display_name: str = ""
+    billed_to: float = 0.0  # storage billed up to this time
+
+
+_GONE = "CachedContent not found (or permission denied)"
 
 
 @dataclass(slots=True)
@@ -51,6 +68,30 @@ class PromptCaches:
         self.anthropic: dict[str, float] = {}  # prefix hash -> expiry (monotonic seconds)
         self.recent: dict[str, list[str]] = {}  # machine -> its last prompts
         self.spread = 0  # OpenAI calls without a prompt_cache_key so far
+        self.contexts: dict[str, Context] = {}  # Gemini explicit context caches by name
+
+    def live(self, stats: Any, name: str) -> Context | None:
+        """The context cache `name` while it lives (an expired one is billed and forgotten)."""
+        context = self.contexts.get(name)
+        if context is not None and context.expires <= time.time():
+            bill_storage(stats, context, context.expires)
+            del self.contexts[name]
+            return None
+        return context
+
+    def resolve(self, stats: Any, call: Any) -> tuple[Any, tuple[int, str] | None]:
+        """`call` reading the context cache it names (its text first), or the error Gemini answers."""
+        name = call.body.get("cachedContent") or call.body.get("cached_content")
+        if call.provider != "gemini" or not name:
+            return call, None
+        context = self.live(stats, str(name))
+        if context is None:
+            return call, (403, _GONE)
+        if call.body.get("systemInstruction") or call.body.get("system_instruction"):
+            return call, (400, "CachedContent can not be used with GenerateContent request setting system_instruction")
+        if context.model != call.model.removeprefix("models/"):
+            return call, (400, f"Model {call.model} does not match the cached content's model {context.model}")
+        return replace(call, input_text=f"{context.text}\n{call.input_text}"), None
 
     def usage(self, call: Any, total: int, batch_row: int | None = None) -> CacheUsage:
         cold = batch_row is not None and batch_row % BATCH_COLD_EVERY == 0
@@ -63,8 +104,11 @@ class PromptCaches:
             machine = f"openai|{call.model}|{key if key is not None else self.spread % OPENAI_MACHINES}"
             return CacheUsage(read=self._implicit(machine, call.input_text, total, 1024, 128, cold))
         model = call.model.removeprefix("models/")
+        context = self.contexts.get(str(call.body.get("cachedContent") or "")) if call.provider == "gemini" else None
+        if context is not None:  # an explicit cache: read by every request, however it runs
+            return CacheUsage(read=min(context.tokens, total - 1))
         if call.provider == "gemini" and model.startswith(("gemini-2.5", "gemini-3")):
-            minimum = next((n for prefix, n in _GEMINI_MIN if model.startswith(prefix)), 4096)
+            minimum = gemini_minimum(model)
             return CacheUsage(read=self._implicit(f"gemini|{model}", call.input_text, total, minimum, 1, cold))
         return CacheUsage()
 
@@ -91,6 +135,18 @@ class PromptCaches:
         if tokens < minimum:
             return 0
         return tokens - (tokens - minimum) % step
+
+
+def gemini_minimum(model: str) -> int:
+    """The smallest prefix a Gemini model caches (implicitly or in a context cache)."""
+    return next((n for prefix, n in _GEMINI_MIN if model.startswith(prefix)), 4096)
+
+
+def bill_storage(stats: Any, context: Context, until: float) -> None:
+    """Add a context cache's storage from what was billed to `until` (token-hours)."""
+    start = max(context.created, context.billed_to)
+    stats.context_caches["storage_token_hours"] += context.tokens * max(0.0, min(until, context.expires) - start) / 3600
+    context.billed_to = max(start, until)
 
 
 def breakpoint_prefix(body: dict[str, Any]) -> tuple[str | None, str]:

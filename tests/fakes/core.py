@@ -324,6 +324,7 @@ class Stats:
         self.embed_calls: list[int] = []  # texts per answered embeddings call (a batch line counts as one)
         self.usage: dict[str, dict[str, int]] = {}  # provider|model|mode|tier -> billed tokens by kind (cache.py)
         self.azure: Counter[str] = Counter()  # Azure calls by auth|api-version (azure_routes.py)
+        self.context_caches: Counter[str] = Counter()  # Gemini context caches: created, deleted, ... (cache.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -356,6 +357,7 @@ class Stats:
             "cache_read_tokens": sum(v["cache_read"] for v in self.usage.values()),
             "cache_write_tokens": sum(v["cache_write"] + v["cache_write_1h"] for v in self.usage.values()),
             "azure": dict(self.azure),
+            "context_caches": dict(self.context_caches),
         }
 
 
@@ -433,6 +435,9 @@ class Fake:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return self._error(provider, 400, f"Invalid request: {exc}", None)
         self.record_media(call)
+        call, refused = self.caches.resolve(self.stats, call)
+        if refused is not None:
+            return self._error(provider, *refused, call)
         if call.body.get("service_tier") == "flex" and self.stats.faults["flex_unavailable"] < int(
             self.config["flex_unavailable"] or 0
         ):

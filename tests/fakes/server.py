@@ -33,6 +33,7 @@ from . import (
     azure_routes,
     batch_core,
     gemini_batch_routes,
+    gemini_cache_routes,
     gemini_routes,
     openai_batch_routes,
     openai_routes,
@@ -48,7 +49,7 @@ PROVIDERS: tuple[Provider, ...] = (
     gemini_routes.PROVIDER,
 )
 # batch jobs and files: modules with register(app)
-BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes, azure_routes)
+BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes, azure_routes, gemini_cache_routes)
 RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 
 

@@ -44,6 +44,7 @@ from batchor.providers.base import (
 )
 from batchor.providers.embeddings import gemini_arguments, parse_gemini
 from batchor.providers.errors_map import classify
+from batchor.providers.gemini.context import ContextCaches
 from batchor.providers.keys import GEMINI_KEY_ENVS, gemini_on_vertex
 from batchor.providers.media_parts import gemini_parts, with_parts
 from batchor.providers.unreachable import transport_errors, unreachable
@@ -215,9 +216,12 @@ class GeminiProvider:
         self.client = client
         self._secret = secret
         self._url = _base_url(client)
+        self._contexts = ContextCaches(client, lambda: _mapped_errors(self._secret, self._url))
 
     async def complete(self, request: LLMRequest) -> Completion:
         body = to_body(request)
+        if request.cache is not None and request.cache.explicit:
+            await self._contexts.use(body, request.cache.key)
         body["config"]["should_return_http_response"] = True  # raw body, no SDK model parsing
         async with _mapped_errors(self._secret, self._url):
             response = await self.client.aio.models.generate_content(**body)
@@ -233,6 +237,7 @@ class GeminiProvider:
         return parse_gemini(response.embeddings, len(request.texts), tokens)
 
     async def aclose(self) -> None:
+        await self._contexts.delete_all()
         await self.client.aio.aclose()
         self.client.close()
 
