@@ -4,6 +4,10 @@ tokens (real openai SDK against the fake provider)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,9 @@ import batchor
 from batchor.errors import SpecError
 from batchor.plan.tokens import get_counter
 from batchor.schema.sample_values import sample_value
+from tests.cli.cli_helpers import cli_env
 from tests.conftest import write_csv
+from tests.engine.test_reduce import _answered
 from tests.fakes.answers import prompt_key
 
 NOTES = {
@@ -152,3 +158,35 @@ def test_gather_needs_element_rows(workdir):
     Path(spec).write_text(yaml.safe_dump(body, sort_keys=False))
     with pytest.raises(SpecError, match="input rows against input rows"):
         batchor.plan(spec, save=False)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_kill_9_while_chunks_gather_then_resume_asks_nothing_answered_again(fake, workdir):
+    fake.configure(latency_ms=300)
+    spec = _spec(workdir)
+    write_csv(workdir / "docs.csv", [{"doc": f"k{i}", "body": _doc(f"k{i} kill", 16)} for i in range(3)])
+    steps = batchor.plan(spec).steps
+    chunks, planned = steps["notes"]["to_run"], steps["notes"]["to_run"] + steps["refine"]["to_run"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batchor.cli.main", "apply", spec, "--yes"],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and fake.stats()["requests"] < chunks + 5:  # the gathering step runs
+        time.sleep(0.05)
+    time.sleep(0.5)  # answers are stored at least every flush interval
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    sent = fake.stats()["requests"]
+    stored = _answered(workdir / ".batchor" / "state.duckdb") - 3  # not the split's chunk lists: no calls
+    assert chunks < stored < planned and sent < planned  # killed while refining
+
+    assert batchor.apply(spec).status == "succeeded"
+    assert fake.stats()["requests"] - sent == planned - stored  # the rest once each, nothing stored again
+    assert batchor.plan(spec).steps["refine"]["to_run"] == 0
+    rows = pq.read_table(workdir / "out.parquet").to_pylist()
+    assert _expected_prompts(rows) <= set(fake.stats()["by_prompt"])  # resumed with the same neighbours
