@@ -17,8 +17,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from batchor.errors import KeyEnvNotAllowedError, StalePlanError, UrlCredentialsError
 from batchor.plan.model import StepPlan
 from batchor.plan.step_kind import SQL_PROVIDER
+from batchor.providers import CREDENTIAL_CHAINS, provider_info, provider_key_envs
 from batchor.providers import base_url as resolve_base_url
-from batchor.providers import provider_info, provider_key_envs
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SECRET_WORDS = ("key", "token", "secret", "sig", "pass", "auth")
@@ -54,6 +54,12 @@ def check_connection(model: Any, at: Callable[[str], str]) -> None:
                 f"{at('base_url')}: the URL carries a user name or password, which plan files would keep",
                 hint="remove `user:password@` from the URL and put the secret in the key variable (`api_key_env`)",
             )
+    if model.api_key_env and model.provider in CREDENTIAL_CHAINS:
+        raise KeyEnvNotAllowedError(
+            f"{at('api_key_env')}: provider '{model.provider}' reads {CREDENTIAL_CHAINS[model.provider]} from "
+            "their usual sources, not from one variable",
+            hint="remove `api_key_env` (the provider's guide lists the sources it reads)",
+        )
     own = provider_key_envs(model.provider)
     if model.api_key_env and model.provider != "mock" and model.api_key_env not in own and not model.allow_key_env:
         theirs = " or ".join(own) if own else "none: this provider needs no key by default"

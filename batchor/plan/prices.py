@@ -31,8 +31,8 @@ BATCH_DISCOUNT = 0.5
 
 _BATCH_PROVIDERS = frozenset(name for name, info in REGISTRY.items() if info.batch)  # with a Batch API of their own
 _LOCAL_PROVIDERS = frozenset({"vllm", "ollama", "llamacpp"})  # self-hosted: no per-token bill
-_GENAI_IDS = {"gemini": "google", "xai": "x-ai"}  # ours -> genai-prices; others are the same
-_LISTED = ("openai", "anthropic", "gemini", "openrouter", "xai", "together", "groq")
+_GENAI_IDS = {"gemini": "google", "xai": "x-ai", "bedrock": "aws"}  # ours -> genai-prices; others are the same
+_LISTED = ("openai", "anthropic", "gemini", "bedrock", "openrouter", "xai", "together", "groq")
 LISTED_PROVIDERS = _LISTED  # providers whose models the table lists
 _BATCH_CONTEXT = {"processing": "batch"}
 _FLEX_CONTEXT = {"service_tier": "flex"}

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from batchor.errors import UntrustedPlanError
 from batchor.file_modes import private_dir
-from batchor.providers import base_url, provider_info, provider_key_envs
+from batchor.providers import CREDENTIAL_CHAINS, base_url, provider_info, provider_key_envs
 
 KEY_FILE = "plan.key"
 
@@ -155,7 +155,7 @@ def _key_env(step: Any) -> str | None:
     if step.api_key_env:
         return str(step.api_key_env)
     own = provider_key_envs(step.provider)
-    return " or ".join(own) if own else None
+    return " or ".join(own) if own else CREDENTIAL_CHAINS.get(step.provider)
 
 
 def _read_key(path: Path) -> bytes | None:

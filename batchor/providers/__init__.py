@@ -62,6 +62,14 @@ REGISTRY: dict[str, ProviderInfo] = {
     ),
     # Azure OpenAI: `name` is the deployment; the endpoint is the resource's: Azure has no default one.
     "azure": ProviderInfo("azure", "azure", "AZURE_OPENAI_API_KEY", batch=True, base_url_env="AZURE_OPENAI_ENDPOINT"),
+    # Amazon Bedrock's Converse API: credentials and region from AWS's usual sources, not one key variable.
+    "bedrock": ProviderInfo(
+        "bedrock",
+        "bedrock",
+        None,
+        structured="outputConfig json_schema (forced tool for other models)",
+        base_url_env="AWS_ENDPOINT_URL_BEDROCK_RUNTIME",  # default: the region's bedrock-runtime endpoint
+    ),
     "mock": ProviderInfo("mock", "mock", None, structured="generated locally"),
     "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False),
     "openrouter": ProviderInfo("openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False),
@@ -74,6 +82,8 @@ REGISTRY: dict[str, ProviderInfo] = {
 }
 
 
+# Providers whose SDK finds its credentials itself (a chain of sources, not one key variable).
+CREDENTIAL_CHAINS = {"bedrock": "AWS credentials"}
 # Key variables a provider's own SDK or documentation also reads, besides `key_env`.
 _OTHER_KEY_ENVS = {"gemini": ("GOOGLE_API_KEY",), "azure": ("AZURE_OPENAI_AD_TOKEN",)}
 

@@ -15,16 +15,12 @@ from typing import Any
 from batchor.errors import CloudPathMissingError
 from batchor.providers.keys import gemini_on_vertex
 
-_BEDROCK = (
-    "Amazon Bedrock is not supported yet: it needs an adapter for the anthropic SDK's AnthropicBedrock "
-    "client (realtime) and for CreateModelInvocationJob with S3 input and output (batch)"
-)
-_BEDROCK_INSTEAD = "use `provider: anthropic` (ANTHROPIC_API_KEY) with the model's Anthropic name, e.g. claude-3-haiku"
+_BEDROCK = ("Amazon Bedrock is the bedrock provider", "write `provider: bedrock` with the Bedrock model id as `name`")
 # Names people write for a cloud, with what to write instead (or what batchor lacks).
 _CLOUD_NAMES: dict[str, tuple[str, str]] = {
-    "bedrock": (_BEDROCK, _BEDROCK_INSTEAD),
-    "aws": (_BEDROCK, _BEDROCK_INSTEAD),
-    "amazon-bedrock": (_BEDROCK, _BEDROCK_INSTEAD),
+    "aws": _BEDROCK,
+    "amazon-bedrock": _BEDROCK,
+    "aws-bedrock": _BEDROCK,
     "vertex": (
         "Vertex AI is the gemini provider on Vertex",
         "write `provider: gemini` with `options: {vertexai: true, project: ..., location: ...}`",
@@ -42,7 +38,7 @@ _CLOUD_NAMES: dict[str, tuple[str, str]] = {
     "azure_openai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
     "aoai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
 }
-_MISSING = frozenset({"bedrock", "aws", "amazon-bedrock"})  # clouds batchor cannot reach yet
+_MISSING: frozenset[str] = frozenset()  # clouds batchor cannot reach yet
 # Bedrock model ids: `anthropic.claude-3-haiku-...`, with a cross-region prefix (`us.`, `eu.`, ...).
 _BEDROCK_ID = re.compile(
     r"^(?:(?:us|eu|apac|us-gov|global)\.)?(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|qwen|writer)\."
@@ -73,11 +69,16 @@ def bedrock_model_id(model: str) -> bool:
 def bedrock_id_help(model: str) -> str:
     """' (...)': what to write for a Bedrock model id given to another provider."""
     bare = _BEDROCK_ID.sub("", model)
-    return f" ('{model}' is an Amazon Bedrock model id; {_BEDROCK}; for Anthropic's API write '{bare}')"
+    return f" ('{model}' is an Amazon Bedrock model id: write `provider: bedrock`; for Anthropic's API write '{bare}')"
 
 
 def batch_missing(provider: str, options: Mapping[str, Any]) -> str | None:
     """What batchor lacks to run this provider's Batch API with these options (None: it can)."""
+    if provider == "bedrock":
+        return (
+            "Bedrock batch inference is not supported yet: it needs CreateModelInvocationJob with S3 input "
+            "and output and an IAM service role, which batchor does not set up; use `mode: realtime`"
+        )
     if provider == "gemini" and gemini_on_vertex(options):
         return (
             "Gemini batch prediction on Vertex AI is not supported yet: it needs a Cloud Storage (gs://) "

@@ -49,6 +49,16 @@ _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
         ),
         _KEEP_FILES,
     ),
+    "bedrock": (
+        ProviderOption("region", str, "the AWS region, e.g. us-east-1 (default: AWS_REGION or the profile's)"),
+        ProviderOption(
+            "structured",
+            str,
+            "how a schema is sent: `output_config` (Bedrock structured outputs: default for current Claude "
+            "models) or a forced `tool` call (default for other models)",
+            ("output_config", "tool"),
+        ),
+    ),
     "gemini": (
         ProviderOption(
             "vertexai", bool, "use Vertex AI (Application Default Credentials) instead of the Developer API key"

@@ -52,11 +52,15 @@ GEMINI = frozenset({
     "seed", "service_tier", "should_return_http_response", "speech_config", "stop_sequences", "store",
     "temperature", "thinking_config", "tool_config", "tools", "top_k", "top_p",
 })  # fmt: skip
+# Bedrock Converse: inferenceConfig (in OpenAI's names, as every adapter takes them) and `top_k`,
+# sent to the model as additionalModelRequestFields (Claude's and Mistral's name for it).
+BEDROCK = frozenset({"max_tokens", "temperature", "top_p", "stop_sequences", "top_k"})
 _KNOWN: Mapping[str, frozenset[str]] = {
     "openai": OPENAI_CHAT | OPENAI_RESPONSES,
     "azure": OPENAI_CHAT,  # Chat Completions on a deployment
     "anthropic": ANTHROPIC | OPENAI_CHAT,  # OpenAI names: renamed (stop, max_completion_tokens) or dropped
     "gemini": GEMINI | OPENAI_CHAT,
+    "bedrock": BEDROCK | OPENAI_CHAT,  # OpenAI names: renamed (stop, max_completion_tokens) or dropped
 }
 
 

@@ -97,6 +97,7 @@ def adapt_schema(schema: dict[str, Any], provider: str) -> AdaptedSchema:
     if name == "mock":
         return AdaptedSchema(copy.deepcopy(schema), True)
     family = "openai" if name in OPENAI_COMPATIBLE or name == "azure" else name
+    family = "anthropic" if name == "bedrock" else family  # Bedrock's structured outputs take Claude's subset
     if family not in _ADAPTERS:
         note = f"{provider} has no known structured-output support: nothing is enforced remotely"
         return AdaptedSchema(copy.deepcopy(schema), False, (f"{note}; validated locally",))
@@ -178,6 +179,9 @@ def _nullable(root: dict[str, Any], sub: Any) -> Any:
 # --- Anthropic -------------------------------------------------------------------------------
 
 
+_SERVED_BY = {"bedrock": "Bedrock"}  # Anthropic's schema subset on another service
+
+
 def _anthropic(ctx: _Adapting) -> None:
     walk(ctx.root, lambda node, path: _anthropic_node(ctx, node, path))
     for ref in _recursive_refs(ctx.root):
@@ -196,7 +200,7 @@ def _anthropic_node(ctx: _Adapting, node: dict[str, Any], path: Path) -> None:
     constraints = {key: value for key, value in moved.items() if key not in ANNOTATIONS}
     if constraints:
         ctx.note(path, f"{_pairs(constraints)} moved into the description, not enforced by "
-                 "Anthropic; validated locally")  # fmt: skip
+                 f"{_SERVED_BY.get(ctx.provider, 'Anthropic')}; validated locally")  # fmt: skip
     _block_untyped(ctx, node, path, "Anthropic structured outputs need a `type`")
     if _is_object(node):
         _anthropic_object(ctx, node, path)

@@ -62,7 +62,7 @@ class ModelSpec(_Strict):
     """Which model answers, and how to reach it."""
 
     provider: str
-    """openai | anthropic | gemini | azure | openai-compatible | mock (or an OpenAI-compatible preset)."""
+    """openai | anthropic | gemini | azure | bedrock | openai-compatible | mock (or an OpenAI-compatible preset)."""
     name: str
     """The provider's model name, e.g. gpt-4.1-mini."""
     params: dict[str, Any] = Field(default_factory=dict)
@@ -87,8 +87,8 @@ class ModelSpec(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific settings, checked per provider (docs: guides/providers.md): anthropic
     `structured`; gemini `vertexai`, `project`, `location`, `api_version`,
-    `batch_inline_max_bytes`; azure `model`, `api_version`, `auth`; openai, gemini and azure
-    `keep_provider_files`."""
+    `batch_inline_max_bytes`; azure `model`, `api_version`, `auth`; bedrock `region`, `structured`;
+    openai, gemini and azure `keep_provider_files`."""
     fallback: list[str] = Field(default_factory=list)
     """Models asked in turn, as `provider:name`, for a row this model could not answer (see
     `fallback_on`); each keeps this block's params. The output's `_model` column names the one that answered."""

@@ -325,6 +325,7 @@ class Stats:
         self.usage: dict[str, dict[str, int]] = {}  # provider|model|mode|tier -> billed tokens by kind (cache.py)
         self.azure: Counter[str] = Counter()  # Azure calls by auth|api-version (azure_routes.py)
         self.context_caches: Counter[str] = Counter()  # Gemini context caches: created, deleted, ... (cache.py)
+        self.bedrock: Counter[str] = Counter()  # Bedrock calls by access key|region (bedrock_routes.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -358,6 +359,7 @@ class Stats:
             "cache_write_tokens": sum(v["cache_write"] + v["cache_write_1h"] for v in self.usage.values()),
             "azure": dict(self.azure),
             "context_caches": dict(self.context_caches),
+            "bedrock": dict(self.bedrock),
         }
 
 
@@ -667,6 +669,12 @@ def refusal_body(provider: str, payload: dict[str, Any]) -> dict[str, Any]:
         }
     if provider == "anthropic":
         return {**payload, "content": [], "stop_reason": "refusal"}
+    if provider == "bedrock":  # the model's content filter
+        return {
+            **payload,
+            "output": {"message": {"role": "assistant", "content": []}},
+            "stopReason": "content_filtered",
+        }
     message = {"role": "assistant", "content": None, "refusal": "I'm sorry, I can't help with that."}
     return {**payload, "choices": [{**payload["choices"][0], "message": message}]}
 

@@ -121,3 +121,22 @@ def _parts(messages: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
         if isinstance(content, list):
             parts += [p for p in content if isinstance(p, dict)]
     return parts
+
+
+def bedrock(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Converse `image` and `document` blocks: base64 `bytes` (as boto3 encodes them) or an S3 location."""
+    found = []
+    for block in _parts(messages, "content"):
+        for kind in ("image", "document"):
+            if kind not in block:
+                continue
+            part = block[kind] or {}
+            source = part.get("source") or {}
+            if "s3Location" in source:
+                found.append({"kind": "url", "url": source["s3Location"].get("uri")})
+                continue
+            media_type = PDF if kind == "document" else f"image/{part.get('format')}"
+            if kind == "document" and part.get("format") != "pdf":
+                raise ValueError(f"document.format: the fake takes pdf, not {part.get('format')!r}")
+            found.append(_decoded(media_type, source.get("bytes"), f"{kind}.source.bytes"))
+    return found

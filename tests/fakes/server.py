@@ -32,6 +32,7 @@ from . import (
     anthropic_routes,
     azure_routes,
     batch_core,
+    bedrock_routes,
     gemini_batch_routes,
     gemini_cache_routes,
     gemini_routes,
@@ -48,8 +49,15 @@ PROVIDERS: tuple[Provider, ...] = (
     anthropic_routes.PROVIDER,
     gemini_routes.PROVIDER,
 )
-# batch jobs and files: modules with register(app)
-BATCH_ROUTES = (openai_batch_routes, anthropic_batch_routes, gemini_batch_routes, azure_routes, gemini_cache_routes)
+# batch jobs, files and caches, and routes behind a check of their own: modules with register(app)
+BATCH_ROUTES = (
+    openai_batch_routes,
+    anthropic_batch_routes,
+    gemini_batch_routes,
+    azure_routes,
+    gemini_cache_routes,
+    bedrock_routes,
+)
 RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 
 

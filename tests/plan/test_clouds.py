@@ -45,14 +45,19 @@ def test_the_developer_api_keeps_its_batch(workdir, monkeypatch):
     assert api.plan(spec, save=False).header.steps[0].mode == "batch"
 
 
-def test_bedrock_is_a_coded_refusal_naming_what_is_missing_once(workdir):
-    spec = make_spec(workdir, provider="bedrock", model="anthropic.claude-3-haiku")
+def test_bedrock_batch_is_refused_at_validate_naming_what_is_missing(workdir):
+    spec = make_spec(
+        workdir, provider="bedrock", model="anthropic.claude-3-haiku-20240307-v1:0", limits={"mode": "batch"}
+    )
     with pytest.raises(CloudPathMissingError, match="Bedrock.*CreateModelInvocationJob") as caught:
         api.validate(spec)
     assert "gemini" not in str(caught.value)  # one problem, not one per check that met the name
 
 
-@pytest.mark.parametrize(("name", "hint"), [("vertex", "provider: gemini"), ("opneai", "did you mean 'openai'")])
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [("vertex", "provider: gemini"), ("aws", "provider: bedrock"), ("opneai", "did you mean 'openai'")],
+)
 def test_unknown_provider_hints_say_what_to_write(workdir, name, hint):
     with pytest.raises(SpecError) as caught:
         api.validate(make_spec(workdir, provider=name, model="m"))
@@ -64,4 +69,5 @@ def test_a_bedrock_model_id_is_not_said_to_be_geminis(workdir):
     with pytest.raises(UnknownModelError) as caught:
         api.validate(make_spec(workdir), model="openai:anthropic.claude-3-haiku")
     assert "gemini" not in caught.value.message and "Bedrock model id" in caught.value.message
+    assert "provider: bedrock" in caught.value.message
     assert "'claude-3-haiku'" in caught.value.message
