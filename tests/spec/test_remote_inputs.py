@@ -1,7 +1,7 @@
 """Remote inputs: an https:// object from a local HTTP server and an s3:// object from a local
 S3-compatible server (moto) plan and apply from a local copy pinned to the object's version; a
 saved plan is stale once the object changes; no credential reaches a plan, the state or a log;
-offline, the error names what was unreachable; gs:// and hf:// are coded refusals."""
+offline, the error names what was unreachable. (gs:// and hf://: test_remote_stores.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from batchor import api
-from batchor.errors import CloudPathMissingError, InputUnreachableError, StalePlanError, UrlCredentialsError
+from batchor.errors import InputUnreachableError, StalePlanError, UrlCredentialsError
 from tests.conftest import make_spec
 
 CSV = b"id,text\nr0,great shoes\nr1,bad chair\nr2,fine lamp\n"
@@ -101,8 +101,6 @@ def test_offline_the_error_names_what_was_unreachable(workdir):
 @pytest.mark.parametrize(
     ("url", "error"),
     [
-        ("gs://bucket/reviews.csv", CloudPathMissingError),
-        ("hf://datasets/org/name@main/reviews.csv", CloudPathMissingError),
         ("https://user:pw@example.com/reviews.csv", UrlCredentialsError),
         ("https://example.com/reviews.csv?X-Amz-Signature=abc", UrlCredentialsError),
     ],
