@@ -15,6 +15,7 @@ _WHAT = {
     "openai": "HTTP JSON body",
     "anthropic": "HTTP JSON body (Messages API)",
     "gemini": "google-genai generate_content arguments",
+    "bedrock": "boto3 bedrock-runtime converse arguments",
     "mock": "answered locally",
 }
 
@@ -37,6 +38,11 @@ def sent_body(
         from batchor.providers.gemini import realtime as gemini
 
         return gemini.to_body(request)
+    if info.adapter == "bedrock":
+        from batchor.providers.bedrock import realtime as bedrock
+
+        mode = bedrock.structured_mode(request.model, strict=strict, option=options.get("structured"))
+        return bedrock.shown(bedrock.to_body(request, structured=mode))
     from batchor.providers.mock import realtime as mock
 
     return mock.to_body(request)

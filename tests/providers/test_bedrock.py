@@ -220,3 +220,18 @@ def test_a_key_variable_is_refused_and_the_plan_names_the_aws_credentials(aws, w
     spec = provider_spec(workdir, "bedrock", HAIKU_45, api_key_env="AWS_SECRET_ACCESS_KEY", allow_key_env=True)
     with pytest.raises(KeyEnvNotAllowedError, match="AWS credentials"):
         api.validate(spec)
+
+
+def test_show_prompts_previews_the_converse_arguments(aws, workdir):
+    from batchor.providers.preview import body_kind, sent_body
+
+    sent = sent_body(
+        "bedrock",
+        LLMRequest(
+            "k", NOVA, ({"role": "user", "content": "Hi"},), {}, attachments=(Attachment("image/png", data=PNG),)
+        ),
+        api=None,
+        strict=True,
+        options={},
+    )
+    assert json.loads(json.dumps(sent))["modelId"] == NOVA and "converse" in body_kind("bedrock", None)

@@ -16,6 +16,7 @@ predates them (older Claude models, and every other family: `options.structured`
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import json
 import os
@@ -132,6 +133,21 @@ def _params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     if stop is not None:
         inference["stopSequences"] = [stop] if isinstance(stop, str) else list(stop)
     return inference, {k: v for k, v in params.items() if k in _MODEL_FIELDS}
+
+
+def shown(body: dict[str, Any]) -> dict[str, Any]:
+    """The converse arguments as JSON can show them: bytes as the base64 text boto3 sends."""
+    return {key: _shown(value) for key, value in body.items()}
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {key: _shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    return value
 
 
 def _blocks(files: tuple[Attachment, ...]) -> list[dict[str, Any]]:
