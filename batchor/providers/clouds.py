@@ -16,11 +16,19 @@ from batchor.errors import CloudPathMissingError
 from batchor.providers.keys import gemini_on_vertex
 
 _BEDROCK = ("Amazon Bedrock is the bedrock provider", "write `provider: bedrock` with the Bedrock model id as `name`")
+_ANTHROPIC_VERTEX = (
+    "Anthropic models on Vertex AI are not supported yet: they need an adapter for the anthropic SDK's "
+    "AnthropicVertex client (realtime) and Vertex batch prediction with a gs:// or BigQuery location (batch)",
+    "use `provider: anthropic` with ANTHROPIC_API_KEY, or `provider: bedrock` for Claude on AWS",
+)
 # Names people write for a cloud, with what to write instead (or what batchor lacks).
 _CLOUD_NAMES: dict[str, tuple[str, str]] = {
     "aws": _BEDROCK,
     "amazon-bedrock": _BEDROCK,
     "aws-bedrock": _BEDROCK,
+    "anthropic-vertex": _ANTHROPIC_VERTEX,
+    "vertex-anthropic": _ANTHROPIC_VERTEX,
+    "anthropic_vertex": _ANTHROPIC_VERTEX,
     "vertex": (
         "Vertex AI is the gemini provider on Vertex",
         "write `provider: gemini` with `options: {vertexai: true, project: ..., location: ...}`",
@@ -38,7 +46,7 @@ _CLOUD_NAMES: dict[str, tuple[str, str]] = {
     "azure_openai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
     "aoai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
 }
-_MISSING: frozenset[str] = frozenset()  # clouds batchor cannot reach yet
+_MISSING = frozenset({"anthropic-vertex", "vertex-anthropic", "anthropic_vertex"})  # clouds batchor cannot reach yet
 # Bedrock model ids: `anthropic.claude-3-haiku-...`, with a cross-region prefix (`us.`, `eu.`, ...).
 _BEDROCK_ID = re.compile(
     r"^(?:(?:us|eu|apac|us-gov|global)\.)?(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|qwen|writer)\."
@@ -59,6 +67,14 @@ def unknown_provider_help(name: str, known: Iterable[str]) -> tuple[str, str]:
     close = difflib.get_close_matches(name.lower(), listed, n=2, cutoff=0.6)
     guess = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return f"unknown provider '{name}'", f"{guess}use one of: {', '.join(listed)}"
+
+
+def option_missing(provider: str, option: str) -> None:
+    """Raise `cloud_unsupported` for an option asking for a cloud path batchor lacks (Anthropic's
+    models on Vertex AI: `provider: anthropic` with `vertexai`)."""
+    if provider == "anthropic" and option == "vertexai":
+        what, instead = _ANTHROPIC_VERTEX
+        raise CloudPathMissingError(f"provider 'anthropic' with `vertexai`: {what}", hint=instead)
 
 
 def bedrock_model_id(model: str) -> bool:

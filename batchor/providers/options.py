@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchor.errors import ModelOptionError
+from batchor.providers.clouds import option_missing
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def check_options(provider: str, options: dict[str, Any], where: str) -> None:
     for key, value in options.items():
         option = known.get(key)
         if option is None:
+            option_missing(provider, str(key))
             close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
             guess = f" (did you mean '{close[0]}'?)" if close else ""
             raise ModelOptionError(

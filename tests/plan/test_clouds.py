@@ -71,3 +71,15 @@ def test_a_bedrock_model_id_is_not_said_to_be_geminis(workdir):
     assert "gemini" not in caught.value.message and "Bedrock model id" in caught.value.message
     assert "provider: bedrock" in caught.value.message
     assert "'claude-3-haiku'" in caught.value.message
+
+
+@pytest.mark.parametrize("how", ["name", "option"])
+def test_anthropic_on_vertex_is_refused_naming_what_is_missing(workdir, how):
+    spec = make_spec(workdir, provider="anthropic-vertex" if how == "name" else "anthropic", model="claude-haiku-4-5")
+    if how == "option":
+        data = yaml.safe_load(spec.read_text())
+        data["model"]["options"] = {"vertexai": True}
+        spec.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(CloudPathMissingError, match="AnthropicVertex") as caught:
+        api.validate(spec)
+    assert "ANTHROPIC_API_KEY" in (caught.value.hint or "")
