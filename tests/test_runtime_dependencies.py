@@ -19,7 +19,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 PACKAGE = Path(__file__).resolve().parents[1] / "batchor"
-OPTIONAL_EXTRAS = ("excel", "dataframes", "s3")
+OPTIONAL_EXTRAS = ("excel", "dataframes", "s3", "bedrock", "gcs", "hf")
 
 
 def _normal(name: str) -> str:
