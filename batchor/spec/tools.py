@@ -24,6 +24,11 @@ Where = Callable[..., str]  # key path -> `file:line`
 def resolve_tools(step: Any, name: str, base: Path, where: Where) -> list[Tool]:
     """The step's tools with their parameter schemas loaded ([] for none)."""
     tools = getattr(step, "tools", None)
+    if isinstance(step, LLMStep) and not tools and "tool_choice" in step.model_fields_set:
+        raise ToolSpecError(
+            f"{where('steps', name, 'tool_choice')}: steps.{name}.tool_choice: the step declares no `tools`",
+            hint="add the tools the model may call under `tools:`, or remove `tool_choice`",
+        )
     if not isinstance(step, LLMStep) or not tools:
         return []
     _check_step(step, name, where)

@@ -59,6 +59,11 @@ def test_a_tool_choice_naming_no_tool_is_tool_invalid(workdir):
     assert f"{spec}:{line_of(spec, 'tool_choice:')}:" in found.message
 
 
+def test_a_tool_choice_without_tools_is_tool_invalid(workdir):
+    found = problem(tool_spec(workdir, tools=[], tool_choice="required"))
+    assert found.code == "tool_invalid" and "declares no `tools`" in found.message
+
+
 def test_tools_beside_an_output_schema_are_tool_invalid(workdir):
     found = problem(tool_spec(workdir, output={"schema": {"type": "object", "properties": {}}}))
     assert found.code == "tool_invalid" and "takes no `output: {schema: ...}`" in found.message
