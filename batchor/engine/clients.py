@@ -68,12 +68,23 @@ class StepClients:
 
     runtimes: dict[str, StepRuntime] = field(default_factory=dict)
     batch: dict[str, BatchProvider] = field(default_factory=dict)
+    realtime: list[tuple[ProviderConfig, Provider]] = field(default_factory=list)  # shared by configuration
 
     def take_batch(self, step: str) -> BatchProvider | None:
         return self.batch.pop(step, None)
 
+    def add(self, step: StepPlan, limits: RunLimits) -> StepRuntime:
+        """The step's runtime, with its fallback and escalation models' (a missing key fails here)."""
+        runtime = _runtime(step, limits, self.realtime, self)
+        runtime.fallbacks = [_runtime(other, limits, self.realtime, self, own=False) for other in step.fallbacks]
+        if step.escalation is not None:
+            runtime.escalation = _runtime(step.escalation, limits, self.realtime, self, own=False)
+        self.runtimes[step.name] = runtime
+        return runtime
+
     async def aclose(self) -> None:
-        for provider in {id(r.provider): r.provider for r in self.runtimes.values()}.values():  # shared: once
+        providers = [r.provider for r in self.runtimes.values()] + [p for _, p in self.realtime]
+        for provider in {id(p): p for p in providers}.values():  # shared: once
             await provider.aclose()
         for unused in self.batch.values():  # steps that had nothing to send after all
             await unused.aclose()
@@ -83,17 +94,12 @@ class StepClients:
 def build_clients(plan: CompiledPlan, limits: RunLimits, refresh: frozenset[str]) -> StepClients:
     """Clients for the steps with work (a missing key or a bad provider setting fails here)."""
     clients = StepClients()
-    realtime: list[tuple[ProviderConfig, Provider]] = []  # steps with one configuration share a client
     for step in plan.header.steps:
         if step.local:
             continue
         if step.counts.to_run == 0 and not step.counts.estimated and not refresh:
             continue
-        runtime = _runtime(step, limits, realtime, clients)
-        runtime.fallbacks = [_runtime(other, limits, realtime, clients, own=False) for other in step.fallbacks]
-        if step.escalation is not None:
-            runtime.escalation = _runtime(step.escalation, limits, realtime, clients, own=False)
-        clients.runtimes[step.name] = runtime
+        clients.add(step, limits)
     return clients
 
 

@@ -43,3 +43,15 @@ def moves_on(step: StepRuntime, error: ProviderError) -> bool:
 def fallback_item(item: WorkItem, runtime: StepRuntime) -> WorkItem:
     """The row's request as sent to a fallback model: the same messages, that model's key."""
     return WorkItem(request_key_for(runtime.plan, item.messages), item.step, item.messages, item.input_tokens)
+
+
+def moving_codes(fallback_on: list[str]) -> tuple[str, ...]:
+    """The error codes of the failures that move a row on under these `fallback_on` conditions
+    (each condition's error class and its subclasses): what a stored failure is judged by."""
+    codes: set[str] = set()
+    todo: list[type[ProviderError]] = [kind for kind, name in _CONDITIONS if name in fallback_on]
+    while todo:
+        kind = todo.pop()
+        todo.extend(kind.__subclasses__())
+        codes.add(kind.code)
+    return tuple(sorted(codes))

@@ -17,7 +17,7 @@ import uuid
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Coroutine, Iterator
 
 from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
@@ -26,6 +26,7 @@ from batchor.engine.clients import StepClients, build_clients
 from batchor.engine.events import Event, EventSink, Progress, ignore
 from batchor.engine.interrupts import Interrupts, grace_seconds, off_running_loop
 from batchor.engine.limits import RunLimits
+from batchor.engine.other_models import Wave, next_waves
 from batchor.engine.outcome import (
     derive_status,
     error_status,
@@ -52,6 +53,7 @@ from batchor.plan.estimate import step_estimates
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.sql_files import changed_sql_file
+from batchor.spec.model import LimitsSpec
 from batchor.state.answer_stats import record_run_steps, run_step_report
 from batchor.state.base import RunRecord, RunStatus, StateStore
 from batchor.state.postgres_store import PostgresStore
@@ -93,6 +95,9 @@ class RunOutcome:
     requests: int
     steps: list[dict[str, Any]] = field(default_factory=list)  # per step: the plan's estimate next to the spend
     output_error: OutputError | None = None  # the rows were judged and recorded, but the file was not written
+
+
+BATCH_THRESHOLD = LimitsSpec.model_fields["batch_threshold"].default
 
 
 def check_budget(plan: CompiledPlan, max_cost: float | None, carried: float = 0.0) -> None:
@@ -273,6 +278,7 @@ class _Runner:
                     self._pipeline = self._feed = self._start_pipeline(works, done)
                     if any(w.pending for w in works):
                         self._run_wave(runner, works)
+                    self._other_models(runner, works)
                     self._follow_fallbacks()
                     if self._pipeline is not None and self._pipeline.complete:
                         done |= set(self._pipeline.followers)
@@ -296,13 +302,73 @@ class _Runner:
 
     def _run_wave(self, runner: asyncio.Runner, works: list[StepWork]) -> None:
         """One wave on the loop; calls cancelled by a second signal end the wave, not the run."""
+        self._on_loop(runner, self._execute_wave(works))
+
+    def _on_loop(self, runner: asyncio.Runner, wave: Coroutine[Any, Any, None]) -> None:
         try:
-            runner.run(self._execute_wave(works))
+            runner.run(wave)
         except asyncio.CancelledError:
             if not self.interrupts.hard:
                 raise
         finally:
             self.interrupts.detach()
+
+    def _other_models(self, runner: asyncio.Runner, works: list[StepWork]) -> None:
+        """A batch step's rows for its fallback and escalation models, wave after wave, until
+        none is left (engine/other_models.py). Shared runs leave them (each worker would send them)."""
+        for step in (w.step for w in works if w.step.mode == "batch" and w.step.other_models):
+            for _ in range(len(step.fallbacks) + 2):  # each fallback model in turn, the escalation
+                if self.stop.stopped or self.in_flight or self.shared is not None:
+                    return
+                self._follow_fallbacks()
+                runtime = self.runtimes.get(step.name) or self.clients.add(step, self.limits)
+                waves = next_waves(self.plan, self.store, runtime)
+                if not waves:
+                    break
+                for reason in ("fallback", "escalate"):  # apart, to count their rows (_recount)
+                    answered = self.progress.succeeded
+                    self._on_loop(runner, self._execute_other([w for w in waves if w.reason == reason]))
+                    self._recount(reason, self.progress.succeeded - answered)
+
+    def _recount(self, reason: str, answered: int) -> None:
+        """A row another model answered is one row, as in realtime: a fallback's answer takes the
+        place of the failure counted when the row's batch was collected (in this run, or not at all),
+        an escalation's answer the place of the answer it replaces."""
+        p = self.progress
+        moved = min(answered, p.failed) if reason == "fallback" else answered
+        if reason == "fallback":
+            p.failed -= moved
+        else:
+            p.succeeded -= moved
+        p.done -= moved
+
+    async def _execute_other(self, waves: list[Wave]) -> None:
+        """Waves of other models side by side: in a batch, or realtime (rows of theirs still in a
+        live batch are collected first, never sent twice: engine/batch_handover.py)."""
+        if not waves:
+            return
+        self.interrupts.attach(asyncio.get_running_loop())
+        threshold = int((self.plan.header.spec.get("limits") or {}).get("batch_threshold") or BATCH_THRESHOLD)
+        jobs = []
+        for wave in waves:
+            batch = wave.in_batch(threshold)
+            work = wave.work(batch)
+            runtimes = {work.step.name: dataclasses.replace(wave.runtime, plan=work.step)}
+            self.progress.total += len(wave.items)
+            model = f"{work.step.provider}:{work.step.model}"
+            self.options.emit(
+                Event(
+                    "step_started",
+                    {"step": work.step.name, "model": model, "pending": len(wave.items), "for": wave.reason},
+                )
+            )
+            if batch:
+                jobs.append(self._execute_batches([work], runtimes))  # type: ignore[list-item]  # a StepWork in shape
+            else:
+                send = functools.partial(self._execute, runtimes=runtimes)
+                collect = functools.partial(self._execute_batches, runtimes=runtimes)
+                jobs.append(realtime_after_batches([work], self.store, send, collect))  # type: ignore[list-item]
+        await asyncio.gather(*jobs)
 
     def _follow_fallbacks(self) -> None:
         """Rows answered by a fallback model read that answer (engine/fallback.py)."""
@@ -416,10 +482,11 @@ class _Runner:
             jobs.append(self._execute_batches(batch))
         await asyncio.gather(*jobs)
 
-    async def _execute(self, items: Iterator[WorkItem]) -> None:
+    async def _execute(self, items: Iterator[WorkItem], runtimes: dict[str, StepRuntime] | None = None) -> None:
         # Shared state commits answers in small groups (SharedRun.sink_options): a worker that dies
         # loses its requests in flight and its last group, which others ask again.
-        feed, self._feed = self._feed, None  # a wave's pipeline feeds its first realtime run only
+        feed, self._feed = (None, self._feed) if runtimes else (self._feed, None)  # a wave's pipeline feeds
+        # its first realtime run only; another model's wave (runtimes) never
         sink_args = (self.store, self.run_record.run_id)
         sink_options: dict[str, Any] = {
             "keep_raw": self.plan.header.keep_raw,
@@ -439,7 +506,9 @@ class _Runner:
             "seed": self.options.seed,
         }
         executor = (
-            PipelinedExecutor(feed, self.runtimes, **options) if feed else RealtimeExecutor(self.runtimes, **options)
+            PipelinedExecutor(feed, self.runtimes, **options)
+            if feed
+            else RealtimeExecutor(runtimes or self.runtimes, **options)
         )
         if self.shared is not None:
             executor.limiter = self.shared.limiter(executor.limiter, self.runtimes)
@@ -452,7 +521,7 @@ class _Runner:
         if feed:
             await feed.finish()
 
-    async def _execute_batches(self, works: list[StepWork]) -> None:
+    async def _execute_batches(self, works: list[StepWork], runtimes: dict[str, StepRuntime] | None = None) -> None:
         sink = ResultSink(
             self.store,
             self.run_record.run_id,
@@ -463,7 +532,7 @@ class _Runner:
         )  # flushed once per collected batch
         self.sinks.append(sink)
         executor = BatchExecutor(
-            self.runtimes,
+            runtimes or self.runtimes,
             store=self.store,
             run_id=self.run_record.run_id,
             job_id=self.plan.job_id,
@@ -473,7 +542,7 @@ class _Runner:
             progress=self.progress,
             emit=self.options.emit,
             stop=self.stop,
-            ready=self.clients.take_batch,
+            ready=self.clients.take_batch if runtimes is None else lambda step: None,  # another model's: its own
             options=BatchOptions(
                 wait=self.options.wait, sleep=self.options.sleep, clock=self.options.clock or time.time
             ),

@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from batchor.engine.fallback import moving_codes
 from batchor.engine.pending import PendingKeys
 from batchor.engine.rows import JobRows, input_values
 from batchor.engine.types import WorkItem
@@ -73,10 +74,17 @@ class StepWork:
             self.cached += pc.sum(hit).as_py() or 0
             keys = keys.filter(pc.invert(hit))
         if not self.refresh and not self.retry_failed:
-            settled = settled_failure_mask(self.store, keys)
+            settled = settled_failure_mask(self.store, keys, self._moved_on())
             self.failed_earlier += pc.sum(settled).as_py() or 0
             keys = keys.filter(pc.invert(settled))
         self.pending = PendingKeys.first_seen(keys)
+
+    def _moved_on(self) -> tuple[str, ...]:
+        """Failures a batch step's fallback models take over (engine/other_models.py): such a row
+        goes to its next model, not to its own again (not on a shared state, whose runs have no such waves)."""
+        if self.step.mode != "batch" or not self.step.fallbacks or getattr(self.store, "shared", False):
+            return ()
+        return moving_codes(self.step.fallback_on)
 
     def items(self, wanted: Callable[[str], bool] | None = None) -> Iterator[WorkItem]:
         """Pass 2: the messages of pending requests, each key once, in plan order.

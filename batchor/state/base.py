@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pyarrow as pa
 
 from batchor.state.reads import LedgerReads
+
+if TYPE_CHECKING:
+    from batchor.state.links import StoredResult
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -268,6 +271,19 @@ class StateStore(LedgerReads, Protocol):
         from batchor.state.reviews import reviewed_labels
 
         return reviewed_labels(self, job_name)
+
+    def stored_results(self, keys: Sequence[str]) -> dict[str, StoredResult]:
+        """Status, error code, model and link of each of these keys that has a result (state/links.py)."""
+        from batchor.state.links import stored_results
+
+        return stored_results(self, keys)
+
+    def link_answers(self, links: Sequence[tuple[str, str]]) -> None:
+        """Mark each (request, answer) pair: another model's request `answer` answered `request`
+        (state/links.py); `follow_fallbacks` then points the rows at it."""
+        from batchor.state.links import link_answers
+
+        link_answers(self, links)
 
     def cached_answers(self, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
         """Per step of a job: rows answered before `run_id` (the cache) and what they cost then."""

@@ -30,13 +30,17 @@ def _cached(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.array(sorted(store.cached_keys(combined)), pa.string())
 
 
-def settled_failure_mask(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+def settled_failure_mask(
+    store: StateStore, keys: pa.Array | pa.ChunkedArray, also: tuple[str, ...] = ()
+) -> pa.Array | pa.ChunkedArray:
     """Per key: True when `store` holds a failure that sending the same request again would
-    repeat (a deterministic error, see `ProviderError.deterministic`); False for null keys."""
+    repeat (a deterministic error, see `ProviderError.deterministic`), or one with an error code
+    of `also`; False for null keys."""
+    codes = tuple(sorted({*deterministic_codes(), *also}))
 
     def failed(present: pa.Array | pa.ChunkedArray) -> pa.Array:
         combined = present.combine_chunks() if isinstance(present, pa.ChunkedArray) else present
-        return store.failed_key_array(combined, deterministic_codes())
+        return store.failed_key_array(combined, codes)
 
     return _mask_in_parts(keys, failed)
 
