@@ -28,7 +28,13 @@ from batchor.plan.model import PlanHeader, StepPlan
 from batchor.plan.prompt_cache import history_key, with_cache_history
 from batchor.plan.strata import reweighed
 from batchor.plan.tokens import FALLBACK_ENCODING, get_counter
-from batchor.state.answer_stats import StepEstimate, input_calibration, output_stats, when_share
+from batchor.state.answer_stats import (
+    StepEstimate,
+    fallback_counts,
+    input_calibration,
+    output_stats,
+    when_share,
+)
 from batchor.state.length_stats import InputCalibration, KeyStats, OutputStats
 
 MIN_ANSWERS = 10
@@ -79,6 +85,7 @@ def with_estimates(
             )
             step = _calibrated_input(step, calibration.get(model_id(step)))
             step = _learned_when(step, keys, state)
+            step = _learned_fallback(step, state)
         out.append(step)
     return with_cache_history(out, state)  # prompt-cache hits: their own concept (plan/prompt_cache.py)
 
@@ -130,6 +137,23 @@ def _learned_output(
             "output_error_ends": mean_ends(total),
         }
     )
+
+
+def _learned_fallback(step: StepPlan, state: Any) -> StepPlan:
+    """A step with fallback models, with the share of its requests that fell back in earlier runs
+    and pilots of the same length key (enough of them: MIN_ANSWERS, or MIN_PILOT_ANSWERS from a
+    pilot); the expected cost adds that share at the first fallback model's price."""
+    if not step.fallbacks or state is None:
+        return step
+    counts = fallback_counts(state, step.length_key, model_id(step))
+    fell, settled = (sum(c[i] for c in counts.values()) for i in (0, 1))
+    pilot = counts.get("pilot", (0, 0))[1]
+    if settled < (MIN_PILOT_ANSWERS if pilot else MIN_ANSWERS):
+        return step
+    parts = [
+        f"{'history' if kind == 'apply' else kind}: {n:,} requests" for kind, (_, n) in sorted(counts.items()) if n
+    ]
+    return step.model_copy(update={"fallback_share": fell / settled, "fallback_share_source": ", ".join(parts)})
 
 
 def least_answers(stats: KeyStats) -> int:

@@ -194,6 +194,7 @@ class StepPlan(_Frozen):
     escalation: "StepPlan | None" = None  # `escalate.to`: the stronger model asked for some rows again
     escalate_when: str | None = None  # `escalate.when`: over the step's own answer, by the step's name
     fallback_share: float | None = None  # share of requests that fell back in earlier runs (None: not measured)
+    fallback_share_source: str | None = None  # where that share was measured: `history: N requests`, `pilot: ...`
     counts: StepCounts = Field(default_factory=StepCounts)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

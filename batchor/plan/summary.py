@@ -164,9 +164,9 @@ def fallback_line(step: Any) -> str:
     """The fallback models, what they add at most, and the share expected to fall back."""
     models = ", ".join(f"{f.provider}:{f.model}" for f in step.fallbacks)
     share = (
-        f"{step.fallback_share:.1%} of requests fell back in earlier runs"
+        f"{step.fallback_share:.1%} expected to fall back, as measured in {step.fallback_share_source}"
         if step.fallback_share is not None
-        else "no earlier runs: none expected"
+        else "not measured yet (no earlier run or pilot): none expected"
     )
     most = money(fallback_upper(step))
     return f"{models} on {', '.join(step.fallback_on)}; up to {most} if every row falls back ({share})"

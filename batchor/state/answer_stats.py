@@ -232,6 +232,19 @@ def when_share(store: StateStore, when_key: str, upstream: list[str]) -> tuple[i
     return int(ran or 0), int(evaluated or 0)
 
 
+def fallback_counts(store: StateStore, length_key: str, model: str) -> dict[str, tuple[int, int]]:
+    """Per run kind (apply, pilot): (requests another model answered, requests settled) among
+    earlier runs' requests of this length key sent to `model`, the step's own model: a request
+    that fell back is stored failed, linked to the answer (`answered_by`, engine/fallback.py)."""
+    rows = store.execute(
+        "SELECT s.kind, count(*) FILTER (WHERE r.status = 'failed' AND r.answered_by IS NOT NULL), count(*) "
+        "FROM (SELECT DISTINCT run_id, step, coalesce(kind, 'apply') AS kind FROM run_steps WHERE length_key = ?) s "
+        "JOIN results r ON r.run_id = s.run_id AND r.step = s.step WHERE r.model = ? GROUP BY s.kind",
+        [length_key, model],
+    )
+    return {str(kind): (int(fell), int(settled)) for kind, fell, settled in rows}
+
+
 def stored_answers(store: StateStore, length_key: str, limit: int = 32) -> list[str]:
     """Up to `limit` accepted answers (their stored output) of earlier runs' steps with this length key."""
     rows = store.execute(
