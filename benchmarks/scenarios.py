@@ -91,6 +91,8 @@ def realtime_zero_latency(quick: bool) -> Outcome:
     out.add("steady rate", round(steady) if steady else None, "req/s", ">= 1500")
     out.add("end-to-end rate", round(rows / run.wall_s), "rows/s")
     out.add("apply wall", round(run.wall_s, 2), "s")
+    out.add("apply CPU", round(run.cpu_s, 2), "s")
+    out.add("apply CPU per row", round(1000 * run.cpu_s / rows, 3), "ms")
     out.add("peak RSS", round(run.max_rss_mb), "MB")
     out.add("calls", stats["requests"], "")
     out.add("succeeded", finished["succeeded"], "")

@@ -29,6 +29,19 @@ _KEEP_FILES = ProviderOption(
     bool,
     "keep batch input and result files at the provider (default: deleted once the answers are stored)",
 )
+_TRANSPORT = ProviderOption(
+    "transport",
+    str,
+    "how realtime requests are sent: `http` (default: plain HTTP, a third of the CPU per request) or "
+    "the provider's official `sdk`; batches and files always go through the SDK",
+    ("http", "sdk"),
+)
+# Providers whose realtime requests can go over plain HTTP: OpenAI and the OpenAI-compatible
+# presets, Anthropic, Gemini's Developer API (Vertex AI and Azure keep their SDKs' sign-in).
+_PLAIN_HTTP = frozenset({
+    "openai", "anthropic", "gemini", "openai-compatible", "openrouter", "xai", "together", "groq", "vllm",
+    "ollama", "llamacpp",
+})  # fmt: skip
 _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
     "openai": (_KEEP_FILES,),
     "anthropic": (
@@ -83,8 +96,8 @@ _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
 
 
 def provider_options(provider: str) -> tuple[ProviderOption, ...]:
-    """The options `provider` reads (none for OpenAI-compatible endpoints and the mock)."""
-    return _OPTIONS.get(provider, ())
+    """The options `provider` reads (only `transport` for OpenAI-compatible endpoints, none for the mock)."""
+    return _OPTIONS.get(provider, ()) + ((_TRANSPORT,) if provider in _PLAIN_HTTP else ())
 
 
 def check_options(provider: str, options: dict[str, Any], where: str) -> None:

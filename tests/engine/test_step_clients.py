@@ -23,7 +23,9 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def sdk_clients(monkeypatch):
     """Every openai.AsyncOpenAI built, as the `http_client` it was given (None: the SDK's default).
-    The realtime adapter brings its own (aiohttp) transport; the batch adapter takes the default."""
+    The realtime adapter brings its own (aiohttp) transport; the batch adapter takes the default.
+    Realtime requests go through the SDK here (`BATCHOR_TRANSPORT=sdk`): plain HTTP builds none."""
+    monkeypatch.setenv("BATCHOR_TRANSPORT", "sdk")
     built: list[object] = []
     real_init = openai.AsyncOpenAI.__init__
 

@@ -45,11 +45,16 @@ def test_messages_name_a_presets_endpoint(tmp_path, monkeypatch):
     assert _host(step) == "openrouter.ai"
 
 
-def test_planning_and_the_client_agree(tmp_path, monkeypatch):
+@pytest.mark.parametrize("transport", ["http", "sdk"])
+def test_planning_and_the_client_agree(tmp_path, monkeypatch, transport):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123456")
     step = _step(tmp_path, "openai", "gpt-4.1-mini")
-    adapter = create_provider(ProviderConfig("openai", base_url=step.base_url, api_key_env="OPENAI_API_KEY"))
+    options = {"transport": transport}
+    adapter = create_provider(
+        ProviderConfig("openai", base_url=step.base_url, api_key_env="OPENAI_API_KEY", options=options)
+    )
     asyncio.run(adapter.aclose())
-    assert step.endpoint == "http://127.0.0.1:9/v1" == str(adapter.client.base_url).rstrip("/")
+    sent_to = adapter._poster.base_url if transport == "http" else str(adapter.client.base_url)
+    assert step.endpoint == "http://127.0.0.1:9/v1" == sent_to.rstrip("/")
     assert endpoint_of(step) == step.endpoint

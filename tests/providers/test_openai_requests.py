@@ -1,11 +1,12 @@
-"""The OpenAI adapter's requests, sent through the SDK from one options template
-(providers/openai/realtime.py `_Posts`), against the fake server with the real SDK."""
+"""The OpenAI adapter's requests, over plain HTTP and through the SDK from one options template
+(providers/openai/realtime.py `_Posts`), against the fake server."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
+import pytest
 from openai._models import FinalRequestOptions
 
 from batchor.providers import create_provider
@@ -20,8 +21,10 @@ def _request(number: int) -> LLMRequest:
     return LLMRequest(f"k{number}", "gpt-4.1-mini", messages, {"max_tokens": 20 + number}, SCHEMA, "classify")
 
 
-def test_requests_in_flight_together_each_send_their_own_body(fake):
-    provider = create_provider(ProviderConfig("openai", base_url=fake.openai_base_url, options={"api": "chat"}))
+@pytest.mark.parametrize("transport", ["http", "sdk"])
+def test_requests_in_flight_together_each_send_their_own_body(fake, transport):
+    options = {"api": "chat", "transport": transport}
+    provider = create_provider(ProviderConfig("openai", base_url=fake.openai_base_url, options=options))
     assert isinstance(provider, OpenAIProvider)
 
     async def send_all() -> list:
@@ -63,7 +66,8 @@ def test_an_sdk_without_the_options_class_sends_through_its_public_post(fake, mo
     import openai._models
 
     monkeypatch.delattr(openai._models, "FinalRequestOptions")
-    provider = create_provider(ProviderConfig("openai", base_url=fake.openai_base_url, options={"api": "chat"}))
+    options = {"api": "chat", "transport": "sdk"}
+    provider = create_provider(ProviderConfig("openai", base_url=fake.openai_base_url, options=options))
 
     async def send() -> object:
         try:

@@ -56,10 +56,21 @@ def test_missing_key_fails_at_create_time_naming_the_variable(monkeypatch, provi
     assert "allow_key_env: true" in caught.value.hint
 
 
-def test_spec_key_variable_wins(monkeypatch):
+def _sent_to(adapter) -> tuple[str, str]:
+    """Where an adapter sends, and the key it sends: its SDK client's, or its plain HTTP poster's."""
+    poster = getattr(adapter, "_poster", None)
+    if poster is None:
+        return str(adapter.client.base_url), adapter.client.api_key
+    header = poster.header("Authorization") or poster.header("x-goog-api-key") or ""
+    return poster.base_url, header.removeprefix("Bearer ")
+
+
+@pytest.mark.parametrize("transport", ["http", "sdk"])
+def test_spec_key_variable_wins(monkeypatch, transport):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("MY_CLAUDE_KEY", "sk-ant-other-123456")
-    assert _create("anthropic", api_key_env="MY_CLAUDE_KEY").client.api_key == "sk-ant-other-123456"
+    adapter = _create("anthropic", api_key_env="MY_CLAUDE_KEY", options={"transport": transport})
+    assert _sent_to(adapter)[1] == "sk-ant-other-123456"
 
 
 def test_openai_compatible_needs_a_base_url():
@@ -68,20 +79,22 @@ def test_openai_compatible_needs_a_base_url():
     assert caught.value.code == "base_url_missing"
 
 
-def test_openai_compatible_with_base_url_and_no_key_never_sends_the_openai_key(monkeypatch):
+@pytest.mark.parametrize("transport", ["http", "sdk"])
+def test_openai_compatible_with_base_url_and_no_key_never_sends_the_openai_key(monkeypatch, transport):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key-123456")
-    adapter = _create("openai-compatible", base_url="http://127.0.0.1:9/v1")
-    assert str(adapter.client.base_url).startswith("http://127.0.0.1:9/v1")
-    assert adapter.client.api_key != "sk-real-openai-key-123456"
-    local = _create("ollama")
-    assert str(local.client.base_url).startswith("http://localhost:11434/v1")
-    assert local.client.api_key != "sk-real-openai-key-123456"
+    options = {"transport": transport}
+    url, key = _sent_to(_create("openai-compatible", base_url="http://127.0.0.1:9/v1", options=options))
+    assert url.startswith("http://127.0.0.1:9/v1") and key != "sk-real-openai-key-123456"
+    url, key = _sent_to(_create("ollama", options=options))
+    assert url.startswith("http://localhost:11434/v1") and key != "sk-real-openai-key-123456"
 
 
-def test_preset_base_url_wins_over_openai_base_url(monkeypatch):
+@pytest.mark.parametrize("transport", ["http", "sdk"])
+def test_preset_base_url_wins_over_openai_base_url(monkeypatch, transport):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://proxy.invalid/v1")
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-123456")
-    assert str(_create("openrouter").client.base_url).startswith("https://openrouter.ai/api/v1")
+    adapter = _create("openrouter", options={"transport": transport})
+    assert _sent_to(adapter)[0].startswith("https://openrouter.ai/api/v1")
 
 
 def test_unknown_provider():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from batchor.errors import ProviderError
@@ -167,7 +168,8 @@ class AnthropicBatchProvider:
 
 
 def create(config: ProviderConfig, info: Any) -> AnthropicBatchProvider:
-    realtime = create_realtime(config, info)  # the same client settings (key, base URL, no retries)
+    # the same client settings (key, base URL, no retries), on the SDK: batches are its calls
+    realtime = create_realtime(replace(config, options={**config.options, "transport": "sdk"}), info)
     return AnthropicBatchProvider(
         realtime.client, strict=realtime.strict, option=realtime.option, secret=realtime._secret
     )

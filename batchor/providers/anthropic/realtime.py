@@ -13,15 +13,17 @@ a grammar), or `options={"structured": "tool"}` in the ProviderConfig.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
+import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
-from batchor.errors import (
-    ProviderError,
-    QuotaExhaustedError,
-)
+from batchor.errors import ProviderError, QuotaExhaustedError, redact
 from batchor.providers.base import (
     Completion,
     LLMRequest,
@@ -34,6 +36,7 @@ from batchor.providers.base import (
 )
 from batchor.providers.caching import anthropic_breakpoint
 from batchor.providers.errors_map import classify, parse_retry_after
+from batchor.providers.http_post import TRANSPORT_HTTP, JsonPoster, transport_of
 from batchor.providers.media_parts import anthropic_blocks, with_parts
 from batchor.providers.unreachable import transport_errors, unreachable
 
@@ -57,6 +60,8 @@ _OPENAI_ONLY = frozenset({
 })  # fmt: skip
 _QUOTA_CODES = ("billing_error", "spend_limit")  # error type / details.error_code fragments
 _MAX_CONNECTIONS = 4096  # the most `limits.concurrency` allows: connections open only when needed
+_DEFAULT_BASE_URL = "https://api.anthropic.com"  # the SDK's
+_API_VERSION = "2023-06-01"  # the version header when the installed SDK's cannot be read
 _REQUIRED = ("model", "max_tokens", "messages")  # typed SDK arguments; the rest goes in extra_body
 
 
@@ -195,27 +200,74 @@ class AnthropicProvider:
 
     async def complete(self, request: LLMRequest) -> Completion:
         mode = structured_mode(request.model, strict=self.strict, option=self.option)
-        body = to_body(request, structured=mode)
+        data, headers = await self._send(to_body(request, structured=mode))
+        completion = parse_result(data)
+        completion.rate_limits = rate_limit_headers(headers)
+        return completion
+
+    async def _send(self, body: dict[str, Any]) -> tuple[Any, Any]:
+        """The answer's JSON and headers, through the SDK."""
         # Only the three required fields go as typed arguments: the rest rides in extra_body, so
         # parameters the SDK does not type (top_k, temperature on newer SDKs) still pass through.
         required = {key: body.pop(key) for key in _REQUIRED}
         async with _mapped_errors(self._secret, str(self.client.base_url)):
             response = await self.client.messages.with_raw_response.create(**required, extra_body=body)
-            data = json.loads(await response.read())
-        completion = parse_result(data)
-        completion.rate_limits = rate_limit_headers(response.headers)
-        return completion
+            return json.loads(await response.read()), response.headers
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+class AnthropicHttpProvider(AnthropicProvider):
+    """The same requests as `AnthropicProvider`, posted with plain aiohttp (no SDK import at all)."""
+
+    def __init__(self, poster: JsonPoster, *, strict: bool, option: str | None, secret: str) -> None:
+        self.strict, self.option, self._secret, self._poster = strict, option, secret, poster
+
+    async def _send(self, body: dict[str, Any]) -> tuple[Any, Any]:
+        answer = await self._poster.post("v1/messages", body)
+        if answer.status >= 400:
+            error, text = answer.error_body()
+            found = (error.get("error") or {}).get("message") if isinstance(error, dict) else None
+            message = (
+                found if isinstance(found, str) and found else f"{answer.status} {text or 'status code (no body)'}"
+            )
+            headers = answer.headers
+            raise error_for(
+                answer.status,
+                error,
+                redact(message, [self._secret]),
+                parse_retry_after(headers),
+                rate_limit_headers(headers),
+            )
+        return answer.json(), answer.headers
+
+    async def aclose(self) -> None:
+        await self._poster.aclose()
+
+
+def _plain_headers(secret: str) -> dict[str, str]:
+    """The credential and API version the installed SDK sends (its `anthropic-version` is the wire
+    format `to_body` and `parse_result` are checked against), read without importing the SDK."""
+    return {"Authorization": f"Bearer {secret}", "anthropic-version": _sdk_api_version()}
+
+
+@functools.cache
+def _sdk_api_version() -> str:
+    spec = importlib.util.find_spec("anthropic")
+    folder = Path(spec.origin).parent if spec and spec.origin else None
+    try:
+        text = (folder / "_constants.py").read_text(encoding="utf-8") if folder else ""
+    except OSError:
+        text = ""
+    found = re.search(r'^ANTHROPIC_API_VERSION\s*=\s*"([^"]+)"', text, re.MULTILINE)
+    return found.group(1) if found else _API_VERSION
 
 
 @asynccontextmanager
 async def _mapped_errors(secret: str, url: str | None = None) -> AsyncIterator[None]:
     """SDK errors as batchor's; `url` (the client's base URL) names where a connection failed."""
     import anthropic
-
-    from batchor.errors import redact
 
     try:
         yield
@@ -248,11 +300,18 @@ def create(config: ProviderConfig, info: Any) -> AnthropicProvider:
     """The client; the key is read now, so a missing one fails before any request.
 
     The base URL is `config.base_url`, else ANTHROPIC_BASE_URL (read by the SDK itself). The SDK
-    never retries (`max_retries=0`): the engine owns retries and rate-limit waits.
+    never retries (`max_retries=0`): the engine owns retries and rate-limit waits. Requests go
+    over plain HTTP unless the model block's options say `transport: sdk`.
     """
+    secret = read_api_key(config.api_key_env or info.key_env, config.provider)
+    option = config.options.get("structured")
+    strict = bool(config.options.get("strict", True))
+    if transport_of(config.options) == TRANSPORT_HTTP:
+        base_url = config.base_url or os.environ.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE_URL
+        poster = JsonPoster(base_url, _plain_headers(secret), config.timeout_s, secret)
+        return AnthropicHttpProvider(poster, strict=strict, option=option, secret=secret)
     import anthropic
 
-    secret = read_api_key(config.api_key_env or info.key_env, config.provider)
     client = anthropic.AsyncAnthropic(
         api_key=secret,
         base_url=config.base_url or None,
@@ -260,5 +319,4 @@ def create(config: ProviderConfig, info: Any) -> AnthropicProvider:
         timeout=config.timeout_s,
         http_client=_http_client(anthropic, config.timeout_s),
     )
-    option = config.options.get("structured")
-    return AnthropicProvider(client, strict=bool(config.options.get("strict", True)), option=option, secret=secret)
+    return AnthropicProvider(client, strict=strict, option=option, secret=secret)

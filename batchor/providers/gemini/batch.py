@@ -15,6 +15,7 @@ import json
 import tempfile
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import IO, Any, TypeVar
 from urllib.parse import urlencode
 
@@ -395,7 +396,8 @@ def _dumps(value: Any) -> bytes:
 
 
 def create(config: ProviderConfig, info: Any) -> GeminiBatchProvider:
-    realtime = create_realtime(config, info)  # same key, base URL and single-attempt transport
+    # same key, base URL and single-attempt transport, on the SDK: batches and files are its calls
+    realtime = create_realtime(replace(config, options={**config.options, "transport": "sdk"}), info)
     inline = min(int(config.options.get(INLINE_OPTION) or INLINE_MAX_BYTES), INLINE_MAX_BYTES)
     return GeminiBatchProvider(
         realtime.client,

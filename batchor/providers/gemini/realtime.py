@@ -16,10 +16,12 @@ Connection, from the ProviderConfig:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
 from typing import Any
 
 from batchor.errors import (
@@ -30,7 +32,9 @@ from batchor.errors import (
     QuotaExhaustedError,
     RateLimitedError,
     TransientProviderError,
+    redact,
 )
+from batchor.providers import provider_info
 from batchor.providers.base import (
     Completion,
     Embeddings,
@@ -45,11 +49,15 @@ from batchor.providers.base import (
 from batchor.providers.embeddings import gemini_arguments, parse_gemini
 from batchor.providers.errors_map import classify
 from batchor.providers.gemini.context import ContextCaches
+from batchor.providers.http_post import TRANSPORT_HTTP, JsonPoster, transport_of
 from batchor.providers.keys import GEMINI_KEY_ENVS, gemini_on_vertex
 from batchor.providers.media_parts import gemini_parts, with_parts
 from batchor.providers.unreachable import transport_errors, unreachable
 
 KEY_ENVS = GEMINI_KEY_ENVS
+EMBEDDINGS_API = "embeddings"  # ProviderConfig options["api"] of an embedding step
+_DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"  # the SDK's, for the Developer API
+_API_VERSION = "v1"  # the SDK's default for the Developer API (GOOGLE_AI_API_DEFAULT_VERSION)
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens", "stop": "stop_sequences"}
 # Chat Completions parameters with no Gemini equivalent: dropped, so OpenAI specs run unchanged.
 _OPENAI_ONLY = frozenset({
@@ -222,11 +230,14 @@ class GeminiProvider:
         body = to_body(request)
         if request.cache is not None and request.cache.explicit:
             await self._contexts.use(body, request.cache.key)
+        return parse_result(await self._send(body))
+
+    async def _send(self, body: dict[str, Any]) -> Any:
+        """The answer's JSON, through the SDK."""
         body["config"]["should_return_http_response"] = True  # raw body, no SDK model parsing
         async with _mapped_errors(self._secret, self._url):
             response = await self.client.aio.models.generate_content(**body)
-            data = json.loads(response.sdk_http_response.body or "{}")
-        return parse_result(data)
+            return json.loads(response.sdk_http_response.body or "{}")
 
     async def embed(self, request: EmbedRequest) -> Embeddings:
         """One batchEmbedContents call (the SDK's `embed_content` with a list) for every text."""
@@ -242,6 +253,91 @@ class GeminiProvider:
         self.client.close()
 
 
+class GeminiHttpProvider(GeminiProvider):
+    """The same requests as `GeminiProvider` (Developer API), posted with plain aiohttp: the SDK's
+    config type still checks and names the parameters, once per distinct config."""
+
+    def __init__(self, poster: JsonPoster, *, secret: str, api_version: str, config: ProviderConfig) -> None:
+        self._poster, self._secret, self._api_version = poster, secret, api_version
+        self._url = poster.label
+        self._config = config
+        self._explicit: GeminiProvider | None = None  # explicit context caches go through the SDK
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        if request.cache is not None and request.cache.explicit:  # created and kept by the SDK's client
+            if self._explicit is None:
+                sdk = replace(self._config, options={**self._config.options, "transport": "sdk"})
+                self._explicit = create(sdk, provider_info(sdk.provider))
+            return await self._explicit.complete(request)
+        return parse_result(await self._send(to_body(request)))
+
+    async def _send(self, body: dict[str, Any]) -> Any:
+        model = body["model"] if body["model"].startswith(("models/", "tunedModels/")) else f"models/{body['model']}"
+        with _config_errors():
+            rest = rest_body(body)
+        answer = await self._poster.post(f"{self._api_version}/{model}:generateContent", rest)
+        if answer.status >= 400:
+            error, text = answer.error_body()
+            error = error if isinstance(error, dict) else {"message": text, "status": answer.reason}
+            found = error.get("message", (error.get("error") or {}).get("message"))
+            message = str(found or f"{answer.status} {error.get('status')}. {error}")
+            raise error_for(answer.status, error, redact(message, [self._secret or ""]))
+        return answer.json()
+
+    async def embed(self, request: EmbedRequest) -> Embeddings:
+        raise NotImplementedError  # built with the SDK provider (create: embeddings keep the SDK)
+
+    async def aclose(self) -> None:
+        await self._poster.aclose()
+        if self._explicit is not None:
+            await self._explicit.aclose()
+
+
+def rest_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The REST request for `to_body`'s arguments: the config's REST form is built once per
+    distinct config (the system instruction, which changes by row, is set apart)."""
+    config = dict(body.get("config") or {})
+    system = config.pop("system_instruction", None)
+    rest = {"contents": body["contents"], **_rest_config(json.dumps(config, default=str))}  # order kept: a
+    # schema's property order is the order the model answers in
+    if isinstance(system, str):
+        rest["systemInstruction"] = {"parts": [{"text": system}], "role": "user"}  # as the SDK sends it
+    elif system is not None:
+        rest["systemInstruction"] = system
+    return rest
+
+
+@functools.lru_cache(maxsize=64)
+def _rest_config(config: str) -> dict[str, Any]:
+    from batchor.providers.gemini.batch import rest_request
+
+    return {k: v for k, v in rest_request({"contents": [], "config": json.loads(config)}).items() if k != "contents"}
+
+
+@contextmanager
+def _config_errors() -> Iterator[None]:
+    """A parameter the SDK's config type does not know, as the SDK path reports it."""
+    import pydantic
+
+    try:
+        yield
+    except pydantic.ValidationError as exc:
+        raise _params_error(exc) from None
+
+
+def _params_error(exc: Any) -> ProviderError:
+    """A pydantic ValidationError of the SDK's config type as an `invalid_request` error."""
+    from batchor.errors import InvalidRequestError
+
+    errors = exc.errors()
+    where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+    reason = errors[0]["msg"] if errors else None
+    return InvalidRequestError(
+        f"Gemini rejected the request parameters: {where}: {reason}",
+        hint="check model.params against GenerateContentConfig",
+    )
+
+
 @asynccontextmanager
 async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIterator[None]:
     """SDK errors as batchor's; `url` (the API's base URL) names where a connection failed."""
@@ -249,21 +345,13 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
     from google.auth import exceptions as auth_errors
     from google.genai import errors as genai_errors
 
-    from batchor.errors import InvalidRequestError, redact
-
     try:
         yield
     except genai_errors.APIError as exc:
         message = redact(str(exc.message or exc), [secret or ""])
         raise error_for(exc.code, exc.details, message) from None
     except pydantic.ValidationError as exc:  # a param the SDK's config model does not know
-        errors = exc.errors()
-        where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
-        reason = errors[0]["msg"] if errors else None
-        raise InvalidRequestError(
-            f"Gemini rejected the request parameters: {where}: {reason}",
-            hint="check model.params against GenerateContentConfig",
-        ) from None
+        raise _params_error(exc) from None
     except auth_errors.GoogleAuthError as exc:
         raise AuthenticationError(f"Google credentials failed: {redact(str(exc), [secret or ''])}") from None
     except _unreachable_errors() as exc:
@@ -317,6 +405,11 @@ def developer_key(config: ProviderConfig, info: Any) -> str:
 
 
 def create(config: ProviderConfig, info: Any) -> GeminiProvider:
+    """The Developer API over plain HTTP (unless `transport: sdk`); Vertex AI (signed in through
+    Application Default Credentials) and embeddings through the SDK."""
+    plain = transport_of(config.options) == TRANSPORT_HTTP and config.options.get("api") != EMBEDDINGS_API
+    if plain and not gemini_on_vertex(config.options):
+        return _plain(config, info)
     from google import genai
     from google.auth import exceptions as auth_errors
 
@@ -330,3 +423,14 @@ def create(config: ProviderConfig, info: Any) -> GeminiProvider:
             "GOOGLE_CLOUD_LOCATION) and run `gcloud auth application-default login`",
         ) from None
     return GeminiProvider(client, secret=kwargs.get("api_key"))
+
+
+def _plain(config: ProviderConfig, info: Any) -> GeminiHttpProvider:
+    """Where the SDK would send (spec `base_url`, GOOGLE_GEMINI_BASE_URL, Google's host) and the
+    API version it would use (the option, GOOGLE_GENAI_API_VERSION, v1beta)."""
+    secret = developer_key(config, info)
+    base_url = config.base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or _DEFAULT_BASE_URL
+    version = config.options.get("api_version") or os.environ.get("GOOGLE_GENAI_API_VERSION") or _API_VERSION
+    version = "v1beta" if version == "beta" else version
+    poster = JsonPoster(base_url, {"x-goog-api-key": secret}, config.timeout_s, secret)
+    return GeminiHttpProvider(poster, secret=secret, api_version=str(version), config=config)

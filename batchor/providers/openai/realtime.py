@@ -11,12 +11,13 @@ import functools
 import importlib
 import itertools
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from batchor.errors import BaseUrlMissingError, RateLimitedError, TransientProviderError
+from batchor.errors import BaseUrlMissingError, ProviderError, RateLimitedError, TransientProviderError
 from batchor.providers import base_url
 from batchor.providers.base import (
     Completion,
@@ -33,6 +34,7 @@ from batchor.providers.base import (
 from batchor.providers.caching import flex_unavailable, openai_fields
 from batchor.providers.embeddings import openai_body, parse_openai
 from batchor.providers.errors_map import classify, parse_retry_after
+from batchor.providers.http_post import TRANSPORT_HTTP, JsonPoster, transport_of
 from batchor.providers.media_parts import openai_chat_parts, openai_responses_parts, with_parts
 from batchor.providers.unreachable import transport_errors, unreachable
 
@@ -45,6 +47,7 @@ _CHAT_ONLY = frozenset({
 _MAX_CONNECTIONS = 4096  # the most `limits.concurrency` allows: connections open only when needed
 _PATHS = {"chat": "/chat/completions", "responses": "/responses"}
 _NO_KEY = "not-needed"  # the SDK insists on some key; servers without auth ignore it
+_DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's
 
 
 def to_body(request: LLMRequest, *, api: str = "chat", strict: bool = True, first_party: bool = True) -> dict[str, Any]:
@@ -234,21 +237,23 @@ class OpenAIProvider:
         # returns the HTTP response unparsed: `create(...)` would first walk every parameter
         # through the SDK's type transforms and wrap the reply: a third of the client CPU per
         # request (see benchmarks/).
-        async with _mapped_errors(self._secret, self._url):
-            response = await self._post(_PATHS[self.api], body)
-            data = json.loads(response.content)  # bytes: no charset sniffing, as `.text` does
+        data, headers = await self._send(_PATHS[self.api], body)
         completion = parse_result(data, api=self.api)
-        completion.rate_limits = rate_limit_headers(response.headers)
+        completion.rate_limits = rate_limit_headers(headers)
         return completion
 
     async def embed(self, request: EmbedRequest) -> Embeddings:
         """One /v1/embeddings call for every text of `request`."""
-        async with _mapped_errors(self._secret, self._url):
-            response = await self._post("/embeddings", openai_body(request))
-            data = json.loads(response.content)
+        data, headers = await self._send("/embeddings", openai_body(request))
         answer = parse_openai(data, len(request.texts))
-        answer.rate_limits = rate_limit_headers(response.headers)
+        answer.rate_limits = rate_limit_headers(headers)
         return answer
+
+    async def _send(self, path: str, body: dict[str, Any]) -> tuple[Any, Any]:
+        """The answer's JSON and headers, through the SDK."""
+        async with _mapped_errors(self._secret, self._url):
+            response = await self._post(path, body)
+            return json.loads(response.content), response.headers  # bytes: no charset sniffing
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         options = self._posts.options(path, body)
@@ -319,21 +324,10 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
     """SDK errors as batchor's; `url` (the client's base URL) names where a connection failed."""
     import openai
 
-    from batchor.errors import redact
-
     try:
         yield
     except openai.APIStatusError as exc:
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error", body) if isinstance(body, dict) else {}
-        code = error.get("code") if isinstance(error, dict) else None
-        message = redact(
-            str(error.get("message") if isinstance(error, dict) and error.get("message") else exc), [secret or ""]
-        )
-        headers = exc.response.headers
-        raise classify(
-            exc.status_code, message, code, parse_retry_after(headers), rate_limit_headers(headers)
-        ) from None
+        raise status_error(exc.status_code, exc.body, str(exc), exc.response.headers, secret) from None
     except openai.APIConnectionError as exc:  # timeouts too: the SDK reports some refusals as timeouts
         raise unreachable(exc, url, secret) from None
     except transport_errors() as exc:  # a streamed body (batch results) read after the SDK's call
@@ -342,17 +336,66 @@ async def _mapped_errors(secret: str | None, url: str | None = None) -> AsyncIte
         raise unreadable_answer(exc) from None
 
 
+def status_error(status: int, body: Any, fallback: str, headers: Any, secret: str | None) -> ProviderError:
+    """An error status as batchor's error, from the body's `error` object (the SDK's `exc.body`
+    is that object already); `fallback` is the message when the body names none."""
+    from batchor.errors import redact
+
+    body = body if isinstance(body, dict) else {}
+    error = body.get("error", body)
+    error = error if isinstance(error, dict) else {}
+    message = redact(str(error.get("message") or fallback), [secret or ""])
+    code = error.get("code")
+    return classify(status, message, code, parse_retry_after(headers), rate_limit_headers(headers))
+
+
+class OpenAIHttpProvider(OpenAIProvider):
+    """The same requests as `OpenAIProvider`, posted with plain aiohttp (no SDK import at all)."""
+
+    def __init__(self, poster: JsonPoster, *, api: str, strict: bool, first_party: bool, secret: str | None) -> None:
+        self.api, self.strict, self.first_party = api, strict, first_party
+        self._secret, self._poster = secret, poster
+
+    async def _send(self, path: str, body: dict[str, Any]) -> tuple[Any, Any]:
+        answer = await self._poster.post(path, body)
+        if answer.status >= 400:
+            error, text = answer.error_body()
+            fallback = f"Error code: {answer.status}" if isinstance(error, dict) else text
+            raise status_error(
+                answer.status, error, fallback or f"Error code: {answer.status}", answer.headers, self._secret
+            )
+        return answer.json(), answer.headers
+
+    async def aclose(self) -> None:
+        await self._poster.aclose()
+
+
+def _plain_headers(secret: str) -> dict[str, str]:
+    """What the SDK sends besides the body: the bearer key, and the organization and project the
+    SDK reads from OPENAI_ORG_ID and OPENAI_PROJECT_ID."""
+    headers = {"Authorization": f"Bearer {secret}", "User-Agent": f"batchor/{_version()}"}
+    for env, name in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+        if os.environ.get(env):
+            headers[name] = os.environ[env]
+    return headers
+
+
+def _version() -> str:
+    from batchor.version import __version__
+
+    return __version__
+
+
 def create(config: ProviderConfig, info: Any) -> OpenAIProvider:
     """The client; the key is read now, so a missing one fails before any request.
 
     Base URL: the spec's `base_url`, else the preset's, else (provider `openai` only)
     OPENAI_BASE_URL. A plain `openai-compatible` endpoint has no default: it must say where.
+    Requests go over plain HTTP unless the model block's options say `transport: sdk`.
     Servers without a key variable (vllm, ollama, llamacpp, openai-compatible unless
     `api_key_env` is set) get a placeholder key, never OPENAI_API_KEY: that key must not
     travel to another server.
     """
-    import openai
-
     key_env = config.api_key_env or info.key_env
     secret = read_api_key(key_env, config.provider) if key_env else _NO_KEY
     url = base_url(config.provider, config.base_url)
@@ -362,6 +405,15 @@ def create(config: ProviderConfig, info: Any) -> OpenAIProvider:
             hint="add `base_url: http://host:port/v1` to the model block (or use a preset such as "
             "vllm, ollama, openrouter)",
         )
+    api, strict = config.options.get("api") or "chat", bool(config.options.get("strict"))
+    redacted = None if secret == _NO_KEY else secret
+    if transport_of(config.options) == TRANSPORT_HTTP:
+        sent_to = url or _DEFAULT_BASE_URL
+        label = sent_to.rstrip("/") + "/"  # the SDK's form of it
+        poster = JsonPoster(sent_to, _plain_headers(secret), config.timeout_s, redacted, label=label)
+        return OpenAIHttpProvider(poster, api=api, strict=strict, first_party=info.first_party, secret=redacted)
+    import openai
+
     client = openai.AsyncOpenAI(
         api_key=secret,
         base_url=url,
@@ -369,10 +421,4 @@ def create(config: ProviderConfig, info: Any) -> OpenAIProvider:
         timeout=config.timeout_s,
         http_client=_http_client(openai, config.timeout_s),
     )
-    return OpenAIProvider(
-        client,
-        api=config.options.get("api") or "chat",
-        strict=bool(config.options.get("strict")),
-        first_party=info.first_party,
-        secret=None if secret == _NO_KEY else secret,
-    )
+    return OpenAIProvider(client, api=api, strict=strict, first_party=info.first_party, secret=redacted)
