@@ -44,7 +44,9 @@ async def realtime_after_batches(
 
 def refuse_batched_rows(store: StateStore, works: list[StepWork]) -> None:
     """Shared (PostgreSQL) runs do not collect for realtime steps: they refuse instead of paying twice."""
-    held = {w.step.name: len(_batched_keys(BatchLedger(store), w)) for w in works if w.step.mode != "batch"}
+    ledger = BatchLedger(store)
+    live = ledger.live_families()
+    held = {w.step.name: len(_batched_keys(ledger, w, live)) for w in works if w.step.mode != "batch"}
     held = {name: n for name, n in held.items() if n}
     if held:
         steps = ", ".join(f"{name} ({n:,} rows)" for name, n in held.items())
@@ -56,9 +58,14 @@ def refuse_batched_rows(store: StateStore, works: list[StepWork]) -> None:
         )
 
 
-def _batched_keys(ledger: BatchLedger, work: StepWork) -> list[str]:
+def _batched_keys(ledger: BatchLedger, work: StepWork, live: set[str]) -> list[str]:
+    """The work's pending keys in a live batch of its request family (`live`: the families
+    with one, asked once for the whole wave)."""
+    family = step_fingerprint(work.step.key_prefix)
+    if family not in live:
+        return []
     in_batches: set[str] = set()
-    for batch in ledger.live_batches(step_fingerprint(work.step.key_prefix)):
+    for batch in ledger.live_batches(family):
         in_batches.update(ledger.batch_keys(batch.batch_id))
     return [key for key in work.pending if key in in_batches]
 
@@ -66,9 +73,10 @@ def _batched_keys(ledger: BatchLedger, work: StepWork) -> list[str]:
 def hold_batched_rows(store: StateStore, works: list[StepWork]) -> list[StepWork]:
     """Move each work's pending keys that sit in a live batch to a copy of the work, returned."""
     ledger = BatchLedger(store)
+    live = ledger.live_families()
     held: list[StepWork] = []
     for work in works:
-        keys = _batched_keys(ledger, work)
+        keys = _batched_keys(ledger, work, live)
         if not keys:
             continue
         part = copy.copy(work)

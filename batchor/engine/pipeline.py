@@ -34,6 +34,7 @@ from batchor.plan.request import RenderedRequest, StepRequests, pinned_requests
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
 from batchor.state.cache import deterministic_codes
+from batchor.state.step_maps import per_step
 
 NO_ANSWER = object()  # skipped or failed upstream: rows that need it are skipped, as in wave mode
 
@@ -103,11 +104,9 @@ class Pipeline:
         self.wake = asyncio.Event()
         self._checks: asyncio.Task | None = None
         self.sink: ResultSink | None = None
-        for work in works:
-            if work.step.mode != "batch":
-                self._load_stage_step(work)
-        for name in self.followers:  # their row maps are recorded again row by row (see StepWork.scan)
-            store.forget_run_requests(plan.job_id, name)
+        self._load_stage([w for w in works if w.step.mode != "batch"])
+        # The followers' row maps are recorded again row by row (see StepWork.scan): one query for all.
+        store.record_step_requests(plan.job_id, _map_table([]), forget=list(self.followers))
         ready = [w for step in steps for w in self._register(step)]
         for waiting in ready:
             self._release(waiting)
@@ -117,9 +116,17 @@ class Pipeline:
 
     # --- stage start -----------------------------------------------------------------------
 
-    def _load_stage_step(self, work: StepWork) -> None:
+    def _load_stage(self, works: list[StepWork]) -> None:
+        """The scanned steps' stored answers, read in one query."""
+        if not works:
+            return
+        names = [w.step.name for w in works]
+        found = self.store.job_results_for_steps(self.plan.job_id, names)
+        for work, table in zip(works, per_step(found, names)):
+            self._load_stage_step(work, table)
+
+    def _load_stage_step(self, work: StepWork, table: pa.Table) -> None:
         """Answers of a scanned step: stored ones are known, pending ones are awaited."""
-        table = self.store.job_results(self.plan.job_id, work.step.name)
         name = work.step.name
         awaited = work.pending.mask(table.column("request_key")).to_pylist()
         for row_key, key, status, output, wait in zip(
@@ -277,14 +284,10 @@ class Pipeline:
         self.stop.stop("error", str(exc))
 
     def _record(self, records: dict[str, list[tuple[str, str | None]]]) -> None:
-        for step, pairs in records.items():
-            table = pa.table(
-                {
-                    "row_key": pa.array([r for r, _ in pairs], pa.string()),
-                    "request_key": pa.array([k for _, k in pairs], pa.string()),
-                }
-            )
-            self.store.add_run_requests(self.plan.job_id, step, table)
+        """The rows -> requests of every step released meanwhile, in one write."""
+        triples = [(step, row, key) for step, pairs in records.items() for row, key in pairs]
+        if triples:
+            self.store.record_step_requests(self.plan.job_id, _map_table(triples))
 
     # --- the executor's side ---------------------------------------------------------------
 
@@ -384,3 +387,11 @@ class PipelinedExecutor(RealtimeExecutor):
             await super()._produce(self.pipeline.items(own), queue)
             if not await self.pipeline.more():
                 return
+
+
+def _map_table(triples: list[tuple[str, str, str | None]]) -> pa.Table:
+    """(step, row_key, request_key) rows as the table `record_step_requests` takes."""
+    columns = list(zip(*triples)) if triples else [(), (), ()]
+    return pa.table(
+        {name: pa.array(list(c), pa.string()) for name, c in zip(("step", "row_key", "request_key"), columns)}
+    )

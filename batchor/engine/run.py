@@ -43,7 +43,7 @@ from batchor.engine.row_events import row_stream
 from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink, raise_if_disk_filled
 from batchor.engine.sql_run import run_sql_step
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
-from batchor.engine.work import StepWork
+from batchor.engine.work import StepWork, scan_wave
 from batchor.engine.workers import SharedRun
 from batchor.errors import CostLimitError, CostUnboundedError, NoPriceError, OutputError, StalePlanError
 from batchor.humanize import money
@@ -271,7 +271,7 @@ class _Runner:
                         self._run_sql(step)
                     for step in (s for s in wave if s.kind == "reduce"):
                         self._run_reduce(runner, step)
-                    works = [self._scan(step) for step in wave if not step.local and step.kind != "reduce"]
+                    works = self._scan([s for s in wave if not s.local and s.kind != "reduce"])
                     if self.rows is not None:  # rows finished by SQL and reduce steps, cached answers, earlier runs
                         self.rows.resync()
                     done |= {s.name for s in wave}
@@ -411,14 +411,28 @@ class _Runner:
             self.options.emit(Event("step_started", {"step": step.name, "pipelined": True}))
         return pipeline
 
-    def _scan(self, step: StepPlan) -> StepWork:
-        refresh = step.name in self.options.refresh or "*" in self.options.refresh
+    def _scan(self, steps: list[StepPlan]) -> list[StepWork]:
+        """A wave's steps scanned together (engine/work.py `scan_wave`: a few state queries for
+        any number of steps), then each checked against the plan and announced."""
         retry_failed = self.options.retry_failed or self.plan.header.retry_failed
-        work = StepWork(self.plan, step, self.store, refresh=refresh, retry_failed=retry_failed)
+        works = [
+            StepWork(self.plan, step, self.store, refresh=self._refreshed(step), retry_failed=retry_failed)
+            for step in steps
+        ]
         with _held_if_small(self.plan, self.store):
-            work.scan()
-            if step.other_models:
-                self.store.follow_fallbacks(self.plan.job_id, step.name)
+            scan_wave(works)
+            for step in steps:
+                if step.other_models:
+                    self.store.follow_fallbacks(self.plan.job_id, step.name)
+        for work in works:
+            self._announce(work, retry_failed)
+        return works
+
+    def _refreshed(self, step: StepPlan) -> bool:
+        return step.name in self.options.refresh or "*" in self.options.refresh
+
+    def _announce(self, work: StepWork, retry_failed: bool) -> None:
+        step, refresh = work.step, work.refresh
         planned = step.counts.to_run + step.counts.too_long + (step.counts.failed_earlier if retry_failed else 0)
         if not step.depends_on and not refresh and len(work.pending) > planned:
             gone = len(work.pending) - planned
@@ -437,7 +451,6 @@ class _Runner:
                 {"step": step.name, "pending": len(work.pending), "cached": work.cached, "skipped": work.skipped},
             )
         )
-        return work
 
     def _run_sql(self, step: StepPlan) -> None:
         answered, left_out = run_sql_step(self.plan, step, self.store, self.run_record.run_id)

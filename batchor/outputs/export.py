@@ -36,6 +36,7 @@ from batchor.plan.targets import check_output_path
 from batchor.schema.core import flatten_fields
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore, StoredResults
+from batchor.state.step_maps import per_step
 
 _COPY_OPTIONS = {
     "csv": "(FORMAT csv, HEADER true)",
@@ -328,9 +329,9 @@ class _AlignedPart:
     ) -> None:
         self.batches = batches
         row_keys = pa.chunked_array([b.column(0) for b in batches], pa.string())
-        self.tables = [
-            _reviewed(_results_of(store, plan.job_id, step.name, row_keys), step, reviews) for step in plan.header.steps
-        ]
+        steps = plan.header.steps
+        results = _results_of(store, plan.job_id, [s.name for s in steps], row_keys)
+        self.tables = [_reviewed(table, step, reviews) for table, step in zip(results, steps)]
         self.positions = [_positions(table, row_keys) for table in self.tables]
 
     def rows(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -363,10 +364,12 @@ def _parts(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[list[pa.Rec
         yield part
 
 
-def _results_of(store: StoredResults, job_id: str, step: str, row_keys: pa.ChunkedArray) -> pa.Table:
-    """A step's stored results for these rows, as one contiguous table of `_RESULT_FIELDS`
-    (taking rows from a chunked table would join its chunks again on every batch)."""
-    return _with_reviewed(store.job_results_for_rows(job_id, step, row_keys.combine_chunks())).combine_chunks()
+def _results_of(store: StoredResults, job_id: str, steps: list[str], row_keys: pa.ChunkedArray) -> list[pa.Table]:
+    """Each step's stored results for these rows (one state query for all steps), each as one
+    contiguous table of `_RESULT_FIELDS` (taking rows from a chunked table would join its chunks
+    again on every batch)."""
+    found = store.job_results_for_steps(job_id, steps, row_keys.combine_chunks())
+    return [_with_reviewed(table).combine_chunks() for table in per_step(found, steps)]
 
 
 def _element_rows(plan: CompiledPlan, results: list[pa.Table]) -> pa.Table:

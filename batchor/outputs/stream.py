@@ -40,6 +40,7 @@ from batchor.outputs.written import remember
 from batchor.plan.plan_file import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
 from batchor.state.base import StateStore
+from batchor.state.step_maps import per_step
 
 RowsFound = Callable[[list[dict[str, Any]], bool], None]  # finished rows; True: found in the state
 _OVERLAID = ("status", "output", "error_code", "error")
@@ -128,8 +129,9 @@ class RowStream:
         wanted = pa.array(keys, pa.string())
         table = self._inputs.filter(pc.is_in(self._inputs.column(ROW_KEY), value_set=wanted))
         row_keys = table.column(ROW_KEY).combine_chunks()
-        for i, step in enumerate(self.plan.header.steps):
-            stored = self.store.job_results_for_rows(self.plan.job_id, step.name, row_keys)
+        steps = [s.name for s in self.plan.header.steps]
+        found = per_step(self.store.job_results_for_steps(self.plan.job_id, steps, row_keys), steps)
+        for i, stored in enumerate(found):  # one state query for every step's results
             table = table.append_column(result_column(i), result_struct(_overlaid(stored, results), row_keys))
         return table
 

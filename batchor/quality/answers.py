@@ -10,6 +10,7 @@ say `classify.sentiment` and `judge.score > 3`) or text for a text step, next to
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,6 +143,9 @@ class _NoAnswers:
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
         return self.job_results(job_id, step)
+
+    def job_results_for_steps(self, job_id: str, steps: Sequence[str], row_keys: pa.Array | None = None) -> pa.Table:
+        return pa.table({"step": pa.array([], pa.string()), **self.job_results(job_id, "").to_pydict()})
 
 
 def empty_answers(db: duckdb.DuckDBPyConnection, inputs: pa.Schema, steps: list[StepPlan]) -> None:

@@ -183,6 +183,10 @@ class StoredResults(Protocol):
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table: ...
 
+    def job_results_for_steps(
+        self, job_id: str, steps: Sequence[str], row_keys: pa.Array | None = None
+    ) -> pa.Table: ...
+
 
 class StateStore(LedgerReads, Protocol):
     """What the planner, engine and operator commands use; DuckDBStore and PostgresStore both
@@ -232,6 +236,15 @@ class StateStore(LedgerReads, Protocol):
 
     def has_job_requests(self, job_id: str, step: str) -> bool: ...
 
+    def steps_with_requests(self, job_id: str, steps: Sequence[str]) -> set[str]:
+        """Which of these steps of a job have their row map recorded (a wave's scan: one query)."""
+        ...
+
+    def record_step_requests(self, job_id: str, table: pa.Table, forget: Sequence[str] = ()) -> None:
+        """Drop the row maps of the steps `forget`, then record `table` (step, row_key,
+        request_key) for many steps, in one transaction (see state/step_maps.py)."""
+        ...
+
     def follow_fallbacks(self, job_id: str, step: str) -> None:
         """Point the job step's rows whose request fell back at the fallback request that answered
         it (`answered_by`), so outputs, later steps and status read the answer that was accepted."""
@@ -244,6 +257,11 @@ class StateStore(LedgerReads, Protocol):
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
         """`job_results` for these rows only (each once; rows without a mapping are left out):
         the export reads a big job's results part by part."""
+        ...
+
+    def job_results_for_steps(self, job_id: str, steps: Sequence[str], row_keys: pa.Array | None = None) -> pa.Table:
+        """`job_results_for_rows` of many steps in one query (`row_keys` None: every row), with a
+        `step` column first (split it with `state.step_maps.per_step`)."""
         ...
 
     def results_for_keys(self, keys: pa.Array) -> pa.Table: ...

@@ -149,6 +149,14 @@ class BatchLedger:
         states = ", ".join(f"'{s}'" for s in LIVE_STATES)
         return self._select(f"WHERE step_fp = ? AND state IN ({states}) ORDER BY created_at, chunk", [step_fp])
 
+    def live_families(self) -> set[str]:
+        """The request families (`step_fp`) with a batch not collected yet: one query for a
+        wave's steps, which then ask `live_batches` only when theirs is among them."""
+        states = ", ".join(f"'{s}'" for s in LIVE_STATES)
+        with self.store.connection() as db:
+            rows = db.execute(f"SELECT DISTINCT step_fp FROM batches WHERE state IN ({states})").fetchall()
+        return {str(r[0]) for r in rows}
+
     def job_batches(self, job_id: str, live_only: bool = False) -> list[BatchRecord]:
         where = "WHERE job_id = ?"
         if live_only:

@@ -41,6 +41,7 @@ class _Host:
         self.last_end = 0.0
         self.aliases = itertools.count()
         self.kept: AttachedFile | None = None  # the file that stays attached between its units
+        self.units = 0  # units of work this process ran on state files (a query or a transaction each)
 
     def attach(self, path: Path) -> str:
         """Attach `path` under a new alias (DuckDB errors propagate: the store names them)."""
@@ -110,6 +111,7 @@ class AttachedFile:
             if not self._units:
                 self._unit_at, self._unit_cpu = time.monotonic(), time.process_time()
             self._units += 1
+            _HOST.units += 1
             try:
                 yield self.held
             except BaseException:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from batchor.duck import SMALL_ROWS, duckdb, one_thread
 from batchor.errors import ForeignStateError, StateVersionError, as_disk_full
 from batchor.file_modes import private_dir
+from batchor.state import step_maps
 from batchor.state.base import FOLLOW_FALLBACKS, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state, is_corruption
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -231,6 +232,19 @@ class DuckDBStore(StateStore):
                 "SELECT 1 FROM job_requests WHERE job_id = ? AND step = ? LIMIT 1", [job_id, step]
             ).fetchall()
         return bool(row)
+
+    def steps_with_requests(self, job_id: str, steps: Sequence[str]) -> set[str]:
+        with self.connection() as db:
+            return step_maps.duck_steps_with_requests(db, job_id, steps)
+
+    def record_step_requests(self, job_id: str, table: pa.Table, forget: Sequence[str] = ()) -> None:
+        with self.connection() as db:
+            step_maps.duck_record(db, job_id, table, forget)
+
+    def job_results_for_steps(self, job_id: str, steps: Sequence[str], row_keys: pa.Array | None = None) -> pa.Table:
+        big = row_keys is None or len(row_keys) * len(steps) > SMALL_ROWS
+        with self.connection() as db, one_thread(db) if big else nullcontext():
+            return step_maps.duck_results(db, job_id, steps, row_keys)
 
     def start_run(self, run: RunRecord) -> None:
         with self.connection() as db:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import pyarrow as pa
 
 from batchor.errors import StateError, StateVersionError
+from batchor.state import step_maps
 from batchor.state.base import FOLLOW_FALLBACKS, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
 from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VERSION
 from batchor.state.pg_session import PgSession
@@ -295,6 +296,17 @@ class PostgresStore(StateStore):
                 ).fetchone()
                 is not None
             )
+
+    def steps_with_requests(self, job_id: str, steps: Sequence[str]) -> set[str]:
+        with self.pg() as conn:
+            return step_maps.pg_steps_with_requests(conn, job_id, steps)
+
+    def record_step_requests(self, job_id: str, table: pa.Table, forget: Sequence[str] = ()) -> None:
+        self._retry(partial(step_maps.pg_record, job_id=job_id, table=table, forget=forget))
+
+    def job_results_for_steps(self, job_id: str, steps: Sequence[str], row_keys: pa.Array | None = None) -> pa.Table:
+        with self.pg() as conn:
+            return step_maps.pg_results(conn, job_id, steps, row_keys)
 
     def start_run(self, run: RunRecord) -> None:
         with self.pg() as conn:

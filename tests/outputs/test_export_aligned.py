@@ -169,10 +169,10 @@ def test_an_apply_s_counts_are_those_of_the_file_it_wrote(workdir, monkeypatch, 
     if not small:
         monkeypatch.setattr(export, "SMALL_ROWS", 5)
     reads = []
-    real = store.job_results_for_rows
-    monkeypatch.setattr(store, "job_results_for_rows", lambda *args: reads.append(args[1]) or real(*args))
+    real = store.job_results_for_steps
+    monkeypatch.setattr(store, "job_results_for_steps", lambda *args: reads.append(tuple(args[1])) or real(*args))
     path, counts = export.write_output_and_count(plan, store, workdir / "out.parquet")
-    assert reads == (["classify", "summary"] if small else ["classify", "summary"] * 2)
+    assert reads == ([("classify", "summary")] if small else [("classify", "summary")] * 2)  # one read of both
     statuses = pq.read_table(path).column("_status").to_pylist()
     assert counts == {s: statuses.count(s) for s in export.ROW_STATUSES} == export.row_counts(plan, store)
     assert counts["failed"] >= 1 and counts["pending"] >= 1 and sum(counts.values()) == 12

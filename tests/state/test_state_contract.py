@@ -13,6 +13,7 @@ from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA, RunRecord
 from batchor.state.batches import BatchLedger, BatchRecord
 from batchor.state.postgres_store import normalize_url
 from batchor.state.spend import failure_costs, run_spend
+from batchor.state.step_maps import per_step
 
 
 @pytest.fixture(params=["duckdb", "postgres"])
@@ -187,6 +188,39 @@ def test_job_requests_map_rows_to_results(store):
     store.add_run_requests("j", "s", pa.table({"row_key": ["1"], "request_key": ["a"]}))
     assert [r["row_key"] for r in store.job_results("j", "s").to_pylist()] == ["1"]
     assert store.job_results("j", "other").num_rows == 1 and store.failures_by_reason("j") == {"http_400": 1}
+
+
+def test_many_steps_maps_and_results_in_one_call(store):
+    """A wave's steps are mapped and read together (state/step_maps.py), as each step alone would be."""
+    store.add_run_requests("j", "old", pa.table({"row_key": ["1", "2"], "request_key": ["o1", "o2"]}))
+    assert store.steps_with_requests("j", ["s", "t", "old"]) == {"old"}
+    table = pa.table(
+        {
+            "step": ["s", "s", "t", "t", "t"],
+            "row_key": ["1", "2", "1", "2", "2"],  # a row twice in a write: its first mapping counts
+            "request_key": ["a", "b", "c", "d", "d2"],
+        }
+    )
+    store.record_step_requests("j", table, forget=["old"])
+    assert store.steps_with_requests("j", ["s", "t", "old"]) == {"s", "t"}
+    store.record_step_requests("j", pa.table({"step": ["s"], "row_key": ["2"], "request_key": ["b2"]}))
+    store.record_results(_results(("a", "succeeded", "A", None, "r1"), ("d", "failed", None, "http_400", "r1")))
+    found = store.job_results_for_steps("j", ["t", "s", "none"], pa.array(["2", "1", "x"], pa.string()))
+    t, s, none = per_step(found, ["t", "s", "none"])
+    assert none.num_rows == 0
+    assert sorted((r["row_key"], r["request_key"], r["status"]) for r in s.to_pylist()) == [
+        ("1", "a", "succeeded"),
+        ("2", "b2", None),
+    ]
+    assert sorted((r["row_key"], r["request_key"], r["status"]) for r in t.to_pylist()) == [
+        ("1", "c", None),
+        ("2", "d", "failed"),
+    ]
+    assert sorted(store.job_results("j", "s").to_pylist(), key=lambda r: r["row_key"]) == sorted(
+        s.to_pylist(), key=lambda r: r["row_key"]
+    )
+    every = store.job_results_for_steps("j", ["s", "t"])  # no rows named: all of them
+    assert sorted(every.column("step").to_pylist()) == ["s", "s", "t", "t"]
 
 
 def test_job_latency_is_the_median_of_its_requests_attempts_whichever_run(store):

@@ -1,0 +1,48 @@
+"""A spec with many steps and few rows asks the state a fixed number of queries per wave, not
+per step: a wave's scan (which maps are recorded, the new maps, the cache and the failures), the
+batch hand-over's live batches, and the export's and streamed output's reads take every step at
+once. Before, each step asked about eight (2,000 steps x 2 rows did not finish apply in 300 s)."""
+
+from __future__ import annotations
+
+import yaml
+from conftest import write_csv
+
+from batchor import api
+from batchor.state import duckdb_file
+
+
+def _spec(folder, steps: int):
+    folder.mkdir()
+    write_csv(folder / "data.csv", [{"id": "a", "text": "first"}, {"id": "b", "text": "second"}])
+    first = {f"s{i}": {"prompt": f"Step {i} of {steps}: {{{{ row.text }}}}", "output": "text"} for i in range(steps)}
+    then = {f"t{i}": {"prompt": f"Again {i}: {{{{ s{i} }}}}", "output": "text"} for i in range(steps)}
+    spec = {
+        "version": 1,
+        "name": f"steps{steps}",
+        "input": {"path": "data.csv", "key": "id"},
+        "model": {"provider": "mock", "name": "echo"},
+        "steps": {**first, **then},
+        "output": {"path": "out.jsonl"},
+    }
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _state_units(spec) -> tuple[int, int]:
+    """State queries (units of work on the DuckDB file) of one apply, and its answers."""
+    state = str(spec.parent / "state.duckdb")
+    plan = api.plan(spec, save=False, state=state)
+    before = duckdb_file._HOST.units
+    outcome = api.apply_compiled(plan, handle_signals=False, state=state)
+    assert outcome.status == "succeeded", outcome.stop_reason
+    return duckdb_file._HOST.units - before, outcome.requests
+
+
+def test_state_queries_do_not_grow_with_the_steps(workdir):
+    few, few_requests = _state_units(_spec(workdir / "few", 2))
+    many, many_requests = _state_units(_spec(workdir / "many", 40))
+    assert (few_requests, many_requests) == (8, 160)  # two waves of 2 and 40 steps, 2 rows each
+    # The mock answers at once, so flushes are few either way; 76 more steps cost ~600 more queries.
+    assert many - few <= 10, (few, many)
