@@ -14,12 +14,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import io
 import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from batchor.errors import (
     AttachmentChangedError,
@@ -28,9 +29,11 @@ from batchor.errors import (
     AttachmentTooLargeError,
     AttachmentUnsupportedError,
 )
-from batchor.plan.media_info import PDF, MediaError, MediaInfo, describe
+from batchor.plan.media_info import HEAD_BYTES, PDF, MediaError, MediaInfo, describe, describe_file, sniff
 from batchor.plan.media_limits import file_problem, limits_for, request_problem
+from batchor.plan.pdf_text import MAX_BYTES as MAX_TEXT_BYTES
 from batchor.plan.pdf_text import is_text, text_reference
+from batchor.plan.pdf_text import too_big as too_big_for_text
 from batchor.providers.base import Attachment
 
 ATTACHMENTS = "attachments"  # key of the reference list in the user message
@@ -110,23 +113,27 @@ def _reference(value: Any, where: str, ctx: AttachmentContext) -> dict[str, Any]
 def _from_file(path: Path, where: str, ctx: AttachmentContext) -> dict[str, Any]:
     try:
         stat = path.stat()
-        too_big = _too_big_to_send(stat.st_size, ctx)
+        too_big = _too_big_to_send(path, stat.st_size, ctx)
         if too_big:
             return _error("attachment_too_large", f"{where}: {path}: {too_big}")
         info, digest, size = _read_file(str(path), stat.st_mtime_ns, stat.st_size)
+        if ctx.pdf_text and info.media_type == PDF:
+            with open(path, "rb") as handle:
+                return _as_text(handle, digest, size, {"path": str(path)}, where)
     except OSError as exc:
         return _error("attachment_missing", f"{where}: cannot read {path}: {exc.strerror or exc}")
     except MediaError as exc:
         return _error("attachment_unsupported", f"{where}: {path}: {exc}")
-    if ctx.pdf_text and info.media_type == PDF:
-        return _as_text(path.read_bytes(), {"path": str(path)}, where)
     return _checked(_described(info, digest, size, {"path": str(path)}), where, ctx)
 
 
-def _too_big_to_send(size: int, ctx: AttachmentContext) -> str | None:
-    """Why a file of `size` bytes can never be sent, known from its size alone (so a file of
-    gigabytes is never read to find out); None when it may fit."""
-    if not ctx.check_limits or ctx.pdf_text:
+def _too_big_to_send(path: Path, size: int, ctx: AttachmentContext) -> str | None:
+    """Why a file of `size` bytes can never be sent, known from its size (and, for `pdf: text`,
+    its first bytes) alone, so a file of gigabytes is never read to find out; None when it may fit."""
+    text = ctx.pdf_text and _is_pdf(path, size)
+    if text:
+        return too_big_for_text(size)
+    if not ctx.check_limits:
         return None
     limit = limits_for(ctx.provider).max_request_bytes
     if size * 4 // 3 <= limit:  # base64 makes 3 bytes 4
@@ -134,12 +141,23 @@ def _too_big_to_send(size: int, ctx: AttachmentContext) -> str | None:
     return f"{size:,} bytes is more than {ctx.provider} accepts in a whole request ({limit:,} bytes as base64)"
 
 
+def _is_pdf(path: Path, size: int) -> bool:
+    """Whether a file big enough to matter is a PDF, from its first bytes."""
+    if size <= min(MAX_TEXT_BYTES, 1 << 20):
+        return False  # small: read whole later anyway, and under every size limit here
+    with open(path, "rb") as handle:
+        return sniff(handle.read(HEAD_BYTES)) == PDF
+
+
 @lru_cache(maxsize=4096)
 def _read_file(path: str, mtime_ns: int, size: int) -> tuple[MediaInfo, str, int]:
-    """Header and hash of a file, once per version of it (steps and re-renders share it)."""
+    """Type, size in pixels or pages, and SHA-256 of a file, once per version of it (steps and
+    re-renders share it), read a chunk at a time: the file is never held in memory whole."""
     with open(path, "rb") as handle:
-        data = handle.read()
-    return describe(data), hashlib.sha256(data).hexdigest(), len(data)
+        info = describe_file(handle)
+        handle.seek(0)
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    return info, digest, size
 
 
 def _from_inline(text: str, where: str, ctx: AttachmentContext) -> dict[str, Any]:
@@ -155,14 +173,18 @@ def _from_bytes(data: bytes, where_bytes: dict[str, Any], where: str, ctx: Attac
         info = describe(data)
     except MediaError as exc:
         return _error("attachment_unsupported", f"{where}: {exc}")
+    digest = hashlib.sha256(data).hexdigest()
     if ctx.pdf_text and info.media_type == PDF:
-        return _as_text(data, where_bytes, where)
-    return _checked(_described(info, hashlib.sha256(data).hexdigest(), len(data), where_bytes), where, ctx)
+        too_big = too_big_for_text(len(data))
+        if too_big:
+            return _error("attachment_too_large", f"{where}: {too_big}")
+        return _as_text(io.BytesIO(data), digest, len(data), where_bytes, where)
+    return _checked(_described(info, digest, len(data), where_bytes), where, ctx)
 
 
-def _as_text(data: bytes, location: dict[str, Any], where: str) -> dict[str, Any]:
+def _as_text(handle: BinaryIO, digest: str, size: int, location: dict[str, Any], where: str) -> dict[str, Any]:
     try:
-        return text_reference(data, location)
+        return text_reference(handle, digest, size, location)
     except MediaError as exc:
         return _error("attachment_unsupported", f"{where}: {exc}")
 
