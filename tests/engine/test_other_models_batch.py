@@ -118,6 +118,9 @@ def test_a_kill_in_the_fallback_wave_resumes_without_paying_twice(workdir, fake,
     from batchor.errors import EXIT_IN_FLIGHT
     from tests.engine.batch_helpers import cli
 
+    # Forget earlier tests' batches: an Anthropic create is reconciled by size and time alone, and
+    # another test's 2-request batch made in the last two minutes would be taken for ours.
+    fake.reset(config=True, batches=True)
     fake.configure(fail_model={PRIMARY: {"review number 1": "blocked", "review number 5": "blocked"}})  # refused
     spec = spec_of(workdir, max_attempts=2)
     first = cli(workdir, "apply", spec, "--yes", "--no-wait")
