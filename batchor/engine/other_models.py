@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from batchor.engine.events import Progress
 from batchor.engine.fallback import fallback_item, moving_codes
 from batchor.engine.pending import PendingKeys
 from batchor.engine.types import StepRuntime, WorkItem
@@ -136,3 +137,15 @@ def _items(plan: CompiledPlan, store: StateStore, step: StepPlan, keys: list[str
     work = StepWork(plan, step, store)
     work.pending = PendingKeys.first_seen(pa.array(keys, pa.string()))
     return {item.key: item for item in work.items()}
+
+
+def recount(progress: Progress, reason: str, answered: int) -> None:
+    """A row another model answered is one row, as in realtime: a fallback's answer takes the
+    place of the failure counted when the row's batch was collected (in this run, or not at all),
+    an escalation's answer the place of the answer it replaces."""
+    moved = min(answered, progress.failed) if reason == "fallback" else answered
+    if reason == "fallback":
+        progress.failed -= moved
+    else:
+        progress.succeeded -= moved
+    progress.done -= moved

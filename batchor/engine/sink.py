@@ -249,3 +249,12 @@ def raise_if_disk_filled(sinks: list[ResultSink]) -> None:
         f"stored{lost}",
         hint=full.hint,
     )
+
+
+async def flush_while_waiting(sink: ResultSink) -> None:
+    """Store answers at least every flush interval, also while every worker waits on a slow call
+    (workers flush only when they finish one): a kill -9 then loses at most that interval."""
+    while True:
+        await asyncio.sleep(sink.flush_interval_s)
+        if sink.due():
+            await sink.flush()
