@@ -29,6 +29,7 @@ from batchor.engine.batch_rows import RowJudge
 from batchor.engine.budget import Budget
 from batchor.engine.embed_groups import unsendable_text
 from batchor.engine.events import Event, EventSink, Progress
+from batchor.engine.fallback import moves_on
 from batchor.engine.limits import RunLimits
 from batchor.engine.reachability import endpoint_of
 from batchor.engine.recorder import ReaskPolicy, Recorder
@@ -291,6 +292,7 @@ class _Lane(Collecting):
         changed = await self.found_late.look(self) if self.found_late.given_up else False
         for batch in [b for b in self.active if b.state == "intent" and self._lookup_due(b)]:
             changed |= await self._reconcile(batch)
+        changed |= self._to_fallbacks()
         while self.queue and not self.collect_only and not self.ex.stop.stopped:
             if any(b.state == "intent" and b.batch_id not in self.unseen for b in self.live.values()):
                 break  # an unresolved create first: never two uncertain batches at once
@@ -303,6 +305,17 @@ class _Lane(Collecting):
                 break
             changed = True
         return changed
+
+    def _to_fallbacks(self) -> bool:
+        """The step's model is out of quota (`runtime.down`) and `fallback_on` has quota: the rows not
+        sent yet fail without a call, for the fallback models' wave (engine/other_models.py), as
+        realtime sends them to the fallbacks directly. True when rows were failed so."""
+        down, judge = self.runtime.down, self.judge
+        if down is None or judge is None or self.collect_only or not self.queue or not moves_on(self.runtime, down):
+            return False
+        while self.queue:
+            judge.recorder.fail(self.items[self.queue.popleft()], 0, down)
+        return True
 
     def _next_chunk(self) -> _Chunk | None:
         limits, room = self.provider.limits, self.ex.token_room(self.plan.model)
@@ -402,7 +415,11 @@ class _Lane(Collecting):
             return False
         except QuotaExhaustedError as exc:
             self._abandon(batch, exc.message)
-            self.ex.stop.stop("quota", exc.message)
+            if moves_on(self.runtime, exc):  # as realtime: its rows go to the fallback models instead
+                self.runtime.down = exc
+                self._to_fallbacks()
+            else:
+                self.ex.stop.stop("quota", exc.message)
             return False
         except (AuthenticationError, NoApiKeyError):
             raise

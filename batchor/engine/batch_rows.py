@@ -2,7 +2,8 @@
 
 The judgement and the recording are the realtime ones (engine/recorder.py: same output
 validation, same ledger of attempts, same error classes): a 4xx fails the row at once; rate
-limits, quota and 5xx come back in a later batch; an invalid structured output is asked again
+limits, quota and 5xx come back in a later batch (quota, when it moves the step's rows on to its
+fallback models, fails the row for them instead: engine/other_models.py); an invalid structured output is asked again
 until `max_attempts`, a truncated one only with `limits.on_truncation: reask`. Attempts are
 counted per row across batches and processes; rows a batch never ran (expired, cancelled) and
 rate-limited rows do not use attempts.
@@ -11,6 +12,7 @@ rate-limited rows do not use attempts.
 from __future__ import annotations
 
 from batchor.engine.events import Progress
+from batchor.engine.fallback import moves_on
 from batchor.engine.recorder import ReaskPolicy, Recorder
 from batchor.engine.resume import Interrupted, resumed_request
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
@@ -86,12 +88,18 @@ class RowJudge:
     def judge_error(self, item: WorkItem, error: ProviderError, counted: bool, recorded: bool = False) -> str:
         """A row's error, from its own line or from its batch as a whole."""
         if isinstance(error, QuotaExhaustedError):
+            if moves_on(self.runtime, error):  # the fallback models take the row, and the rows not sent yet
+                self.runtime.down = error
+                return self._fail_now(item, error, counted, recorded)
             self.stop.stop("quota", error.message)
             return self._free(item, error, counted)
         if isinstance(error, RateLimitedError):
             return self._free(item, error, counted)
         if error.transient:
             return self._consume(item, error, counted, recorded)
+        return self._fail_now(item, error, counted, recorded)
+
+    def _fail_now(self, item: WorkItem, error: ProviderError, counted: bool, recorded: bool) -> str:
         used, _ = self.attempts.get(item.key, (0, 0))
         if not recorded:
             self._record(item, used + 1, error)

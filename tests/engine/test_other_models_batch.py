@@ -109,6 +109,42 @@ def test_escalate_sends_the_unsure_rows_to_the_stronger_model_as_a_second_batch(
     assert (again.status, again.cost_usd) == ("succeeded", 0)
 
 
+def test_a_row_out_of_quota_goes_to_the_fallback_model(workdir, fake):
+    """A batch row answered with the provider's quota error moves on, as in realtime, instead of
+    pausing the run with the row pending."""
+    fake.configure(fail_model={PRIMARY: {"review number 3": "quota"}})
+    outcome = api.apply(str(spec_of(workdir, rows=6)), handle_signals=False)
+    assert (outcome.status, outcome.succeeded, outcome.failed) == ("succeeded", 6, 0), outcome.stop_reason
+    assert {k for k, r in outputs(workdir).items() if r["_model"] == f"anthropic:{BACKUP}"} == {"r3"}
+    failed = state_rows(workdir, "SELECT error_code FROM results WHERE answered_by IS NOT NULL")
+    assert failed == [("quota_exhausted",)]
+
+
+def test_a_batch_create_out_of_quota_sends_every_row_to_the_fallback_model(workdir, fake):
+    """The step's provider refuses the batch for quota: no row is sent to it again; the fallback
+    model's batch answers all of them."""
+    fake.configure(batch_create_quota=["openai"])
+    spec = spec_of(workdir, rows=5)
+    outcome = api.apply(str(spec), handle_signals=False)
+    assert (outcome.status, outcome.succeeded, outcome.failed) == ("succeeded", 5, 0), outcome.stop_reason
+    assert {r["_model"] for r in outputs(workdir).values()} == {f"anthropic:{BACKUP}"}
+    assert [p for (p,) in state_rows(workdir, "SELECT provider FROM batches WHERE remote_id IS NOT NULL")] == [
+        "anthropic"
+    ]
+    fake.configure(batch_create_quota=[])  # a second apply asks the primary for nothing either
+    again = api.apply(str(spec), handle_signals=False)
+    assert (again.status, again.cost_usd) == ("succeeded", 0) and fake.stats()["batches_created"] == 1
+
+
+def test_quota_without_it_in_fallback_on_still_pauses(workdir, fake):
+    fake.configure(batch_create_quota=["openai"])
+    spec = spec_of(workdir, rows=3)
+    spec.write_text(spec.read_text().replace("fallback:", "fallback_on: [invalid_output]\n  fallback:"))
+    outcome = api.apply(str(spec), handle_signals=False)
+    assert outcome.status == "paused" and "quota" in (outcome.stop_reason or "")
+    assert fake.stats()["batches_created"] == 0
+
+
 @pytest.mark.slow  # three CLI processes, one killed
 @pytest.mark.parametrize("point", ["after_intent", "after_submit"])  # the own batch is submitted already
 def test_a_kill_in_the_fallback_wave_resumes_without_paying_twice(workdir, fake, point):

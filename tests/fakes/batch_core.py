@@ -221,9 +221,12 @@ def answer_row(
 
 
 def create_refusal(fake: Fake, provider: Provider) -> tuple[int, dict[str, Any]] | None:
-    """The error a create gets instead of a job (quota exhausted, or `batch_create_status`)."""
+    """The error a create gets instead of a job (quota exhausted, for every provider or for those in
+    `batch_create_quota`, or `batch_create_status`)."""
     if fake.config["quota_exhausted"]:
         return provider.quota_error(fake.config["quota_exhausted"])
+    if provider.name in (fake.config["batch_create_quota"] or []):
+        return provider.quota_error(True)
     status = fake.config["batch_create_status"]
     if status:
         return int(status), provider.error_body(int(status), f"batch create refused ({status}, injected)", None, 0.0)

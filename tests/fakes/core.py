@@ -95,6 +95,7 @@ DEFAULTS: dict[str, Any] = {
     # whatever the time: a lookup count, not a clock, so a loaded machine cannot shift it
     "batch_create_hidden_lists": 0,
     "batch_create_status": None,  # refuse creates with this status, without creating
+    "batch_create_quota": [],  # providers (by name) whose batch creates answer their quota error
     "batch_broken_lines": 0,  # the first N lines of each results file are cut short (not JSON) ...
     "batch_broken_keep": 0.5,  # ... to this share of their length
     # {endpoint name: [action per call, ...]}: faults on any named endpoint (see faults.py)
