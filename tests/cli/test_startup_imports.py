@@ -76,7 +76,7 @@ def applied_modules(folder, spec) -> set[str]:
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
-PLAIN_HTTP = ("openai", "anthropic")  # realtime requests without the SDK (providers/http_post.py)
+PLAIN_HTTP = ("openai", "anthropic", "gemini")  # realtime requests without the SDK (providers/http_post.py)
 SDKS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google.genai", "mock": None}
 MODELS = {
     "openai": "gpt-4.1-mini",

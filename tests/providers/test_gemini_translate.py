@@ -214,3 +214,68 @@ def test_vertex_ai_client_is_built_without_network(no_google_env):
     assert client.vertexai
     assert client._api_client.project == "my-project"
     assert client._api_client.location == "us-central1"
+
+
+TOOL = {"name": "record", "description": "Record it.", "parameters_json_schema": SCHEMA}
+REST_CONFIGS = [
+    {},
+    {"temperature": 0, "max_output_tokens": 50},
+    {"temperature": 0.2, "top_p": 1, "top_k": 40, "stop_sequences": ["END"], "seed": 3, "presence_penalty": 0},
+    {"frequency_penalty": 0.5, "candidate_count": 1, "response_logprobs": True, "logprobs": 2},
+    {"response_mime_type": "application/json", "response_json_schema": SCHEMA, "max_output_tokens": 10},
+    {
+        "tools": [{"function_declarations": [TOOL]}],
+        "tool_config": {"function_calling_config": {"mode": "ANY", "allowed_function_names": ["record"]}},
+    },
+    {
+        "tools": [{"function_declarations": [{**TOOL, "description": None}]}],
+        "tool_config": {"function_calling_config": {"mode": "AUTO"}},
+    },
+    {"thinking_config": {"thinking_budget": 0, "include_thoughts": False}, "labels": {"team": "a"}},
+    {"cached_content": "cachedContents/abc", "temperature": 1.5},
+]
+
+
+@pytest.mark.parametrize("config", REST_CONFIGS)
+def test_the_rest_config_is_the_sdks_byte_for_byte(config):
+    """The plain-HTTP path converts common configs itself (no google-genai import): names, order
+    and types exactly as the SDK's config type gives them."""
+    from batchor.providers.gemini.batch import rest_request
+    from batchor.providers.gemini.rest_config import rest_config
+
+    sdk = {k: v for k, v in rest_request({"contents": [], "config": config}).items() if k != "contents"}
+    assert json.dumps(rest_config(config)) == json.dumps(sdk)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"temperature": "0.5"},
+        {"temperature": True},
+        {"max_output_tokens": 5.0},
+        {"bogus": 1},
+        {"thinking_config": {"thinking_level": "LOW"}},
+    ],
+)
+def test_a_config_it_does_not_know_is_left_to_the_sdk(config):
+    from batchor.providers.gemini.rest_config import rest_config
+
+    assert rest_config(config) is None
+
+
+def test_a_plain_http_gemini_body_needs_no_google_genai():
+    """Importing google-genai costs a realtime apply more than a CPU-second of start-up."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom batchor.providers.base import LLMRequest\n"
+        "from batchor.providers.gemini.realtime import rest_body, to_body\n"
+        f"schema = {SCHEMA!r}\n"
+        "messages = ({'role': 'system', 'content': 'Classify.'}, {'role': 'user', 'content': 'great'})\n"
+        "request = LLMRequest('k', 'gemini-2.5-flash', messages, {'max_tokens': 50, 'temperature': 0}, schema, 's')\n"
+        "rest = rest_body(to_body(request))\n"
+        "print(rest['generationConfig']['maxOutputTokens'], 'google.genai' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["50", "False"]

@@ -49,6 +49,7 @@ from batchor.providers.base import (
 from batchor.providers.embeddings import gemini_arguments, parse_gemini
 from batchor.providers.errors_map import classify
 from batchor.providers.gemini.context import ContextCaches
+from batchor.providers.gemini.rest_config import rest_config
 from batchor.providers.http_post import TRANSPORT_HTTP, JsonPoster, transport_of
 from batchor.providers.keys import GEMINI_KEY_ENVS, gemini_on_vertex
 from batchor.providers.media_parts import gemini_parts, with_parts
@@ -309,9 +310,14 @@ def rest_body(body: dict[str, Any]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=64)
 def _rest_config(config: str) -> dict[str, Any]:
+    """Converted here when it can be (rest_config.py: no SDK import), else by the SDK's config type."""
+    loaded = json.loads(config)
+    converted = rest_config(loaded)
+    if converted is not None:
+        return converted
     from batchor.providers.gemini.batch import rest_request
 
-    return {k: v for k, v in rest_request({"contents": [], "config": json.loads(config)}).items() if k != "contents"}
+    return {k: v for k, v in rest_request({"contents": [], "config": loaded}).items() if k != "contents"}
 
 
 @contextmanager
