@@ -20,6 +20,7 @@ within `AGREE`; otherwise the input is scaled by the reported / counted ratio an
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from batchor.fingerprint import canonical_json, sha256_hex
@@ -30,8 +31,8 @@ from batchor.plan.strata import reweighed
 from batchor.plan.tokens import FALLBACK_ENCODING, get_counter
 from batchor.state.answer_stats import (
     StepEstimate,
-    fallback_counts,
     input_calibration,
+    other_model_counts,
     output_stats,
     when_share,
 )
@@ -85,7 +86,7 @@ def with_estimates(
             )
             step = _calibrated_input(step, calibration.get(model_id(step)))
             step = _learned_when(step, keys, state)
-            step = _learned_fallback(step, state)
+            step = _learned_other_models(step, state)
         out.append(step)
     return with_cache_history(out, state)  # prompt-cache hits: their own concept (plan/prompt_cache.py)
 
@@ -139,21 +140,36 @@ def _learned_output(
     )
 
 
-def _learned_fallback(step: StepPlan, state: Any) -> StepPlan:
-    """A step with fallback models, with the share of its requests that fell back in earlier runs
-    and pilots of the same length key (enough of them: MIN_ANSWERS, or MIN_PILOT_ANSWERS from a
-    pilot); the expected cost adds that share at the first fallback model's price."""
-    if not step.fallbacks or state is None:
+def _learned_other_models(step: StepPlan, state: Any) -> StepPlan:
+    """A step with fallback models or an escalation, with the share of its requests that fell back
+    (of those settled) and that escalated (of those answered) in earlier runs and pilots of the same
+    length key, each once enough requests measured it (MIN_ANSWERS, or MIN_PILOT_ANSWERS from a
+    pilot); the expected cost prices that share at the first fallback's or the stronger model's price."""
+    if not step.other_models or state is None:
         return step
-    counts = fallback_counts(state, step.length_key, model_id(step))
-    fell, settled = (sum(c[i] for c in counts.values()) for i in (0, 1))
-    pilot = counts.get("pilot", (0, 0))[1]
-    if settled < (MIN_PILOT_ANSWERS if pilot else MIN_ANSWERS):
-        return step
+    counts = other_model_counts(state, step.length_key, model_id(step))
+    update: dict[str, Any] = {}
+    for name, hit, of, wanted in (
+        ("fallback", 0, 1, bool(step.fallbacks)),
+        ("escalate", 2, 3, step.escalation is not None),
+    ):
+        measured = _measured_share(counts, hit, of) if wanted else None
+        if measured is not None:
+            update[f"{name}_share"], update[f"{name}_share_source"] = measured
+    return step.model_copy(update=update) if update else step
+
+
+def _measured_share(counts: Mapping[str, tuple[int, ...]], hit: int, of: int) -> tuple[float, str] | None:
+    """(share, where it was measured) of `counts[kind][hit]` among `counts[kind][of]`, all kinds
+    together; None below the requests a measure needs."""
+    hits, total = (sum(c[i] for c in counts.values()) for i in (hit, of))
+    pilot = counts.get("pilot", (0, 0, 0, 0))[of]
+    if not total or total < (MIN_PILOT_ANSWERS if pilot else MIN_ANSWERS):
+        return None
     parts = [
-        f"{'history' if kind == 'apply' else kind}: {n:,} requests" for kind, (_, n) in sorted(counts.items()) if n
+        f"{'history' if kind == 'apply' else kind}: {c[of]:,} requests" for kind, c in sorted(counts.items()) if c[of]
     ]
-    return step.model_copy(update={"fallback_share": fell / settled, "fallback_share_source": ", ".join(parts)})
+    return hits / total, ", ".join(parts)
 
 
 def least_answers(stats: KeyStats) -> int:

@@ -1,7 +1,8 @@
 """The price of a step's other models (spec `model.fallback`, `escalate.to`): the upper bound
 assumes every request may go to each of them (what apply's budget reserves); the expected cost adds
 the share of requests that fell back in earlier runs (`fallback_share`, none when not measured)
-and, for an escalation, every row (its share is not measured yet).
+and, for an escalation, the share of answers that escalated (`escalate_share`; every row when not
+measured: the stronger model's price is the one a wrong guess costs most).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ def with_fallback_costs(step: StepPlan) -> StepPlan:
         return step
     upper = expected = 0.0
     # an escalation is priced for every row until runs measure its share; a fallback for none
+    escalated = 1.0 if step.escalate_share is None else step.escalate_share
     others = [(f, (step.fallback_share or 0.0) if i == 0 else 0.0) for i, f in enumerate(step.fallbacks)]
     if step.escalation is not None:
-        others.append((step.escalation, 1.0))
+        others.append((step.escalation, escalated))
     for other, share in others:
         if other.price is None:
             continue

@@ -195,6 +195,8 @@ class StepPlan(_Frozen):
     escalate_when: str | None = None  # `escalate.when`: over the step's own answer, by the step's name
     fallback_share: float | None = None  # share of requests that fell back in earlier runs (None: not measured)
     fallback_share_source: str | None = None  # where that share was measured: `history: N requests`, `pilot: ...`
+    escalate_share: float | None = None  # share of answered requests that escalated earlier (None: not measured)
+    escalate_share_source: str | None = None  # where that share was measured, as `fallback_share_source`
     counts: StepCounts = Field(default_factory=StepCounts)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

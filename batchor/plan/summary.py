@@ -138,8 +138,7 @@ def _step_lines(s: Any) -> list[str]:
     if s.fallbacks:
         lines.append(f"    fallback: {fallback_line(s)}")
     if s.escalation is not None:
-        e = s.escalation
-        lines.append(f"    escalate: to {e.provider}:{e.model} when {s.escalate_when} (priced as if every row is)")
+        lines.append(f"    escalate: {escalate_line(s)}")
     return lines + [f"    note: {n}" for n in s.schema_notes]
 
 
@@ -170,6 +169,18 @@ def fallback_line(step: Any) -> str:
     )
     most = money(fallback_upper(step))
     return f"{models} on {', '.join(step.fallback_on)}; up to {most} if every row falls back ({share})"
+
+
+def escalate_line(step: Any) -> str:
+    """The stronger model, its condition, and the share of rows expected to escalate."""
+    e = step.escalation
+    share = (
+        f"{step.escalate_share:.1%} expected to escalate, as measured in {step.escalate_share_source}; "
+        "the upper bound counts every row"
+        if step.escalate_share is not None
+        else "not measured yet (no earlier run or pilot): priced as if every row is"
+    )
+    return f"to {e.provider}:{e.model} when {step.escalate_when} ({share})"
 
 
 def unpriced(step: Any) -> bool:

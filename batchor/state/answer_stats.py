@@ -232,17 +232,20 @@ def when_share(store: StateStore, when_key: str, upstream: list[str]) -> tuple[i
     return int(ran or 0), int(evaluated or 0)
 
 
-def fallback_counts(store: StateStore, length_key: str, model: str) -> dict[str, tuple[int, int]]:
-    """Per run kind (apply, pilot): (requests another model answered, requests settled) among
-    earlier runs' requests of this length key sent to `model`, the step's own model: a request
-    that fell back is stored failed, linked to the answer (`answered_by`, engine/fallback.py)."""
+def other_model_counts(store: StateStore, length_key: str, model: str) -> dict[str, tuple[int, int, int, int]]:
+    """Per run kind (apply, pilot), among earlier runs' requests of this length key sent to `model`,
+    the step's own model: (requests that fell back, requests settled, requests escalated, requests
+    answered). A request that fell back is stored failed, linked to the answer (`answered_by`,
+    engine/fallback.py); one escalated is stored answered, linked to the stronger model's answer."""
     rows = store.execute(
-        "SELECT s.kind, count(*) FILTER (WHERE r.status = 'failed' AND r.answered_by IS NOT NULL), count(*) "
+        "SELECT s.kind, count(*) FILTER (WHERE r.status = 'failed' AND r.answered_by IS NOT NULL), count(*), "
+        "count(*) FILTER (WHERE r.status = 'succeeded' AND r.answered_by IS NOT NULL), "
+        "count(*) FILTER (WHERE r.status = 'succeeded') "
         "FROM (SELECT DISTINCT run_id, step, coalesce(kind, 'apply') AS kind FROM run_steps WHERE length_key = ?) s "
         "JOIN results r ON r.run_id = s.run_id AND r.step = s.step WHERE r.model = ? GROUP BY s.kind",
         [length_key, model],
     )
-    return {str(kind): (int(fell), int(settled)) for kind, fell, settled in rows}
+    return {str(kind): (int(fell), int(settled), int(up), int(answered)) for kind, fell, settled, up, answered in rows}
 
 
 def stored_answers(store: StateStore, length_key: str, limit: int = 32) -> list[str]:
