@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from batchor.engine.batch_context import BatchContext
 from batchor.engine.batch_late import LateCreates
 from batchor.engine.batch_poll import DUE_SLACK_S, expected_end, typical_seconds
 from batchor.engine.batch_rows import REQUEUE, RowJudge
@@ -32,17 +33,14 @@ from batchor.errors import (
 from batchor.providers.batch import BatchProvider, RemoteBatch, RowResult, crash_point
 from batchor.state.batches import BatchRecord
 
-if TYPE_CHECKING:
-    from batchor.engine.batch import BatchExecutor
-
 KEEP_FILES_OPTION = "keep_provider_files"  # model.options: keep batch input/result files at the provider
 GONE = (404, 410)  # a results download refused so: the provider no longer has them (expired, deleted)
 
 
 class Collecting:
-    """The polling and collecting half of a step's lane (`batch._Lane`)."""
+    """The polling and collecting half of a step's lane (`batch_lane.Lane`)."""
 
-    ex: BatchExecutor
+    ctx: BatchContext
     runtime: StepRuntime
     provider: BatchProvider
     live: dict[str, BatchRecord]
@@ -74,7 +72,7 @@ class Collecting:
         """A call about a live batch failed (after its retries): try again next round, up to a
         limit; then leave the batch live at the provider, for a later apply. Never resubmit it."""
         failures = self.troubles[batch.batch_id] = self.troubles.get(batch.batch_id, 0) + 1
-        self.ex.emit(
+        self.ctx.emit(
             Event(
                 "batch_call_failed",
                 {"step": batch.step, "batch_id": batch.batch_id, "error": exc.message, "failures": failures},
@@ -82,10 +80,10 @@ class Collecting:
         )
         if isinstance(exc, QuotaExhaustedError):
             self.parked.add(batch.batch_id)
-            self.ex.stop.stop("quota", exc.message)
-        elif failures >= self.ex.limits.max_attempts:
+            self.ctx.stop.stop("quota", exc.message)
+        elif failures >= self.ctx.limits.max_attempts:
             self.parked.add(batch.batch_id)
-            self.ex.stop.stop(
+            self.ctx.stop.stop(
                 "in_flight",
                 f"batch {batch.batch_id} ({batch.remote_id or 'create not confirmed'}) "
                 f"is left at the provider: {exc.message}; run `batchor apply` again to "
@@ -95,11 +93,11 @@ class Collecting:
     def due_at(self, batch: BatchRecord, now: float) -> float:
         """Clock time of the batch's next poll (an intent's next reconciliation follows its age)."""
         found = self.due.get(batch.batch_id)
-        return found if found is not None else now + self.ex.pace.wait(now, self.started(batch))
+        return found if found is not None else now + self.ctx.pace.wait(now, self.started(batch))
 
     def _schedule(self, batch: BatchRecord, now: float) -> None:
         """The batch's next poll, from `now` (its submit or a poll of it): batch_poll.py."""
-        self.due[batch.batch_id] = now + self.ex.pace.wait(now, self.started(batch), self._expected_end(batch))
+        self.due[batch.batch_id] = now + self.ctx.pace.wait(now, self.started(batch), self._expected_end(batch))
 
     def _expected_end(self, batch: BatchRecord) -> float | None:
         """Where its reported progress points, else how long such batches took here before."""
@@ -109,7 +107,7 @@ class Collecting:
         if batch.requests not in self.typical_s:
             plan = self.runtime.plan
             self.typical_s[batch.requests] = typical_seconds(
-                self.ex.ledger.durations(plan.provider, plan.model, batch.requests)
+                self.ctx.ledger.durations(plan.provider, plan.model, batch.requests)
             )
         typical = self.typical_s[batch.requests]
         return None if typical is None else self.started(batch) + typical
@@ -124,7 +122,7 @@ class Collecting:
                 raise
             except ProviderError as exc:  # one failed poll never abandons a live batch
                 self._trouble(batch, exc)
-                self._schedule(batch, self.ex.options.clock())
+                self._schedule(batch, self.ctx.clock())
                 continue
             crash_point("during_poll")
             if not remote.ended:
@@ -137,16 +135,16 @@ class Collecting:
     def _running(self, batch: BatchRecord, remote: RemoteBatch) -> None:
         """A poll found the batch still running: note its status and where its progress points."""
         if remote.status != batch.remote_status:
-            self.ex.ledger.mark_polled(batch.batch_id, remote.status)
+            self.ctx.ledger.mark_polled(batch.batch_id, remote.status)
             batch.remote_status = remote.status
-        now = self.ex.options.clock()
+        now = self.ctx.clock()
         end = expected_end(now, self.started(batch), remote.done, remote.requests or batch.requests)
         if end is None:
             self.expected_ends.pop(batch.batch_id, None)
         else:
             self.expected_ends[batch.batch_id] = end
         self._schedule(batch, now)
-        self.ex.emit(
+        self.ctx.emit(
             Event(
                 "batch_polled",
                 {
@@ -162,7 +160,7 @@ class Collecting:
     async def _collect(self, batch: BatchRecord, remote: RemoteBatch, read: bool = True) -> bool:
         """Store a finished batch's answers; queue its rows without an answer again."""
         if batch.state not in ("intent", remote.state):
-            self.ex.ledger.mark_ended(
+            self.ctx.ledger.mark_ended(
                 batch.batch_id, remote.state, remote.status, remote.error.message if remote.error else None
             )
             batch.state = remote.state
@@ -170,20 +168,20 @@ class Collecting:
         if read:
             read_back = await self._read(batch, remote)
             if read_back is None:
-                self._schedule(batch, self.ex.options.clock())
+                self._schedule(batch, self.ctx.clock())
                 return False  # read again at the next poll
             rows, remote = read_back
             self.troubles.pop(batch.batch_id, None)
         error = remote.error.message if remote.error else None
-        keys = self.keys_of.get(batch.batch_id) or self.ex.ledger.batch_keys(batch.batch_id)
+        keys = self.keys_of.get(batch.batch_id) or self.ctx.ledger.batch_keys(batch.batch_id)
         outcomes, cost = self._settle(keys, rows, remote)
-        with self.ex.store.kept_attached(KEEP_ATTACHED_S):  # the answers' write and the collect: one attach
-            await self.ex.sink.flush()
+        with self.ctx.store.kept_attached(KEEP_ATTACHED_S):  # the answers' write and the collect: one attach
+            await self.ctx.sink.flush()
             crash_point("after_results")
-            self.ex.ledger.mark_collected(batch.batch_id, outcomes, error)
+            self.ctx.ledger.mark_collected(batch.batch_id, outcomes, error)
         reserved = self.reserved.pop(batch.batch_id, 0.0)
         gone = isinstance(remote.error, BatchResultsGoneError)  # billed, usage unknown: count the worst case
-        self.ex.budget.settle(reserved, reserved if gone else cost)
+        self.ctx.budget.settle(reserved, reserved if gone else cost)
         self.live.pop(batch.batch_id, None)
         self.keys_of.pop(batch.batch_id, None)
         self.expected_ends.pop(batch.batch_id, None)
@@ -194,7 +192,7 @@ class Collecting:
         if batch.batch_id not in self.found_late.late:  # a late create's rows were given back already
             self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)
         counts = {o: sum(1 for v in outcomes.values() if v == o) for o in set(outcomes.values())}
-        self.ex.emit(
+        self.ctx.emit(
             Event(
                 "batch_collected",
                 {
@@ -207,7 +205,7 @@ class Collecting:
                 },
             )
         )
-        self.ex.report()
+        self.ctx.report()
         return True
 
     async def _read(self, batch: BatchRecord, remote: RemoteBatch) -> tuple[list[RowResult], RemoteBatch] | None:
@@ -234,7 +232,7 @@ class Collecting:
         errors = await asyncio.gather(*(self._delete_file(name) for name in remote.files))
         for name, error in zip(remote.files, errors):
             if error is not None:
-                self.ex.emit(
+                self.ctx.emit(
                     Event(
                         "batch_file_kept",
                         {"step": batch.step, "batch_id": batch.batch_id, "file": name, "error": error},

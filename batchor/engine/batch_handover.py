@@ -14,7 +14,7 @@ import asyncio
 import copy
 from collections.abc import Awaitable, Callable, Iterator
 
-from batchor.engine.batch import step_fingerprint
+from batchor.engine.batch_lane import step_fingerprint
 from batchor.engine.types import WorkItem
 from batchor.engine.work import StepWork
 from batchor.errors import BatchesInFlightError

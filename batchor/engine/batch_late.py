@@ -21,7 +21,7 @@ from batchor.providers.batch import RemoteBatch, RowResult
 from batchor.state.batches import BatchRecord
 
 if TYPE_CHECKING:
-    from batchor.engine.batch import _Lane
+    from batchor.engine.batch_lane import Lane
     from batchor.engine.batch_rows import RowJudge
     from batchor.engine.realtime import WorkItem
 
@@ -49,12 +49,14 @@ class LateCreates:
                 cost += spent
         return {k: outcomes.get(k, "late_unanswered") for k in keys}, cost
 
-    async def look(self, lane: _Lane) -> bool:
+    async def look(self, lane: Lane) -> bool:
         """Look each given-up create up once more; adopt the ones that now exist."""
         changed = False
         for batch_id, (batch, keys) in list(self.given_up.items()):
             try:
-                remote = await lane.provider.find(lane.tag_of(batch), lane.ex.ledger.claimed_remote_ids(batch.provider))
+                remote = await lane.provider.find(
+                    lane.tag_of(batch), lane.ctx.ledger.claimed_remote_ids(batch.provider)
+                )
             except (AuthenticationError, NoApiKeyError):
                 raise
             except ProviderError:
@@ -65,11 +67,11 @@ class LateCreates:
                 changed = True
         return changed
 
-    async def _adopt(self, lane: _Lane, batch: BatchRecord, keys: list[str], remote: RemoteBatch) -> None:
+    async def _adopt(self, lane: Lane, batch: BatchRecord, keys: list[str], remote: RemoteBatch) -> None:
         late = replace(batch, batch_id=batch.batch_id + LATE_SUFFIX, chunk=lane.chunk, state="intent", extra={})
         lane.chunk += 1
-        lane.ex.ledger.record_intent(late, keys)
-        lane.ex.ledger.mark_submitted(late.batch_id, remote.remote_id, remote.status)
+        lane.ctx.ledger.record_intent(late, keys)
+        lane.ctx.ledger.mark_submitted(late.batch_id, remote.remote_id, remote.status)
         late.state, late.remote_id, late.remote_status = "submitted", remote.remote_id, remote.status
         lane.live[late.batch_id], lane.keys_of[late.batch_id] = late, keys
         self.late.add(late.batch_id)
@@ -80,8 +82,8 @@ class LateCreates:
             raise
         except ProviderError:
             pass  # not cancelled (ended already, or the call failed): collected as it ends
-        lane.due[late.batch_id] = lane.ex.options.clock()
-        lane.ex.emit(
+        lane.due[late.batch_id] = lane.ctx.clock()
+        lane.ctx.emit(
             Event(
                 "batch_found_late",
                 {
