@@ -18,6 +18,7 @@ from batchor.engine.types import StepRuntime
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.prices import ModelPrice
+from batchor.plan.step_kinds import canonical_plan, judge_plan
 from batchor.providers import create_provider, provider_info
 from batchor.providers.base import Completion, LLMRequest, Provider, ProviderConfig
 from batchor.providers.batch import BatchProvider, create_batch_provider
@@ -98,6 +99,11 @@ def build_clients(plan: CompiledPlan, limits: RunLimits, refresh: frozenset[str]
         if step.local:
             continue
         if step.counts.to_run == 0 and not step.counts.estimated and not refresh:
+            continue
+        if step.kind == "resolve":  # its requests: pairs judged, and maybe one per cluster
+            clients.add(judge_plan(step), limits)
+            if step.resolve is not None and step.resolve.canonical_prompt is not None:
+                clients.add(canonical_plan(step), limits)
             continue
         clients.add(step, limits)
     return clients

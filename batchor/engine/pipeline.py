@@ -31,6 +31,7 @@ from batchor.plan.fanout_rows import Row, order_steps
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.request import RenderedRequest, StepRequests, pinned_requests
+from batchor.plan.step_kind import PER_GROUP
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
 from batchor.state.cache import deterministic_codes
@@ -49,7 +50,7 @@ def followers(steps: list[StepPlan], done: set[str], stage: list[StepPlan], runn
             or step.name in live
             or step.local
             or step.mode == "batch"
-            or step.kind == "reduce"
+            or step.kind in PER_GROUP
             or step.gather  # it reads other rows' answers: after the stage, like a reduce
         ):
             continue

@@ -27,6 +27,7 @@ from batchor.engine.other_models import Wave, next_waves, recount
 from batchor.engine.pipeline import Pipeline, PipelinedExecutor, PipelineSink, followers
 from batchor.engine.realtime import RealtimeExecutor
 from batchor.engine.reduce_run import ReduceRun, RoundWork
+from batchor.engine.resolve_run import ResolveRun
 from batchor.engine.row_events import row_stream
 from batchor.engine.run_types import ApplyOptions
 from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink, flush_while_waiting, raise_if_disk_filled
@@ -37,6 +38,7 @@ from batchor.engine.workers import SharedRun
 from batchor.errors import StalePlanError
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
+from batchor.plan.step_kind import PER_GROUP
 from batchor.spec.model import LimitsSpec
 from batchor.state.base import RunRecord, StateStore
 
@@ -113,7 +115,9 @@ class WaveRunner:
                         self._run_sql(step)
                     for step in (s for s in wave if s.kind == "reduce"):
                         self._run_reduce(runner, step)
-                    works = self._scan([s for s in wave if not s.local and s.kind != "reduce"])
+                    for step in (s for s in wave if s.kind == "resolve"):
+                        self._run_resolve(runner, step)
+                    works = self._scan([s for s in wave if not s.local and s.kind not in PER_GROUP])
                     if self.rows is not None:  # rows finished by SQL and reduce steps, cached answers, earlier runs
                         self.rows.resync()
                     done |= {s.name for s in wave}
@@ -305,6 +309,23 @@ class WaveRunner:
             self._run_wave(runner, [RoundWork(self.plan, step, self.store, items)])
         reduce.record()
         self.reduced.append(reduce)
+
+    def _run_resolve(self, runner: asyncio.Runner, step: StepPlan) -> None:
+        """A resolve step round by round (engine/resolve_run.py): pairs, then canonical requests."""
+        refresh = step.name in self.options.refresh or "*" in self.options.refresh
+        retry_failed = self.options.retry_failed or self.plan.header.retry_failed
+        resolve = ResolveRun(self.plan, step, self.store, refresh=refresh, retry_failed=retry_failed)
+        self.options.emit(Event("step_started", {"step": step.name, "rows": len(resolve.members)}))
+        self.progress.skipped += len(resolve.skipped)
+        while not self.stop.stopped and not self.in_flight:
+            sender, items = resolve.pending()
+            if not items:
+                break
+            self.progress.total += len(items)
+            self._feed = None
+            self._run_wave(runner, [RoundWork(self.plan, sender, self.store, items)])
+        answered = resolve.record(self.run_record.run_id)
+        self.options.emit(Event("step_finished", {"step": step.name, "kind": "resolve", "rows": answered}))
 
     def create_providers(self) -> None:
         """Build clients for steps with work; a missing key fails here, before any call and

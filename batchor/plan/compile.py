@@ -47,6 +47,8 @@ from batchor.plan.prompt_cache import cache_tokens, upper_writes, write_1h
 from batchor.plan.reduce import ReduceTally
 from batchor.plan.reduce_plan import reduce_tallies
 from batchor.plan.render import RowTally, write_plan_data
+from batchor.plan.resolve_plan import resolve_tallies
+from batchor.plan.step_kind import PER_GROUP
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.typecheck import typed_steps
 from batchor.plan.variants import variant_path
@@ -98,7 +100,7 @@ def compile_plan(
                 spec.limits.max_attempts,
                 spec.limits.on_truncation == "reask",
             )
-            roots = [s for s in steps if not s.depends_on and not s.local and s.kind != "reduce"]
+            roots = [s for s in steps if not s.depends_on and not s.local and s.kind not in PER_GROUP]
             fd, tmp = tempfile.mkstemp(prefix="batchor-plan-", suffix=".parquet")
             os.close(fd)
             tallies: dict[str, Any] = write_plan_data(reader, Path(tmp), roots, templates, state, refresh, retry_failed)
@@ -106,7 +108,9 @@ def compile_plan(
             cache = (refresh, retry_failed)
             dependents = _dependents(Path(tmp), steps, templates, state, cache, str(loaded.base_dir), reduce_rows)
             tallies.update(dependents)
-            tallies.update(reduce_tallies(steps, reduce_rows, state, cache, (str(loaded.base_dir), spec.templates)))
+            folders = (str(loaded.base_dir), spec.templates)
+            tallies.update(reduce_tallies(steps, reduce_rows, state, cache, folders))
+            tallies.update(resolve_tallies(steps, reduce_rows, state, cache, folders))
             columns, fingerprint = reader.columns, source.fingerprint()
         finally:
             reader.close()
@@ -142,7 +146,7 @@ def _with_changes(
     job_id = job_id_for(header)
     steps = [
         _with_causes(s, _step_changes(s, data_path, state, (header.name, job_id), dependents.get(s.name)))
-        if s.counts.to_run and not s.local and s.kind != "reduce"
+        if s.counts.to_run and not s.local and s.kind not in PER_GROUP
         else s
         for s in header.steps
     ]
@@ -238,7 +242,7 @@ def _with_counts(
         )
     if tally is not None:
         counts = counts.model_copy(update={"failed_earlier": tally.failed_earlier})
-    if isinstance(tally, ReduceTally) and tally.projected:
+    if isinstance(tally, ReduceTally) and (tally.projected or tally.bounded):
         counts = counts.model_copy(update={"projected": tally.projected, "estimated": True})
     if isinstance(tally, DependentTally):
         tally.run_keys.clear()

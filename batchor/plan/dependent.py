@@ -23,6 +23,7 @@ from batchor.plan.fanout_rows import Row, children, element_key, input_rows, ord
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.request import RenderedRequest, StepRequests
 from batchor.plan.sql_step import evaluate
+from batchor.plan.step_kind import PER_GROUP
 from batchor.schema.sample_values import sample_value
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import StepTemplates
@@ -124,12 +125,12 @@ def dependent_tallies(
     """Counts for every step that depends on another (or is SQL), from the plan data and the cache.
     Requests that failed for good earlier are counted apart and not run (unless `retry_failed`).
     A reduce step's rows (with what they read) go to `reduce_rows`: its groups span batches."""
-    dependents = [s for s in order_steps(steps) if s.depends_on or s.local or s.kind == "reduce"]
+    dependents = [s for s in order_steps(steps) if s.depends_on or s.local or s.kind in PER_GROUP]
     if not dependents:
         return {}
     by_name = {s.name: s for s in steps}
-    tallies = {s.name: DependentTally() for s in dependents if s.kind != "reduce"}
-    roots = [s for s in steps if not s.depends_on and not s.local and s.kind != "reduce"]
+    tallies = {s.name: DependentTally() for s in dependents if s.kind not in PER_GROUP}
+    roots = [s for s in steps if not s.depends_on and not s.local and s.kind not in PER_GROUP]
     for batch in pq.ParquetFile(data_path).iter_batches(batch_size=20000):
         table = pa.Table.from_batches([batch])
         keys = table.column(ROW_KEY).to_pylist()
@@ -144,7 +145,7 @@ def dependent_tallies(
         frames: dict[str | None, list[Row]] = {None: input_rows(keys)}
         for step in dependents:
             rows, tally = frames[step.grain], tallies.get(step.name, DependentTally())
-            if step.kind == "reduce" and reduce_rows is not None:  # counted by plan/reduce_plan.py
+            if step.kind in PER_GROUP and reduce_rows is not None:  # counted by plan/reduce_plan.py, resolve_plan.py
                 found = reduce_rows.setdefault(step.name, [])
                 found += [(row, row_values[row.index], upstream(step, row, answers, by_name)) for row in rows]
                 answers[step.name] = {row.key: None for row in rows}

@@ -116,6 +116,23 @@ class ReducePlan(_Frozen):
     fold_prompt: str | None = None  # combines partial answers (None: the step's own prompt)
 
 
+class ResolvePlan(_Frozen):
+    """A resolve step's pairing and naming, pinned (plan/resolve_walk.py). The step's `schema` is
+    its rows' answers (`{cluster, canonical}`); its requests judge pairs with the judge's schema."""
+
+    value: str  # input column or `step.field` answer resolved
+    block_key: str | None = None  # DuckDB expression: equal values pair up
+    block_on: str | None = None  # DuckDB condition over rows a and b
+    similar: tuple[str, float, int] | None = None  # (embed step, cosine threshold, top_k)
+    canonical: str = "most_frequent"  # most_frequent | longest | prompt
+    canonical_prompt: str | None = None
+    canonical_system: str | None = None
+    judge_schema: dict[str, Any]
+    judge_sent_schema: dict[str, Any] | None = None
+    canonical_sent_schema: dict[str, Any] | None = None
+    canonical_strict: bool = False
+
+
 class SplitPlan(_Frozen):
     """A split step's cutting rules, pinned (plan/split.py); `StepPlan.prompt` is the text template."""
 
@@ -186,6 +203,7 @@ class StepPlan(_Frozen):
     kind: str = "llm"  # llm | embed (`prompt` is the text to embed, plan/embed_step.py) | reduce | split
     reduce: ReducePlan | None = None  # reduce steps: grouping and folding (plan/reduce.py)
     split: SplitPlan | None = None  # split steps: how the text is cut (plan/split.py)
+    resolve: ResolvePlan | None = None  # resolve steps: pairs, clusters, canonical (plan/resolve_walk.py)
     gather: dict[str, tuple[int, int]] = Field(default_factory=dict)  # step -> (before, after) neighbours' answers
     dimensions: int | None = None  # embed: the vector size (None: unknown until the first answer)
     group_size: int | None = None  # embed: most texts per realtime call (None: the provider's limit)

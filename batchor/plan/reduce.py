@@ -260,6 +260,7 @@ class ReduceTally:
     to_run: int = 0
     input_tokens: int = 0
     projected: int = 0  # rows whose upstream answers do not exist yet: their groups are estimated
+    bounded: bool = False  # some requests are counted at an upper bound (a resolve step's, see resolve_walk.py)
     groups: int = 0
     too_long: int = 0
     failed_earlier: int = 0

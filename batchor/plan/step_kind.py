@@ -19,12 +19,16 @@ class StepKind(StrEnum):
     EMBED = "embed"  # one vector per row (plan/embed_step.py)
     REDUCE = "reduce"  # one request per group of rows (plan/reduce.py)
     SPLIT = "split"  # text cut into element rows, locally (plan/split.py)
+    RESOLVE = "resolve"  # one request per candidate pair, then per cluster (plan/resolve_walk.py)
     SQL = "sql"  # a DuckDB query over the rows and earlier answers, locally (plan/sql_step.py)
 
     @property
     def local(self) -> bool:
         """Computed in DuckDB: no provider, no request, no cost."""
         return self in (StepKind.SQL, StepKind.SPLIT)
+
+
+PER_GROUP = frozenset({StepKind.REDUCE.value, StepKind.RESOLVE.value})  # requests span rows: run in rounds
 
 
 def kind_of(provider: str, kind: str) -> StepKind:

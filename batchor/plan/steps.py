@@ -36,7 +36,7 @@ from batchor.plan.prompt_cache import check_ttl, with_prompt_cache
 from batchor.plan.split import split_step_plan
 from batchor.plan.sql_files import referenced_files
 from batchor.plan.sql_step import sql_step_plan
-from batchor.plan.step_kinds import as_reduce, reduce_deps
+from batchor.plan.step_kinds import as_reduce, as_resolve, reduce_deps, resolve_deps
 from batchor.plan.tokens import get_counter
 from batchor.providers import provider_info
 from batchor.providers.clouds import batch_missing, priced_as
@@ -48,7 +48,16 @@ from batchor.schema.answer_length import expected_answer_tokens
 from batchor.schema.core import check_schema
 from batchor.schema.tools import expected_call_tokens
 from batchor.spec.load import LoadedSpec
-from batchor.spec.model import EmbedStep, LLMStep, ModelSpec, ReduceStep, SplitStep, SqlStep
+from batchor.spec.model import (
+    CanonicalPrompt,
+    EmbedStep,
+    LLMStep,
+    ModelSpec,
+    ReduceStep,
+    ResolveStep,
+    SplitStep,
+    SqlStep,
+)
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, templates_folder
 
 
@@ -93,11 +102,12 @@ def resolve_steps(
                 )
                 plans.append(split_step_plan(loaded.spec, name, step, templates[name].step_refs))
                 continue
-            known = names - {name} | ({"group"} if isinstance(step, ReduceStep) else set()) | gather_names(step)
+            known = names - {name} | _own_names(step) | gather_names(step)
             compiled = _compile(loaded, env, name, step.system, step.prompt, step.when, known, step.attachments)
             templates[name] = compiled
-            compiled.step_refs.difference_update({"group", "gather"} - names)  # groups, neighbours: not steps
-            deps = sorted(set(step.depends_on) | compiled.step_refs | reduce_deps(name, step, names) | set(step.gather))
+            compiled.step_refs.difference_update({"group", "gather", "pair"} - names)  # groups, neighbours: not steps
+            read = set(step.depends_on) | compiled.step_refs | reduce_deps(name, step, names) | set(step.gather)
+            deps = sorted(read | _resolve_deps(loaded, env, name, step, names))
             model = _effective_model(spec.model, step.model, overrides)
             with found.check():
                 _check_model_block(loaded, name, model, overrides, checked)
@@ -112,7 +122,8 @@ def resolve_steps(
             check_ttl(plan.provider, plan.model, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
             plan = plan.model_copy(update={"gather": gathered_steps(name, step, names)})
             check_explicit(plan.provider, plan.mode, spec.cache.explicit, _at(loaded, ("cache", "explicit")))
-            plans.append(with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache))
+            plan = with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache)
+            plans.append(as_resolve(plan, step))
     if not collect:
         found.raise_all()
         _check_acyclic(plans)
@@ -122,6 +133,24 @@ def resolve_steps(
         _check_acyclic(plans)
         return check_gather(assign_grains(plans)), templates
     return plans, templates
+
+
+def _own_names(step: Any) -> set[str]:
+    """Names a step's templates read that are not steps: a reduce step's `group`, a resolve step's `pair`."""
+    return {"group"} if isinstance(step, ReduceStep) else {"pair"} if isinstance(step, ResolveStep) else set()
+
+
+def _resolve_deps(loaded: LoadedSpec, env: Any, name: str, step: Any, names: set[str]) -> set[str]:
+    """A resolve step's other reads; its canonical prompt is compiled here so a mistake in it
+    is found when planning."""
+    deps = resolve_deps(name, step, names)
+    canonical = getattr(getattr(step, "resolve", None), "canonical", None)
+    if isinstance(canonical, CanonicalPrompt):
+        known = names - {name} | {"cluster"}
+        _compile(
+            loaded, env, name, canonical.system, canonical.prompt, None, known, prompt_key="resolve.canonical.prompt"
+        )
+    return deps
 
 
 def _compile(loaded: LoadedSpec, env: Any, *args: Any, **kwargs: Any) -> StepTemplates:

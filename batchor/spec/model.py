@@ -22,6 +22,8 @@ from batchor.spec.model_block import (
 )
 from batchor.spec.steps import (
     STEP_TAGS,
+    BlockSpec,
+    CanonicalPrompt,
     CheckSpec,
     EmbedStep,
     EscalateSpec,
@@ -29,7 +31,10 @@ from batchor.spec.steps import (
     LLMStep,
     ReduceSpec,
     ReduceStep,
+    ResolveStep,
+    ResolveStepSpec,
     SchemaOutput,
+    SimilarSpec,
     SplitStep,
     SqlStep,
     StepSpec,
@@ -42,6 +47,7 @@ __all__ = [
     "STEP_TAGS",
     "BlockSpec",
     "CacheSpec",
+    "CanonicalPrompt",
     "CheckSpec",
     "EmbedStep",
     "EscalateSpec",
@@ -58,7 +64,10 @@ __all__ = [
     "ReduceSpec",
     "ReduceStep",
     "ResolveSpec",
+    "ResolveStep",
+    "ResolveStepSpec",
     "SchemaOutput",
+    "SimilarSpec",
     "SplitStep",
     "SqlStep",
     "StepSpec",
@@ -107,23 +116,6 @@ class OutputSpec(_Strict):
     Default: on for JSONL outputs (not with a fan-out, nor on a shared PostgreSQL run)."""
 
 
-class BlockSpec(_Strict):
-    """Which rows of a `resolve:` job are candidate pairs: only these pairs are judged."""
-
-    key: str | None = None
-    """DuckDB expression over a row's columns; rows with the same non-null value pair up
-    (for example `lower(left(name, 4))`)."""
-    on: str | None = None
-    """DuckDB condition over two rows `a` and `b` (for example
-    `jaro_winkler_similarity(lower(a.name), lower(b.name)) > 0.85`)."""
-
-    @model_validator(mode="after")
-    def _one_rule(self) -> "BlockSpec":
-        if (self.key is None) == (self.on is None):
-            raise ValueError("give exactly one blocking rule: `key:` or `on:`")
-        return self
-
-
 class ResolveSpec(_Strict):
     """Entity resolution: the rows are paired by `block`, the job's step judges each pair (its
     answer needs a boolean `same`), connected pairs become clusters, each with a canonical value."""
@@ -136,6 +128,12 @@ class ResolveSpec(_Strict):
     canonical: Literal["most_frequent", "longest"] = "most_frequent"
     """How a cluster's canonical value is chosen among its rows' values (ties: the other rule,
     then alphabetical order)."""
+
+    @model_validator(mode="after")
+    def _no_similar(self) -> "ResolveSpec":
+        if self.block.similar is not None:
+            raise ValueError("block.similar needs a `resolve:` step (it reads an embed step's vectors)")
+        return self
 
 
 class LimitsSpec(_Strict):

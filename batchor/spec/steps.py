@@ -1,6 +1,6 @@
-"""The spec's steps: LLM, SQL, embedding, reduce and split steps, and what an LLM step carries
+"""The spec's steps: LLM, SQL, embedding, reduce, split and resolve steps, and what an LLM step carries
 (structured output, tools, checks, escalation, gathered neighbours). A step's kind is read from its
-keys (`sql:`, `embed:`, `reduce:`, `split:`; otherwise an LLM step), so errors name its own keys."""
+keys (`sql:`, `embed:`, `reduce:`, `split:`, `resolve:`; otherwise an LLM step), so errors name its own keys."""
 
 from __future__ import annotations
 
@@ -254,26 +254,89 @@ class SplitStep(_Strict):
         return self
 
 
+class SimilarSpec(_Strict):
+    """Candidate pairs by embedding similarity: rows whose vectors (an embed step's answers) have a
+    cosine similarity at or above `threshold`, each row with at most its `top_k` nearest."""
+
+    step: str
+    """The embed step whose vectors are compared (it runs before the resolve step)."""
+    threshold: float = Field(ge=-1.0, le=1.0)
+    """Lowest cosine similarity of a candidate pair (for example 0.85)."""
+    top_k: int = Field(default=10, ge=1, le=1000)
+    """Most candidates per row (its nearest first): bounds the pairs the plan counts before the
+    vectors exist (`rows x top_k`)."""
+
+
+class BlockSpec(_Strict):
+    """Which rows of a `resolve:` job are candidate pairs: only these pairs are judged."""
+
+    key: str | None = None
+    """DuckDB expression over a row's columns; rows with the same non-null value pair up
+    (for example `lower(left(name, 4))`)."""
+    on: str | None = None
+    """DuckDB condition over two rows `a` and `b` (for example
+    `jaro_winkler_similarity(lower(a.name), lower(b.name)) > 0.85`)."""
+    similar: SimilarSpec | None = None
+    """`resolve:` steps: rows whose embeddings are similar (`{step: vectors, threshold: 0.85}`)."""
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "BlockSpec":
+        if sum(rule is not None for rule in (self.key, self.on, self.similar)) != 1:
+            raise ValueError("give exactly one blocking rule: `key:`, `on:` or `similar:`")
+        return self
+
+
+class CanonicalPrompt(_Strict):
+    """A cluster's canonical value asked of the model, once per cluster with several values."""
+
+    prompt: str
+    """Jinja prompt over `cluster.variants` (the distinct values, most frequent first), `cluster.rows`
+    (each row's columns and earlier answers) and `cluster.id`; the answer is `{canonical: ...}`."""
+    system: str | None = None
+
+
+class ResolveStepSpec(_Strict):
+    """How a `resolve:` step pairs its rows and names each cluster."""
+
+    value: str
+    """What is resolved: an input column (`name`) or an earlier answer (`company.name`)."""
+    block: BlockSpec
+    canonical: Literal["most_frequent", "longest"] | CanonicalPrompt = "most_frequent"
+    """A rule over the cluster's values (ties: the other rule, then alphabetical order), or
+    `{prompt: ...}`: the model picks or writes it, one request per cluster with several values."""
+
+
+class ResolveStep(LLMStep):
+    """Entity resolution inside a pipeline: the step's prompt judges candidate pairs of rows
+    (`pair.a`, `pair.b`; its answer needs a boolean `same`), connected pairs become clusters, and
+    each row's answer is `{cluster, canonical}` for later steps and the output."""
+
+    resolve: ResolveStepSpec
+
+
 def _step_kind(value: Any) -> str:
     """A step with `sql:` is a SQL step, `embed:` an embedding step, `reduce:` a reduce step,
     `split:` a split step; anything else is an LLM step (so errors name its keys)."""
     if isinstance(value, dict):
-        for key in ("sql", "embed", "reduce", "split"):
+        for key in ("sql", "embed", "reduce", "split", "resolve"):
             if key in value:
                 return f"{key}_step"
         return "llm_step"
     for kind, tag in ((SqlStep, "sql_step"), (EmbedStep, "embed_step"), (ReduceStep, "reduce_step")):
         if isinstance(value, kind):
             return tag
+    if isinstance(value, ResolveStep):
+        return "resolve_step"
     return "split_step" if isinstance(value, SplitStep) else "llm_step"
 
 
-STEP_TAGS = ("llm_step", "sql_step", "embed_step", "reduce_step", "split_step")
+STEP_TAGS = ("llm_step", "sql_step", "embed_step", "reduce_step", "split_step", "resolve_step")
 StepSpec = Annotated[
     Annotated[LLMStep, Tag("llm_step")]
     | Annotated[SqlStep, Tag("sql_step")]
     | Annotated[EmbedStep, Tag("embed_step")]
     | Annotated[ReduceStep, Tag("reduce_step")]
-    | Annotated[SplitStep, Tag("split_step")],
+    | Annotated[SplitStep, Tag("split_step")]
+    | Annotated[ResolveStep, Tag("resolve_step")],
     Discriminator(_step_kind),
 ]
