@@ -6,7 +6,7 @@ The blocking rule pairs the rows (resolve/pairs.py's rules over the rows and the
 cosine similarity of an embed step's vectors); the step's prompt judges each pair (`pair.a`,
 `pair.b`); pairs judged `same` join into connected components (resolve/clusters.py); a cluster
 with several distinct values gets its canonical value by rule or by one request of its own
-(`cluster.values`, `cluster.rows`). Each row's answer is `{cluster, canonical}`.
+(`cluster.variants`, `cluster.rows`). Each row's answer is `{cluster, canonical}`.
 
 `ResolveWalk` is the one implementation of those stages: the planner walks it against the cache
 to count the requests (pairs exactly once the values and vectors exist; canonical requests exactly
@@ -142,7 +142,7 @@ class ResolveWalk:
         for cluster, rows in self._several(members, result.cluster_of).items():
             counts = Counter(str(m.value) for m in rows if m.value is not None)
             values = sorted(counts, key=lambda v: (-counts[v], -len(v), v))
-            context = {"cluster": {"id": cluster, "values": values, "rows": [m.item for m in rows]}}
+            context = {"cluster": {"id": cluster, "variants": values, "rows": [m.item for m in rows]}}
             request = self.canonical_requests.render(cluster, context)
             assert request is not None
             rendered.append((cluster, request))

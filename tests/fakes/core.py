@@ -30,7 +30,7 @@ from .cache import PromptCaches, tally
 from .lengths import count_tokens, following_input, input_tokens, prose
 from .limits import Limiter, Snapshot
 from .models import graded, latency_ms
-from .pairs import judged
+from .pairs import entity_answer
 from .wire import Response, json_response
 
 # The API key of the request being answered (server.py sets it), for `echo_key`.
@@ -517,7 +517,7 @@ class Fake:
 
     def pair_judged(self, call: Call) -> Answer | None:
         """A pair question's answer by rule (config ``judge_pairs``, see pairs.py), else None."""
-        text = judged(call.prompt, call.schema) if self.config["judge_pairs"] else None
+        text = entity_answer(call.prompt, call.schema) if self.config["judge_pairs"] else None
         if text is None:
             return None
         value = json.loads(text) if call.tool is not None else None

@@ -1,0 +1,128 @@
+"""`resolve:` steps inside a pipeline (plan/resolve_walk.py, engine/resolve_run.py): a row step
+extracts a value, the resolve step judges pairs of rows through the real openai SDK against the
+fake, and later steps read each row's cluster and canonical value; canonical values asked by
+prompt once per cluster; pairs blocked by embedding similarity; the plan counts what is sent."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import yaml
+
+import batchor
+from tests.conftest import write_csv
+
+NOTES = [
+    ("n1", "Invoice from Blue Harbor Logistics Inc — 3 pallets", "Lyon"),
+    ("n2", "Payment to BLUE HARBOR LOGISTICS, LLC — March", "Lyon"),
+    ("n3", "Order by Blue Harbor Logistics — rush", "Lyon"),
+    ("n4", "Invoice from Blue Harbor Capital — fees", "Graz"),
+    ("n5", "Credit note from Cedar Ridge Foods — damaged", "Porto"),
+    ("n6", "Invoice from Cedar Ridge Foods Corp. — crates", "Porto"),
+    ("n7", "Payment to Summit Oak Energy — Q2", "Leeds"),
+]
+SAME = {"type": "object", "properties": {"same": {"type": "boolean"}}, "required": ["same"]}
+COMPANY = {"type": "object", "properties": {"company": {"type": "string"}}, "required": ["company"]}
+CANONICAL = {
+    "prompt": "Write this company's name once, cleanly.\n{% for v in cluster.variants %}- {{ v }}\n{% endfor %}"
+}
+
+
+def _spec(
+    folder: Path, canonical: object = "most_frequent", block: dict | None = None, extra: dict | None = None
+) -> Path:
+    write_csv(folder / "notes.csv", [{"id": i, "note": n, "city": c} for i, n, c in NOTES])
+    steps = {
+        "company": {"prompt": "Note: {{ row.note }}\nWhich company?", "output": {"schema": COMPANY}},
+        "entity": {
+            "resolve": {
+                "value": "company.company",
+                "block": block or {"key": "lower(left(regexp_replace(value, '[^A-Za-z]', '', 'g'), 6))"},
+                "canonical": canonical,
+            },
+            "prompt": "A: {{ pair.a.company.company }}\nB: {{ pair.b.company.company }}\nSame company?",
+            "output": {"schema": SAME},
+        },
+        "tagged": {"sql": "SELECT _row_key, entity.canonical || ' #' || entity.cluster AS tag FROM rows"},
+        **(extra or {}),
+    }
+    spec = {
+        "name": "mentions",
+        "input": {"path": "notes.csv", "key": "id"},
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "params": {"max_tokens": 20}},
+        "steps": steps,
+        "output": {"path": "out/notes.csv"},
+        "limits": {"concurrency": 2},
+    }
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    return path
+
+
+def _rows(folder: Path) -> dict[str, dict[str, str]]:
+    with (folder / "out" / "notes.csv").open(newline="", encoding="utf-8") as handle:
+        return {r["id"]: r for r in csv.DictReader(handle)}
+
+
+def _step(plan: object, name: str) -> object:
+    return next(s for s in plan.header.steps if s.name == name)  # type: ignore[attr-defined]
+
+
+def test_extract_then_resolve_then_use_the_cluster_and_resume(fake, workdir):
+    fake.configure(judge_pairs=True)
+    result = batchor.apply(_spec(workdir), max_cost=1, progress=False)
+    assert result.status == "succeeded"
+    rows = _rows(workdir)
+    assert {rows[k]["entity.cluster"] for k in ("n1", "n2", "n3")} == {"n1"}
+    assert rows["n4"]["entity.cluster"] == "n4"  # shares the block, judged another company
+    assert rows["n5"]["tagged.tag"] == rows["n6"]["tagged.tag"] == "Cedar Ridge Foods Corp. #n5"  # the longest of a tie
+    assert rows["n7"]["entity.canonical"] == "Summit Oak Energy"  # paired with nobody: its own cluster
+    assert fake.stats()["answered"] == 7 + 6 + 1  # extractions, blue pairs, cedar pair
+    fake.reset()
+    again = batchor.apply(_spec(workdir), max_cost=1, progress=False)
+    assert again.status == "succeeded" and fake.stats()["requests"] == 0  # every pair answered from the state
+
+
+def test_the_canonical_prompt_is_asked_once_per_cluster_and_counted_by_the_plan(fake, workdir):
+    fake.configure(judge_pairs=True)
+    batchor.apply(_spec(workdir), max_cost=1, progress=False)  # extractions and pairs stored
+    plan = batchor.plan(_spec(workdir, CANONICAL), save=False)
+    entity = _step(plan, "entity")
+    assert entity.counts.to_run == 2 and not entity.counts.estimated  # blue and cedar: several values each
+    fake.reset()
+    result = batchor.apply(_spec(workdir, CANONICAL), max_cost=1, progress=False)
+    assert result.status == "succeeded" and fake.stats()["answered"] == entity.counts.to_run
+    rows = _rows(workdir)
+    assert rows["n2"]["entity.canonical"] == "Blue Harbor Logistics"  # the model's clean name
+    assert rows["n6"]["tagged.tag"] == "Cedar Ridge Foods #n5"
+    assert rows["n7"]["entity.canonical"] == "Summit Oak Energy"  # one value: no request
+    fake.reset()
+    batchor.apply(_spec(workdir, CANONICAL), max_cost=1, progress=False)
+    assert fake.stats()["requests"] == 0  # keyed by the cluster's content: answered from the state
+
+
+def test_pairs_blocked_by_embedding_similarity_are_bounded_then_counted(fake, workdir):
+    fake.configure(judge_pairs=True)
+    text = "{{ company.company | lower | replace(',', '') | replace('.', '') | replace(' inc', '') "
+    text += "| replace(' corp', '') }}"
+    embed = {"vec": {"embed": text, "model": {"name": "text-embedding-3-small"}}}
+    block = {"similar": {"step": "vec", "threshold": 0.99, "top_k": 2}}
+    before = batchor.plan(_spec(workdir, block=block, extra=embed), save=False)
+    assert _step(before, "entity").counts.to_run == 7 * 2  # vectors unknown: top_k per row bounds the pairs
+    assert fake.stats()["requests"] == 0
+    batchor.apply(_spec(workdir, block=block, extra=embed), max_cost=1, progress=False)
+    rows = _rows(workdir)
+    assert rows["n1"]["entity.cluster"] == rows["n3"]["entity.cluster"] == "n1"  # one text: cosine 1
+    assert rows["n5"]["entity.cluster"] == rows["n6"]["entity.cluster"] == "n5"
+    assert rows["n2"]["entity.cluster"] == "n2"  # `llc` makes another text, another vector: no candidate
+    after = batchor.plan(_spec(workdir, block=block, extra=embed), save=False)
+    assert _step(after, "entity").counts.cached == 2 and _step(after, "entity").counts.to_run == 0
+
+
+def test_pairs_and_canonical_requests_go_through_the_batch_api(fake, workdir):
+    fake.configure(judge_pairs=True, batch_polls=1, batch_seconds=0.0)
+    result = batchor.apply(_spec(workdir, CANONICAL), mode="batch", max_cost=1, progress=False)
+    assert result.status == "succeeded"
+    assert fake.stats()["by_endpoint"].get("openai.chat_completions", 0) == 0  # every request in a batch
+    assert _rows(workdir)["n3"]["entity.canonical"] == "Blue Harbor Logistics"
