@@ -37,7 +37,7 @@ def _variant(name: str, rng: random.Random) -> str:
 
 
 def companies(entities: int, seed: int = 7) -> list[dict[str, str]]:
-    """Rows `id`, `name`, `city`, `entity` (the true company), shuffled."""
+    """Rows `id`, `name`, `city`, `entity` (the true company) and `truth` (its name), shuffled."""
     rng = random.Random(seed)
     names: list[str] = []
     while len(names) < entities:
@@ -55,19 +55,40 @@ def companies(entities: int, seed: int = 7) -> list[dict[str, str]]:
                     "name": name + rng.choice(SUFFIXES) if copy == 0 else _variant(name, rng),
                     "city": city,
                     "entity": f"e{number}",
+                    "truth": name,
                 }
             )
     rng.shuffle(rows)
     return [{"id": f"c{i:04d}", **row} for i, row in enumerate(rows)]
 
 
-def main() -> None:
-    out = Path(__file__).parent / "data" / "companies.csv"
+LEADS = ["Invoice from", "Payment to", "Order by", "Credit note from", "Delivery note from"]
+DETAILS = ["3 pallets", "March retainer", "rush order", "damaged crates", "Q2 services", "late fee"]
+
+
+def notes(entities: int, seed: int = 7) -> list[dict[str, str]]:
+    """The same companies mentioned in ledger notes (`Invoice from <name> — <detail>`): rows `id`,
+    `note`, `city`, `entity` and `truth` (the company's name), for specs/company_mentions.yaml."""
+    rng = random.Random(seed + 1)
+    rows = []
+    for row in companies(entities, seed):
+        note = f"{rng.choice(LEADS)} {row['name']} — {rng.choice(DETAILS)}"
+        rows.append({"id": "n" + row["id"][1:], "note": note, **{k: row[k] for k in ("city", "entity", "truth")}})
+    return rows
+
+
+def _write(out: Path, rows: list[dict[str, str]], columns: list[str]) -> None:
     with out.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["id", "name", "city"])
+        writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
-        for row in companies(40):
-            writer.writerow({k: row[k] for k in ("id", "name", "city")})
+        for row in rows:
+            writer.writerow({k: row[k] for k in columns})
+
+
+def main() -> None:
+    data = Path(__file__).parent / "data"
+    _write(data / "companies.csv", companies(40), ["id", "name", "city"])
+    _write(data / "company_notes.csv", notes(40), ["id", "note", "city"])
 
 
 if __name__ == "__main__":
