@@ -73,14 +73,22 @@ class ResolveRun:
         return sender, list(items.values())
 
     def record(self, run_id: str) -> int:
-        """Store each row's `{cluster, canonical}` once every pair is settled; rows left waiting
-        (a stopped run) get no answer yet. Returns the rows answered."""
+        """Store each row's `{cluster, canonical}` once every request of the step is settled; until
+        then (a stopped run) each row maps to a request still to send, so it shows as pending.
+        Returns the rows answered."""
         result = self.result or self.walker.walk(self.members, self.lookup)
-        answers = self.walker.row_answers(result) if result.stage != "pairs" else {}
         row_keys = [m.key for m in self.members] + self.skipped
-        outputs = {k: json.dumps(a, sort_keys=True, separators=(",", ":")) for k, a in answers.items()}
-        keys = [result_key(self.step, k, outputs[k]) if k in outputs else None for k in row_keys]
-        answered = [(key, outputs[k]) for k, key in zip(row_keys, keys) if key is not None]
+        answered: list[tuple[str, str]] = []
+        if result.stage == "done":
+            outputs = {
+                row: json.dumps(answer, sort_keys=True, separators=(",", ":"))
+                for row, answer in self.walker.row_answers(result).items()
+            }
+            answered = [(result_key(self.step, row, output), output) for row, output in outputs.items()]
+            keys: list[str | None] = [a[0] for a in answered] + [None] * len(self.skipped)
+            row_keys = list(outputs) + self.skipped
+        else:
+            keys = [result.pending[0][0].key] * len(self.members) + [None] * len(self.skipped)
         self.store.record_results(_results(self.step.name, answered, run_id), None)
         self.store.forget_run_requests(self.plan.job_id, self.step.name)
         table = pa.table({"row_key": pa.array(row_keys, pa.string()), "request_key": pa.array(keys, pa.string())})

@@ -6,12 +6,19 @@ prompt once per cluster; pairs blocked by embedding similarity; the plan counts 
 from __future__ import annotations
 
 import csv
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 import batchor
+from tests.cli.cli_helpers import cli_env
 from tests.conftest import write_csv
+from tests.engine.test_reduce import _answered
 
 NOTES = [
     ("n1", "Invoice from Blue Harbor Logistics Inc — 3 pallets", "Lyon"),
@@ -82,6 +89,11 @@ def test_extract_then_resolve_then_use_the_cluster_and_resume(fake, workdir):
     fake.reset()
     again = batchor.apply(_spec(workdir), max_cost=1, progress=False)
     assert again.status == "succeeded" and fake.stats()["requests"] == 0  # every pair answered from the state
+    exported = batchor.export(workdir / "out" / "again.csv")["output"]
+    with open(exported, newline="", encoding="utf-8") as handle:
+        assert {r["id"]: r["entity.canonical"] for r in csv.DictReader(handle)} == {
+            k: r["entity.canonical"] for k, r in rows.items()
+        }
 
 
 def test_the_canonical_prompt_is_asked_once_per_cluster_and_counted_by_the_plan(fake, workdir):
@@ -126,3 +138,30 @@ def test_pairs_and_canonical_requests_go_through_the_batch_api(fake, workdir):
     assert result.status == "succeeded"
     assert fake.stats()["by_endpoint"].get("openai.chat_completions", 0) == 0  # every request in a batch
     assert _rows(workdir)["n3"]["entity.canonical"] == "Blue Harbor Logistics"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_kill_9_while_pairs_are_judged_then_resume_pays_for_nothing_twice(fake, workdir):
+    fake.configure(judge_pairs=True, latency_ms=300)
+    spec = _spec(workdir, CANONICAL)
+    planned = 7 + 7 + 2  # extractions, pairs, canonical names (blue, cedar)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batchor.cli.main", "apply", str(spec), "--yes"],
+        cwd=workdir,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and fake.stats()["requests"] < 7 + 2:  # judging pairs
+        time.sleep(0.05)
+    time.sleep(0.5)  # answers are stored at least every flush interval
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    sent = fake.stats()["requests"]
+    stored = _answered(workdir / ".batchor" / "state.duckdb")
+    assert 7 < stored < planned and sent < planned  # killed while judging
+    assert batchor.apply(spec, progress=False).status == "succeeded"
+    assert fake.stats()["requests"] - sent == planned - stored  # the rest once each, nothing stored again
+    assert _rows(workdir)["n2"]["entity.canonical"] == "Blue Harbor Logistics"
