@@ -16,13 +16,14 @@ from typing import Any
 from batchor.errors import ExplicitCacheUnsupportedError
 from batchor.plan.model import StepPlan
 from batchor.providers.caching import EXPLICIT_TTL_S, storage_usd_per_token_hour
+from batchor.providers.facts import provider_facts
 
 
 def check_explicit(provider: str, mode: str, explicit: bool, where: str) -> None:
     """`cache.explicit` needs Gemini and a realtime step."""
     if not explicit:
         return
-    if provider != "gemini":
+    if not provider_facts(provider).explicit_cache:
         raise ExplicitCacheUnsupportedError(
             f"{where}: explicit context caches are Gemini's; {provider} caches the shared prefix without one",
             hint="drop `cache.explicit`: batchor already sends the provider's own cache controls",

@@ -15,9 +15,11 @@ from functools import lru_cache
 from batchor.errors import UnknownModelError
 from batchor.plan.price_cache import remembered
 from batchor.plan.prices import LISTED_PROVIDERS, table_provider_id
+from batchor.providers import REGISTRY
 from batchor.providers.clouds import bedrock_id_help, bedrock_model_id
+from batchor.providers.facts import table_model
 
-FREE_FORM = frozenset({"mock", "vllm", "ollama", "llamacpp"})  # any model name is theirs
+FREE_FORM = frozenset({"mock", *(name for name, info in REGISTRY.items() if info.self_hosted)})  # any name is theirs
 _CUSTOM_HINT = (
     "or, if the model exists but the table lacks it, add `price: {input_per_mtok: ..., "
     "output_per_mtok: ...}` or `custom: true` to the model block"
@@ -63,7 +65,7 @@ def _matched_id(provider: str, model: str) -> str | None:
 def _matched_in_table(provider: str, model: str) -> str | None:
     from genai_prices import data_snapshot
 
-    ref = model.removeprefix("models/") if provider == "gemini" else model
+    ref = table_model(provider, model)
     try:
         found_provider, info = data_snapshot.get_snapshot().find_provider_model(
             ref, None, table_provider_id(provider), None

@@ -59,7 +59,9 @@ def _answers_path() -> Path | None:
         return None
     table = Path(next(iter(spec.submodule_search_locations)))
     ours = Path(__file__).parent
-    key = files_key([table / name for name in _TABLE_FILES] + [ours / name for name in _OUR_FILES])
+    providers = ours.parent / "providers"  # the table's provider ids, and each provider's name prefix
+    theirs = [providers / "__init__.py", providers / "facts.py", *sorted(providers.glob("*/facts.py"))]
+    key = files_key([table / name for name in _TABLE_FILES] + [ours / name for name in _OUR_FILES] + theirs)
     return cache_folder("prices") / f"answers-{key}.json" if key else None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from batchor.humanize import per_mtok
 from batchor.plan.price_cache import remembered
 from batchor.providers import REGISTRY
+from batchor.providers.facts import provider_facts, table_model
 
 __all__ = [
     "BATCH_DISCOUNT",
@@ -30,15 +31,11 @@ BATCH_DISCOUNT = 0.5
 """Batch APIs of OpenAI, Anthropic and Gemini bill 50 % of realtime; assumed where unknown."""
 
 _BATCH_PROVIDERS = frozenset(name for name, info in REGISTRY.items() if info.batch)  # with a Batch API of their own
-_LOCAL_PROVIDERS = frozenset({"vllm", "ollama", "llamacpp"})  # self-hosted: no per-token bill
-_GENAI_IDS = {"gemini": "google", "xai": "x-ai", "bedrock": "aws"}  # ours -> genai-prices; others are the same
-_LISTED = ("openai", "anthropic", "gemini", "bedrock", "openrouter", "xai", "together", "groq")
+_LOCAL_PROVIDERS = frozenset(name for name, info in REGISTRY.items() if info.self_hosted)  # no per-token bill
+_LISTED = tuple(name for name, info in REGISTRY.items() if info.prices)  # ProviderInfo.prices: the table's id
 LISTED_PROVIDERS = _LISTED  # providers whose models the table lists
 _BATCH_CONTEXT = {"processing": "batch"}
 _FLEX_CONTEXT = {"service_tier": "flex"}
-# Published prompt-cache write multiples of the input rate (5 minutes, 1 hour), used where the
-# table has no write price: Anthropic's 1.25x and 2x. Other providers bill no write.
-_WRITE_FACTORS = {"anthropic": (1.25, 2.0)}
 
 
 @dataclass(frozen=True)
@@ -103,7 +100,7 @@ class ModelPrice:
             if batch
             else (self.cache_write_per_mtok, self.cache_write_1h_per_mtok)
         )
-        factors = _WRITE_FACTORS.get(self.provider, (1.0, 1.0))
+        factors = provider_facts(self.provider).cache_write_factors  # where the table has no write price
         return _or(short, rate_in * factors[0]), _or(long, rate_in * factors[1])
 
     def _rates(self, batch: bool, flex: bool = False) -> tuple[float, float, float]:
@@ -166,7 +163,8 @@ def lookup_price(
 
 def table_provider_id(provider: str) -> str:
     """The price table's name for one of our providers."""
-    return _GENAI_IDS.get(provider, provider)
+    info = REGISTRY.get(provider)
+    return info.prices if info is not None and info.prices else provider
 
 
 def _override_price(provider: str, model: str, override: dict[str, Any], day: date) -> ModelPrice:
@@ -191,9 +189,9 @@ def _table_price(provider: str, model: str, day: date) -> ModelPrice | None:
 def _price_from_table(provider: str, model: str, day: date) -> dict[str, Any] | None:
     from genai_prices import data_snapshot
 
-    ref = model.removeprefix("models/") if provider == "gemini" else model
+    ref = table_model(provider, model)
     try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(ref, None, _GENAI_IDS.get(provider, provider), None)
+        _, info = data_snapshot.get_snapshot().find_provider_model(ref, None, table_provider_id(provider), None)
     except LookupError:
         return None
     price = _catalog_price(provider, model, info, day)
@@ -342,7 +340,7 @@ def list_prices(provider: str | None = None, query: str | None = None) -> list[M
     by_id = {p.id: p for p in data_snapshot.get_snapshot().providers}
     out: list[ModelPrice] = []
     for ours in (provider,) if provider else _LISTED:
-        table = by_id.get(_GENAI_IDS.get(ours, ours))
+        table = by_id.get(table_provider_id(ours))
         for info in table.models if table else ():
             if needle in info.id.lower() or needle in (info.name or "").lower():
                 price = _catalog_price(ours, info.id, info, day)
@@ -372,7 +370,7 @@ def price_table_info() -> dict[str, Any]:
         "models": sum(len(p.models) for p in snapshot.providers),
         "latest_dated_change": _iso(max((d for d in starts if d <= today), default=None)),
         "next_scheduled_change": _iso(min((d for d in starts if d > today), default=None)),
-        "provider_ids": {p: _GENAI_IDS.get(p, p) for p in _LISTED},
+        "provider_ids": {p: table_provider_id(p) for p in _LISTED},
         "batch_default": f"{BATCH_DISCOUNT:.0%} of realtime for {', '.join(sorted(_BATCH_PROVIDERS))}"
         " when the table has no batch price",
     }

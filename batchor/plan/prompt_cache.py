@@ -26,12 +26,12 @@ from batchor.plan.model import PromptCache, StepPlan
 from batchor.plan.tokens import get_counter
 from batchor.providers.base import CacheControl
 from batchor.providers.caching import TTLS, WRITES_BILLED, extended_retention, min_cacheable_tokens, readable_tokens
+from batchor.providers.facts import provider_facts
 from batchor.spec.model import CacheSpec
 from batchor.spec.templates import StepTemplates
 from batchor.state.cache_stats import CacheRun, prompt_cache_runs
 
 BATCH_HIT_SHARE = 0.5  # a batch's requests assumed to hit, until a batch of the same prefix is measured
-_CACHING_PROVIDERS = frozenset({"anthropic", "openai", "gemini"})
 
 
 def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, spec: CacheSpec) -> StepPlan:
@@ -40,7 +40,7 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, spe
     if step.kind != "llm" or not text.strip():
         return step
     tokens = get_counter(step.provider, step.model).count(text)
-    minimum = min_cacheable_tokens(step.provider, step.model) if step.provider in _CACHING_PROVIDERS else 0
+    minimum = min_cacheable_tokens(step.provider, step.model) if provider_facts(step.provider).prompt_cache else 0
     note = ""
     if limits.prompt_cache in (False, "off"):
         note = "limits.prompt_cache: off"

@@ -28,6 +28,7 @@ from batchor.plan.pdf_text import is_text, text_block
 from batchor.plan.prompt_cache import cache_control
 from batchor.plan.tokens import get_counter, schema_tokens, tools_tokens
 from batchor.providers.base import LLMRequest
+from batchor.providers.facts import provider_facts
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, render_error, templates_folder
 
 
@@ -125,7 +126,7 @@ def _fixed_tokens(step: StepPlan, counter: Any) -> int:
     structured-output schema OpenAI bills as input (exact counts only: another provider's reported
     count calibrates its estimate, schema included)."""
     tools = tools_tokens(counter, step.tools, step.provider, step.tool_choice) if step.tools else 0
-    if step.provider != "openai" or not step.token_count_exact or step.kind == "embed":
+    if not provider_facts(step.provider).schema_billed or not step.token_count_exact or step.kind == "embed":
         return tools
     return tools + schema_tokens(counter, step.sent_schema)
 

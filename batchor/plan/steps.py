@@ -43,7 +43,7 @@ from batchor.providers.clouds import batch_missing, priced_as
 from batchor.providers.keys import default_key_env
 from batchor.providers.options import check_options
 from batchor.providers.params import check_params
-from batchor.schema.adapt import adapt_schema
+from batchor.providers.schema_adapt import adapt_schema
 from batchor.schema.answer_length import expected_answer_tokens
 from batchor.schema.core import check_schema
 from batchor.schema.tools import expected_call_tokens

@@ -22,6 +22,7 @@ from typing import Any
 from batchor.errors import VocabularyGoneError
 from batchor.plan import token_memo, vocab
 from batchor.providers.base import TOOL_FRAMING_TOKENS, tool_prompt_tokens
+from batchor.providers.facts import provider_facts
 
 __all__ = [
     "ESTIMATE_SAFETY_FACTOR",
@@ -206,7 +207,7 @@ def _cpu_count() -> int:
 def get_counter(provider: str, model: str) -> TokenCounter:
     """The counter for a model: exact only for OpenAI models whose encoding is known and loaded."""
     name, known = encoding_for_model(model)
-    if provider != "openai":
+    if not provider_facts(provider).exact_tokens:
         name, known = _O200K, False
     encoder = _encoder(name)
     if encoder is None:

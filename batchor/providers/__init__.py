@@ -26,6 +26,10 @@ class ProviderInfo:
     structured: str = "json_schema"  # how structured output is sent
     base_url_env: str | None = None  # the base-URL variable its SDK reads (first-party providers only)
     official_url: str | None = None  # the SDK's default base URL: writing it out is the same endpoint
+    prices: str | None = None  # its provider id in the price table (genai-prices); None: not listed there
+    facts: str | None = None  # folder whose facts.py describes it to planning (providers/facts.py)
+    schema: str | None = "openai"  # whose JSON Schema subset its structured outputs take (schema_adapt.py)
+    self_hosted: bool = False  # a server the user runs: serves any model it loads, bills nothing per token
 
 
 _COMPAT = "openai"  # OpenAI-compatible endpoints reuse the OpenAI adapter
@@ -41,6 +45,8 @@ REGISTRY: dict[str, ProviderInfo] = {
         batch=True,
         base_url_env="OPENAI_BASE_URL",
         official_url="https://api.openai.com/v1",
+        prices="openai",
+        facts="openai",
     ),
     "anthropic": ProviderInfo(
         "anthropic",
@@ -50,6 +56,9 @@ REGISTRY: dict[str, ProviderInfo] = {
         structured="output_config json_schema (forced tool for older models)",
         base_url_env="ANTHROPIC_BASE_URL",
         official_url="https://api.anthropic.com",
+        prices="anthropic",
+        facts="anthropic",
+        schema="anthropic",
     ),
     "gemini": ProviderInfo(
         "gemini",
@@ -59,6 +68,9 @@ REGISTRY: dict[str, ProviderInfo] = {
         structured="response_json_schema",
         base_url_env="GOOGLE_GEMINI_BASE_URL",
         official_url="https://generativelanguage.googleapis.com",
+        prices="google",
+        facts="gemini",
+        schema="gemini",
     ),
     # Azure OpenAI: `name` is the deployment; the endpoint is the resource's: Azure has no default one.
     "azure": ProviderInfo("azure", "azure", "AZURE_OPENAI_API_KEY", batch=True, base_url_env="AZURE_OPENAI_ENDPOINT"),
@@ -69,16 +81,22 @@ REGISTRY: dict[str, ProviderInfo] = {
         None,
         structured="outputConfig json_schema (forced tool for other models)",
         base_url_env="AWS_ENDPOINT_URL_BEDROCK_RUNTIME",  # default: the region's bedrock-runtime endpoint
+        prices="aws",
+        schema="anthropic",  # Bedrock's structured outputs take Claude's subset
     ),
-    "mock": ProviderInfo("mock", "mock", None, structured="generated locally"),
+    "mock": ProviderInfo("mock", "mock", None, structured="generated locally", facts="mock", schema=None),
     "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False),
-    "openrouter": ProviderInfo("openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False),
-    "xai": ProviderInfo("xai", _COMPAT, "XAI_API_KEY", "https://api.x.ai/v1", False),
-    "together": ProviderInfo("together", _COMPAT, "TOGETHER_API_KEY", "https://api.together.xyz/v1", False),
-    "groq": ProviderInfo("groq", _COMPAT, "GROQ_API_KEY", "https://api.groq.com/openai/v1", False),
-    "vllm": ProviderInfo("vllm", _COMPAT, None, "http://localhost:8000/v1", False),
-    "ollama": ProviderInfo("ollama", _COMPAT, None, "http://localhost:11434/v1", False),
-    "llamacpp": ProviderInfo("llamacpp", _COMPAT, None, "http://localhost:8080/v1", False),
+    "openrouter": ProviderInfo(
+        "openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False, prices="openrouter"
+    ),
+    "xai": ProviderInfo("xai", _COMPAT, "XAI_API_KEY", "https://api.x.ai/v1", False, prices="x-ai"),
+    "together": ProviderInfo(
+        "together", _COMPAT, "TOGETHER_API_KEY", "https://api.together.xyz/v1", False, prices="together"
+    ),
+    "groq": ProviderInfo("groq", _COMPAT, "GROQ_API_KEY", "https://api.groq.com/openai/v1", False, prices="groq"),
+    "vllm": ProviderInfo("vllm", _COMPAT, None, "http://localhost:8000/v1", False, self_hosted=True),
+    "ollama": ProviderInfo("ollama", _COMPAT, None, "http://localhost:11434/v1", False, self_hosted=True),
+    "llamacpp": ProviderInfo("llamacpp", _COMPAT, None, "http://localhost:8080/v1", False, self_hosted=True),
 }
 
 

@@ -12,8 +12,11 @@ from PIL import Image
 
 from batchor.errors import AttachmentChangedError, AttachmentMissingError, AttachmentUnsupportedError
 from batchor.plan.attachments import AttachmentContext, describe_row, input_folder, keyed_view, load
-from batchor.plan.image_tokens import anthropic_tokens, attachment_tokens, gemini_tokens, openai_tokens
+from batchor.plan.image_tokens import attachment_tokens
 from batchor.plan.media_info import MediaError, describe, pdf_pages
+from batchor.providers.anthropic.facts import image_tokens as anthropic_tokens
+from batchor.providers.gemini.facts import image_tokens as gemini_tokens
+from batchor.providers.openai.facts import image_tokens as openai_tokens
 from tests.media_files import image_bytes, pdf_bytes, write
 
 

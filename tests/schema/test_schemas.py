@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from batchor.errors import ProviderSchemaError, SchemaError
-from batchor.schema.adapt import AdaptedSchema, adapt_schema
+from batchor.providers.schema_adapt import AdaptedSchema, adapt_schema
 from batchor.schema.answer_length import TEXT_ANSWER_TOKENS, expected_answer_tokens
 from batchor.schema.core import (
     check_schema,

@@ -1,6 +1,8 @@
 """Provider schema adaptation: what each API accepts, and what it will not enforce.
 
-Each provider supports a different subset of JSON Schema. `adapt_schema` returns the copy to
+Each provider supports a different subset of JSON Schema; a provider's registry entry names whose
+subset it takes (`ProviderInfo.schema`: OpenAI-compatible servers and Azure OpenAI's, Bedrock
+Anthropic's). `adapt_schema` returns the copy to
 send plus notes naming every constraint the provider will not enforce; those are checked only
 by the local validation of each answer against the original schema (`core.validator_for`).
 """
@@ -16,12 +18,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from batchor.errors import ProviderSchemaError
+from batchor.providers import REGISTRY
 from batchor.schema.core import ANNOTATIONS, Path, children, field_label, resolve_ref, walk
 
-OPENAI_COMPATIBLE = frozenset({
-    "openai", "openai-compatible", "openrouter", "xai", "together", "groq", "vllm", "ollama",
-    "llamacpp",
-})  # fmt: skip
 _TYPED_BY = ("type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref")
 _SILENT = frozenset({"$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary"})
 _UNSENT_ANNOTATIONS = ANNOTATIONS - {"title", "description"}
@@ -96,8 +95,8 @@ def adapt_schema(schema: dict[str, Any], provider: str) -> AdaptedSchema:
     name = provider.lower()
     if name == "mock":
         return AdaptedSchema(copy.deepcopy(schema), True)
-    family = "openai" if name in OPENAI_COMPATIBLE or name == "azure" else name
-    family = "anthropic" if name == "bedrock" else family  # Bedrock's structured outputs take Claude's subset
+    info = REGISTRY.get(name)
+    family = info.schema if info is not None and info.schema else name  # ProviderInfo.schema: whose subset
     if family not in _ADAPTERS:
         note = f"{provider} has no known structured-output support: nothing is enforced remotely"
         return AdaptedSchema(copy.deepcopy(schema), False, (f"{note}; validated locally",))
@@ -105,7 +104,7 @@ def adapt_schema(schema: dict[str, Any], provider: str) -> AdaptedSchema:
     ctx = _Adapting(provider, copy.deepcopy(schema))
     _ADAPTERS[family](ctx)
     adapted = ctx.result(schema)
-    if family == "openai" and name not in ("openai", "azure") and adapted.strict:
+    if family == "openai" and info is not None and not info.first_party and adapted.strict:
         extra = f"{provider} servers differ in how fully they honour strict mode; validated locally"
         adapted = AdaptedSchema(adapted.schema, True, (*adapted.notes, extra))
     return adapted

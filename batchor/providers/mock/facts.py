@@ -1,0 +1,7 @@
+"""The mock provider's facts for planning (providers/facts.py): it embeds as OpenAI does."""
+
+from __future__ import annotations
+
+from batchor.providers.facts import GroupLimits, ProviderFacts
+
+FACTS = ProviderFacts(embed_group=GroupLimits(2048, 300_000))
