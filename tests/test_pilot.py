@@ -388,6 +388,7 @@ def test_a_step_below_a_when_step_expects_only_the_rows_its_upstream_will_answer
     assert third.counts.output_tokens_expected == pytest.approx(expected, abs=1)
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_projected_steps_input_tokens_count_the_rows_it_is_expected_to_run_on_as_its_cost_does(fake, workdir):
     """After a pilot, the step below a `when:` that reads an answer runs on a measured share of the
     rows not answered yet: its input tokens (the plan's `tokens ~N in`) are counted at that share,
@@ -507,6 +508,7 @@ def _rows_asked(workdir, run_ids) -> set[str]:
     }
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_row_only_when_tops_up_with_rows_where_it_holds_within_n_x_steps_calls(fake, workdir):
     """The `when:` holds on a tenth of the rows and reads only the row: the calls the pilot's 20
     rows leave buy rows where it holds (each pays `first` and `second`: ~2 calls an answer, not the
@@ -554,6 +556,7 @@ def _top_up_keys(workdir, piloted) -> set[str]:
     }
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_the_steps_above_a_stratified_top_up_are_weighted_back_to_its_share(fake, workdir):
     """The top-up's rows all lie where the `when:` holds, where `first` answers long: a plain mean
     of `first`'s pilot answers is far too high; weighted to the exact share of those rows (a tenth),
@@ -635,6 +638,7 @@ def test_the_re_asks_of_a_step_weighted_back_to_its_share_are_still_counted(fake
     assert planned.reask_input_tokens > 0
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_pilot_of_a_spec_with_an_input_limit_draws_from_the_rows_the_job_runs(fake, workdir):
     """`input.limit: 30` keeps the job to the first 30 rows: the pilot's sample (and its top-up) is
     drawn among those, so its rows are the job's, and the full run pays only the rest."""
@@ -651,6 +655,7 @@ def test_a_pilot_of_a_spec_with_an_input_limit_draws_from_the_rows_the_job_runs(
     assert fake.stats()["answered"] == 30 + 15  # every request of the job once: `first` 30, `second` 15
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_pilot_cut_by_its_allowance_leaves_a_random_part_of_its_sample_unasked(fake, workdir):
     """Every first answer rejected once: 20 calls buy ~10 of the 20 rows. The rows the allowance
     leaves unasked are a random part of the sample (it is sent in the seeded order it was drawn

@@ -29,6 +29,7 @@ def sent_once(workdir) -> bool:
     return bool(sent == distinct)
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_plan_pilot_auto_grows_the_sample_until_the_whole_job_is_within_10_percent(fake, workdir):
     """Widely spread answers: 50 rows leave the whole job wider than +-10 %; the same sample grows to
     the size the plan computes, paying only the new rows, and says why it stopped."""
@@ -65,6 +66,7 @@ def test_a_pilot_already_within_10_percent_does_not_grow(fake, workdir):
     assert (bound["rows_most"], bound["most_calls"]) == (300, 300) and bound["cost_upper_usd"] > 0
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_an_auto_pilot_stops_at_its_largest_size(fake, workdir):
     """A target of +-5 % needs more rows than 8 x 50: the sample grows to 400 rows and stops there,
     its 400 calls the most it made."""
@@ -93,6 +95,7 @@ def test_an_auto_pilot_grows_only_within_the_budget_left(fake, workdir):
     assert auto.result.cost_usd <= 0.2
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_an_auto_pilot_of_a_when_pipeline_stays_within_its_calls_and_asks_nothing_twice(fake, workdir):
     """A row-only `when:` on a tenth of the rows: every round tops its step up with rows where it
     holds; the rounds together make at most the final size x 2 calls, each request once."""

@@ -98,6 +98,7 @@ def test_plan_pilot_json_says_whether_the_whole_job_is_within_10_percent(fake, w
     assert max(size["interval_ends"]) <= 0.1 and size["reachable"]
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_larger_pilot_of_the_same_seed_holds_the_smaller_ones_rows_stratified_top_up_included(fake, workdir):
     """The `when:` reads only the row: each pilot's top-up draws rows where it holds. The larger
     pilot's rows (its sample and its top-up's) hold every row of the smaller one, so it pays only

@@ -70,6 +70,7 @@ def assert_recorded(run: dict, status: str) -> None:
     assert run["paused_reason"], run
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_second_ctrl_c_while_requests_hang_exits_130_and_finishes_the_record(workdir, fake, batchor_cli):
     with start_hanging(workdir, fake) as job:
         job.process.send_signal(signal.SIGINT)

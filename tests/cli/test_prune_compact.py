@@ -11,6 +11,7 @@ from cli_helpers import Background, wait_until
 from conftest import make_spec, write_csv
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_prune_compact_shrinks_the_file_and_keeps_answers(workdir, fake, batchor_cli):
     # 100 long rows: the state's bytes of 300 shorter ones (blocks to free) for a third of the requests
     spec = make_spec(workdir, rows=100)

@@ -89,6 +89,7 @@ MODELS = {
 @pytest.mark.parametrize(
     "provider", ["openai", *(pytest.param(p, marks=pytest.mark.slow) for p in ("anthropic", "gemini", "mock"))]
 )
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_apply_loads_only_the_sdk_its_spec_uses(fake, workdir, provider):
     """Start-up of `apply` pays for no SDK but its spec's provider's (the OpenAI SDK alone costs
     about 0.7 s of CPU), none at all where realtime requests go over plain HTTP (the default for

@@ -59,6 +59,7 @@ def test_an_old_batch_is_not_polled_at_the_pace_of_a_young_one(fake, workdir):
     assert old.delays[0] == 0.0
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_batch_like_earlier_ones_is_polled_when_their_durations_say_it_ends(fake, workdir):
     def ages(folder, history_s: float | None) -> list[float]:
         fake.configure(batch_polls=1)

@@ -40,6 +40,7 @@ def test_a_line_that_is_not_json_fails_its_row_and_keeps_the_others(fake, workdi
     assert ran["second"]["status"] == "partial" and fake.stats()["batches_created"] == 1
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 @pytest.mark.parametrize("provider", ["openai", "gemini"])
 def test_a_line_that_says_not_whose_it_is_fails_the_rows_left_without_a_result(fake, workdir, no_waiting, provider):
     ran = _run(fake, workdir, provider, batch_broken_lines=1, batch_broken_keep=0.01)
@@ -49,6 +50,7 @@ def test_a_line_that_says_not_whose_it_is_fails_the_rows_left_without_a_result(f
     assert set(submitted(fake).values()) == {1} and fake.stats()["batches_created"] == 1
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_rows_whose_results_are_gone_are_not_sent_again_by_a_later_apply(fake, workdir, no_waiting):
     """404/410 on the results download: the rows may have been billed, so a plain apply later
     leaves them failed, as the README says; `--retry-failed` sends them."""
@@ -61,6 +63,7 @@ def test_rows_whose_results_are_gone_are_not_sent_again_by_a_later_apply(fake, w
     assert fake.stats()["batches_created"] == 2
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_results_download_that_keeps_failing_ends_the_run_in_flight(fake, workdir, no_waiting, provider):

@@ -10,6 +10,7 @@ from batchor import api
 from tests.engine.batch_helpers import batch_spec
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 @pytest.mark.parametrize("mode", ["realtime", "batch"])
 def test_a_run_sends_no_attempt_past_its_call_allowance(fake, workdir, mode):
     fake.configure(malformed_times=1)  # every row's first answer is rejected: each row takes two calls

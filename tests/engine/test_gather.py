@@ -76,6 +76,7 @@ def _expected_prompts(rows: list[dict[str, Any]]) -> set[str]:
     return out
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 @pytest.mark.parametrize("mode", ["realtime", "batch"])
 def test_each_chunk_reads_its_neighbours_answers(fake, workdir, mode):
     spec = _spec(workdir, mode=mode)

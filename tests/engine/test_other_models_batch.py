@@ -85,6 +85,7 @@ def test_a_small_auto_wave_goes_realtime(workdir, fake):
     assert fake.stats()["requests"] == 1  # the one row, realtime
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_escalate_sends_the_unsure_rows_to_the_stronger_model_as_a_second_batch(workdir, fake):
     step = {"output": {"schema": SCHEMA}, "escalate": {"to": f"openai:{STRONG}", "when": "classify.confidence < 0.5"}}
     spec = spec_of(workdir, rows=12, step=step)

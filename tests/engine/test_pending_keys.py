@@ -8,6 +8,7 @@ import tracemalloc
 import types
 
 import pyarrow as pa
+import pytest
 from conftest import make_spec, write_csv
 from stored_results import stored_results
 
@@ -67,6 +68,7 @@ def test_items_parse_only_the_keys_a_worker_wants(workdir, monkeypatch):
     assert asked == expected and len(parsed) == len(mine)
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_pending_keys_of_a_big_step_hold_no_python_strings(workdir):
     plan, store, keys, answered = _job(workdir, ROWS)
     work = StepWork(plan, plan.header.steps[0], store)

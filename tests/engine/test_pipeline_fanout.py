@@ -62,6 +62,7 @@ def _by_input(rows: list[dict]) -> dict[str, list[dict]]:
     return grouped
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_downstream_runs_once_per_element_and_reruns_only_what_changed(fake, workdir):
     spec = _spec(workdir, rows=12)
     plan = batchor.plan(spec)
@@ -100,6 +101,7 @@ def test_downstream_runs_once_per_element_and_reruns_only_what_changed(fake, wor
     assert fake.stats()["requests"] == unique
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_element_keys_stay_the_same_when_the_list_is_generated_again(fake, workdir):
     spec = _spec(workdir, rows=8)
     batchor.apply(spec, max_cost=1)
@@ -110,6 +112,7 @@ def test_element_keys_stay_the_same_when_the_list_is_generated_again(fake, workd
     assert [(r["_row_key"], r["aspect.name"], r["judge"]) for r in _output(workdir)] == before
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_element_steps_can_filter_and_skip_per_element(fake, workdir):
     keep = {"sql": "SELECT _row_key, aspect.name AS name FROM rows WHERE aspect.name < 'm'"}
     spec = _spec(workdir, rows=10, judge="Judge {{ keep.name }} ({{ extract.aspects | length }})", keep=keep)
@@ -121,6 +124,7 @@ def test_element_steps_can_filter_and_skip_per_element(fake, workdir):
         assert (row["judge"] is not None) is kept
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_join_that_matches_several_rows_needs_fan_out_and_a_bound_for_max_cost(fake, workdir):
     write_csv(
         workdir / "teams.csv",
@@ -172,6 +176,7 @@ def test_fan_out_spec_errors_are_specific(workdir):
         api.plan(spec, save=False)
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_fan_outs_nest_along_one_chain(fake, workdir):
     parts = {"sql": "SELECT _row_key, unnest(string_split(aspect.name, '-')) AS part FROM rows", "max_fanout": 4}
     spec = _spec(workdir, rows=5, judge="{{ part.part }} of {{ aspect.name }} in {{ row.text }}", part=parts)

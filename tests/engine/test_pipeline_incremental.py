@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 import batchor
@@ -43,6 +44,7 @@ def _requests(fake) -> dict[str, int]:
     return fake.stats()["by_endpoint"]
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_append_rows_and_edit_one_step_rerun_only_what_they_must(fake, workdir):
     spec = _spec(workdir, rows=30)
     first = batchor.apply(spec, max_cost=1)
@@ -89,6 +91,7 @@ def test_detailed_exitcode_tells_ci_whether_work_is_pending(fake, workdir, batch
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_refresh_forces_new_answers_for_one_step(fake, workdir):
     spec = _spec(workdir, rows=10)
     batchor.apply(spec, max_cost=1)

@@ -5,6 +5,7 @@ against the fake provider; order is read from the fake's answer log, never from 
 from __future__ import annotations
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 import batchor
@@ -68,6 +69,7 @@ def test_second_step_starts_before_the_first_step_ends(fake, workdir):
     assert first_second < last_first  # `second` was answered for early rows while `first` still ran
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_pipelined_and_wave_runs_give_the_same_answers_and_counts(fake, workdir):
     fake.configure(latency_ms=30, fail_matching=FAILING)
     waves_dir = workdir / "waves"
@@ -98,6 +100,7 @@ def test_pipelined_and_wave_runs_give_the_same_answers_and_counts(fake, workdir)
     assert fake.stats()["requests"] == 2 and retried.succeeded == 0  # only the failed rows, asked for
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_appended_rows_run_only_their_own_chain(fake, workdir):
     batchor.apply(_spec(workdir, rows=20), max_cost=1)
     fake.reset()

@@ -123,6 +123,7 @@ def test_openai_batch_lines_carry_the_step_cache_key_so_warm_workers_hit(workdir
     assert row is not None and row[0] == 16 - 16 // BATCH_COLD_EVERY  # only the rows meeting a cold worker miss
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_pilot_teaches_the_plan_the_hit_rate(workdir, fake):
     from batchor.pilot import run_pilot
 

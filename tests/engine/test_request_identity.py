@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 import yaml
 
 import batchor
@@ -80,6 +81,7 @@ def _apply(fake, spec: str, state: str, **options) -> tuple[dict, Counter]:
     return _row_map(state), Counter(fake.stats()["by_prompt"])
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_plan_waves_and_pipeline_key_and_send_every_row_alike(fake, workdir):
     spec = _spec(workdir)
     fresh = api.plan(spec, state=str(workdir / "fresh.duckdb"))

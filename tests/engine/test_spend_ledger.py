@@ -67,6 +67,7 @@ def tight_spec(folder: Path, rows: int = 40) -> Path:
     return spec
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_max_cost_below_the_billed_total_is_never_passed(workdir, fake, tmp_path_factory, monkeypatch):
     """The plan's bound is one attempt per request; re-asks are reserved and paid too, so a budget
     below what the re-asks cost stops the run before spend passes it."""

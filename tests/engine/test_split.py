@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 import batchor
@@ -51,6 +52,7 @@ def _spec(folder: Path, docs: dict[str, str]) -> str:
     return str(path)
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_chunks_run_as_elements_and_a_reduce_by_document_combines_them(fake, workdir):
     spec = _spec(workdir, {"d1": _doc("d1", 6), "d2": _doc("d2", 3)})
     plan = batchor.plan(spec)

@@ -52,6 +52,7 @@ def plan_in_a_new_process(spec, cache) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_a_second_plan_of_the_same_texts_does_not_build_the_tokenizer(workdir, tmp_path):
     cache = tmp_path / "cache"
     first = plan_in_a_new_process(make_spec(workdir, rows=30), cache)

@@ -113,6 +113,7 @@ def test_without_any_vocabulary_the_plan_says_its_counts_are_estimates(fresh, mo
     assert plan_dict(plan)["steps"][0]["input_source"] == step.input_source
 
 
+@pytest.mark.slow  # over a few seconds: the default tier keeps to quick tests
 def test_parsed_ranks_are_kept_and_reused_and_a_damaged_copy_is_rebuilt(fresh, monkeypatch):
     """The ranks tiktoken parsed (after its hash check) are cached; the next load uses them, and a
     damaged cache file is never used: it is rebuilt from the checked vocabulary."""
