@@ -13,7 +13,7 @@ from typing import Any
 from batchor.errors import ResolveError, SpecError
 from batchor.fingerprint import canonical_json
 from batchor.plan.model import ReducePlan, ResolvePlan, StepPlan
-from batchor.schema.adapt import adapt_schema
+from batchor.providers.schema_adapt import adapt_schema
 from batchor.spec.model import ReduceStep, ResolveStep
 
 
