@@ -395,7 +395,15 @@ class DiskFullError(StateError):
     stored = False
 
 
+class StateWriteError(StateError):
+    """A write to the state failed for another reason than space (a read-only file or database, an
+    I/O error): sending stopped; what was stored stays intact."""
+
+    code = "state_write_failed"
+
+
 _NO_SPACE_ERRNOS = (28, 27, 122)  # ENOSPC, EFBIG, EDQUOT
+_NO_SPACE_SQLSTATE = "53100"  # PostgreSQL's disk_full: "could not extend file ...: wrote only 4096 of 8192 bytes"
 _NO_SPACE_TEXT = ("No space left on device", "File too large", "Disk quota exceeded")
 
 
@@ -403,12 +411,13 @@ def as_disk_full(exc: BaseException, where: str) -> DiskFullError | None:
     """`exc` as a DiskFullError when it is one (an OSError, or DuckDB's wrapping of one), else None.
 
     DuckDB reports a failed WAL or checkpoint write as a plain `duckdb.Error` carrying the OS
-    message, so the text is checked too.
+    message, so the text is checked too; PostgreSQL's says so by its SQLSTATE.
     """
     if isinstance(exc, BatchorError):
         return exc if isinstance(exc, DiskFullError) else None
     errno = getattr(exc, "errno", None)
-    if errno not in _NO_SPACE_ERRNOS and not any(t in str(exc) for t in _NO_SPACE_TEXT):
+    pg_full = getattr(exc, "sqlstate", None) == _NO_SPACE_SQLSTATE
+    if errno not in _NO_SPACE_ERRNOS and not pg_full and not any(t in str(exc) for t in _NO_SPACE_TEXT):
         return None
     lines = str(exc).splitlines() or [""]
     told = next((line for line in lines if any(t in line for t in _NO_SPACE_TEXT)), lines[0])

@@ -51,6 +51,7 @@ FIXES = {
     "state_corrupt": "Restore the state from a copy, or move it aside and apply again (answers are asked again).",
     "batch_unsupported": "Run with `--mode realtime` (or `limits.mode: realtime`): that endpoint has no Batch API.",
     "disk_full": "Free disk space; the same command then finishes the run (what was stored is kept).",
+    "state_write_failed": "Make the state writable again (permissions, a read-only mount or database, the disk's or server's log), then run the same command: what was stored is kept.",
     "endpoint_not_found": "Check the model block's `base_url` (and `api:`): every request got the same 404 there.",
     "endpoint_unresponsive": "Check the endpoint (`base_url`) is up and answering, or raise `limits.request_timeout_s`; "
     "then run the same command (its rows stayed pending).",

@@ -30,7 +30,13 @@ from batchor.engine.reduce_run import ReduceRun, RoundWork
 from batchor.engine.resolve_run import ResolveRun
 from batchor.engine.row_events import row_stream
 from batchor.engine.run_types import ApplyOptions
-from batchor.engine.sink import KEEP_ATTACHED_S, ResultSink, flush_while_waiting, raise_if_disk_filled
+from batchor.engine.sink import (
+    KEEP_ATTACHED_S,
+    ResultSink,
+    flush_while_waiting,
+    raise_if_write_failed,
+    store_when_room,
+)
 from batchor.engine.sql_run import run_sql_step
 from batchor.engine.types import StepRuntime, StopSignal, WorkItem
 from batchor.engine.work import StepWork, scan_wave
@@ -135,8 +141,10 @@ class WaveRunner:
             finally:
                 runner.run(self._close_providers())
         self.flush_sinks()
+        signals = self.interrupts.count
+        store_when_room(self.sinks, self.options.emit, given_up=lambda: self.interrupts.count > signals)
         self._close_rows()
-        raise_if_disk_filled(self.sinks)
+        raise_if_write_failed(self.sinks)
         return self.stop
 
     def _close_rows(self) -> None:
@@ -355,7 +363,7 @@ class WaveRunner:
         sink_options: dict[str, Any] = {
             "keep_raw": self.plan.header.keep_raw,
             "before_store": self.rows.stored if self.rows else None,
-            "on_full": lambda full: self.stop.stop("disk_full", full.message),  # stop sending at once
+            "on_failed": lambda failed: self.stop.stop(failed.code, failed.message),  # stop sending at once
             **(self.shared.sink_options() if self.shared is not None else {}),
         }
         sink = PipelineSink(feed, *sink_args, **sink_options) if feed else ResultSink(*sink_args, **sink_options)

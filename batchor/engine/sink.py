@@ -3,21 +3,26 @@
 A flush happens when the buffer is full or the flush interval passed; the DuckDB write runs in a
 worker thread (DuckDB releases the GIL) so the event loop keeps sending meanwhile.
 
-A write that fails for lack of space (`disk_full`) says so once (`on_full`: the run stops sending
-at the first failed write) and keeps its rows in memory, in front of the buffer; later flushes try
-again, so what was bought is stored as soon as there is room.
+A write that fails (`disk_full` for lack of space, else `state_write_failed`) says so once
+(`on_failed`: the run stops sending at the first failed write) and keeps its rows in memory, in
+front of the buffer; later flushes try again, so what was bought is stored as soon as there is
+room. When a full disk ended the run with answers still in memory, `store_when_room` waits for
+space (BATCHOR_DISK_WAIT_S) before the run gives them up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
-from batchor.errors import DiskFullError, as_disk_full
+from batchor.engine.events import Event, EventSink
+from batchor.errors import DiskFullError, StateError, StateWriteError, as_disk_full
+from batchor.humanize import money
 from batchor.state.base import ATTEMPT_SCHEMA_FULL as ATTEMPT_SCHEMA
 from batchor.state.base import RESULT_SCHEMA_FULL as RESULT_SCHEMA
 from batchor.state.base import StateStore
@@ -31,6 +36,10 @@ KEEP_ATTACHED_S = 2.0
 # merely due tries again (a failed write attaches the file, replays its WAL and tries a checkpoint:
 # ~0.3 s on a small disk; every worker winding down would otherwise try once more in turn).
 FULL_RETRY_S = 2.0
+# How long answers bought but not stored wait in memory for room on a full disk after the run
+# stopped sending, before it ends without them (they are then asked, and paid for, again).
+DISK_WAIT_ENV = "BATCHOR_DISK_WAIT_S"
+DEFAULT_DISK_WAIT_S = 300.0
 
 
 class ResultSink:
@@ -43,7 +52,7 @@ class ResultSink:
         flush_interval_s: float = 0.25,
         keep_raw: bool = True,
         before_store: Callable[[pa.Table], None] | None = None,
-        on_full: Callable[[DiskFullError], None] | None = None,
+        on_failed: Callable[[StateError], None] | None = None,
     ) -> None:
         self.store = store
         self.before_store = before_store  # a streamed output appends the rows these finish (outputs/stream.py)
@@ -56,8 +65,8 @@ class ResultSink:
         self._last_flush = time.monotonic()
         self._lock = asyncio.Lock()
         self.flushed = 0
-        self.on_full = on_full
-        self.full: DiskFullError | None = None  # a write failed for lack of space
+        self.on_failed = on_failed
+        self.failed: StateError | None = None  # the first failed write (DiskFullError: lack of space)
         self._streamed = 0  # rows in front of the buffer a failed write already gave `before_store`
 
     def add_result(
@@ -157,8 +166,8 @@ class ResultSink:
         )
 
     def _resting(self) -> bool:
-        """A write failed for lack of space moments ago: do not try again yet (FULL_RETRY_S)."""
-        return self.full is not None and time.monotonic() - self._last_flush < FULL_RETRY_S
+        """A write failed moments ago: do not try again yet (FULL_RETRY_S)."""
+        return self.failed is not None and time.monotonic() - self._last_flush < FULL_RETRY_S
 
     def _take(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]] | None:
         if not self._results["request_key"] and not self._attempts["request_key"]:
@@ -194,7 +203,7 @@ class ResultSink:
                 return True
             try:
                 self.flushed += await asyncio.to_thread(self._write, taken)
-            except Exception as exc:  # noqa: BLE001 - _kept raises all but a lack of space
+            except Exception as exc:  # noqa: BLE001 - _kept raises it when nobody listens
                 return self._kept(taken, exc)
             return True
 
@@ -213,23 +222,28 @@ class ResultSink:
         """Answers (paid for) that the state does not hold yet."""
         return len(self._results["request_key"])
 
+    @property
+    def unstored_usd(self) -> float:
+        """What the attempts the state does not hold yet cost."""
+        return float(sum(self._attempts["cost_usd"]))
+
     def _kept(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]], exc: Exception) -> bool:
         """A failed write: True when its rows are stored all the same (the commit was made and only
         the checkpoint after it failed), else they go back in front of the buffer for later
-        flushes. Lack of space is told once (`on_full`: the run stops sending); other errors, and
-        every error when nobody listens (a batch's collect), are raised as before."""
+        flushes. The first failure is told once (`on_failed`: the run stops sending); every
+        failure is raised when nobody listens (a batch's collect)."""
         full = as_disk_full(exc, self.store.location)
         if full is not None and full.stored:
             self.flushed += len(taken[0]["request_key"])
             self._streamed = 0
         else:
             self._put_back(taken)
-        if full is None or self.on_full is None:
+        if self.on_failed is None:
             raise exc
-        if self.full is None:
-            self.on_full(full)
-        self.full = full  # kept: the run ends with disk_full even if a later write has room
-        return full.stored
+        if self.failed is None:  # kept: the run ends with it even if a later write succeeds
+            self.failed = full or _write_failed(exc, self.store.location)
+            self.on_failed(self.failed)
+        return full is not None and full.stored
 
     def _put_back(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]]) -> None:
         for kept, buffer in zip(taken, (self._results, self._attempts)):
@@ -237,17 +251,53 @@ class ResultSink:
                 buffer[name][:0] = values
 
 
-def raise_if_disk_filled(sinks: list[ResultSink]) -> None:
-    """A disk that filled up during the run ends it with disk_full, saying what was stored."""
-    full = next((sink.full for sink in sinks if sink.full is not None), None)
-    if full is None:
+def _write_failed(exc: Exception, where: str) -> StateError:
+    if isinstance(exc, StateError):
+        return exc
+    told = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    return StateWriteError(
+        f"writing the state {where} failed: {told}",
+        hint="make the state writable again (file permissions, a read-only mount or database, the disk's "
+        "or server's log), then run the same command: every answer stored before the failure is kept",
+    )
+
+
+def store_when_room(sinks: list[ResultSink], emit: EventSink, given_up: Callable[[], bool]) -> None:
+    """A full disk stopped the run with answers bought but not stored: they wait in memory while
+    the state gets room, tried every FULL_RETRY_S for up to BATCHOR_DISK_WAIT_S seconds (default
+    300), or until `given_up` (a Ctrl+C)."""
+    waiting = [sink for sink in sinks if isinstance(sink.failed, DiskFullError) and sink.unstored]
+    if not waiting:
+        return
+    wait_s = float(os.environ.get(DISK_WAIT_ENV) or DEFAULT_DISK_WAIT_S)
+    unstored, usd = sum(s.unstored for s in waiting), sum(s.unstored_usd for s in waiting)
+    emit(Event("disk_full_waiting", {"unstored": unstored, "unstored_usd": round(usd, 6), "wait_s": wait_s}))
+    deadline = time.monotonic() + wait_s
+    while any(s.unstored for s in waiting) and not given_up():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(FULL_RETRY_S, left))
+        for sink in waiting:
+            sink.flush_sync()
+
+
+def raise_if_write_failed(sinks: list[ResultSink]) -> None:
+    """A state write that failed during the run ends it with that error, saying what was stored."""
+    failed = next((sink.failed for sink in sinks if sink.failed is not None), None)
+    if failed is None:
         return
     stored, unstored = sum(sink.flushed for sink in sinks), sum(sink.unstored for sink in sinks)
-    lost = f"; {unstored:,} answer(s) bought could not be stored and will be asked again" if unstored else ""
-    raise DiskFullError(
-        f"{full.message}; sending stopped at the first failed write, with {stored:,} answer(s) of this run "
+    usd = sum(sink.unstored_usd for sink in sinks)
+    lost = (
+        f"; {unstored:,} answer(s) bought ({money(usd)}) could not be stored and will be asked again"
+        if unstored
+        else ""
+    )
+    raise type(failed)(
+        f"{failed.message}; sending stopped at the first failed write, with {stored:,} answer(s) of this run "
         f"stored{lost}",
-        hint=full.hint,
+        hint=failed.hint,
     )
 
 

@@ -19,7 +19,13 @@ from rich.table import Table
 from batchor.engine.events import Event
 from batchor.humanize import NOTHING, count, duration, money
 
-_NOTICES = {"provider_call_retry", "batch_call_failed", "batch_create_failed", "waiting_for_workers"}
+_NOTICES = {
+    "provider_call_retry",
+    "batch_call_failed",
+    "batch_create_failed",
+    "waiting_for_workers",
+    "disk_full_waiting",
+}
 
 
 def wanted(stream: Any = None) -> bool:

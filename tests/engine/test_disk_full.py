@@ -13,7 +13,7 @@ import duckdb
 import pytest
 import yaml
 
-from tests.cli.cli_helpers import run_cli
+from tests.cli.cli_helpers import cli_env, run_cli
 from tests.conftest import write_csv
 from tests.small_disk import small_disk  # noqa: F401 - the fixture
 
@@ -42,7 +42,8 @@ def _stored(state: Path) -> int:
 
 
 def _apply(folder: Path, state: Path) -> subprocess.CompletedProcess[str]:
-    return run_cli(folder, "apply", "spec.yaml", "--mock", "--yes", "--state", state, timeout=180)
+    no_wait = cli_env(BATCHOR_DISK_WAIT_S="0")  # room never comes back while it waits
+    return run_cli(folder, "apply", "spec.yaml", "--mock", "--yes", "--state", state, timeout=180, env=no_wait)
 
 
 def test_a_full_disk_is_a_clear_error_and_the_run_finishes_once_there_is_room(workdir, small_disk):

@@ -15,14 +15,19 @@ import pytest
 import yaml
 
 from batchor import api, operations
+from batchor.engine.events import Event
 from batchor.errors import DiskFullError
 from tests.conftest import make_spec
+from tests.fakes.bill import fake_bill
 from tests.small_disk import small_disk  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow  # mounts a filesystem and runs the job until it fills up mid-run
 
 ROWS = 1500
 CONCURRENCY = 8
+
+
+SIZES = ("2200k", "2500k", "2800k", "3100k")  # DuckDB grows by blocks: one of them fills up mid-run
 
 
 def _counts(state: Path) -> tuple[int, int]:
@@ -41,12 +46,20 @@ def _spec(folder: Path) -> Path:
     return spec
 
 
-def test_a_full_disk_stops_buying_and_the_resume_pays_only_for_what_was_not_stored(workdir, fake, small_disk):
+def _ledger(state: Path) -> float:
+    with duckdb.connect(str(state), read_only=True) as db:
+        return db.sql("SELECT coalesce(sum(cost_usd), 0) FROM attempts").fetchall()[0][0]
+
+
+def test_a_full_disk_stops_buying_and_the_resume_pays_only_for_what_was_not_stored(
+    workdir, fake, small_disk, monkeypatch
+):
+    monkeypatch.setenv("BATCHOR_DISK_WAIT_S", "0")  # no room comes back: the answers in memory are given up
     mount, resize = small_disk
     fake.configure(text_words=[300, 0.1])  # long answers: their raw payloads fill the state quickly
     spec, state = _spec(workdir), mount / "state.duckdb"
     stored = 0
-    for size in ("2200k", "2500k", "2800k", "3100k"):  # DuckDB grows by blocks: find a mid-run failure
+    for size in SIZES:
         resize(size, empty=True)
         fake.reset()
         with pytest.raises(DiskFullError) as failed:  # at the start (too small for the job's bookkeeping) or mid-run
@@ -71,3 +84,37 @@ def test_a_full_disk_stops_buying_and_the_resume_pays_only_for_what_was_not_stor
     assert done.cached == stored and done.succeeded == ROWS - stored
     assert _counts(state) == (ROWS, ROWS)
     assert operations.check_state(str(state))["ok"]
+
+
+def test_answers_bought_when_the_disk_fills_wait_in_memory_until_there_is_room(workdir, fake, small_disk):
+    """The answers in flight when the first write fails are stored once space is freed while the
+    run waits: the ledger equals what the provider billed, and nothing bought is asked again."""
+    mount, resize = small_disk
+    fake.configure(text_words=[300, 0.1])
+    spec, state = _spec(workdir), mount / "state.duckdb"
+    waited: list[dict] = []
+
+    def free_space(event: Event) -> None:  # the user frees space while batchor waits
+        if event.type == "disk_full_waiting":
+            waited.append(event.data)
+            resize("256m")
+
+    for size in SIZES:
+        resize(size, empty=True)
+        fake.reset()
+        waited.clear()
+        with pytest.raises(DiskFullError) as failed:
+            api.apply(spec, state=str(state), handle_signals=False, on_event=free_space)
+        stored, attempts = _counts(state)
+        if stored:
+            break
+    assert 0 < stored < ROWS, "the disk never filled up in the middle of the run"
+    assert waited and waited[0]["unstored"] > 0, "no answer was in memory when the disk filled"
+    assert "could not be stored" not in failed.value.message, failed.value.message
+    bought = fake.stats()["answered"]
+    assert stored == attempts == bought  # every answer bought is stored, its attempt once
+    assert _ledger(state) == pytest.approx(fake_bill(fake.stats()), rel=1e-6)
+
+    fake.reset()
+    done = api.apply(spec, state=str(state), handle_signals=False)
+    assert fake.stats()["answered"] == ROWS - stored and done.cached == stored
