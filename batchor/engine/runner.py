@@ -215,9 +215,7 @@ class WaveRunner:
     def _follow_fallbacks(self) -> None:
         """Rows answered by a fallback model read that answer (engine/fallback.py)."""
         self.flush_sinks()
-        for step in self.plan.header.steps:
-            if step.other_models:
-                self.store.follow_fallbacks(self.plan.job_id, step.name)
+        self.store.follow_fallbacks(self.plan.job_id, [s.name for s in self.plan.header.steps if s.other_models])
 
     def flush_sinks(self) -> None:
         """Store what the sinks still hold (answers that arrived before a cancel or an error)."""
@@ -263,9 +261,7 @@ class WaveRunner:
         ]
         with held_if_small(self.plan, self.store):
             scan_wave(works)
-            for step in steps:
-                if step.other_models:
-                    self.store.follow_fallbacks(self.plan.job_id, step.name)
+            self.store.follow_fallbacks(self.plan.job_id, [step.name for step in steps if step.other_models])
         for work in works:
             self._announce(work, retry_failed)
         return works

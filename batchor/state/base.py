@@ -73,12 +73,14 @@ RESULT_SCHEMA_FULL = pa.schema(list(RESULT_SCHEMA) + [pa.field(n, t) for n, t in
 ATTEMPT_SCHEMA_FULL = pa.schema(list(ATTEMPT_SCHEMA) + [pa.field(n, t) for n, t in ATTEMPT_MODEL_FIELDS])
 
 
-# `StateStore.follow_fallbacks` in both backends' SQL (%s parameters: job id, step).
-FOLLOW_FALLBACKS = (
-    "UPDATE job_requests SET request_key = r.answered_by FROM results r "
-    "WHERE job_requests.job_id = %s AND job_requests.step = %s "
-    "AND r.request_key = job_requests.request_key AND r.answered_by IS NOT NULL"
-)
+def follow_fallbacks_sql(steps: int, mark: str) -> str:
+    """`StateStore.follow_fallbacks` in both backends' SQL (`mark` parameters: job id, each step)."""
+    return (
+        "UPDATE job_requests SET request_key = r.answered_by FROM results r "
+        f"WHERE job_requests.job_id = {mark} AND job_requests.step IN ({', '.join([mark] * steps)}) "
+        "AND r.request_key = job_requests.request_key AND r.answered_by IS NOT NULL"
+    )
+
 
 # How a finished run's reason starts when its rows were judged but its output file was not written.
 OUTPUT_NOT_WRITTEN = "output not written"
@@ -245,9 +247,10 @@ class StateStore(LedgerReads, Protocol):
         request_key) for many steps, in one transaction (see state/step_maps.py)."""
         ...
 
-    def follow_fallbacks(self, job_id: str, step: str) -> None:
-        """Point the job step's rows whose request fell back at the fallback request that answered
-        it (`answered_by`), so outputs, later steps and status read the answer that was accepted."""
+    def follow_fallbacks(self, job_id: str, steps: Sequence[str]) -> None:
+        """Point the rows of the job's `steps` whose request fell back at the fallback request that
+        answered it (`answered_by`), so outputs, later steps and status read the answer that was
+        accepted; one statement for all the steps (a wave's)."""
         ...
 
     def job_results(self, job_id: str, step: str) -> pa.Table:

@@ -20,7 +20,7 @@ from batchor.duck import SMALL_ROWS, duckdb, one_thread
 from batchor.errors import ForeignStateError, StateVersionError, as_disk_full
 from batchor.file_modes import private_dir
 from batchor.state import step_maps
-from batchor.state.base import FOLLOW_FALLBACKS, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
+from batchor.state.base import RUN_COLUMNS, RunRecord, StateStore, follow_fallbacks_sql, run_from_row, run_values
 from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state, is_corruption
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from batchor.state.new_state import made_from_template
@@ -222,9 +222,10 @@ class DuckDBStore(StateStore):
         with self.connection() as db:
             db.execute("DELETE FROM job_requests WHERE job_id = ? AND step = ?", [job_id, step])
 
-    def follow_fallbacks(self, job_id: str, step: str) -> None:
-        with self.connection() as db:
-            db.execute(FOLLOW_FALLBACKS.replace("%s", "?"), [job_id, step])
+    def follow_fallbacks(self, job_id: str, steps: Sequence[str]) -> None:
+        if steps:
+            with self.connection() as db:
+                db.execute(follow_fallbacks_sql(len(steps), "?"), [job_id, *steps])
 
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.connection() as db:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from batchor.errors import StateError, StateVersionError
 from batchor.state import step_maps
-from batchor.state.base import FOLLOW_FALLBACKS, RUN_COLUMNS, RunRecord, StateStore, run_from_row, run_values
+from batchor.state.base import RUN_COLUMNS, RunRecord, StateStore, follow_fallbacks_sql, run_from_row, run_values
 from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VERSION
 from batchor.state.pg_session import PgSession
 
@@ -285,8 +285,9 @@ class PostgresStore(StateStore):
             lambda conn: conn.execute("DELETE FROM job_requests WHERE job_id = %s AND step = %s", [job_id, step])
         )
 
-    def follow_fallbacks(self, job_id: str, step: str) -> None:
-        self._retry(lambda conn: conn.execute(FOLLOW_FALLBACKS, [job_id, step]))
+    def follow_fallbacks(self, job_id: str, steps: Sequence[str]) -> None:
+        if steps:
+            self._retry(lambda conn: conn.execute(follow_fallbacks_sql(len(steps), "%s"), [job_id, *steps]))
 
     def has_job_requests(self, job_id: str, step: str) -> bool:
         with self.pg() as conn:

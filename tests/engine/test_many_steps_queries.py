@@ -12,7 +12,7 @@ from batchor import api
 from batchor.state import duckdb_file
 
 
-def _spec(folder, steps: int):
+def _spec(folder, steps: int, **model: object):
     folder.mkdir()
     write_csv(folder / "data.csv", [{"id": "a", "text": "first"}, {"id": "b", "text": "second"}])
     first = {f"s{i}": {"prompt": f"Step {i} of {steps}: {{{{ row.text }}}}", "output": "text"} for i in range(steps)}
@@ -21,7 +21,7 @@ def _spec(folder, steps: int):
         "version": 1,
         "name": f"steps{steps}",
         "input": {"path": "data.csv", "key": "id"},
-        "model": {"provider": "mock", "name": "echo"},
+        "model": {"provider": "mock", "name": "echo", **model},
         "steps": {**first, **then},
         "output": {"path": "out.jsonl"},
     }
@@ -46,4 +46,14 @@ def test_state_queries_do_not_grow_with_the_steps(workdir):
     assert (few_requests, many_requests) == (8, 48)  # two waves of 2 and 12 steps, 2 rows each
     # The mock answers at once, so flushes are few either way; 20 more steps cost ~160 more queries
     # when each step asks its own (about eight each).
+    assert many - few <= 10, (few, many)
+
+
+def test_steps_with_fallback_models_follow_their_fallbacks_once_per_wave(workdir):
+    """Rows answered by a fallback model are pointed at that answer in one statement per wave for
+    all its steps (StateStore.follow_fallbacks), not one per step and wave."""
+    fallback = {"fallback": ["mock:echo-backup"]}
+    few, _ = _state_units(_spec(workdir / "few", 2, **fallback))
+    many, many_requests = _state_units(_spec(workdir / "many", 40, **fallback))
+    assert many_requests == 160
     assert many - few <= 10, (few, many)

@@ -314,7 +314,7 @@ def test_a_request_answered_by_a_fallback_model_reads_as_that_answer(store):
     assert store.results_for_keys(pa.array(["a"])).to_pylist() == [
         {"request_key": "a", "status": "succeeded", "output": "B"}
     ]
-    store.follow_fallbacks("j", "s")
+    store.follow_fallbacks("j", ["s", "t"])
     (row,) = store.job_results("j", "s").to_pylist()
     assert (row["request_key"], row["status"], row["output"], row["model"]) == ("fb", "succeeded", "B", "anthropic:n")
     assert store.job_results("other", "s").to_pylist()[0]["request_key"] == "a"  # another job's rows are its own
