@@ -44,8 +44,10 @@ async def _cancel_one(ledger: BatchLedger, provider: BatchProvider, batch: Batch
     if batch.state == "intent":  # a create of unknown outcome: find it first
         tag = BatchTag(batch.batch_id, batch.job_id, batch.step, batch.chunk, batch.requests, batch.created_s)
         remote = await provider.find(tag, ledger.claimed_remote_ids(batch.provider))
-        if remote is None:
-            return  # nothing remote; the next apply gives its rows back to the queue
+        if remote is None or remote.guessed:
+            # nothing remote (the next apply gives its rows back to the queue), or a batch found by
+            # size and time only: perhaps another job's, never cancelled; the next apply checks it
+            return
         ledger.mark_submitted(batch.batch_id, remote.remote_id, remote.status)
         batch.remote_id = remote.remote_id
     if batch.state not in ("intent", "submitted") or not batch.remote_id:

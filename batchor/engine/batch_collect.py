@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from batchor.engine.batch_context import BatchContext
-from batchor.engine.batch_late import LateCreates
+from batchor.engine.batch_late import LATE_SUFFIX, LateCreates
 from batchor.engine.batch_poll import DUE_SLACK_S, expected_end, typical_seconds
 from batchor.engine.batch_rows import REQUEUE, RowJudge
 from batchor.engine.events import Event
@@ -57,6 +57,7 @@ class Collecting:
     keep_files: bool
     queue: Any
     found_late: LateCreates
+    chunk: int
 
     @property
     def active(self) -> list[BatchRecord]:
@@ -172,6 +173,8 @@ class Collecting:
                 return False  # read again at the next poll
             rows, remote = read_back
             self.troubles.pop(batch.batch_id, None)
+            if self._not_ours(batch, remote, rows):
+                return True
         error = remote.error.message if remote.error else None
         keys = self.keys_of.get(batch.batch_id) or self.ctx.ledger.batch_keys(batch.batch_id)
         outcomes, cost = self._settle(keys, rows, remote)
@@ -206,6 +209,39 @@ class Collecting:
             )
         )
         self.ctx.report()
+        return True
+
+    def _not_ours(self, batch: BatchRecord, remote: RemoteBatch, rows: list[RowResult]) -> bool:
+        """A batch whose results carry request keys its intent never sent is another job's: one
+        adopted by elimination after an uncertain create (`RemoteBatch.guessed`: Anthropic's batches
+        carry no tag of ours), whose size and time matched. Nothing of it is stored or cancelled; its
+        record keeps the provider id (never adopted again here), and the intent is looked up again
+        without it: our own batch may still be there, and its rows are sent again only if it is not."""
+        keys = self.keys_of.get(batch.batch_id) or self.ctx.ledger.batch_keys(batch.batch_id)
+        wanted = set(keys)
+        if not any(row.key and row.key not in wanted for row in rows):
+            return False
+        why = f"{remote.remote_id} holds other requests than this batch's: another job's batch, not adopted"
+        self.ctx.ledger.mark_collected(batch.batch_id, dict.fromkeys(keys, "unsent"), error=why)
+        for held in (self.live, self.due, self.expected_ends, self.submitted_s, self.troubles):
+            held.pop(batch.batch_id, None)
+        self.keys_of.pop(batch.batch_id, None)
+        self.ctx.emit(
+            Event("batch_not_ours", {"step": batch.step, "batch_id": batch.batch_id, "remote_id": remote.remote_id})
+        )
+        if batch.batch_id in self.found_late.late:  # its rows went out again already: keep looking, as before
+            self.found_late.late.discard(batch.batch_id)
+            self.found_late.remote_ids.discard(remote.remote_id)
+            original = replace(batch, batch_id=batch.batch_id.removesuffix(LATE_SUFFIX))
+            self.found_late.given_up[original.batch_id] = (original, keys)
+            return True
+        again = replace(batch, batch_id=f"{batch.batch_id}-again", chunk=self.chunk, state="intent", extra={})
+        again.remote_id = again.remote_status = None
+        self.chunk += 1
+        self.ctx.ledger.record_intent(again, keys)  # the same keys and intent time: looked up at once
+        self.live[again.batch_id], self.keys_of[again.batch_id] = again, keys
+        if batch.batch_id in self.reserved:
+            self.reserved[again.batch_id] = self.reserved.pop(batch.batch_id)
         return True
 
     async def _read(self, batch: BatchRecord, remote: RemoteBatch) -> tuple[list[RowResult], RemoteBatch] | None:

@@ -4,7 +4,8 @@ A create whose answer did not come in time is looked up twice (after a wait long
 timeout, and at the end of the step) before its rows are sent again (engine/batch.py). A provider
 slower than both lookups still makes that batch: it runs and is billed. So while the step runs,
 every round looks for such batches once more; one found is recorded as a batch of its own,
-cancelled at once (its rows were sent again) and then polled and collected like any other, so
+cancelled at once (its rows were sent again; not one found by elimination, which may be another
+job's until its results show: engine/batch_collect.py) and then polled and collected like any other, so
 whatever it answered before the cancel is stored and its spend recorded, never left paid-for and
 unread. Its rows without an answer are not queued again: they were already given back.
 """
@@ -76,12 +77,13 @@ class LateCreates:
         lane.live[late.batch_id], lane.keys_of[late.batch_id] = late, keys
         self.late.add(late.batch_id)
         self.remote_ids.add(remote.remote_id)
-        try:
-            await lane.provider.cancel(remote.remote_id)
-        except (AuthenticationError, NoApiKeyError):
-            raise
-        except ProviderError:
-            pass  # not cancelled (ended already, or the call failed): collected as it ends
+        if not remote.guessed:  # one found by elimination may be another job's: never cancelled
+            try:
+                await lane.provider.cancel(remote.remote_id)
+            except (AuthenticationError, NoApiKeyError):
+                raise
+            except ProviderError:
+                pass  # not cancelled (ended already, or the call failed): collected as it ends
         lane.due[late.batch_id] = lane.ctx.clock()
         lane.ctx.emit(
             Event(
@@ -91,7 +93,7 @@ class LateCreates:
                     "batch_id": late.batch_id,
                     "remote_id": remote.remote_id,
                     "requests": late.requests,
-                    "action": "cancelled, then collected",
+                    "action": "collected as it ends" if remote.guessed else "cancelled, then collected",
                 },
             )
         )

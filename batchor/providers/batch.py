@@ -72,6 +72,9 @@ class RemoteBatch:
     error: ProviderError | None = None  # batch-level failure (e.g. quota), if any
     handle: Any = None  # what the adapter needs to read results (file ids, result URL)
     files: tuple[str, ...] = ()  # provider files (input, output) to delete once results are stored
+    # found by elimination (size and time, no tag of ours to match: Anthropic), not by its tag: it may be
+    # another job's until its results carry the intent's request keys (engine/batch_collect.py)
+    guessed: bool = False
 
     @property
     def ended(self) -> bool:

@@ -30,8 +30,8 @@ def test_a_create_that_shows_late_is_found_and_collected_not_created_again(fake,
 )  # about 3 s each: one provider in the default tier
 def test_a_create_that_shows_after_both_lookups_is_cancelled_and_collected(fake, workdir, provider):
     """Issue 35: the first create shows only after both lookups gave it up (its rows already sent
-    again in a second batch). Found while the second batch runs, it is cancelled and collected:
-    never left running, paid for and unread."""
+    again in a second batch). Found while the second batch runs, it is cancelled (unless found by
+    size and time only) and collected: never left running, paid for and unread."""
     fake.reset(config=True, batches=True)  # Anthropic's lookup matches by content: no earlier test's batch
     fake.configure(
         batch_create_delay_s=1.5,
@@ -45,9 +45,12 @@ def test_a_create_that_shows_after_both_lookups_is_cancelled_and_collected(fake,
     result = api.apply(str(spec), on_event=events.append, handle_signals=False)
     assert result.succeeded == 5
     (found,) = [e.data for e in events if e.type == "batch_found_late"]
-    assert fake.stats()["batch_states"][found["remote_id"]] == "cancelled"
+    # Anthropic's batch is found by size and time only: it may be another job's, so it is never
+    # cancelled (test_batch_not_ours.py); it is collected as it ends
+    ended = "completed" if provider == "anthropic" else "cancelled"
+    assert fake.stats()["batch_states"][found["remote_id"]] == ended
     collected = [e.data for e in events if e.type == "batch_collected" and e.data["batch_id"] == found["batch_id"]]
-    assert len(collected) == 1 and collected[0]["state"] == "cancelled"
+    assert len(collected) == 1 and collected[0]["state"] == ended
     assert state_rows(workdir, f"SELECT state FROM batches WHERE batch_id = '{found['batch_id']}'") == [("collected",)]
     assert fake.stats()["batches_created"] == 2 and set(submitted(fake).values()) == {2}
     # the late batch answered before its cancel: billed, so this run's spend (what the run reports

@@ -3,7 +3,10 @@
 Lines reuse the realtime `to_body`/`parse_result`. Message Batches carry no metadata to tag, so
 an uncertain create is reconciled by elimination: a batch created after the intent (allowing
 for clock skew), with the intent's number of requests, and not already claimed by another local
-batch. Creates are sequential per step, so at most one such batch can be ours.
+batch. Creates are sequential per step, so at most one such batch can be ours; another job's batch of
+the same size made in the same minutes can look the same, so a batch found so is `guessed`: the
+engine adopts it only once its results carry the intent's request keys (custom ids), and never
+cancels it before then.
 """
 
 from __future__ import annotations
@@ -122,7 +125,8 @@ class AnthropicBatchProvider:
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
         """The unclaimed batch of the intent's size created closest after the intent, if any."""
         candidates = await self._call("anthropic.batches.list", lambda: self._candidates(tag, claimed))
-        return min(candidates, key=lambda r: abs((r.created_at or 0) - tag.created_at), default=None)
+        found = min(candidates, key=lambda r: abs((r.created_at or 0) - tag.created_at), default=None)
+        return None if found is None else replace(found, guessed=True)
 
     async def _candidates(self, tag: BatchTag, claimed: set[str]) -> list[RemoteBatch]:
         candidates: list[RemoteBatch] = []
