@@ -12,6 +12,10 @@ Each wave runs in a batch of that model's provider when the step runs `mode: bat
 the step's `mode: auto` settled on batch, only when the wave has at least `batch_threshold` rows
 (a few rows are answered realtime in seconds instead of waiting for another batch window).
 
+On a shared PostgreSQL state every worker derives the same waves from the state once the step's own
+requests are all settled; each wave's keys are listed as work items of their own, so each request is
+claimed, and sent, by one worker (engine/workers.py).
+
 The wave is derived from the state on every pass: an apply killed at any point finds the same rows
 again, re-attaches to the other model's live batches (the batch ledger knows them by request
 family), and links answers already stored instead of asking again; nothing is paid twice. An
@@ -22,7 +26,7 @@ points the row at it, as in realtime.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -55,20 +59,24 @@ class Wave:
     def work(self, batch: bool) -> OtherModelWork:
         """The wave as the executors take a step's work; in a batch, at the batch rate."""
         plan = self.runtime.plan.model_copy(update={"mode": "batch" if batch else "realtime"})
-        return OtherModelWork(plan, self.items)
+        return OtherModelWork(plan, self.items, f"{plan.name} {self.reason} {plan.provider}:{plan.model}")
 
 
 class OtherModelWork:
-    """A wave's requests in the shape of a step's work (`StepWork`): what the executors read."""
+    """A wave's requests in the shape of a step's work (`StepWork`): what the executors read, and
+    what a shared run's workers claim (under `lease_name`, apart from the step's own requests)."""
 
-    def __init__(self, step: StepPlan, items: list[WorkItem]) -> None:
-        self.step, self._items = step, items
+    widens = True  # a shared run lists each wave's keys beside the earlier ones (engine/workers.py)
+
+    def __init__(self, step: StepPlan, items: list[WorkItem], lease_name: str) -> None:
+        self.step, self._items, self.lease_name = step, items, lease_name
         self.pending = PendingKeys.first_seen(pa.array([i.key for i in items], pa.string()))
 
-    def items(self) -> Iterator[WorkItem]:
-        """The requests still pending (the batch hand-over may take some of them, see batch_handover.py)."""
-        wanted = self.pending.mask(pa.array([i.key for i in self._items], pa.string()))
-        return (item for item, want in zip(self._items, wanted.to_pylist()) if want)
+    def items(self, wanted: Callable[[str], bool] | None = None) -> Iterator[WorkItem]:
+        """The requests still pending (the batch hand-over may take some of them, see batch_handover.py);
+        with `wanted`, only those it accepts (a shared run's worker: its claims)."""
+        pending = self.pending.mask(pa.array([i.key for i in self._items], pa.string()))
+        return (i for i, want in zip(self._items, pending.to_pylist()) if want and (wanted is None or wanted(i.key)))
 
 
 def next_waves(plan: CompiledPlan, store: StateStore, runtime: StepRuntime) -> list[Wave]:

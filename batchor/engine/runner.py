@@ -169,10 +169,10 @@ class WaveRunner:
 
     def _other_models(self, runner: asyncio.Runner, works: list[StepWork]) -> None:
         """A batch step's rows for its fallback and escalation models, wave after wave, until
-        none is left (engine/other_models.py). Shared runs leave them (each worker would send them)."""
+        none is left (engine/other_models.py); on a shared run each worker sends the part it claims."""
         for step in (w.step for w in works if w.step.mode == "batch" and w.step.other_models):
             for _ in range(len(step.fallbacks) + 2):  # each fallback model in turn, the escalation
-                if self.stop.stopped or self.in_flight or self.shared is not None:
+                if self.stop.stopped or self.in_flight:
                     return
                 self._follow_fallbacks()
                 runtime = self.runtimes.get(step.name) or self.clients.add(step, self.limits)
@@ -204,11 +204,13 @@ class WaveRunner:
                     {"step": work.step.name, "model": model, "pending": len(wave.items), "for": wave.reason},
                 )
             )
-            if batch:
-                jobs.append(self._execute_batches([work], runtimes))  # type: ignore[list-item]  # a StepWork in shape
+            send = functools.partial(self._execute, runtimes=runtimes)
+            collect = functools.partial(self._execute_batches, runtimes=runtimes)
+            if self.shared is not None:  # several workers: each claims part of the wave
+                jobs.append(self.shared.run_wave([work], send, collect, self.stop))  # type: ignore[list-item]
+            elif batch:
+                jobs.append(collect([work]))  # type: ignore[list-item]  # a StepWork in shape
             else:
-                send = functools.partial(self._execute, runtimes=runtimes)
-                collect = functools.partial(self._execute_batches, runtimes=runtimes)
                 jobs.append(realtime_after_batches([work], self.store, send, collect))  # type: ignore[list-item]
         await asyncio.gather(*jobs)
 
@@ -379,7 +381,7 @@ class WaveRunner:
             else RealtimeExecutor(runtimes or self.runtimes, **options)
         )
         if self.shared is not None:
-            executor.limiter = self.shared.limiter(executor.limiter, self.runtimes)
+            executor.limiter = self.shared.limiter(executor.limiter, runtimes or self.runtimes)
         ticker = asyncio.create_task(flush_while_waiting(sink))
         try:
             with self.store.kept_attached(KEEP_ATTACHED_S):  # flushes skip most attach/checkpoint cycles

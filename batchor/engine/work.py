@@ -49,6 +49,11 @@ class StepWork:
         self.rows_of = JobRows(plan, store)  # rows at the step's grain, with upstream answers
 
     @property
+    def lease_name(self) -> str:
+        """What a shared run lists its keys under (state/leases.py): the step's name."""
+        return self.step.name
+
+    @property
     def widens(self) -> bool:
         """Its keys may be missing from a shared run's work items listed by another worker
         (--refresh and --retry-failed ask more; a reduce round lists the next level of folds)."""
@@ -85,8 +90,8 @@ class StepWork:
 
     def _moved_on(self) -> tuple[str, ...]:
         """Failures a batch step's fallback models take over (engine/other_models.py): such a row
-        goes to its next model, not to its own again (not on a shared state, whose runs have no such waves)."""
-        if self.step.mode != "batch" or not self.step.fallbacks or getattr(self.store, "shared", False):
+        goes to its next model, not to its own again."""
+        if self.step.mode != "batch" or not self.step.fallbacks:
             return ()
         return moving_codes(self.step.fallback_on)
 

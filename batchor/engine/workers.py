@@ -168,7 +168,7 @@ class SharedRun:
         """Claim and run slices of the wave until nothing is pending or held by other live workers."""
         await asyncio.to_thread(refuse_batched_rows, self.book.store, works)
         await asyncio.to_thread(self._enqueue, works)
-        steps = [w.step.name for w in works]
+        steps = [w.lease_name for w in works]
         while not stop.stopped:
             jobs = []
             live = [w for w in works if w.pending]
@@ -185,7 +185,7 @@ class SharedRun:
     def _enqueue(self, works: list[StepWork]) -> None:
         for work in works:
             if work.pending:
-                self.book.enqueue(self.run.run_id, work.step.name, work.pending, widens=work.widens)
+                self.book.enqueue(self.run.run_id, work.lease_name, work.pending, widens=work.widens)
 
     async def _wait_for_others(self, steps: list[str], stop: StopSignal) -> bool:
         """True when items became claimable (a lease expired); False when the wave is done."""
@@ -218,7 +218,7 @@ class SharedRun:
         behind: set[str] = set()
         last = -1
         stream = work.items(wanted=ahead.__contains__)  # rows claimed by others are not parsed
-        slices = Slices(self.book, self.run.run_id, work.step.name, self.slice, self._claimer)
+        slices = Slices(self.book, self.run.run_id, work.lease_name, self.slice, self._claimer)
         while True:
             if not ahead:
                 got = slices.take()
@@ -243,7 +243,7 @@ class SharedRun:
     def _claim_all(self, work: StepWork) -> StepWork:
         """Batch steps: claim every claimable key at once; only claimed keys go into batches."""
         keys: set[str] = set()
-        while got := self.book.claim(self.run.run_id, work.step.name, 10_000):
+        while got := self.book.claim(self.run.run_id, work.lease_name, 10_000):
             keys.update(k for k, _ in got)
         mine = copy.copy(work)
         mine.pending = work.pending.only(keys)
