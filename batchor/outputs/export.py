@@ -32,6 +32,7 @@ from batchor.outputs.written import check_not_foreign, remember
 from batchor.plan.fanout_rows import element_key, fanout_parents, fanouts_above, lineage
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
+from batchor.plan.plan_header import OUTPUT_FORMATS
 from batchor.plan.targets import check_output_path
 from batchor.schema.core import flatten_fields
 from batchor.spec.inputs import ROW_KEY
@@ -451,16 +452,7 @@ def _chain(first: pa.RecordBatch, rest: Any) -> Any:
 
 def format_for(path: Path) -> str | None:
     """Output format from a file extension (None when it says nothing)."""
-    return {
-        ".csv": "csv",
-        ".tsv": "tsv",
-        ".parquet": "parquet",
-        ".pq": "parquet",
-        ".jsonl": "jsonl",
-        ".ndjson": "jsonl",
-        ".json": "jsonl",
-        ".duckdb": "duckdb",
-    }.get(path.suffix.lower())
+    return OUTPUT_FORMATS.get(path.suffix.lower())
 
 
 def _format_of_flag(path: Path) -> str:

@@ -27,7 +27,7 @@ from batchor.spec.load import LoadedSpec
 from batchor.state.postgres_store import without_password
 from batchor.version import __version__
 
-_OUTPUT_FORMATS = {
+OUTPUT_FORMATS = {  # file extension -> output format (outputs/export.py reads it too)
     ".csv": "csv",
     ".tsv": "tsv",
     ".parquet": "parquet",
@@ -44,7 +44,7 @@ def output_target(loaded: LoadedSpec) -> tuple[Path, str]:
     spec = loaded.spec
     output = spec.output.path if spec.output else f"out/{spec.name}.parquet"
     out_path = Path(os.path.normpath(loaded.resolve(output)))
-    out_format = (spec.output.format if spec.output else None) or _OUTPUT_FORMATS.get(out_path.suffix.lower())
+    out_format = (spec.output.format if spec.output else None) or OUTPUT_FORMATS.get(out_path.suffix.lower())
     if out_format is None:
         raise SpecError(
             f"output.path: cannot tell the format of '{output}'",
