@@ -4,7 +4,7 @@ A resolve step sits in a pipeline like a reduce step: it sees every row (at its 
 earlier answers it reads, and its value is an input column or an earlier answer (`company.name`).
 The blocking rule pairs the rows (resolve/pairs.py's rules over the rows and their value, or the
 cosine similarity of an embed step's vectors); the step's prompt judges each pair (`pair.a`,
-`pair.b`); pairs judged `same` join into connected components (resolve/clusters.py); a cluster
+`pair.b`); pairs judged `same` join into connected components (plan/clusters.py); a cluster
 with several distinct values gets its canonical value by rule or by one request of its own
 (`cluster.variants`, `cluster.rows`). Each row's answer is `{cluster, canonical}`.
 
@@ -25,11 +25,11 @@ import pyarrow as pa
 
 from batchor.duck import confined_db, duckdb
 from batchor.errors import ResolveError
+from batchor.plan.clusters import canonical_values, components, is_same
 from batchor.plan.model import StepPlan
 from batchor.plan.reduce import Lookup, group_value
 from batchor.plan.request import RenderedRequest, StepRequests
 from batchor.plan.step_kinds import canonical_plan, judge_plan
-from batchor.resolve.clusters import canonical_values, components, is_same
 
 Pending = list[tuple[RenderedRequest, int]]
 

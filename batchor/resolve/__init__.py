@@ -3,7 +3,7 @@
 `paired` turns a resolve spec's input into its candidate pairs (resolve/pairs.py): the plan then
 counts and prices the pairs before any call, and the engine judges them like rows, realtime or
 in a Batch API, cached and resumed. `write_clusters` reads the judged pairs from the run's output
-and writes the input rows with their cluster id and canonical value (resolve/clusters.py) beside
+and writes the input rows with their cluster id and canonical value (plan/clusters.py) beside
 it, as `<output>.clusters.<ext>`.
 """
 
@@ -20,7 +20,7 @@ from batchor.duck import scratch_db
 from batchor.errors import ResolveError
 from batchor.file_modes import PRIVATE_FILE
 from batchor.frames import materialize, read_output
-from batchor.resolve.clusters import clustered, components, is_same
+from batchor.plan.clusters import clustered, components, is_same
 from batchor.resolve.pairs import PAIR_KEY, candidate_pairs, input_rows, rows_file
 from batchor.spec.inputs import ROW_KEY, sql_str
 from batchor.spec.model import JobSpec, ResolveSpec

@@ -5,7 +5,7 @@ A resolve job's step judges pairs of rows, not rows: before planning, the input 
 the pairs become the input the plan prices and the engine sends (so pairs are counted, cached,
 batched and resumed like any rows). Each pair row holds both rows' columns as `a_<column>` and
 `b_<column>`, keyed `pair` = `<a key> ~ <b key>`, the smaller key first. The rows themselves are
-kept beside the pairs file, for the clusters written after the run (resolve/clusters.py).
+kept beside the pairs file, for the clusters written after the run (plan/clusters.py).
 """
 
 from __future__ import annotations

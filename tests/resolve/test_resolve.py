@@ -12,8 +12,8 @@ import yaml
 
 import batchor
 from batchor.errors import ResolveError
+from batchor.plan.clusters import canonical_values
 from batchor.resolve import components
-from batchor.resolve.clusters import canonical_values
 from tests.conftest import write_csv
 
 ROWS = [
