@@ -124,6 +124,7 @@ class ResolvePlan(_Frozen):
     block_key: str | None = None  # DuckDB expression: equal values pair up
     block_on: str | None = None  # DuckDB condition over rows a and b
     similar: tuple[str, float, int] | None = None  # (embed step, cosine threshold, top_k)
+    max_pairs: int | None = None  # most candidate pairs judged (bounds the plan's count)
     canonical: str = "most_frequent"  # most_frequent | longest | prompt
     canonical_prompt: str | None = None
     canonical_system: str | None = None

@@ -5,7 +5,7 @@ row's value (and vector) is known, the pairs are counted exactly, by the same `R
 uses; the canonical requests too once every pair is answered, else at most one per cluster the
 unanswered pairs could still make. When some rows' values do not exist yet (the value is an
 answer of an earlier step still to run), the pairs are bounded: every two rows, or `top_k` per
-row for similarity blocking, and the count is marked as an estimate.
+row for similarity blocking, at most `block.max_pairs`, and the count is marked as an estimate.
 """
 
 from __future__ import annotations
@@ -87,6 +87,8 @@ def _bounded(walker: ResolveWalk, known: list[Any], projected: int, tally: Reduc
     pairs = n * (n - 1) // 2
     if walker.step.resolve.similar is not None:
         pairs = min(pairs, n * walker.step.resolve.similar[2])
+    if walker.step.resolve.max_pairs is not None:
+        pairs = min(pairs, walker.step.resolve.max_pairs)
     per_row = max((_row_tokens(walker, item) for item in known), default=0)
     prompt = walker.pairs_requests.counter.count((walker.step.system or "") + walker.step.prompt)
     canonical = n // 2 if walker.canon is not None else 0

@@ -83,8 +83,16 @@ class ResolveWalk:
         self.canonical_requests = StepRequests(self.canon, canonical) if self.canon and canonical else None
 
     def candidate_pairs(self, members: list[Member]) -> list[tuple[int, int]]:
-        """Index pairs (i < j) the blocking rule joins; rows without a value pair with none."""
-        return candidate_pairs(self.step.name, self.plan, members)
+        """Index pairs (i < j) the blocking rule joins; rows without a value pair with none.
+        More than `max_pairs` stops the step before any pair is sent."""
+        pairs = candidate_pairs(self.step.name, self.plan, members)
+        if self.plan.max_pairs is not None and len(pairs) > self.plan.max_pairs:
+            raise ResolveError(
+                f"steps.{self.step.name}.resolve.block: the rule pairs {len(pairs):,} rows, "
+                f"above max_pairs {self.plan.max_pairs:,}",
+                hint="tighten the blocking rule, or raise `max_pairs` (answers stored so far are kept)",
+            )
+        return pairs
 
     def pair_requests(self, members: list[Member], pairs: list[tuple[int, int]]) -> Pending:
         rendered = []

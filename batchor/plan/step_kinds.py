@@ -112,6 +112,7 @@ def as_resolve(plan: StepPlan, step: Any) -> StepPlan:
         block_key=spec.block.key,
         block_on=spec.block.on,
         similar=(similar.step, similar.threshold, similar.top_k) if similar else None,
+        max_pairs=spec.block.max_pairs,
         canonical=canonical,
         canonical_prompt=getattr(spec.canonical, "prompt", None),
         canonical_system=getattr(spec.canonical, "system", None),

@@ -278,6 +278,9 @@ class BlockSpec(_Strict):
     `jaro_winkler_similarity(lower(a.name), lower(b.name)) > 0.85`)."""
     similar: SimilarSpec | None = None
     """`resolve:` steps: rows whose embeddings are similar (`{step: vectors, threshold: 0.85}`)."""
+    max_pairs: int | None = Field(default=None, ge=1)
+    """`resolve:` steps: most candidate pairs judged. Bounds the plan's count (and cost) while the
+    values are not known yet; a rule that pairs more stops the step before any pair is sent."""
 
     @model_validator(mode="after")
     def _one_rule(self) -> "BlockSpec":

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import batchor
+from batchor.errors import ResolveError
 from tests.cli.cli_helpers import cli_env
 from tests.conftest import write_csv
 from tests.engine.test_reduce import _answered
@@ -138,6 +139,19 @@ def test_pairs_and_canonical_requests_go_through_the_batch_api(fake, workdir):
     assert result.status == "succeeded"
     assert fake.stats()["by_endpoint"].get("openai.chat_completions", 0) == 0  # every request in a batch
     assert _rows(workdir)["n3"]["entity.canonical"] == "Blue Harbor Logistics"
+
+
+def test_max_pairs_bounds_the_plan_and_stops_a_rule_that_pairs_more(fake, workdir):
+    fake.configure(judge_pairs=True)
+    block = {"key": "city", "max_pairs": 3}
+    plan = batchor.plan(_spec(workdir, block=block), save=False)
+    assert _step(plan, "entity").counts.to_run == 3  # names unknown yet: 21 possible pairs, bounded at 3
+    with pytest.raises(ResolveError, match="pairs 4 rows, above max_pairs 3"):  # blue in Lyon: 3 pairs, cedar: 1
+        batchor.apply(_spec(workdir, block={"key": "city", "max_pairs": 3}), max_cost=1, progress=False)
+    assert fake.stats()["answered"] == 7  # the extractions only: no pair was sent
+    fake.reset()
+    batchor.apply(_spec(workdir, block={"key": "city", "max_pairs": 4}), max_cost=1, progress=False)
+    assert fake.stats()["answered"] == 4  # the extractions were kept: the pairs alone
 
 
 @pytest.mark.slow
