@@ -22,8 +22,9 @@ from batchor.plan.request import StepRequests
 from batchor.spec.inputs import InputReader
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
-from batchor.state.cache import cached_mask, settled_failure_mask
+from batchor.state.cache import SMALL_KEYS, cached_mask, known_keys, settled_failure_mask
 
+Known = tuple[pa.Array, pa.Array | None]  # keys with an answer, keys with a settled failure (state/cache.py)
 _BATCH_ROWS = 32_768  # the Python strings of a batch (bodies, prompts, keys) are what bounds memory
 
 
@@ -52,15 +53,18 @@ class RowTally:
         self._keys.append(keys)
         self._tokens.append(tokens)
 
-    def finish(self, step: StepPlan, store: StateStore | None, retry_failed: bool = False) -> None:
+    def finish(
+        self, step: StepPlan, store: StateStore | None, retry_failed: bool = False, known: Known | None = None
+    ) -> None:
         """Count cached rows, rows that failed for good earlier (unless `retry_failed`), and
         unique requests to run. Keys are hashes: a big step is split by their first character,
-        so each cache query, filter and deduplication holds a sixteenth of them."""
+        so each cache query, filter and deduplication holds a sixteenth of them. `known`: the
+        cached and failed keys of many small steps, asked of the store at once (`_known`)."""
         keys = pa.chunked_array(self._keys, pa.string())
         tokens = pa.chunked_array(self._tokens, pa.int32())
         self._keys, self._tokens = [], []
         if len(keys) <= _BATCH_ROWS:
-            self._finish_part(keys, tokens, step, store, retry_failed)
+            self._finish_part(keys, tokens, step, store, retry_failed, known)
             return
         first = pc.utf8_slice_codeunits(keys, 0, 1)
         for prefix in pc.unique(first).to_pylist():
@@ -74,13 +78,15 @@ class RowTally:
         step: StepPlan,
         store: StateStore | None,
         retry_failed: bool,
+        known: Known | None = None,
     ) -> None:
         if store is not None:
-            hit = cached_mask(store, keys)
+            hit = pc.is_in(keys, value_set=known[0]) if known else cached_mask(store, keys)
             self.cached += pc.sum(hit).as_py() or 0
             keys, tokens = keys.filter(pc.invert(hit)), tokens.filter(pc.invert(hit))
         if store is not None and not retry_failed:
-            settled = settled_failure_mask(store, keys)
+            failed = known[1] if known else None
+            settled = pc.is_in(keys, value_set=failed) if failed is not None else settled_failure_mask(store, keys)
             self.failed_earlier += pc.sum(settled).as_py() or 0
             keys, tokens = keys.filter(pc.invert(settled)), tokens.filter(pc.invert(settled))
         self._count_unique(pa.table({"k": keys, "t": tokens}), step)
@@ -176,9 +182,22 @@ def write_plan_data(
     for step, renderer in zip(roots, renderers or []):
         requests, tally = renderer.requests, tallies[step.name]
         tally.attachment_problems, tally.attachment_examples = requests.problems, requests.problem_examples
+    known = _known(tallies, caches, retry_failed)
     for step in roots:
-        tallies[step.name].finish(step, caches[step.name], retry_failed)
+        tallies[step.name].finish(step, caches[step.name], retry_failed, known)
     return tallies
+
+
+def _known(tallies: dict[str, RowTally], caches: dict[str, StateStore | None], retry_failed: bool) -> Known | None:
+    """Many small steps (2,000 steps of 2 rows) ask the store about all their keys in one cache and
+    one failure query, not two per step; None when the steps are few or their keys many."""
+    asked = [name for name, store in caches.items() if store is not None]
+    keys = [k for name in asked for k in tallies[name]._keys]
+    if len(asked) < 2 or not keys or sum(len(k) for k in keys) > SMALL_KEYS:
+        return None
+    store = caches[asked[0]]
+    assert store is not None
+    return known_keys(store, pa.concat_arrays(keys).unique(), failures=not retry_failed)
 
 
 def _with_step_columns(

@@ -15,6 +15,7 @@ from batchor.errors import ProviderError
 from batchor.state.base import StateStore
 
 _PART_KEYS = 1 << 17  # keys per store query: a bigger set is asked in parts, by first character
+SMALL_KEYS = _PART_KEYS  # at most this many keys of many steps are asked at once (`known_keys`)
 
 
 def cached_mask(store: StateStore, keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -43,6 +44,14 @@ def settled_failure_mask(
         return store.failed_key_array(combined, codes)
 
     return _mask_in_parts(keys, failed)
+
+
+def known_keys(store: StateStore, keys: pa.Array, *, failures: bool = True) -> tuple[pa.Array, pa.Array | None]:
+    """Among `keys` (no nulls, a small set: many small steps' at once), those with a succeeded
+    answer, and (with `failures`) those with a failure `settled_failure_mask` counts: one store
+    query each instead of two per step."""
+    failed = store.failed_key_array(keys, deterministic_codes()) if failures else None
+    return _cached(store, keys), failed
 
 
 def _mask_in_parts(

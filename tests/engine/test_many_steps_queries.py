@@ -12,17 +12,17 @@ from batchor import api
 from batchor.state import duckdb_file
 
 
-def _spec(folder, steps: int, **model: object):
+def _spec(folder, steps: int, *, then: bool = True, **model: object):
     folder.mkdir()
     write_csv(folder / "data.csv", [{"id": "a", "text": "first"}, {"id": "b", "text": "second"}])
     first = {f"s{i}": {"prompt": f"Step {i} of {steps}: {{{{ row.text }}}}", "output": "text"} for i in range(steps)}
-    then = {f"t{i}": {"prompt": f"Again {i}: {{{{ s{i} }}}}", "output": "text"} for i in range(steps)}
+    later = {f"t{i}": {"prompt": f"Again {i}: {{{{ s{i} }}}}", "output": "text"} for i in range(steps)} if then else {}
     spec = {
         "version": 1,
         "name": f"steps{steps}",
         "input": {"path": "data.csv", "key": "id"},
         "model": {"provider": "mock", "name": "echo", **model},
-        "steps": {**first, **then},
+        "steps": {**first, **later},
         "output": {"path": "out.jsonl"},
     }
     path = folder / "spec.yaml"
@@ -57,3 +57,19 @@ def test_steps_with_fallback_models_follow_their_fallbacks_once_per_wave(workdir
     many, many_requests = _state_units(_spec(workdir / "many", 40, **fallback))
     assert many_requests == 160
     assert many - few <= 10, (few, many)
+
+
+def _plan_units(spec) -> int:
+    """State queries of one `plan` (a state that already holds a run of the job)."""
+    state = str(spec.parent / "state.duckdb")
+    api.apply_compiled(api.plan(spec, save=False, state=state), handle_signals=False, state=state)
+    before = duckdb_file._HOST.units
+    api.plan(spec, save=False, state=state)
+    return duckdb_file._HOST.units - before
+
+
+def test_planning_asks_the_state_about_many_small_steps_at_once(workdir):
+    """The plan counts cached rows and settled failures of all its independent steps in one query
+    each, not two per step (2,000 steps of 2 rows spent most of `plan` on them)."""
+    few, many = _plan_units(_spec(workdir / "few", 2, then=False)), _plan_units(_spec(workdir / "many", 40, then=False))
+    assert many - few <= 20, (few, many)
