@@ -17,6 +17,13 @@ have to repair a torn last line; the rewrite is the export's own query, so the f
 duplicate, and the state stays the one source of truth. The run's end replaces the file with
 the full export in input order: the final file is byte for byte what a run without streaming
 writes.
+
+Without a streamed file (`--json`, `on_row` over another output) nothing is promised about a
+kill, so the rows of several flushes are handed out together, at most once every
+`HAND_OUT_EVERY_S` (and at each wave's resync and at the close): each hand-out runs the export's
+query and two state reads, which, done at every flush (four a second), cost more CPU than the
+requests themselves (2.7 ms a row in a 5,000-row realtime run at load, against 1.4 ms for the
+rest of the client's work).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +52,7 @@ from batchor.state.step_maps import per_step
 
 RowsFound = Callable[[list[dict[str, Any]], bool], None]  # finished rows; True: found in the state
 _OVERLAID = ("status", "output", "error_code", "error")
+HAND_OUT_EVERY_S = 1.0  # rows handed out without a streamed file: at most this often (see above)
 
 
 class RowStream:
@@ -57,6 +66,7 @@ class RowStream:
         found: RowsFound | None = None,
         *,
         remembered: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.plan, self.store, self.path, self.found = plan, store, path, found
         self.remembered = remembered  # the spec's own output: recorded as batchor's (outputs/written.py)
@@ -66,10 +76,14 @@ class RowStream:
         self._fd: int | None = None
         self._inputs: pa.Table | None = None
         self._reviewed = False
+        self._clock = clock
+        self._held: list[pa.Table] = []  # flushes' results not handed out yet (no streamed file)
+        self._handed_at = clock()
 
     def resync(self) -> None:
         """Rewrite the file from the state: every finished row, in input order, atomically."""
         with self._lock:
+            self._release()  # the rows this run finished are not `cached` ones
             if self.error is None:
                 self._guarded(self._resync)
 
@@ -77,11 +91,23 @@ class RowStream:
         """Append the rows these results (about to be stored) finish. Never raises: a stream
         that cannot be written stops, and the answers are still stored."""
         with self._lock:
-            if self.error is None:
+            if self.path is None:  # only handed out: held until HAND_OUT_EVERY_S has passed
+                self._held.append(results)
+                if self._clock() - self._handed_at >= HAND_OUT_EVERY_S:
+                    self._release()
+            elif self.error is None:
                 self._guarded(lambda: self._append(results))
+
+    def _release(self) -> None:
+        """Hand out the rows of the held results (the lock is held)."""
+        held, self._held = self._held, []
+        self._handed_at = self._clock()
+        if held and self.error is None:
+            self._guarded(lambda: self._append(pa.concat_tables(held[::-1])))  # newest first: laid over the rest
 
     def close(self) -> None:
         with self._lock:
+            self._release()
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None

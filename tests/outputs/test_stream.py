@@ -176,3 +176,40 @@ def test_a_batch_run_streams_the_rows_of_each_collected_batch(fake, workdir):
     assert result.status == "succeeded"
     assert fake.stats()["by_endpoint"].get("openai.chat_completions", 0) == 0  # answered in batches
     assert len(seen) == ROWS and all(seen)
+
+
+def test_rows_without_a_streamed_file_are_handed_out_together_at_most_once_a_second(fake, workdir):
+    """Each hand-out runs the export's query: without a file to keep whole at a kill, the rows
+    of several flushes go out together (every HAND_OUT_EVERY_S, and at the close)."""
+    import pyarrow as pa
+
+    from batchor import api
+    from batchor.outputs.stream import HAND_OUT_EVERY_S, RowStream
+    from batchor.state import open_state
+
+    spec = _spec(workdir, output="out.csv", rows=6)
+    one_step = yaml.safe_load(spec.read_text())
+    del one_step["steps"]["second"]
+    spec.write_text(yaml.safe_dump(one_step, sort_keys=False))
+    batchor.apply(spec, max_cost=1, progress=False)
+    plan = api.plan(str(spec), save=False)
+    store = open_state(str(workdir / ".batchor" / "state.duckdb"))
+    keys = pa.Table.from_batches(list(plan.iter_batches(["__req.first.key"]))).column(0).combine_chunks()
+    stored = store.results_for_keys(keys)
+    results = stored.append_column("error_code", pa.nulls(6, pa.string())).append_column(
+        "error", pa.nulls(6, pa.string())
+    )
+    now, handed = [0.0], []
+    stream = RowStream(
+        plan, store, None, lambda rows, cached: handed.append(sorted(r["_row_key"] for r in rows)), clock=lambda: now[0]
+    )
+    stream.stored(results.slice(0, 2))
+    now[0] = HAND_OUT_EVERY_S / 2
+    stream.stored(results.slice(2, 2))
+    assert handed == []
+    now[0] = HAND_OUT_EVERY_S
+    stream.stored(results.slice(4, 1))
+    assert handed == [sorted(f"t{i}" for i in range(5))]
+    stream.stored(results.slice(5, 1))
+    stream.close()
+    assert handed[1:] == [["t5"]]
