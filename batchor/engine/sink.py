@@ -1,7 +1,10 @@
 """Result buffering: finished requests reach the state in batched transactions, not one per row.
 
 A flush happens when the buffer is full or the flush interval passed; the DuckDB write runs in a
-worker thread (DuckDB releases the GIL) so the event loop keeps sending meanwhile.
+worker thread (DuckDB releases the GIL) so the event loop keeps sending meanwhile. A write has a
+fixed cost (a transaction, the stream's reads), so on a machine busy enough that writes take long
+the interval grows to keep writing to about WRITE_SHARE of the time: a 5,000-row realtime apply at
+load average 25 made 1,400 writes of a few rows each, and most of its CPU was theirs.
 
 A write that fails (`disk_full` for lack of space, else `state_write_failed`) says so once
 (`on_failed`: the run stops sending at the first failed write) and keeps its rows in memory, in
@@ -40,6 +43,7 @@ FULL_RETRY_S = 2.0
 # stopped sending, before it ends without them (they are then asked, and paid for, again).
 DISK_WAIT_ENV = "BATCHOR_DISK_WAIT_S"
 DEFAULT_DISK_WAIT_S = 300.0
+WRITE_SHARE = 0.25  # at most about this share of the wall time goes to writes (the interval grows)
 
 
 class ResultSink:
@@ -53,6 +57,7 @@ class ResultSink:
         keep_raw: bool = True,
         before_store: Callable[[pa.Table], None] | None = None,
         on_failed: Callable[[StateError], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.before_store = before_store  # a streamed output appends the rows these finish (outputs/stream.py)
@@ -62,7 +67,9 @@ class ResultSink:
         self.keep_raw = keep_raw
         self._results: dict[str, list[Any]] = {f.name: [] for f in RESULT_SCHEMA}
         self._attempts: dict[str, list[Any]] = {f.name: [] for f in ATTEMPT_SCHEMA}
-        self._last_flush = time.monotonic()
+        self._clock = clock
+        self._last_flush = clock()
+        self._write_s = 0.0  # how long the last write took
         self._lock = asyncio.Lock()
         self.flushed = 0
         self.on_failed = on_failed
@@ -161,13 +168,12 @@ class ResultSink:
         pending = len(self._results["request_key"])
         if self._resting():
             return False
-        return pending >= self.flush_rows or (
-            pending > 0 and time.monotonic() - self._last_flush >= self.flush_interval_s
-        )
+        interval = max(self.flush_interval_s, self._write_s / WRITE_SHARE)
+        return pending >= self.flush_rows or (pending > 0 and self._clock() - self._last_flush >= interval)
 
     def _resting(self) -> bool:
         """A write failed moments ago: do not try again yet (FULL_RETRY_S)."""
-        return self.failed is not None and time.monotonic() - self._last_flush < FULL_RETRY_S
+        return self.failed is not None and self._clock() - self._last_flush < FULL_RETRY_S
 
     def _take(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]] | None:
         if not self._results["request_key"] and not self._attempts["request_key"]:
@@ -175,12 +181,13 @@ class ResultSink:
         taken = self._results, self._attempts
         self._results = {f.name: [] for f in RESULT_SCHEMA}
         self._attempts = {f.name: [] for f in ATTEMPT_SCHEMA}
-        self._last_flush = time.monotonic()
+        self._last_flush = self._clock()
         return taken
 
     def _write(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]]) -> int:
         """Pack raw payloads (zlib releases the GIL), build the tables, store them."""
         results, attempts = taken
+        began = self._clock()
         attempts = {**attempts, "raw": [pack(raw) if raw else None for raw in attempts["raw"]]}  # kept as sent
         table = pa.table(results, schema=RESULT_SCHEMA)
         streamed, self._streamed = self._streamed, table.num_rows  # this write streams them all
@@ -190,6 +197,7 @@ class ResultSink:
         finally:  # an `on_row` that raised stops the run, but the answers are stored
             self.store.record_results(table, pa.table(attempts, schema=ATTEMPT_SCHEMA))
         self._streamed = 0
+        self._write_s = self._clock() - began
         return len(results["request_key"])
 
     async def flush(self) -> bool:
