@@ -79,6 +79,7 @@ REGISTRY: dict[str, ProviderInfo] = {
         "bedrock",
         "bedrock",
         None,
+        batch=True,  # batch inference: S3 files and an IAM role from the model block's options
         structured="outputConfig json_schema (forced tool for other models)",
         base_url_env="AWS_ENDPOINT_URL_BEDROCK_RUNTIME",  # default: the region's bedrock-runtime endpoint
         prices="aws",

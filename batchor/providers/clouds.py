@@ -46,6 +46,7 @@ _CLOUD_NAMES: dict[str, tuple[str, str]] = {
     "azure_openai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
     "aoai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
 }
+S3_OPTION, ROLE_OPTION = "batch_s3", "role_arn"  # Bedrock batch: where its files go, the role it assumes
 _MISSING = frozenset({"anthropic-vertex", "vertex-anthropic", "anthropic_vertex"})  # clouds batchor cannot reach yet
 # Bedrock model ids: `anthropic.claude-3-haiku-...`, with a cross-region prefix (`us.`, `eu.`, ...).
 _BEDROCK_ID = re.compile(
@@ -91,16 +92,35 @@ def bedrock_id_help(model: str) -> str:
 def batch_missing(provider: str, options: Mapping[str, Any]) -> str | None:
     """What batchor lacks to run this provider's Batch API with these options (None: it can)."""
     if provider == "bedrock":
-        return (
-            "Bedrock batch inference is not supported yet: it needs CreateModelInvocationJob with S3 input "
-            "and output and an IAM service role, which batchor does not set up; use `mode: realtime`"
-        )
+        return bedrock_batch_missing(options)
     if provider == "gemini" and gemini_on_vertex(options):
         return (
             "Gemini batch prediction on Vertex AI is not supported yet: it needs a Cloud Storage (gs://) "
             "or BigQuery location for the request and result files, which batchor does not write"
         )
     return None
+
+
+def bedrock_batch_missing(options: Mapping[str, Any]) -> str | None:
+    """What a Bedrock model block lacks to run batch inference: an S3 location for the job's files
+    and the IAM service role Bedrock assumes to read and write it (batchor creates neither)."""
+    location, role = options.get(S3_OPTION), options.get(ROLE_OPTION)
+    if not isinstance(location, str) or not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", location):
+        return (
+            f"Bedrock batch inference needs an S3 location for its files: add `options: {{{S3_OPTION}: "
+            f"s3://<bucket>/<prefix>}}` (a bucket in the model's region){_written(location)}"
+        )
+    if not isinstance(role, str) or not role.startswith("arn:"):
+        return (
+            f"Bedrock batch inference needs an IAM service role: add `options: {{{ROLE_OPTION}: "
+            "arn:aws:iam::<account>:role/<name>}` (a role Bedrock can assume that reads and writes "
+            f"{location}){_written(role)}"
+        )
+    return None
+
+
+def _written(value: Any) -> str:
+    return "" if value is None else f"; {value!r} is not one"
 
 
 def priced_as(provider: str, name: str, options: Mapping[str, Any]) -> tuple[str, str]:

@@ -65,6 +65,8 @@ _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
     ),
     "bedrock": (
         ProviderOption("region", str, "the AWS region, e.g. us-east-1 (default: AWS_REGION or the profile's)"),
+        ProviderOption("batch_s3", str, "batch mode: the s3://bucket/prefix where job files are written and read"),
+        ProviderOption("role_arn", str, "batch mode: the IAM service role Bedrock assumes to read and write batch_s3"),
         ProviderOption(
             "structured",
             str,
@@ -72,6 +74,7 @@ _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
             "models) or a forced `tool` call (default for other models)",
             ("output_config", "tool"),
         ),
+        _KEEP_FILES,
     ),
     "gemini": (
         ProviderOption(

@@ -55,8 +55,8 @@ class ModelSpec(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific settings, checked per provider (docs: guides/providers.md): anthropic
     `structured`; gemini `vertexai`, `project`, `location`, `api_version`,
-    `batch_inline_max_bytes`; azure `model`, `api_version`, `auth`; bedrock `region`, `structured`;
-    openai, gemini and azure `keep_provider_files`."""
+    `batch_inline_max_bytes`; azure `model`, `api_version`, `auth`; bedrock `region`, `structured`,
+    `batch_s3`, `role_arn`; openai, gemini, azure and bedrock `keep_provider_files`."""
     fallback: list[str] = Field(default_factory=list)
     """Models asked in turn, as `provider:name`, for a row this model could not answer (see
     `fallback_on`); each keeps this block's params. The output's `_model` column names the one that answered."""

@@ -26,7 +26,7 @@ from batchor.engine import run as engine_run
 from batchor.engine.batch import BatchExecutor
 from batchor.plan.prices import lookup_price
 from tests.engine.batch_helpers import results, state_rows, submitted
-from tests.engine.test_batch_providers import MODELS, spec_for
+from tests.engine.test_batch_providers import MODELS, aws_at_the_fake, spec_for  # noqa: F401 - autouse fixture
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # kills, restarts, every fault: CI's full tier
 
@@ -68,10 +68,25 @@ CALLS: dict[str, dict[str, str | None]] = {
         "cancel": "gemini.batches.cancel",
         "delete": "gemini.files.delete",
     },
+    "bedrock": {
+        "upload": "s3.objects.put",
+        "create": "bedrock.batches.create",
+        "get": "bedrock.batches.retrieve",
+        "list": "bedrock.batches.list",
+        "download": "s3.objects.get",
+        "cancel": "bedrock.batches.cancel",
+        "delete": "s3.objects.delete",
+    },
 }
 # Each provider's real quota shape: OpenAI's insufficient_quota 429, Anthropic's "credit balance is
 # too low" 400, Gemini's "You exceeded your current quota" RESOURCE_EXHAUSTED without details.
-QUOTA = {"openai": "quota", "anthropic": "quota:credit_balance", "gemini": "quota:no_details", "azure": "quota"}
+QUOTA = {
+    "openai": "quota",
+    "anthropic": "quota:credit_balance",
+    "gemini": "quota:no_details",
+    "azure": "quota",
+    "bedrock": "quota",
+}
 FAULTS = ("429", "500", "503", "timeout", "disconnect", "cut", "quota")
 GONE = ("404", "410")  # meaningful on a results download: the results expired
 EXIT = {"succeeded": 0, "partial": 3, "failed": 3, "paused": 10, "in_flight": 7, "budget": 4}

@@ -20,7 +20,7 @@ from .core import Answer, Call, Provider, Route, content_text, conversation, las
 from .limits import Snapshot
 from .wire import Request, Response, json_response
 
-_SCOPE = re.compile(r"Credential=(?P<key>[^/]+)/\d{8}/(?P<region>[^/]+)/bedrock/aws4_request")
+_SCOPE = re.compile(r"Credential=(?P<key>[^/]+)/\d{8}/(?P<region>[^/]+)/(?P<service>[a-z0-9-]+)/aws4_request")
 
 
 def parse_converse(body: dict[str, Any], params: dict[str, str]) -> Call:
@@ -126,13 +126,25 @@ def register(app: Any) -> None:
     converse = app._model_handler(PROVIDER, PROVIDER.routes[0])
 
     async def signed(request: Request, params: dict[str, str]) -> Response | None:
-        found = _SCOPE.search(request.headers.get("authorization", ""))
-        bearer = request.headers.get("authorization", "").startswith("Bearer ")
-        if found is None and not bearer:
-            message = "Missing Authentication Token"
-            return json_response(403, {"__type": "MissingAuthenticationTokenException", "message": message})
-        who = f"{found['key']}|{found['region']}" if found else "bearer|-"
+        who = signer(request, "bedrock")
+        if who is None:
+            return unsigned()
         fake.stats.bedrock[who] += 1
         return await converse(request, params)
 
     app.add("POST", PROVIDER.routes[0].pattern, signed)
+
+
+def signer(request: Request, service: str) -> str | None:
+    """`<access key id>|<region>` of a call signed for `service` (SigV4's credential scope), or
+    `bearer|-` for a Bedrock API key; None: neither (AWS answers 403)."""
+    auth = request.headers.get("authorization", "")
+    found = _SCOPE.search(auth)
+    if found is not None and found["service"] == service:
+        return f"{found['key']}|{found['region']}"
+    return "bearer|-" if auth.startswith("Bearer ") and service == "bedrock" else None
+
+
+def unsigned() -> Response:
+    message = "Missing Authentication Token"
+    return json_response(403, {"__type": "MissingAuthenticationTokenException", "message": message})

@@ -35,6 +35,8 @@ ENDPOINTS = (
     "gemini.caches.create", "gemini.caches.delete",
     "azure.files.create", "azure.files.content", "azure.files.delete", "azure.batches.create",
     "azure.batches.list", "azure.batches.retrieve", "azure.batches.cancel",
+    "s3.objects.put", "s3.objects.get", "s3.objects.delete", "bedrock.batches.create",
+    "bedrock.batches.list", "bedrock.batches.retrieve", "bedrock.batches.cancel",
 )  # fmt: skip
 KINDS = ("ok", "slow", "timeout", "disconnect", "cut", "quota")
 Handler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]

@@ -32,6 +32,7 @@ from . import (
     anthropic_routes,
     azure_routes,
     batch_core,
+    bedrock_batch_routes,
     bedrock_routes,
     gemini_batch_routes,
     gemini_cache_routes,
@@ -57,6 +58,7 @@ BATCH_ROUTES = (
     azure_routes,
     gemini_cache_routes,
     bedrock_routes,
+    bedrock_batch_routes,
 )
 RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 

@@ -45,11 +45,11 @@ def test_the_developer_api_keeps_its_batch(workdir, monkeypatch):
     assert api.plan(spec, save=False).header.steps[0].mode == "batch"
 
 
-def test_bedrock_batch_is_refused_at_validate_naming_what_is_missing(workdir):
+def test_bedrock_batch_without_its_s3_location_is_refused_at_validate_naming_it(workdir):
     spec = make_spec(
         workdir, provider="bedrock", model="anthropic.claude-3-haiku-20240307-v1:0", limits={"mode": "batch"}
     )
-    with pytest.raises(CloudPathMissingError, match="Bedrock.*CreateModelInvocationJob") as caught:
+    with pytest.raises(CloudPathMissingError, match="Bedrock batch inference needs an S3 location.*batch_s3") as caught:
         api.validate(spec)
     assert "gemini" not in str(caught.value)  # one problem, not one per check that met the name
 

@@ -41,3 +41,26 @@ def provider_spec(
     data["model"].update(provider=provider, name=model, **model_block)
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+AWS_KEY_ID, AWS_SECRET = "AKIABEDROCKTEST0001", "bedrock-test-secret-556677"
+BEDROCK_BATCH = {"batch_s3": "s3://batchor-jobs/runs", "role_arn": "arn:aws:iam::123456789012:role/bedrock-batch"}
+
+
+def point_aws_at(url: str, monkeypatch: Any) -> None:
+    """Dummy AWS credentials and region, nothing read from this machine's AWS setup; boto3's
+    bedrock-runtime, bedrock and S3 endpoints are the fake at `url` (S3 path-style under /s3)."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": AWS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+        "AWS_REGION": "us-west-2",
+        "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": url,
+        "AWS_ENDPOINT_URL_BEDROCK": url,
+        "AWS_ENDPOINT_URL_S3": f"{url}/s3",
+    }.items():
+        monkeypatch.setenv(name, value)

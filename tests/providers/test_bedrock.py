@@ -28,9 +28,9 @@ from batchor.plan.prices import lookup_price
 from batchor.providers import create_provider
 from batchor.providers.base import Attachment, LLMRequest, ProviderConfig
 from batchor.providers.bedrock.realtime import parse_result, structured_mode, to_body
-from tests.providers.helpers import SCHEMA, provider_spec, request
+from tests.providers.helpers import AWS_KEY_ID, AWS_SECRET, SCHEMA, point_aws_at, provider_spec, request
 
-KEY_ID, SECRET = "AKIABEDROCKTEST0001", "bedrock-test-secret-556677"
+KEY_ID, SECRET = AWS_KEY_ID, AWS_SECRET
 HAIKU_45 = "us.anthropic.claude-haiku-4-5-20251001-v1:0"  # structured outputs: outputConfig
 HAIKU_3 = "anthropic.claude-3-haiku-20240307-v1:0"  # older Claude: a forced tool
 NOVA = "amazon.nova-micro-v1:0"  # another family: a forced tool
@@ -40,15 +40,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 24
 @pytest.fixture
 def aws(fake, monkeypatch):
     """Dummy AWS credentials and region; boto3's bedrock-runtime endpoint is the fake."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    monkeypatch.setenv("AWS_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", fake.url)
+    point_aws_at(fake.url, monkeypatch)
     return fake
 
 
@@ -160,12 +152,16 @@ def test_an_endpoint_that_refuses_connections_is_unreachable(aws, monkeypatch):
         call(request())
 
 
-def test_batch_mode_is_refused_at_validate_naming_what_is_missing(aws, workdir):
+def test_batch_mode_without_its_s3_location_is_refused_at_validate_naming_it(aws, workdir):
     spec = bedrock_spec(workdir)
     data = yaml.safe_load(spec.read_text())
     data["limits"]["mode"] = "batch"
     spec.write_text(yaml.safe_dump(data))
-    with pytest.raises(CloudPathMissingError, match="CreateModelInvocationJob"):
+    with pytest.raises(CloudPathMissingError, match="batch_s3"):
+        api.validate(spec)
+    data["model"]["options"] = {"batch_s3": "s3://jobs/x"}
+    spec.write_text(yaml.safe_dump(data))
+    with pytest.raises(CloudPathMissingError, match="role_arn"):
         api.validate(spec)
     data["limits"]["mode"] = "auto"
     spec.write_text(yaml.safe_dump(data))

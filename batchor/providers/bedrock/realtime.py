@@ -287,7 +287,8 @@ def bedrock_client(config: ProviderConfig, service: str = "bedrock-runtime") -> 
         max_pool_connections=_THREADS,
         user_agent_extra="batchor",
     )
-    endpoint = base_url(config.provider, config.base_url)  # None: the region's own endpoint
+    # None: the region's own endpoint (or AWS_ENDPOINT_URL_<SERVICE>, which botocore reads itself)
+    endpoint = base_url(config.provider, config.base_url) if service == "bedrock-runtime" else None
     client = session.client(service, region_name=region, endpoint_url=endpoint, config=settings)
     return client, secrets
 
