@@ -84,6 +84,7 @@ REGISTRY: dict[str, ProviderInfo] = {
         base_url_env="AWS_ENDPOINT_URL_BEDROCK_RUNTIME",  # default: the region's bedrock-runtime endpoint
         prices="aws",
         schema="anthropic",  # Bedrock's structured outputs take Claude's subset
+        facts="bedrock",
     ),
     "mock": ProviderInfo("mock", "mock", None, structured="generated locally", facts="mock", schema=None),
     "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False),

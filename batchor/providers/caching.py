@@ -9,6 +9,10 @@ providers bill it far cheaper when they read it from their prompt cache. What ea
   reaches the model's minimum; a miss writes the prefix (billed 1.25x input for 5 minutes, 2x for
   an hour: `ttl: "1h"`), a hit reads it (0.1x). Usage: `cache_creation_input_tokens`,
   `cache_read_input_tokens` (and `cache_creation.ephemeral_{5m,1h}_input_tokens`).
+- Bedrock's Converse API caches up to a `cachePoint` block (`{"type": "default"}`: five minutes)
+  in the system prompt or a message, for Claude models (Anthropic's minimums; not Claude 3 Haiku
+  or Claude 3.5 Sonnet) and Amazon Nova (from 1K tokens). Usage: `cacheReadInputTokens`,
+  `cacheWriteInputTokens` (Claude's writes billed at the table's cache-write rate).
 - OpenAI caches prompts of 1,024 tokens or more by itself, in 128-token steps, reported as
   `prompt_tokens_details.cached_tokens`; `prompt_cache_key` routes a step's requests to the same
   cache, `prompt_cache_retention: "24h"` keeps it longer on the models that offer it (the
@@ -55,8 +59,18 @@ _MINIMUMS: dict[str, tuple[tuple[str, int], ...]] = {
         ("gemini", 4096),
     ),
 }
+# Bedrock: Claude models as on Anthropic's API (by the id without `anthropic.`), but for those Bedrock
+# never offered caching to; Amazon Nova from 1K tokens (Bedrock's prompt caching page).
+_BEDROCK_MINIMUMS = (
+    ("anthropic.claude-3-haiku", 0),
+    ("anthropic.claude-3-sonnet", 0),
+    ("anthropic.claude-3-opus", 0),
+    ("anthropic.claude-3-5-sonnet", 0),  # preview customers only
+    ("amazon.nova", 1024),
+)
+_BEDROCK_PROFILE = re.compile(r"^(?:us|eu|apac|us-gov|global|jp|au|ca)\.")
 OPENAI_CACHE_STEP = 128  # OpenAI reports cached tokens in steps of this many, from its minimum
-TTLS = {"anthropic": ("5m", "1h"), "openai": ("24h",)}  # `cache.ttl` values each provider takes
+TTLS = {"anthropic": ("5m", "1h"), "openai": ("24h",), "bedrock": ("5m",)}  # `cache.ttl` values each provider takes
 # OpenAI families that take `prompt_cache_retention: "24h"` (a dated snapshot of one takes it too);
 # every model from GPT-5.5 on does (its only retention), see `extended_retention`.
 _RETENTION_24H = frozenset({
@@ -69,7 +83,7 @@ _GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
 # model name prefix, the first match wins; the cache's lifetime, renewed while a run uses it.
 GEMINI_STORAGE: tuple[tuple[str, float], ...] = (("gemini-2.5-pro", 4.5), ("gemini-3-pro", 4.5), ("gemini", 1.0))
 EXPLICIT_TTL_S = 3600
-WRITES_BILLED = frozenset({"anthropic"})  # a miss writes the prefix at its own price
+WRITES_BILLED = frozenset({"anthropic", "bedrock"})  # a miss writes the prefix at its own price
 # OpenAI's flex tier answers 429 "Resource Unavailable" when it has no capacity: a wait, not a
 # rate limit of the account, and never a reason to send at the standard tier unless allowed.
 _FLEX_UNAVAILABLE = ("resource unavailable", "resource_unavailable")
@@ -99,6 +113,12 @@ def storage_usd_per_token_hour(model: str) -> float:
 def min_cacheable_tokens(provider: str, model: str) -> int:
     """The smallest prefix `model` caches, in tokens; 0 when it has no prompt cache batchor can use."""
     name = model.removeprefix("models/").lower()
+    if provider == "bedrock":
+        name = _BEDROCK_PROFILE.sub("", name)
+        found = next((tokens for prefix, tokens in _BEDROCK_MINIMUMS if name.startswith(prefix)), None)
+        if found is not None or not name.startswith("anthropic."):
+            return found or 0
+        provider, name = "anthropic", name.removeprefix("anthropic.")
     return next((tokens for prefix, tokens in _MINIMUMS.get(provider, ()) if name.startswith(prefix)), 0)
 
 
@@ -134,6 +154,29 @@ def anthropic_breakpoint(body: dict[str, Any], control: CacheControl | None, sys
         turns[turn - 1] = {**turns[turn - 1], "content": _mark_last(turns[turn - 1]["content"], mark)}
     elif turn == 0 and body.get("system"):
         return {**body, "system": [{"type": "text", "text": body["system"], "cache_control": mark}]}
+    else:
+        return body
+    return {**body, "messages": turns}
+
+
+def bedrock_cache_point(body: dict[str, Any], control: CacheControl | None, systems: int) -> dict[str, Any]:
+    """Converse `body` with a `cachePoint` block where the shared prefix ends: after the system
+    prompt, or inside the first turn (its shared head becomes a text block of its own). Bedrock
+    keeps it for its default five minutes (no `ttl` is sent)."""
+    if control is None:
+        return body
+    point = {"cachePoint": {"type": "default"}}
+    turn, turns = control.messages - systems, list(body["messages"])
+    if control.chars and 0 <= turn < len(turns) and "text" in turns[turn]["content"][0]:
+        blocks = turns[turn]["content"]
+        text = blocks[0]["text"]
+        head, rest = (text[: control.chars], text[control.chars :]) if text[control.chars :].strip() else (text, "")
+        split = [{"text": head}, point, *([{"text": rest}] if rest else [])]
+        turns[turn] = {**turns[turn], "content": split + blocks[1:]}
+    elif 0 < turn <= len(turns):
+        turns[turn - 1] = {**turns[turn - 1], "content": [*turns[turn - 1]["content"], point]}
+    elif turn == 0 and body.get("system"):
+        return {**body, "system": [*body["system"], point]}
     else:
         return body
     return {**body, "messages": turns}

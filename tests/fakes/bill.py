@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-_TABLE_IDS = {"gemini": "google"}
+_TABLE_IDS = {"gemini": "google", "bedrock": "aws"}
 
 
 def fake_bill(stats: dict[str, Any]) -> float:

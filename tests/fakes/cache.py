@@ -5,6 +5,9 @@
   4.5/4.6): a miss writes it (``cache_creation_input_tokens``, split by ``ttl`` into
   ``cache_creation.ephemeral_5m/1h_input_tokens``), a hit within its lifetime reads it
   (``cache_read_input_tokens``); ``input_tokens`` is what is left.
+- Bedrock's Converse caches up to its last ``cachePoint`` block as Anthropic does (Claude's
+  minimums; Amazon Nova's 1K; none for Claude 3 Haiku and 3.5 Sonnet), reported as
+  ``cacheReadInputTokens`` and ``cacheWriteInputTokens``.
 - OpenAI caches by itself from 1,024 tokens, in 128-token steps, once a machine has seen the
   prefix (``prompt_tokens_details.cached_tokens``). Requests with the same ``prompt_cache_key``
   go to one machine; without one they are spread over ``OPENAI_MACHINES``, so each machine
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,6 +37,7 @@ BATCH_COLD_EVERY = 4
 _ANTHROPIC_MIN = (("claude-opus-4-5", 4096), ("claude-opus-4-6", 4096), ("claude-haiku-4", 4096))
 _ANTHROPIC_MIN += (("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048), ("claude", 1024))
 _GEMINI_MIN = (("gemini-2.5-flash-lite", 2048), ("gemini-2.5-flash", 1024), ("gemini-2.5-pro", 2048))
+_BEDROCK_UNCACHED = tuple(f"anthropic.claude-3-{m}" for m in ("haiku", "sonnet", "opus", "5-sonnet"))
 _TTL_S = {"5m": 300.0, "1h": 3600.0}
 _RECENT = 16  # prompts each OpenAI machine / Gemini model remembers
 
@@ -95,8 +100,9 @@ class PromptCaches:
 
     def usage(self, call: Any, total: int, batch_row: int | None = None) -> CacheUsage:
         cold = batch_row is not None and batch_row % BATCH_COLD_EVERY == 0
-        if call.provider == "anthropic":
-            return self._anthropic(call.model, call.body, total, cold)
+        if call.provider in ("anthropic", "bedrock"):
+            minimum = anthropic_minimum(call.model) if call.provider == "anthropic" else bedrock_minimum(call.model)
+            return self._anthropic(call.model, call.body, total, cold, minimum) if minimum else CacheUsage()
         if call.provider == "openai":
             key = call.body.get("prompt_cache_key")
             if key is None:
@@ -112,9 +118,8 @@ class PromptCaches:
             return CacheUsage(read=self._implicit(f"gemini|{model}", call.input_text, total, minimum, 1, cold))
         return CacheUsage()
 
-    def _anthropic(self, model: str, body: dict[str, Any], total: int, cold: bool) -> CacheUsage:
+    def _anthropic(self, model: str, body: dict[str, Any], total: int, cold: bool, minimum: int) -> CacheUsage:
         prefix, ttl = breakpoint_prefix(body)
-        minimum = next(n for start, n in _ANTHROPIC_MIN if model.startswith(start) or start == "claude")
         tokens = estimate_tokens(prefix) if prefix is not None else 0
         if prefix is None or tokens < minimum or tokens >= total:
             return CacheUsage()
@@ -137,6 +142,21 @@ class PromptCaches:
         return tokens - (tokens - minimum) % step
 
 
+def anthropic_minimum(model: str) -> int:
+    return next(n for start, n in _ANTHROPIC_MIN if model.startswith(start) or start == "claude")
+
+
+def bedrock_minimum(model: str) -> int:
+    """A Bedrock model's smallest cached prefix: Claude's as on Anthropic's API, Nova's 1K; 0 for
+    models Bedrock has no prompt caching for (Claude 3 Haiku, Claude 3.5 Sonnet, Llama, ...)."""
+    bare = re.sub(r"^(?:us|eu|apac|global)\.", "", model)
+    if bare.startswith("amazon.nova"):
+        return 1024
+    if not bare.startswith("anthropic.") or bare.startswith(_BEDROCK_UNCACHED):
+        return 0
+    return anthropic_minimum(bare.removeprefix("anthropic."))
+
+
 def gemini_minimum(model: str) -> int:
     """The smallest prefix a Gemini model caches (implicitly or in a context cache)."""
     return next((n for prefix, n in _GEMINI_MIN if model.startswith(prefix)), 4096)
@@ -150,7 +170,8 @@ def bill_storage(stats: Any, context: Context, until: float) -> None:
 
 
 def breakpoint_prefix(body: dict[str, Any]) -> tuple[str | None, str]:
-    """The text up to (and with) the last block marked `cache_control`, joined as the fake joins
+    """The text up to (and with) the last block marked `cache_control` (or up to Converse's last
+    `cachePoint` block), joined as the fake joins
     a call's input text (system, then each message's text parts), and the breakpoint's ttl."""
     parts: list[str] = []
     found: tuple[str | None, str] = (None, "5m")
@@ -165,7 +186,7 @@ def breakpoint_prefix(body: dict[str, Any]) -> tuple[str | None, str]:
         for block in group:
             if isinstance(block, dict) and isinstance(block.get("text"), str):
                 texts.append(block["text"])
-            mark = block.get("cache_control") if isinstance(block, dict) else None
+            mark = (block.get("cache_control") or block.get("cachePoint")) if isinstance(block, dict) else None
             if mark:
                 found = ("\n".join([*parts, "\n".join(texts)]), str(mark.get("ttl") or "5m"))
         if texts:

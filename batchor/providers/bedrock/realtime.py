@@ -49,6 +49,7 @@ from batchor.providers.base import (
     answer_tool,
     refused,
 )
+from batchor.providers.caching import bedrock_cache_point
 from batchor.providers.errors_map import classify
 from batchor.providers.unreachable import unreachable
 
@@ -111,6 +112,7 @@ def to_body(request: LLMRequest, *, structured: str = TOOL) -> dict[str, Any]:
         body["system"] = system
     if extra:
         body["additionalModelRequestFields"] = extra
+    body = bedrock_cache_point(body, request.cache, len(system))
     if request.schema is not None and structured == TOOL:
         name = answer_tool(request.schema_name)
         spec = {"name": name, "description": "Record the answer in the required structure."}
