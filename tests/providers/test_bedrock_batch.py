@@ -128,6 +128,7 @@ def test_apply_prices_at_the_batch_rate_deletes_the_files_and_stores_no_secret(a
     assert leaked == []
 
 
+@pytest.mark.slow  # a second apply through three boto3 clients
 def test_keep_provider_files_leaves_input_and_output_in_s3(aws, workdir):
     outcome = api.apply(str(batch_spec(workdir, keep_provider_files=True)))
     assert outcome.succeeded == 4
