@@ -150,6 +150,16 @@ def cache_saving(saved: float | None, lead: str = "; ") -> str:
     return f"{lead}prompt-cache writes cost {money(-saved)} more than the cache saved"
 
 
+def cache_fees(spend: dict[str, Any], lead: str = "; ") -> str:
+    """`; 1 context cache held $0.0021 (made and stored)`: the fees of caches billed apart from the
+    requests (Gemini explicit context caches; part of the spend), or nothing."""
+    held = int(spend.get("caches_held") or 0)
+    if not held:
+        return ""
+    caches = f"{held} context cache{'s' if held > 1 else ''}"
+    return f"{lead}{caches} held {money(spend.get('cache_fees_usd'))} (made and stored)"
+
+
 def models_worth_showing(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A run's calls and spend per step and model (`StateStore.run_model_spend`), when some step was
     answered by more than one model (a fallback, an escalation), else none: with one model per

@@ -140,6 +140,8 @@ def cache_text(cache: dict[str, Any], provider: str) -> str:
     }.get(provider, "implicit caching (shared part first)")
     if cache.get("explicit"):
         sent = f"explicit context cache of the system prompt ({cache['system_tokens']:,} tokens, deleted after the run)"
+    if cache.get("explicit_note"):  # `cache.explicit: auto`: what the plan weighed
+        sent += f" (explicit cache, auto: {cache['explicit_note']})"
     return f"{prefix}; {sent}; hits {cache['source']}"
 
 

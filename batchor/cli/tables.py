@@ -21,6 +21,7 @@ from batchor.cli.estimate_lines import estimate_table, run_ratio
 from batchor.humanize import (
     NOTHING,
     ago,
+    cache_fees,
     cache_saving,
     cell,
     count,
@@ -186,7 +187,7 @@ def _spend_line(data: dict[str, Any], spend: dict[str, Any]) -> str:
     )
     if spend.get("estimated_usd"):
         line += f"; {money(spend['estimated_usd'])} estimated (no usage from the provider)"
-    return line + cache_saving(spend.get("cache_saved_usd"), "; ")
+    return line + cache_fees(spend) + cache_saving(spend.get("cache_saved_usd"), "; ")
 
 
 def _time_line(data: dict[str, Any]) -> str:

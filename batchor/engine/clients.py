@@ -20,7 +20,7 @@ from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.prices import ModelPrice
 from batchor.plan.step_kinds import canonical_plan, judge_plan
 from batchor.providers import create_provider, provider_info
-from batchor.providers.base import Completion, LLMRequest, Provider, ProviderConfig
+from batchor.providers.base import CacheFeeSink, Completion, HoldsCaches, LLMRequest, Provider, ProviderConfig
 from batchor.providers.batch import BatchProvider, create_batch_provider
 
 
@@ -70,6 +70,13 @@ class StepClients:
     runtimes: dict[str, StepRuntime] = field(default_factory=dict)
     batch: dict[str, BatchProvider] = field(default_factory=dict)
     realtime: list[tuple[ProviderConfig, Provider]] = field(default_factory=list)  # shared by configuration
+    fees: CacheFeeSink | None = None  # where adapters that hold caches report them (engine/cache_fees.py)
+
+    def attach(self, provider: Provider) -> Provider:
+        """`provider`, reporting the caches it holds to `fees` where it holds any."""
+        if self.fees is not None and isinstance(provider, HoldsCaches):
+            provider.report_cache_fees(self.fees)
+        return provider
 
     def take_batch(self, step: str) -> BatchProvider | None:
         return self.batch.pop(step, None)
@@ -92,9 +99,11 @@ class StepClients:
         self.batch.clear()
 
 
-def build_clients(plan: CompiledPlan, limits: RunLimits, refresh: frozenset[str]) -> StepClients:
+def build_clients(
+    plan: CompiledPlan, limits: RunLimits, refresh: frozenset[str], fees: CacheFeeSink | None = None
+) -> StepClients:
     """Clients for the steps with work (a missing key or a bad provider setting fails here)."""
-    clients = StepClients()
+    clients = StepClients(fees=fees)
     for step in plan.header.steps:
         if step.local:
             continue
@@ -122,7 +131,7 @@ def _runtime(
     if step.mode == "batch" and own:
         clients.batch[step.name] = create_batch_provider(config)
         return StepRuntime(step, DeferredProvider(config), price)
-    return StepRuntime(step, _shared(realtime, config), price)
+    return StepRuntime(step, clients.attach(_shared(realtime, config)), price)
 
 
 def _shared(built: list[tuple[ProviderConfig, Provider]], config: ProviderConfig) -> Provider:

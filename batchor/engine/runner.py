@@ -18,6 +18,7 @@ from typing import Any, Coroutine, Iterator
 from batchor.engine.batch import BatchExecutor, BatchOptions
 from batchor.engine.batch_handover import realtime_after_batches
 from batchor.engine.budget import Budget
+from batchor.engine.cache_fees import CacheFeeLedger
 from batchor.engine.clients import StepClients, build_clients
 from batchor.engine.events import Event, Progress
 from batchor.engine.held import held_if_small
@@ -336,8 +337,14 @@ class WaveRunner:
     def create_providers(self) -> None:
         """Build clients for steps with work; a missing key fails here, before any call and
         before the run is recorded (a configuration problem is no failed run)."""
-        self.clients = build_clients(self.plan, self.limits, self.options.refresh)
+        fees = CacheFeeLedger(self.store, self.run_record.run_id, self.plan.header.steps, self._cache_fee_spent)
+        self.clients = build_clients(self.plan, self.limits, self.options.refresh, fees)
         self.runtimes = self.clients.runtimes
+
+    def _cache_fee_spent(self, usd: float, step: str) -> None:
+        """A cache's fee recorded (engine/cache_fees.py): in the budget and the run's running spend."""
+        self.budget.settle(0.0, usd)
+        self.progress.add_spend(usd, 0, 0, wasted=False, estimated=False, step=step or None)
 
     async def _execute_wave(self, works: list[StepWork]) -> None:
         """Realtime steps and batch steps of one wave side by side, under one signal handler."""

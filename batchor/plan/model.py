@@ -96,7 +96,9 @@ class PromptCache(_Frozen):
     key: str = ""  # the step's cache key (OpenAI prompt_cache_key; history's key for hit rates)
     writes: bool = False  # a miss writes the prefix, billed as a cache write (Anthropic)
     explicit: bool = False  # Gemini: the system prompt in an explicit context cache, read by every request
-    system_tokens: int = 0  # the explicit cache's tokens (the system prompt's)
+    system_tokens: int = 0  # the explicit cache's tokens (the system prompt's; with `auto`, what it would hold)
+    explicit_auto: bool = False  # `cache.explicit: auto`: the plan chooses (plan/context_cache.py)
+    explicit_note: str = ""  # why `auto` chose an explicit cache or not
     concurrency: int = 32  # `limits.concurrency`: the misses assumed for a realtime run until measured
     # Learned from earlier runs of the same prefix (pilot included): realtime runs miss about the
     # same number of times whatever their size (requests in flight before the first write lands);

@@ -49,7 +49,9 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, spe
     elif tokens < minimum:
         note = f"shorter than the {minimum:,} tokens {step.provider}:{step.model} caches"
     system = get_counter(step.provider, step.model).count(templates.static_head("system")[0]) if messages else 0
-    explicit = spec.explicit and not note and system >= minimum  # a literal system prompt long enough
+    eligible = bool(spec.explicit) and not note and system >= minimum  # a literal system prompt long enough
+    explicit = eligible and spec.explicit is True
+    key = sha256_hex(f"{step.key_prefix}\x1f{text}")[:32]
     cache = PromptCache(
         messages=messages,
         chars=chars,
@@ -58,13 +60,20 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, spe
         sent=not note,
         note=note,
         ttl=spec.ttl,
-        key=sha256_hex(f"{step.key_prefix}\x1f{text}" + ("\x1fexplicit" if explicit else ""))[:32],
+        key=explicit_key(key) if explicit else key,
         explicit=explicit,
-        system_tokens=system if explicit else 0,
+        system_tokens=system if eligible else 0,
+        explicit_auto=spec.explicit == "auto",
         writes=step.provider in WRITES_BILLED,
         concurrency=int(limits.concurrency),
     )
     return step.model_copy(update={"prompt_cache": cache})
+
+
+def explicit_key(key: str) -> str:
+    """The cache key of a step whose system prompt is in an explicit context cache: its own, so the
+    hit rates learned for it and for the implicit cache stay apart."""
+    return sha256_hex(f"{key}\x1fexplicit")[:32]
 
 
 def check_ttl(provider: str, model: str, ttl: str | None, where: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchor.plan.context_cache import explicit_usd
+from batchor.plan.context_cache import choose_explicit, explicit_usd
 from batchor.plan.dependent import (
     DependentTally,
 )
@@ -52,6 +52,7 @@ def _with_counts(
     if rest_input is not None:  # answers that grow with the input: at the rest's mean input (plan/length_fit.py)
         step = adjusted_for_input(step, rest_input)
     price = ModelPrice.from_dict(step.price) if step.price else None
+    step = choose_explicit(step, price, tally.to_run if tally is not None else rows)
     if isinstance(tally, DependentTally):
         counts = _dependent_counts(price, step, tally, answered)
     elif tally is None:
@@ -213,9 +214,11 @@ def _costs(
         cache_write_tokens=round(writes),
         cache_write_1h_tokens=round(write_1h(step, writes)),
     )
-    cost_expected += explicit_usd(step, price)
+    cost_expected += explicit_usd(step, price, requests)
     most = upper_writes(step, requests)
-    cost_upper = explicit_usd(step, price) + price.cost(  # a flex step allowed to fall back may pay the standard tier
+    cost_upper = explicit_usd(
+        step, price, requests, upper=True
+    ) + price.cost(  # a flex step allowed to fall back may pay the standard tier
         *upper,
         batch=batch,
         flex=flex and not step.flex_fallback,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -204,6 +205,32 @@ class Embedder(Protocol):
     async def embed(self, request: EmbedRequest) -> Embeddings:
         """Embed every text in one call; raise a ProviderError subclass on failure."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFee:
+    """A provider-side cache a run holds, as the provider bills it (Gemini explicit context caches):
+    its tokens once at the input rate when made, and storage per token-hour from `created_at` to
+    `held_until` (epoch seconds: its expiry while it lives, the time it was deleted once gone)."""
+
+    key: str  # the step's cache key (`CacheControl.key`): which step it serves
+    name: str  # the provider's name for it
+    model: str
+    tokens: int
+    created_at: float
+    held_until: float
+    deleted: bool = False
+
+
+CacheFeeSink = Callable[[CacheFee], None]
+
+
+@runtime_checkable
+class HoldsCaches(Protocol):
+    """An adapter that makes caches billed apart from requests: it reports each one made, renewed
+    or deleted to the sink the engine gives it (which records the fee in the ledger)."""
+
+    def report_cache_fees(self, sink: CacheFeeSink) -> None: ...
 
 
 @runtime_checkable

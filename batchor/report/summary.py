@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchor.humanize import cache_saving, count, duration, elapsed, money
+from batchor.humanize import cache_fees, cache_saving, count, duration, elapsed, money
 from batchor.state.answer_stats import report_totals
 
 
@@ -18,6 +18,7 @@ def headline(report: dict[str, Any]) -> str:
     return (
         f"{run.get('status')}: {_counts(run, plan)}; spend {money(spend)}"
         + (f" of budget {money(budget)}" if budget is not None else "")
+        + cache_fees(run.get("spend") or {})
         + cache_saving((run.get("spend") or {}).get("cache_saved_usd"))
         + _versus_plan(run)
         + (f"; took {duration(took)}" if took is not None else "; not finished")

@@ -6,9 +6,10 @@ Append new migrations; never edit a released one. The version is stored in `batc
 from __future__ import annotations
 
 from batchor.state.base import END_ROW_COLUMNS
+from batchor.state.cache_fees import CACHE_FEES_TABLE
 from batchor.state.reviews import REVIEWS_TABLE
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
@@ -120,4 +121,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE attempts ADD COLUMN model VARCHAR",
         ],
     ),
+    # Cache fees (state/cache_fees.py): Gemini explicit context caches' creation and storage.
+    (12, [CACHE_FEES_TABLE]),
 ]

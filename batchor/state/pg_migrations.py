@@ -10,6 +10,7 @@ Append new migrations; never edit a released one.
 from __future__ import annotations
 
 from batchor.state.base import END_ROW_COLUMNS
+from batchor.state.cache_fees import PG_CACHE_FEES_TABLE
 from batchor.state.reviews import REVIEWS_TABLE
 
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS batchor_migrations (
@@ -163,6 +164,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS model TEXT",
         ],
     ),
+    (13, "cache fees: explicit context caches' creation and storage, per run and step", [PG_CACHE_FEES_TABLE]),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from batchor.state.cache_fees import run_cache_fees
+
 if TYPE_CHECKING:
     from batchor.state.base import StateStore
 
@@ -30,11 +32,14 @@ def empty_spend() -> dict[str, Any]:
         "cache_saved_usd": 0.0,  # what the provider's prompt cache saved (writes billed above input count against it)
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
+        "cache_fees_usd": 0.0,  # caches held apart from requests (Gemini explicit context caches): made and stored
+        "caches_held": 0,
     }
 
 
 def run_spend(store: StateStore, run_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Per run id: total, accepted, wasted and estimated USD, billed/rejected attempts, tokens."""
+    """Per run id: total, accepted, wasted and estimated USD, billed/rejected attempts, tokens, and
+    the fees of the caches it held (in the total)."""
     spend = {run_id: empty_spend() for run_id in run_ids}
     if not run_ids:
         return spend
@@ -59,6 +64,12 @@ def run_spend(store: StateStore, run_ids: list[str]) -> dict[str, dict[str, Any]
         entry["cache_saved_usd"] += float(saved)
         entry["cache_read_tokens"] += int(read)
         entry["cache_write_tokens"] += int(written)
+    for run_id, (fees, caches) in run_cache_fees(store, list(run_ids)).items():
+        entry = spend[run_id]
+        entry["total_usd"] += fees
+        entry["cache_fees_usd"] += fees
+        entry["caches_held"] += caches
+        entry["cache_saved_usd"] -= fees  # what the cache saved, net of what holding it cost
     return spend
 
 

@@ -18,7 +18,8 @@
   that has not seen the prefix (a miss, a write where misses write).
 
 Usage is tallied per (provider, model, batch, tier) in ``Stats.usage`` as input (uncached),
-cache reads, writes (5 minutes, 1 hour) and output, so a test prices the fake's bill itself.
+cache reads, writes (5 minutes, 1 hour) and output, and Gemini context caches' creation tokens and
+storage token-hours, so a test prices the fake's bill itself.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class PromptCaches:
         if context is not None and context.expires <= time.time():
             bill_storage(stats, context, context.expires)
             del self.contexts[name]
+            stats.contexts_held.pop(name, None)
             return None
         return context
 
@@ -163,10 +165,28 @@ def gemini_minimum(model: str) -> int:
 
 
 def bill_storage(stats: Any, context: Context, until: float) -> None:
-    """Add a context cache's storage from what was billed to `until` (token-hours)."""
+    """Add a context cache's storage from what was billed to `until` (token-hours), in total and
+    to its model's usage (`usage_row`), which the fake's bill prices."""
     start = max(context.created, context.billed_to)
-    stats.context_caches["storage_token_hours"] += context.tokens * max(0.0, min(until, context.expires) - start) / 3600
+    hours = context.tokens * max(0.0, min(until, context.expires) - start) / 3600
+    stats.context_caches["storage_token_hours"] += hours
+    usage_row(stats, f"gemini|{context.model}|realtime|standard")["context_storage_token_hours"] += hours
     context.billed_to = max(start, until)
+
+
+def held_storage(context: Context) -> dict[str, Any]:
+    """What a live context cache will still be billed if nobody deletes it: storage to its expiry."""
+    start = max(context.created, context.billed_to)
+    hours = context.tokens * max(0.0, context.expires - start) / 3600
+    return {"key": f"gemini|{context.model}|realtime|standard", "storage_token_hours": hours}
+
+
+def usage_row(stats: Any, key: str) -> dict[str, Any]:
+    """The usage tally of one provider|model|mode|tier (tokens by kind, context-cache token-hours)."""
+    kinds = ("input", "cache_read", "cache_write", "cache_write_1h", "output", "context_create")
+    row = stats.usage.setdefault(key, dict.fromkeys(kinds, 0))
+    row.setdefault("context_storage_token_hours", 0.0)
+    return row
 
 
 def breakpoint_prefix(body: dict[str, Any]) -> tuple[str | None, str]:
@@ -198,7 +218,7 @@ def tally(stats: Any, call: Any, answer: Any, batch: bool) -> None:
     """Add one billed answer to the fake's usage, per (provider, model, batch, tier)."""
     tier = "flex" if call.body.get("service_tier") == "flex" else "standard"
     key = f"{call.provider}|{call.model}|{'batch' if batch else 'realtime'}|{tier}"
-    row = stats.usage.setdefault(key, {"input": 0, "cache_read": 0, "cache_write": 0, "cache_write_1h": 0, "output": 0})
+    row = usage_row(stats, key)
     cached = answer.cache_read + answer.cache_write
     row["input"] += answer.input_tokens - cached
     row["cache_read"] += answer.cache_read

@@ -26,7 +26,7 @@ from .answers import (
     text_answer,
     violating_value,
 )
-from .cache import PromptCaches, tally
+from .cache import PromptCaches, held_storage, tally
 from .lengths import count_tokens, following_input, input_tokens, prose
 from .limits import Limiter, Snapshot
 from .models import graded, latency_ms
@@ -326,6 +326,7 @@ class Stats:
         self.usage: dict[str, dict[str, int]] = {}  # provider|model|mode|tier -> billed tokens by kind (cache.py)
         self.azure: Counter[str] = Counter()  # Azure calls by auth|api-version (azure_routes.py)
         self.context_caches: Counter[str] = Counter()  # Gemini context caches: created, deleted, ... (cache.py)
+        self.contexts_held: dict[str, Any] = {}  # Gemini context caches alive, by name (cache.py `Context`)
         self.bedrock: Counter[str] = Counter()  # Bedrock calls by access key|region (bedrock_routes.py)
 
     def as_dict(self) -> dict[str, Any]:
@@ -360,6 +361,7 @@ class Stats:
             "cache_write_tokens": sum(v["cache_write"] + v["cache_write_1h"] for v in self.usage.values()),
             "azure": dict(self.azure),
             "context_caches": dict(self.context_caches),
+            "contexts_held": [held_storage(c) for c in self.contexts_held.values()],
             "bedrock": dict(self.bedrock),
         }
 

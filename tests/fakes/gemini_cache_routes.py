@@ -18,7 +18,7 @@ from typing import Any
 
 from .answers import estimate_tokens
 from .batch_core import new_id
-from .cache import _GONE, Context, bill_storage, gemini_minimum
+from .cache import _GONE, Context, bill_storage, gemini_minimum, usage_row
 from .core import content_text
 from .gemini_routes import error_body
 from .wire import Request, Response, json_response
@@ -45,8 +45,10 @@ def register(app: Any) -> None:
         expires, shown = now + _seconds(body.get("ttl")), str(body.get("displayName") or "")
         context = Context(new_id("cachedContents/"), model, text, tokens, now, expires, shown)
         fake.caches.contexts[context.name] = context
+        fake.stats.contexts_held[context.name] = context
         fake.stats.context_caches["created"] += 1
         fake.stats.context_caches["creation_tokens"] += tokens
+        usage_row(fake.stats, f"gemini|{model}|realtime|standard")["context_create"] += tokens
         return json_response(200, _resource(context))
 
     async def get(request: Request, params: dict[str, str]) -> Response:
@@ -68,6 +70,7 @@ def register(app: Any) -> None:
             return _error(fake, 403, _GONE)
         bill_storage(fake.stats, context, time.time())
         del fake.caches.contexts[context.name]
+        fake.stats.contexts_held.pop(context.name, None)
         fake.stats.context_caches["deleted"] += 1
         return json_response(200, {})
 

@@ -4,6 +4,7 @@ over it) behaves the same on DuckDB and on PostgreSQL."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from batchor.state import DuckDBStore, PostgresStore, apply_lock, is_postgres, open_state
 from batchor.state.base import ATTEMPT_SCHEMA, RESULT_SCHEMA, RunRecord
 from batchor.state.batches import BatchLedger, BatchRecord
+from batchor.state.cache_fees import CacheFeeEntry
 from batchor.state.postgres_store import normalize_url
 from batchor.state.spend import failure_costs, run_spend
 from batchor.state.step_maps import per_step
@@ -102,12 +104,27 @@ def test_spend_is_the_sum_of_attempts(store):
         "cache_saved_usd": 0.0,
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
+        "cache_fees_usd": 0.0,
+        "caches_held": 0,
     }
     r2 = spend["r2"]  # what prompt caching saved: the cost without the cache less the cost
     assert (r2["cache_saved_usd"], r2["cache_read_tokens"], r2["cache_write_tokens"]) == (0.25, 6, 2)
     assert spend["r2"]["total_usd"] == 1.0 and spend["r2"]["wasted_usd"] == 0.0
     assert spend["r3"]["total_usd"] == 0.0
     assert failure_costs(store, "j") == {"invalid_output": {"rows": 1, "cost_usd": 0.5}}
+
+
+def test_a_cache_fee_is_part_of_its_runs_spend_and_replaced_when_it_changes(store):
+    """A context cache's fees (state/cache_fees.py): recorded when made (held to its expiry), then
+    brought down when deleted; the run's spend counts them once, net of what caching saved."""
+    store.record_results(_results(), _attempts("a", run_id="r2", cost=1.0, cache=(6, 2, 1.25)))
+    made = CacheFeeEntry("r2", "cachedContents/1", "s", "gemini", "m", 2000, 10.0, 3610.0, False, 0.5, 0.25)
+    store.record_cache_fee(made)
+    assert run_spend(store, ["r2"])["r2"]["total_usd"] == 1.75
+    store.record_cache_fee(replace(made, held_until_s=370.0, deleted=True, storage_usd=0.025))
+    spend = run_spend(store, ["r2", "r1"])
+    assert (spend["r2"]["total_usd"], spend["r2"]["cache_fees_usd"], spend["r2"]["caches_held"]) == (1.525, 0.525, 1)
+    assert spend["r2"]["cache_saved_usd"] == pytest.approx(0.25 - 0.525) and spend["r1"]["caches_held"] == 0
 
 
 def test_results_cache_and_replace(store):

@@ -15,6 +15,8 @@ import asyncio
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from batchor.errors import (
@@ -24,6 +26,7 @@ from batchor.errors import (
     RateLimitedError,
     TransientProviderError,
 )
+from batchor.providers.base import CacheFee, CacheFeeSink
 from batchor.providers.caching import EXPLICIT_TTL_S
 
 RENEW_S = 600  # a cache with less left than this is renewed before the next request names it
@@ -31,13 +34,19 @@ _RETRIED = (TransientProviderError, RateLimitedError, QuotaExhaustedError, Authe
 
 
 class ContextCaches:
-    """The context caches one adapter made: cache key -> (name, or None where refused; expiry)."""
+    """The context caches one adapter made: cache key -> (name, or None where refused; expiry).
+
+    Each one made, renewed and deleted is reported to `sink` (the engine's ledger of cache fees):
+    made, it is billed its tokens and storage until its expiry (what Gemini bills if the run is
+    killed now); renewed, until the new expiry; deleted, until then."""
 
     def __init__(self, client: Any, mapped: Callable[[], AbstractAsyncContextManager[None]]) -> None:
         self._client = client
         self._mapped = mapped  # the adapter's error mapping
         self._made: dict[str, tuple[str | None, float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._fees: dict[str, CacheFee] = {}  # by cache name: what was last reported
+        self.sink: CacheFeeSink | None = None
 
     async def use(self, body: dict[str, Any], key: str) -> None:
         """`body` (generate_content's arguments) reading its system prompt from the step's cache."""
@@ -64,12 +73,23 @@ class ContextCaches:
             raise
         except ProviderError:  # refused: the requests carry the prompt themselves
             return None, float("inf")
+        usage = getattr(made, "usage_metadata", None)
+        tokens = int(getattr(usage, "total_token_count", None) or 0)
+        created = _epoch(getattr(made, "create_time", None), time.time())
+        self._report(CacheFee(key, str(made.name), model, tokens, created, _expiry(made, created)))
         return str(made.name), time.monotonic() + EXPLICIT_TTL_S
 
     async def _renew(self, name: str) -> tuple[str | None, float]:
         async with self._mapped():
-            await self._client.aio.caches.update(name=name, config={"ttl": f"{EXPLICIT_TTL_S}s"})
+            renewed = await self._client.aio.caches.update(name=name, config={"ttl": f"{EXPLICIT_TTL_S}s"})
+        if name in self._fees:
+            self._report(replace(self._fees[name], held_until=_expiry(renewed, time.time())))
         return name, time.monotonic() + EXPLICIT_TTL_S
+
+    def _report(self, fee: CacheFee) -> None:
+        self._fees[fee.name] = fee
+        if self.sink is not None:
+            self.sink(fee)
 
     async def delete_all(self) -> None:
         """Delete every cache made (one that fails to go expires within its hour)."""
@@ -81,3 +101,16 @@ class ContextCaches:
                     await self._client.aio.caches.delete(name=name)
             except ProviderError:
                 continue
+            if name in self._fees:  # billed until now, not until its expiry
+                fee = self._fees[name]
+                self._report(replace(fee, held_until=min(fee.held_until, time.time()), deleted=True))
+
+
+def _epoch(moment: Any, default: float) -> float:
+    """A provider timestamp (datetime) in epoch seconds, `default` without one."""
+    return moment.timestamp() if isinstance(moment, datetime) else default
+
+
+def _expiry(cache: Any, default_start: float) -> float:
+    """When a cache the provider answered with expires (its `expire_time`, else a ttl from now)."""
+    return _epoch(getattr(cache, "expire_time", None), default_start + EXPLICIT_TTL_S)

@@ -36,6 +36,7 @@ from batchor.errors import (
 )
 from batchor.providers import provider_info
 from batchor.providers.base import (
+    CacheFeeSink,
     Completion,
     Embeddings,
     EmbedRequest,
@@ -227,6 +228,9 @@ class GeminiProvider:
         self._url = _base_url(client)
         self._contexts = ContextCaches(client, lambda: _mapped_errors(self._secret, self._url))
 
+    def report_cache_fees(self, sink: CacheFeeSink) -> None:
+        self._contexts.sink = sink
+
     async def complete(self, request: LLMRequest) -> Completion:
         body = to_body(request)
         if request.cache is not None and request.cache.explicit:
@@ -263,12 +267,20 @@ class GeminiHttpProvider(GeminiProvider):
         self._url = poster.label
         self._config = config
         self._explicit: GeminiProvider | None = None  # explicit context caches go through the SDK
+        self._fees: CacheFeeSink | None = None
+
+    def report_cache_fees(self, sink: CacheFeeSink) -> None:
+        self._fees = sink
+        if self._explicit is not None:
+            self._explicit.report_cache_fees(sink)
 
     async def complete(self, request: LLMRequest) -> Completion:
         if request.cache is not None and request.cache.explicit:  # created and kept by the SDK's client
             if self._explicit is None:
                 sdk = replace(self._config, options={**self._config.options, "transport": "sdk"})
                 self._explicit = create(sdk, provider_info(sdk.provider))
+                if self._fees is not None:
+                    self._explicit.report_cache_fees(self._fees)
             return await self._explicit.complete(request)
         return parse_result(await self._send(to_body(request)))
 
