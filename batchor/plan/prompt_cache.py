@@ -25,7 +25,7 @@ from batchor.fingerprint import sha256_hex
 from batchor.plan.model import PromptCache, StepPlan
 from batchor.plan.tokens import get_counter
 from batchor.providers.base import CacheControl
-from batchor.providers.caching import TTLS, WRITES_BILLED, extended_retention, min_cacheable_tokens, readable_tokens
+from batchor.providers.caching import TTLS, extended_retention, min_cacheable_tokens, readable_tokens, writes_billed
 from batchor.providers.facts import provider_facts
 from batchor.spec.model import CacheSpec
 from batchor.spec.templates import StepTemplates
@@ -64,7 +64,7 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, spe
         explicit=explicit,
         system_tokens=system if eligible else 0,
         explicit_auto=spec.explicit == "auto",
-        writes=step.provider in WRITES_BILLED,
+        writes=writes_billed(step.provider, step.model),
         concurrency=int(limits.concurrency),
     )
     return step.model_copy(update={"prompt_cache": cache})
@@ -165,7 +165,11 @@ def cache_tokens(step: StepPlan, requests: float) -> tuple[float, float]:
     else:
         misses = cache.concurrency if cache.misses_per_run is None else cache.misses_per_run
         hits = max(0.0, requests - misses)
-    per_hit = cache.read_per_hit if cache.read_per_hit is not None else readable_tokens(step.provider, cache.tokens)
+    per_hit = (
+        cache.read_per_hit
+        if cache.read_per_hit is not None
+        else readable_tokens(step.provider, cache.tokens, step.model)
+    )
     per_miss = cache.write_per_miss if cache.write_per_miss is not None else cache.tokens
     return hits * per_hit, (requests - hits) * per_miss if cache.writes else 0.0
 

@@ -18,14 +18,21 @@ providers bill it far cheaper when they read it from their prompt cache. What ea
   cache, `prompt_cache_retention: "24h"` keeps it longer on the models that offer it (the
   prompt-caching guide's list: GPT-4.1, GPT-5 to 5.4 and their codex variants; from GPT-5.5 on,
   24 hours is the only retention there is). Others answer 400, so `validate` refuses it for them.
+  From GPT-5.6 on (`prompt_cache_options`, in the openai SDK's types) a request can mark where its
+  reusable prefix ends (`prompt_cache_breakpoint` on a text part) and turn off the implicit
+  breakpoint (`mode: explicit`); writes are reported (`prompt_tokens_details.cache_write_tokens`)
+  and billed (1.25x input in the price table), and `prompt_cache_retention` is deprecated.
 - Gemini 2.5 and later cache implicitly by prefix (`usageMetadata.cachedContentTokenCount`): the
   shared part first is all it takes. With `cache: {explicit: true}` a realtime step's system
   prompt goes into an explicit context cache instead (`client.caches.create`, then
   `cached_content` on each request, which must then carry no system instruction): every request
   reads it at the cached rate; creating it bills its tokens once at the input rate, and storing it
   bills per token-hour (`GEMINI_STORAGE`) until it is deleted or expires. Batch lines do not use
-  it: Vertex AI's batch prediction refuses `cachedContent`, and the Developer API's Batch API does
-  not document it.
+  it yet: Vertex AI's batch prediction refuses `cachedContent`; the Developer API's takes it on an
+  inlined request (google-genai 3.6's batch converter maps `config.cached_content` to the line's
+  `cachedContent`, where it raises for fields that API lacks), but the cache would have to be
+  kept alive, renewed and recorded for the batch's whole window (up to 24 hours) and across a
+  resumed apply, which batchor does not do.
 
 Minimums from the providers' documentation (Anthropic prompt caching, OpenAI prompt caching,
 Gemini context caching pages, checked 2026-12; Gemini 2.5 Flash's 1,024 is what its API enforces).
@@ -104,6 +111,19 @@ def extended_retention(model: str) -> bool:
     return name in _RETENTION_24H
 
 
+def cache_options(model: str) -> bool:
+    """Whether OpenAI's `model` takes `prompt_cache_options` and `prompt_cache_breakpoint` (the
+    openai SDK's types: gpt-5.6 and later), where cache writes are billed (1.25x input in the
+    price table) and `prompt_cache_retention` is deprecated (24 hours is the only retention)."""
+    version = _GPT_VERSION.match(_SNAPSHOT.sub("", model.lower()))
+    return bool(version) and (int(version[1]), int(version[2] or 0)) >= (5, 6)  # type: ignore[index]
+
+
+def writes_billed(provider: str, model: str) -> bool:
+    """Whether a miss writes the prefix at a price of its own: Anthropic, OpenAI's gpt-5.6 on."""
+    return provider in WRITES_BILLED or (provider == "openai" and cache_options(model))
+
+
 def storage_usd_per_token_hour(model: str) -> float:
     """What storing one token in a Gemini explicit context cache costs per hour."""
     name = model.removeprefix("models/").lower()
@@ -122,21 +142,42 @@ def min_cacheable_tokens(provider: str, model: str) -> int:
     return next((tokens for prefix, tokens in _MINIMUMS.get(provider, ()) if name.startswith(prefix)), 0)
 
 
-def readable_tokens(provider: str, prefix_tokens: int) -> int:
-    """Tokens of a shared prefix a cache hit reads: OpenAI counts whole 128-token steps only."""
-    if provider != "openai" or prefix_tokens < 1024:
+def readable_tokens(provider: str, prefix_tokens: int, model: str = "") -> int:
+    """Tokens of a shared prefix a cache hit reads: OpenAI counts whole 128-token steps only (not
+    at an explicit breakpoint, which models with `prompt_cache_options` are sent)."""
+    if provider != "openai" or prefix_tokens < 1024 or cache_options(model):
         return prefix_tokens
     return prefix_tokens - (prefix_tokens - 1024) % OPENAI_CACHE_STEP
 
 
-def openai_fields(control: CacheControl | None) -> dict[str, Any]:
-    """`prompt_cache_key` (one per step) and, when asked, the extended retention."""
+def openai_fields(control: CacheControl | None, model: str = "", *, marked: bool = True) -> dict[str, Any]:
+    """`prompt_cache_key` (one per step) and, when asked, the extended retention; on models with
+    `prompt_cache_options`, explicit breakpoints only (`openai_breakpoint` marks the shared prefix's
+    end, so a miss writes that prefix and not each row's own text) and no deprecated retention."""
     if control is None:
         return {}
     fields: dict[str, Any] = {"prompt_cache_key": control.key}
-    if control.ttl == "24h":
+    if cache_options(model):  # `marked`: the body carries the breakpoint (without one, explicit mode caches nothing)
+        fields.update({"prompt_cache_options": {"mode": "explicit"}} if marked else {})
+    elif control.ttl == "24h":
         fields["prompt_cache_retention"] = "24h"
     return fields
+
+
+def openai_breakpoint(messages: list[dict[str, Any]], control: CacheControl | None, model: str) -> list[dict[str, Any]]:
+    """Chat `messages` with a `prompt_cache_breakpoint` where the shared prefix ends (models with
+    `prompt_cache_options` only): on the last wholly shared message, or on the shared head of the
+    next one (split into a text part of its own)."""
+    if control is None or not cache_options(model):
+        return messages
+    mark, turns = {"mode": "explicit"}, list(messages)
+    if control.chars and control.messages < len(turns):
+        turn = turns[control.messages]
+        turns[control.messages] = {**turn, "content": _split_head(turn["content"], control.chars, mark, _OPENAI_MARK)}
+    elif 0 < control.messages <= len(turns):
+        turn = turns[control.messages - 1]
+        turns[control.messages - 1] = {**turn, "content": _mark_last(turn["content"], mark, _OPENAI_MARK)}
+    return turns
 
 
 def anthropic_breakpoint(body: dict[str, Any], control: CacheControl | None, systems: int) -> dict[str, Any]:
@@ -182,7 +223,10 @@ def bedrock_cache_point(body: dict[str, Any], control: CacheControl | None, syst
     return {**body, "messages": turns}
 
 
-def _split_head(content: Any, chars: int, mark: dict[str, Any]) -> Any:
+_OPENAI_MARK = "prompt_cache_breakpoint"
+
+
+def _split_head(content: Any, chars: int, mark: dict[str, Any], field: str = "cache_control") -> Any:
     """The content with its first `chars` characters as a marked text block of their own."""
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
     if not blocks or blocks[0].get("type") != "text":
@@ -191,12 +235,12 @@ def _split_head(content: Any, chars: int, mark: dict[str, Any]) -> Any:
     head, rest = text[:chars], text[chars:]
     if not rest.strip():  # a text block must not be blank: the whole text is the head
         head, rest = text, ""
-    split = [{**blocks[0], "text": head, "cache_control": mark}]
+    split = [{**blocks[0], "text": head, field: mark}]
     if rest:
         split.append({"type": "text", "text": rest})
     return split + blocks[1:]
 
 
-def _mark_last(content: Any, mark: dict[str, Any]) -> Any:
+def _mark_last(content: Any, mark: dict[str, Any], field: str = "cache_control") -> Any:
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-    return [*blocks[:-1], {**blocks[-1], "cache_control": mark}] if blocks else content
+    return [*blocks[:-1], {**blocks[-1], field: mark}] if blocks else content

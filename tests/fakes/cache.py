@@ -9,7 +9,9 @@
   minimums; Amazon Nova's 1K; none for Claude 3 Haiku and 3.5 Sonnet), reported as
   ``cacheReadInputTokens`` and ``cacheWriteInputTokens``.
 - OpenAI caches by itself from 1,024 tokens, in 128-token steps, once a machine has seen the
-  prefix (``prompt_tokens_details.cached_tokens``). Requests with the same ``prompt_cache_key``
+  prefix (``prompt_tokens_details.cached_tokens``). From GPT-5.6, with ``prompt_cache_options:
+  {mode: explicit}``, only up to a ``prompt_cache_breakpoint``: a miss writes that prefix
+  (``cache_write_tokens``, billed), a hit reads it. Requests with the same ``prompt_cache_key``
   go to one machine; without one they are spread over ``OPENAI_MACHINES``, so each machine
   misses once more.
 - Gemini 2.5+ caches implicitly (``usageMetadata.cachedContentTokenCount``) from 1,024 tokens
@@ -105,6 +107,8 @@ class PromptCaches:
         if call.provider in ("anthropic", "bedrock"):
             minimum = anthropic_minimum(call.model) if call.provider == "anthropic" else bedrock_minimum(call.model)
             return self._anthropic(call.model, call.body, total, cold, minimum) if minimum else CacheUsage()
+        if call.provider == "openai" and (call.body.get("prompt_cache_options") or {}).get("mode") == "explicit":
+            return self._marked(f"openai|{call.model}", 1024, {"messages": call.body.get("messages")}, total, cold)
         if call.provider == "openai":
             key = call.body.get("prompt_cache_key")
             if key is None:
@@ -121,7 +125,14 @@ class PromptCaches:
         return CacheUsage()
 
     def _anthropic(self, model: str, body: dict[str, Any], total: int, cold: bool, minimum: int) -> CacheUsage:
-        prefix, ttl = breakpoint_prefix(body)
+        return self._marked(model, minimum, body, total, cold, "cache_control")
+
+    def _marked(
+        self, model: str, minimum: int, body: dict[str, Any], total: int, cold: bool, field: str = ""
+    ) -> CacheUsage:
+        """A cache of the prefix up to a marked breakpoint (Anthropic `cache_control`, Converse's
+        `cachePoint`, OpenAI's `prompt_cache_breakpoint` from GPT-5.6): a hit reads it, a miss writes it."""
+        prefix, ttl = breakpoint_prefix(body, field or "prompt_cache_breakpoint")
         tokens = estimate_tokens(prefix) if prefix is not None else 0
         if prefix is None or tokens < minimum or tokens >= total:
             return CacheUsage()
@@ -189,7 +200,7 @@ def usage_row(stats: Any, key: str) -> dict[str, Any]:
     return row
 
 
-def breakpoint_prefix(body: dict[str, Any]) -> tuple[str | None, str]:
+def breakpoint_prefix(body: dict[str, Any], field: str = "cache_control") -> tuple[str | None, str]:
     """The text up to (and with) the last block marked `cache_control` (or up to Converse's last
     `cachePoint` block), joined as the fake joins
     a call's input text (system, then each message's text parts), and the breakpoint's ttl."""
@@ -206,7 +217,11 @@ def breakpoint_prefix(body: dict[str, Any]) -> tuple[str | None, str]:
         for block in group:
             if isinstance(block, dict) and isinstance(block.get("text"), str):
                 texts.append(block["text"])
-            mark = (block.get("cache_control") or block.get("cachePoint")) if isinstance(block, dict) else None
+            mark = (
+                (block.get(field) or (field == "cache_control" and block.get("cachePoint")))
+                if isinstance(block, dict)
+                else None
+            )
             if mark:
                 found = ("\n".join([*parts, "\n".join(texts)]), str(mark.get("ttl") or "5m"))
         if texts:

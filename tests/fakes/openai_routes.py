@@ -68,7 +68,7 @@ def render_chat(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
             "prompt_tokens": answer.input_tokens,
             "completion_tokens": answer.output_tokens,
             "total_tokens": answer.input_tokens + answer.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": answer.cache_read},
+            "prompt_tokens_details": {"cached_tokens": answer.cache_read, **_writes(answer)},
             "completion_tokens_details": {"reasoning_tokens": 0},
         },
         "service_tier": served_tier(call),
@@ -143,7 +143,7 @@ def render_responses(call: Call, answer: Answer, uid: str) -> dict[str, Any]:
         "top_p": body.get("top_p", 1.0),
         "usage": {
             "input_tokens": answer.input_tokens,
-            "input_tokens_details": {"cached_tokens": answer.cache_read},
+            "input_tokens_details": {"cached_tokens": answer.cache_read, **_writes(answer)},
             "output_tokens": answer.output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": answer.input_tokens + answer.output_tokens,
@@ -244,3 +244,8 @@ PROVIDER = Provider(
     limit_headers=limit_headers,
     request_id_header="x-request-id",
 )
+
+
+def _writes(answer: Any) -> dict[str, int]:
+    """GPT-5.6 and later report the tokens a miss wrote to the prompt cache (billed)."""
+    return {"cache_write_tokens": answer.cache_write} if answer.cache_write else {}

@@ -31,7 +31,7 @@ from batchor.providers.base import (
     tool_arguments,
     unreadable_answer,
 )
-from batchor.providers.caching import flex_unavailable, openai_fields
+from batchor.providers.caching import flex_unavailable, openai_breakpoint, openai_fields
 from batchor.providers.embeddings import openai_body, parse_openai
 from batchor.providers.errors_map import classify, parse_retry_after
 from batchor.providers.http_post import TRANSPORT_HTTP, JsonPoster, transport_of
@@ -55,7 +55,9 @@ def to_body(request: LLMRequest, *, api: str = "chat", strict: bool = True, firs
     service tier (OpenAI's own: other servers may not know them)."""
     body = _responses_body(request, strict) if api == "responses" else _chat_body(request, strict, first_party)
     if first_party:
-        body.update(openai_fields(request.cache))
+        body.update(openai_fields(request.cache, request.model, marked=api != "responses"))
+        if api != "responses":
+            body["messages"] = openai_breakpoint(body["messages"], request.cache, request.model)
         if request.service_tier:
             body["service_tier"] = request.service_tier
     return body
@@ -137,6 +139,7 @@ def parse_result(data: dict[str, Any], *, api: str = "chat") -> Completion:
         input_tokens=int(usage.get("prompt_tokens") or 0),
         output_tokens=int(usage.get("completion_tokens") or 0),
         cached_input_tokens=int(details.get("cached_tokens") or 0),
+        cache_write_tokens=int(details.get("cache_write_tokens") or 0),
         service_tier=data.get("service_tier"),
         finish_reason=choices[0].get("finish_reason"),
         model=data.get("model"),
@@ -180,6 +183,7 @@ def _parse_responses(data: dict[str, Any]) -> Completion:
         input_tokens=int(usage.get("input_tokens") or 0),
         output_tokens=int(usage.get("output_tokens") or 0),
         cached_input_tokens=int(details.get("cached_tokens") or 0),
+        cache_write_tokens=int(details.get("cache_write_tokens") or 0),
         service_tier=data.get("service_tier"),
         finish_reason=finish,
         model=data.get("model"),
