@@ -40,7 +40,8 @@ def check_explicit(provider: str, mode: str, explicit: bool | str, where: str) -
         )
     if mode == "batch":
         raise ExplicitCacheUnsupportedError(
-            f"{where}: explicit context caches are used in realtime only, and this step runs in batch mode",
+            f"{where}: explicit context caches are used in realtime only, and this step runs in batch mode "
+            "(batchor does not yet keep a context cache alive, renewed and recorded, for a batch's lifetime)",
             hint="drop `cache.explicit` (batch lines get Gemini's implicit cache), or run the step "
             "in realtime (`mode: realtime`)",
         )
