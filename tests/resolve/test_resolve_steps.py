@@ -179,3 +179,26 @@ def test_kill_9_while_pairs_are_judged_then_resume_pays_for_nothing_twice(fake, 
     assert batchor.apply(spec, progress=False).status == "succeeded"
     assert fake.stats()["requests"] - sent == planned - stored  # the rest once each, nothing stored again
     assert _rows(workdir)["n2"]["entity.canonical"] == "Blue Harbor Logistics"
+
+
+@pytest.mark.parametrize(("provider", "name"), [("anthropic", "claude-haiku-4-5"), ("gemini", "gemini-2.5-flash")])
+def test_pairs_and_canonical_requests_go_through_each_batch_api(fake, workdir, provider, name):
+    """The same resolve pipeline through Anthropic's and Gemini's Batch APIs: every request in a
+    batch, the clusters and canonical names as with OpenAI's."""
+    fake.configure(judge_pairs=True, batch_polls=1, batch_seconds=0.0)
+    spec = _spec(workdir, CANONICAL)
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    data["model"] = {"provider": provider, "name": name, "params": {"max_tokens": 20}}
+    spec.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    result = batchor.apply(spec, mode="batch", max_cost=1, progress=False)
+    assert result.status == "succeeded", result.stop_reason
+    realtime = {"anthropic": "anthropic.messages", "gemini": "gemini.generate_content"}[provider]
+    stats = fake.stats()
+    assert stats["by_endpoint"].get(realtime, 0) == 0  # no realtime call
+    # every request in a batch: extractions, then pairs, then names, each batch once
+    assert stats["batches_created"] >= 3 and stats["batch_rows"] == result.succeeded  # requests answered
+    assert not stats["batch_rows_duplicated"]
+    rows = _rows(workdir)
+    assert rows["n3"]["entity.canonical"] == "Blue Harbor Logistics"
+    assert rows["n1"]["entity.cluster"] == rows["n2"]["entity.cluster"] == rows["n3"]["entity.cluster"]
+    assert rows["n4"]["entity.cluster"] != rows["n1"]["entity.cluster"]
