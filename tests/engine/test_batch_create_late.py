@@ -8,7 +8,7 @@ import pytest
 
 from batchor import api
 from tests.engine.batch_helpers import state_rows, submitted
-from tests.engine.test_batch_providers import MODELS, spec_for
+from tests.engine.test_batch_providers import MODELS, aws_at_the_fake, spec_for  # noqa: F401 - autouse fixture
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -56,7 +56,9 @@ def test_a_full_disk_stops_buying_and_the_resume_pays_only_for_what_was_not_stor
 ):
     monkeypatch.setenv("BATCHOR_DISK_WAIT_S", "0")  # no room comes back: the answers in memory are given up
     mount, resize = small_disk
-    fake.configure(text_words=[300, 0.1])  # long answers: their raw payloads fill the state quickly
+    # long answers (their raw payloads fill the state quickly), at most 8 / 40 ms = 200 a second: what is
+    # bought while the first failing write runs is bounded by the rate, not by how fast this machine is
+    fake.configure(text_words=[300, 0.1], latency_ms=40)
     spec, state = _spec(workdir), mount / "state.duckdb"
     stored = 0
     for size in SIZES:
