@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from batchor.engine.pending import PendingKeys
-from batchor.engine.rows import JobRows, input_values
+from batchor.engine.rows import JobRows
 from batchor.engine.types import WorkItem
 from batchor.engine.work import StepWork
 from batchor.outputs.export import format_for
@@ -52,17 +52,7 @@ class ReduceRun:
         return lambda keys: stored([k for k in keys if k in self.sent])
 
     def _grouped(self) -> tuple[list[Group], list[str]]:
-        rows_of = JobRows(self.plan, self.store)
-        members: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-        skipped: list[str] = []
-        for inputs, rows in rows_of.batches(self.step.grain):
-            values = input_values(inputs)
-            for row in rows:
-                answers = rows_of.upstream(self.step, row)
-                if any(a is None for a in answers.values()):
-                    skipped.append(row.key)
-                else:
-                    members.append((row.key, values[row.index], answers))
+        members, skipped = JobRows(self.plan, self.store).answered_rows(self.step)
         assert self.step.reduce is not None
         return list(grouped(members, self.step.reduce.group_by).values()), skipped
 

@@ -11,11 +11,10 @@ result, so later steps, the output and `export` read it like any answer.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pyarrow as pa
 
-from batchor.engine.rows import JobRows, input_values
+from batchor.engine.rows import JobRows
 from batchor.engine.types import WorkItem
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
@@ -48,17 +47,7 @@ class ResolveRun:
         self.result: ResolveResult | None = None
 
     def _members(self) -> tuple[list[Member], list[str]]:
-        rows_of = JobRows(self.plan, self.store)
-        rows: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-        skipped: list[str] = []
-        for inputs, batch in rows_of.batches(self.step.grain):
-            values = input_values(inputs)
-            for row in batch:
-                answers = rows_of.upstream(self.step, row)
-                if any(a is None for a in answers.values()):
-                    skipped.append(row.key)
-                else:
-                    rows.append((row.key, values[row.index], answers))
+        rows, skipped = JobRows(self.plan, self.store).answered_rows(self.step)
         return members_of(self.step, rows), skipped
 
     def pending(self) -> tuple[StepPlan, list[WorkItem]]:

@@ -66,6 +66,21 @@ class JobRows:
         keys = table.column("request_key").to_pylist()
         return {row for row, key in zip(table.column("row_key").to_pylist(), keys) if key is None}
 
+    def answered_rows(self, step: StepPlan) -> tuple[list[tuple[str, dict[str, Any], dict[str, Any]]], list[str]]:
+        """(row key, input values, upstream answers) of the rows whose earlier steps all answered,
+        and the keys of the rest: what a step over many rows at once (reduce, resolve) reads."""
+        ready: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+        waiting: list[str] = []
+        for inputs, rows in self.batches(step.grain):
+            values = input_values(inputs)
+            for row in rows:
+                answers = self.upstream(step, row)
+                if any(a is None for a in answers.values()):
+                    waiting.append(row.key)
+                else:
+                    ready.append((row.key, values[row.index], answers))
+        return ready, waiting
+
     def upstream(self, step: StepPlan, row: Row) -> dict[str, Any]:
         """What `step` sees of each step it uses for `row` (None: no succeeded answer)."""
         self.load([d for d in step.depends_on if not self.plans[d].fan_out])
