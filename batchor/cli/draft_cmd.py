@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from batchor.cli import ask
 from batchor.errors import ApprovalRequiredError
 from batchor.humanize import money
 
@@ -141,7 +142,7 @@ def _show_and_confirm(result: Draft, yes: bool, as_json: bool) -> bool:
     if yes or not (sys.stdin.isatty() and sys.stderr.isatty()):
         return True
     names = " and ".join(str(p) for p in result.outputs)
-    if not typer.confirm(f"Write {names}?", default=True, err=True):
+    if not ask.confirm(f"Write {names}?", default=True):
         raise ApprovalRequiredError(f"not written; drafting cost {money(result.cost_usd)}")
     return True
 

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import arrow_pool
-from batchor.cli import basics, compare_cmd, costdiff_cmd, housekeeping, pandas_probe, pilot_cmd, review_cmd
+from batchor.cli import ask, basics, compare_cmd, costdiff_cmd, housekeeping, pandas_probe, pilot_cmd, review_cmd
 from batchor.cli import quality as quality_cli
 from batchor.cli.basics import print_json
 from batchor.cli.colour import coloured, terminal_safe
@@ -267,7 +267,7 @@ def _approve(yes: bool, max_cost: float | None) -> None:
     if yes or max_cost is not None:
         return
     if sys.stdin.isatty() and sys.stderr.isatty():
-        if not typer.confirm("Run this plan?", default=False, err=True):
+        if not ask.confirm("Run this plan?", default=False):
             raise ApprovalRequiredError("not approved; nothing was sent")
         return
     raise ApprovalRequiredError(
