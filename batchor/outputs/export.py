@@ -167,10 +167,18 @@ def _counted(db: duckdb.DuckDBPyConnection, plan: CompiledPlan) -> dict[str, int
     return {**dict.fromkeys(ROW_STATUSES, 0), **{status: int(n) for status, n in found}}
 
 
-def _output_rows(plan: CompiledPlan, store: StoredResults, with_input: bool = True, reviewed: bool = True) -> Any:
+def _output_rows(
+    plan: CompiledPlan,
+    store: StoredResults,
+    with_input: bool = True,
+    reviewed: bool = True,
+    reviews: dict[str, Patches] | None = None,
+) -> Any:
     """The plan's rows with each step's stored result attached (see `_aligned_rows`), reviewed
-    labels applied unless `reviewed` is False (the metrics compare the model's own answers)."""
-    reviews = review_patches(plan, store) if reviewed else {}
+    labels applied unless `reviewed` is False (the metrics compare the model's own answers).
+    `reviews`: the reviewed labels when the caller has read them already."""
+    if reviews is None:
+        reviews = review_patches(plan, store) if reviewed else {}
     if any(s.fan_out for s in plan.header.steps):
         results = [
             _reviewed(_with_reviewed(store.job_results(plan.job_id, s.name)), s, reviews) for s in plan.header.steps
@@ -217,8 +225,9 @@ def _write(
     _check_target(target)
     counts: dict[str, int] = {}
     with _export_db(plan) as db:
-        rows = _output_rows(plan, store)
-        reviewed = bool(review_patches(plan, store))
+        reviews = review_patches(plan, store)
+        rows = _output_rows(plan, store, reviews=reviews)
+        reviewed = bool(reviews)
         query = build_output_sql(plan, fmt, reviewed=reviewed)
         if fmt in _TEXT_FORMATS and plan.header.output.escape_formulas:
             db.register("rows", rows.schema.empty_table())  # its columns' types, not a row of the stream
