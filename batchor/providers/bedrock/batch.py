@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from batchor.errors import BatchCreateUnknownError, InvalidRequestError, ProviderError
-from batchor.providers.base import LLMRequest, ProviderConfig
+from batchor.providers.base import LLMRequest, ProviderConfig, answer_cut
 from batchor.providers.batch import (
     CANCELLED,
     COMPLETED,
@@ -121,6 +121,18 @@ def remote_from(job: dict[str, Any]) -> RemoteBatch:
     )
 
 
+def whole(endpoint: str, answer: Any, expect: str) -> Any:
+    """`answer`, unless it is what botocore makes of a body cut short: for a 200 whose JSON does not
+    parse it returns `{"message": <the text>}` (or `{}` for no body) instead of raising, so a create
+    cut mid-answer looked like a job without an ARN. Such an answer is a cut one (the call ran)."""
+    if not isinstance(answer, dict):
+        return answer
+    fields = set(answer) - {"ResponseMetadata"}
+    if fields == {"message"} or (expect and expect not in answer):
+        raise answer_cut(f"{endpoint}: the answer was cut short ({len(str(answer.get('message', '')))} characters)")
+    return answer
+
+
 def split_s3(uri: str) -> tuple[str, str]:
     parts = urlsplit(uri)
     return parts.netloc, parts.path.lstrip("/")
@@ -151,9 +163,11 @@ class BedrockBatchProvider:
         self._models[request.key] = request.model
         return encode_line(request, structured_mode(request.model, strict=self.strict, option=self.option))
 
-    def _call(self, endpoint: str, fn: Callable[..., Any], *, creates: bool = False, **kwargs: Any) -> Awaitable[Any]:
+    def _call(
+        self, endpoint: str, fn: Callable[..., Any], *, creates: bool = False, expect: str = "", **kwargs: Any
+    ) -> Awaitable[Any]:
         async def threaded() -> Any:
-            return await asyncio.to_thread(functools.partial(fn, **kwargs))
+            return whole(endpoint, await asyncio.to_thread(functools.partial(fn, **kwargs)), expect)
 
         errors = functools.partial(_mapped_errors, self._secrets, self._url)
         return mapped_call(self.calls, errors, endpoint, threaded, creates=creates)
@@ -176,7 +190,11 @@ class BedrockBatchProvider:
         }
         try:
             created = await self._call(
-                "bedrock.create_model_invocation_job", self.control.create_model_invocation_job, creates=True, **job
+                "bedrock.create_model_invocation_job",
+                self.control.create_model_invocation_job,
+                creates=True,
+                expect="jobArn",
+                **job,
             )
         except BatchCreateUnknownError:
             raise
@@ -229,7 +247,10 @@ class BedrockBatchProvider:
 
     async def poll(self, remote_id: str) -> RemoteBatch:
         job = await self._call(
-            "bedrock.get_model_invocation_job", self.control.get_model_invocation_job, jobIdentifier=remote_id
+            "bedrock.get_model_invocation_job",
+            self.control.get_model_invocation_job,
+            expect="jobArn",
+            jobIdentifier=remote_id,
         )
         return remote_from(job)
 
