@@ -100,7 +100,7 @@ def choose_explicit(step: StepPlan, price: Any, requests: float) -> StepPlan:
 def _ineligible(step: StepPlan, price: Any, requests: float) -> str:
     """Why `auto` cannot use an explicit cache for the step, or ''."""
     cache = step.prompt_cache
-    if step.provider != "gemini":
+    if not provider_facts(step.provider).explicit_cache:
         return f"not used: explicit context caches are Gemini's, not {step.provider}'s"
     if step.mode == "batch":
         return "not used: batch-mode steps get Gemini's implicit cache"

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from batchor.errors import SpecError
 from batchor.plan.known_models import FREE_FORM
-from batchor.plan.prices import BATCH_DISCOUNT, ModelPrice
+from batchor.plan.prices import BARE_PROVIDERS, BATCH_DISCOUNT, ModelPrice
 from batchor.providers.facts import EmbedModel, GroupLimits, provider_facts, table_model
 
 __all__ = ["EmbedModel", "GroupLimits", "check_embed_model", "embed_model", "embed_price", "group_limits"]
@@ -46,7 +46,7 @@ def check_embed_model(
         )
     known = embed_model(provider, name)
     if known is None:
-        if provider in FREE_FORM or provider == "openai-compatible" or custom or priced:
+        if provider in FREE_FORM or provider in BARE_PROVIDERS or custom or priced:
             return dimensions
         listed = ", ".join(m.name for m in provider_facts(provider).embed_models) or "none"
         raise SpecError(

@@ -8,7 +8,6 @@ tokens: `max_tokens` 0); the text is counted without chat overhead.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from batchor.errors import SpecError
@@ -20,7 +19,8 @@ from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import lookup_price
 from batchor.plan.tokens import get_counter
-from batchor.providers import ProviderInfo, provider_info
+from batchor.providers import MOCK, ProviderInfo, provider_info
+from batchor.providers.facts import provider_facts
 from batchor.providers.options import check_options
 from batchor.spec.load import LoadedSpec
 from batchor.spec.model import EmbedStep, ModelSpec
@@ -43,7 +43,7 @@ def embed_step_plan(
     )
     if model.options:
         check_options(model.provider, model.options, f"{where}.model.options")
-    provider = "mock" if mock else model.provider
+    provider = MOCK if mock else model.provider
     info = provider_info(provider)
     params = {"dimensions": step.dimensions} if step.dimensions is not None else {}
     endpoint = step_endpoint(provider, model.base_url, model.options)
@@ -83,8 +83,8 @@ def embed_step_plan(
 
 
 def _price(model: ModelSpec, provider: str) -> dict[str, Any] | None:
-    if provider == "mock":
-        price = lookup_price("mock", model.name)
+    if provider_facts(provider).offline:
+        price = lookup_price(provider, model.name)
     elif model.price is not None:
         price = lookup_price(provider, model.name, override=model.price.model_dump(exclude_none=True))
     else:
@@ -96,13 +96,12 @@ def _mode(
     provider: str, requested: str, info: ProviderInfo, deadline: str | None, where: str, options: dict[str, Any]
 ) -> tuple[str, str | None]:
     """Batch embeddings: OpenAI's Batch API on /v1/embeddings, Gemini's embeddings jobs
-    (asyncBatchEmbedContent, Developer API only: Vertex AI has none)."""
-    vertex = options.get("vertexai", os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in ("1", "true"))
-    if provider == "gemini" and requested in ("batch", "auto") and vertex:
+    (asyncBatchEmbedContent); the provider's facts say when its options rule them out (Gemini on
+    Vertex AI has none)."""
+    rule = provider_facts(provider).embed_batch_missing
+    missing = rule(options) if rule is not None and requested in ("batch", "auto") else None
+    if missing:
         if requested == "batch":
-            raise SpecError(
-                f"{where}: Gemini embedding jobs exist on the Developer API only, not on Vertex AI",
-                hint="use `mode: realtime`",
-            )
-        return "realtime", "auto: Gemini embeddings on Vertex AI run realtime"
+            raise SpecError(f"{where}: {missing[0]}", hint="use `mode: realtime`")
+        return "realtime", f"auto: {missing[1]}"
     return initial_mode(requested, info, deadline, where)

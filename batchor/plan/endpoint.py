@@ -19,6 +19,7 @@ from batchor.plan.model import StepPlan
 from batchor.plan.step_kind import SQL_PROVIDER
 from batchor.providers import CREDENTIAL_CHAINS, provider_info, provider_key_envs
 from batchor.providers import base_url as resolve_base_url
+from batchor.providers.facts import provider_facts
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SECRET_WORDS = ("key", "token", "secret", "sig", "pass", "auth")
@@ -61,7 +62,7 @@ def check_connection(model: Any, at: Callable[[str], str]) -> None:
             hint="remove `api_key_env` (the provider's guide lists the sources it reads)",
         )
     own = provider_key_envs(model.provider)
-    if model.api_key_env and model.provider != "mock" and model.api_key_env not in own and not model.allow_key_env:
+    if model.api_key_env and not _offline(model.provider) and model.api_key_env not in own and not model.allow_key_env:
         theirs = " or ".join(own) if own else "none: this provider needs no key by default"
         raise KeyEnvNotAllowedError(
             f"{at('api_key_env')}: {model.api_key_env} is not a {model.provider} key variable ({theirs}); "
@@ -76,7 +77,7 @@ def step_endpoint(
 ) -> str | None:
     """The normalised endpoint of a step, or None for the provider's official endpoint (and for
     the local `mock` provider, which has none)."""
-    if provider in ("mock", SQL_PROVIDER):
+    if provider == SQL_PROVIDER or _offline(provider):
         return None
     info = provider_info(provider)
     url = resolve_base_url(provider, base_url, env)
@@ -88,6 +89,11 @@ def step_endpoint(
     if options.get("api_version"):  # a gateway may route API versions to different backends
         endpoint += f" api_version={options['api_version']}"
     return endpoint
+
+
+def _offline(provider: str) -> bool:
+    """The mock answers inside batchor: it has no endpoint and sends no key."""
+    return provider_facts(provider).offline
 
 
 def key_identity(provider: str, endpoint: str | None) -> str:

@@ -14,12 +14,12 @@ from functools import lru_cache
 
 from batchor.errors import UnknownModelError
 from batchor.plan.price_cache import remembered
-from batchor.plan.prices import LISTED_PROVIDERS, table_provider_id
+from batchor.plan.prices import BARE_PROVIDERS, LISTED_PROVIDERS, table_provider_id
 from batchor.providers import REGISTRY
 from batchor.providers.clouds import bedrock_id_help, bedrock_model_id
-from batchor.providers.facts import table_model
+from batchor.providers.facts import provider_facts, table_model
 
-FREE_FORM = frozenset({"mock", *(name for name, info in REGISTRY.items() if info.self_hosted)})  # any name is theirs
+FREE_FORM = frozenset(n for n, info in REGISTRY.items() if info.self_hosted or provider_facts(n).offline)  # any name
 _CUSTOM_HINT = (
     "or, if the model exists but the table lacks it, add `price: {input_per_mtok: ..., "
     "output_per_mtok: ...}` or `custom: true` to the model block"
@@ -31,7 +31,7 @@ def check_model(provider: str, model: str, *, custom: bool, priced: bool, where:
     name is an Azure deployment's, which may serve a model of another name."""
     if provider in FREE_FORM or custom or priced:
         return
-    if provider == "openai-compatible":
+    if provider in BARE_PROVIDERS:
         raise UnknownModelError(
             f"{where}: model '{model}' on an openai-compatible endpoint: batchor cannot know what it costs",
             hint="add `price: {input_per_mtok: ..., output_per_mtok: ...}` (0 and 0 for a free server) or "

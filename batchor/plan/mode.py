@@ -11,6 +11,7 @@ import re
 from batchor.errors import CloudPathMissingError, SpecError
 from batchor.plan.model import StepPlan
 from batchor.providers import ProviderInfo
+from batchor.providers.facts import provider_facts
 
 BATCH_WINDOW_S = 24 * 3600  # every supported Batch API promises results within 24 h
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -41,10 +42,10 @@ def initial_mode(
         )
     if batch_missing and requested == "auto":
         return "realtime", f"auto: {batch_missing.split(':')[0]}"
-    if requested == "flex" and info.name == "mock":
+    if requested == "flex" and provider_facts(info.name).offline:
         return "realtime", "mock provider: the offline rehearsal answers in realtime"
     if requested == "batch" and not info.batch:
-        if info.name == "mock":
+        if provider_facts(info.name).offline:
             return "realtime", "mock provider: the offline rehearsal answers in realtime"
         raise SpecError(
             f"{where}: provider '{info.name}' has no Batch API",

@@ -32,6 +32,7 @@ BATCH_DISCOUNT = 0.5
 
 _BATCH_PROVIDERS = frozenset(name for name, info in REGISTRY.items() if info.batch)  # with a Batch API of their own
 _LOCAL_PROVIDERS = frozenset(name for name, info in REGISTRY.items() if info.self_hosted)  # no per-token bill
+BARE_PROVIDERS = frozenset(name for name, info in REGISTRY.items() if info.bare)  # any server: no table price
 _LISTED = tuple(name for name, info in REGISTRY.items() if info.prices)  # ProviderInfo.prices: the table's id
 LISTED_PROVIDERS = _LISTED  # providers whose models the table lists
 _BATCH_CONTEXT = {"processing": "batch"}
@@ -152,11 +153,12 @@ def lookup_price(
     day = _day(at)
     if override:
         return _with_batch_default(_override_price(provider, model, override, day))
-    if provider == "mock" or provider in _LOCAL_PROVIDERS:
-        note = "mock provider" if provider == "mock" else "self-hosted server: no per-token charge"
-        source = "mock" if provider == "mock" else "local"
+    offline = provider_facts(provider).offline
+    if offline or provider in _LOCAL_PROVIDERS:
+        note = "mock provider" if offline else "self-hosted server: no per-token charge"
+        source = "mock" if offline else "local"
         return ModelPrice(provider, model, 0.0, 0.0, 0.0, 0.0, 0.0, source, day.isoformat(), (note,))
-    if provider == "openai-compatible":
+    if provider in BARE_PROVIDERS:
         return None
     return _table_price(provider, model, day)
 

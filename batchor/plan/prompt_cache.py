@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchor.errors import CacheRetentionUnsupportedError, CacheTtlError
+from batchor.errors import CacheTtlError
 from batchor.fingerprint import sha256_hex
 from batchor.plan.model import PromptCache, StepPlan
 from batchor.plan.tokens import get_counter
 from batchor.providers.base import CacheControl
-from batchor.providers.caching import TTLS, extended_retention, min_cacheable_tokens, readable_tokens, writes_billed
+from batchor.providers.caching import TTLS, min_cacheable_tokens, readable_tokens, writes_billed
 from batchor.providers.facts import provider_facts
 from batchor.spec.model import CacheSpec
 from batchor.spec.templates import StepTemplates
@@ -83,12 +83,9 @@ def check_ttl(provider: str, model: str, ttl: str | None, where: str) -> None:
     if ttl is None or offered is None:
         return
     if ttl in offered:
-        if provider == "openai" and not extended_retention(model):
-            raise CacheRetentionUnsupportedError(
-                f"{where}: openai:{model} has no extended prompt-cache retention (`prompt_cache_retention: 24h`)",
-                hint="leave `cache.ttl` out (the cache still works, kept minutes rather than hours), "
-                "or use a model that offers it: gpt-4.1, gpt-5, gpt-5.1 to gpt-5.4, gpt-5.5 and later",
-            )
+        model_check = provider_facts(provider).check_cache_ttl
+        if model_check is not None:
+            model_check(model, where)
         return
     raise CacheTtlError(
         f"{where}: {provider} keeps prompt caches for {' or '.join(offered)}, not {ttl}",

@@ -38,8 +38,9 @@ from batchor.plan.sql_files import referenced_files
 from batchor.plan.sql_step import sql_step_plan
 from batchor.plan.step_kinds import as_reduce, as_resolve, reduce_deps, resolve_deps
 from batchor.plan.tokens import get_counter
-from batchor.providers import provider_info
+from batchor.providers import MOCK, provider_info
 from batchor.providers.clouds import batch_missing, priced_as
+from batchor.providers.facts import provider_facts
 from batchor.providers.keys import default_key_env
 from batchor.providers.options import check_options
 from batchor.providers.params import check_params
@@ -226,7 +227,7 @@ def _check_model_block(
                 custom=model.custom,
                 priced=model.price is not None,
                 where=where,
-                serves=model.provider == "azure" and "model" not in model.options,
+                serves=provider_facts(model.provider).deployments and "model" not in model.options,
             )
     options_at = (
         ("steps", step, "model", "options") if own is not None and own.options is not None else ("model", "options")
@@ -329,7 +330,7 @@ def _step_plan(
     spec = loaded.spec
     step = spec.steps[name]
     assert isinstance(step, LLMStep), "SQL and embedding steps are planned by plan/sql_step.py, plan/embed_step.py"
-    provider = "mock" if overrides.mock else model.provider
+    provider = MOCK if overrides.mock else model.provider
     info = provider_info(provider)
     schema = loaded.schemas[name]
     params = dict(model.params)
@@ -350,7 +351,7 @@ def _step_plan(
         )
     )
     if overrides.mock:
-        price = lookup_price("mock", model.name)
+        price = lookup_price(MOCK, model.name)
     counter = get_counter(priced_provider, priced_model)
     endpoint = step_endpoint(provider, model.base_url, model.options)
     key_params = {**params, "_api": model.api or "chat", "_strict": strict}
@@ -358,7 +359,7 @@ def _step_plan(
         key_params["_structured"] = model.options["structured"]
     if tools:  # the definitions are sent with every request: a change asks again
         key_params.update(_tools=[vars(t) for t in tools], _tool_choice=step.tool_choice)
-    has_flex = provider == "openai" and price is not None and price.has_flex
+    has_flex = provider_facts(provider).flex and price is not None and price.has_flex
     if params.get("service_tier") == "flex" and mode != "batch":  # flex asked for in the params: priced as flex
         mode = "flex"
     mode, mode_note = initial_mode(

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from batchor.errors import UntrustedPlanError
 from batchor.file_modes import private_dir
 from batchor.providers import CREDENTIAL_CHAINS, base_url, provider_info, provider_key_envs
+from batchor.providers.facts import provider_facts
 
 KEY_FILE = "plan.key"
 
@@ -92,7 +93,7 @@ def powers(header: Any, output: Any = None) -> dict[str, Any]:
     for step in header.steps:
         if step.local:
             reads += sorted(step.sql_files)
-        elif step.provider != "mock":
+        elif not provider_facts(step.provider).offline:
             calls.setdefault((_host(step), _key_env(step)), []).append(step.name)
         if step.attachments:
             reads.append(f"{step.attachments_folder or header.base_dir}/ (attachments)")

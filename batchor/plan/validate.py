@@ -20,6 +20,7 @@ from batchor.plan.model import StepPlan
 from batchor.plan.steps import Overrides, resolve_steps
 from batchor.plan.targets import check_output_path
 from batchor.plan.typecheck import typed_steps
+from batchor.providers.facts import provider_facts
 from batchor.spec.inputs import InputReader, input_source
 from batchor.spec.load import LoadedSpec
 from batchor.spec.pair_columns import pair_schema
@@ -84,7 +85,7 @@ def _report(loaded: LoadedSpec, steps: list[StepPlan]) -> ValidationReport:
                 f"steps.{st.name}: no price known for {st.provider}:{st.model}; "
                 "--max-cost will refuse until the spec gives `price:`"
             )
-        if not st.token_count_exact and st.provider != "mock":
+        if not st.token_count_exact and not provider_facts(st.provider).offline:
             report.warnings.append(
                 f"steps.{st.name}: token counts for {st.provider} are estimates "
                 f"(upper bound x{st.token_upper_factor:g})"

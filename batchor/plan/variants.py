@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from batchor.providers.facts import provider_facts
 from batchor.spec.model import JobSpec, SplitStep, SqlStep
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -66,7 +67,9 @@ def changes_the_provider(spec: JobSpec, mock: bool) -> bool:
     if not mock:
         return False
     return any(
-        _provider(spec, step) != "mock" for step in spec.steps.values() if not isinstance(step, (SqlStep, SplitStep))
+        not provider_facts(_provider(spec, step) or "").offline
+        for step in spec.steps.values()
+        if not isinstance(step, (SqlStep, SplitStep))
     )
 
 

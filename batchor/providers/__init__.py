@@ -30,9 +30,11 @@ class ProviderInfo:
     facts: str | None = None  # folder whose facts.py describes it to planning (providers/facts.py)
     schema: str | None = "openai"  # whose JSON Schema subset its structured outputs take (schema_adapt.py)
     self_hosted: bool = False  # a server the user runs: serves any model it loads, bills nothing per token
+    bare: bool = False  # an endpoint that could be any server: only the spec can say its models and prices
 
 
 _COMPAT = "openai"  # OpenAI-compatible endpoints reuse the OpenAI adapter
+MOCK = "mock"  # the offline rehearsal provider `--mock` answers with
 # Presets: endpoints and key variables as each service documents them. Self-hosted servers
 # (vllm, ollama, llamacpp) and a bare `openai-compatible` endpoint need no key by default; set
 # `api_key_env` when yours does (OPENAI_API_KEY is never sent to another server on its own).
@@ -73,7 +75,9 @@ REGISTRY: dict[str, ProviderInfo] = {
         schema="gemini",
     ),
     # Azure OpenAI: `name` is the deployment; the endpoint is the resource's: Azure has no default one.
-    "azure": ProviderInfo("azure", "azure", "AZURE_OPENAI_API_KEY", batch=True, base_url_env="AZURE_OPENAI_ENDPOINT"),
+    "azure": ProviderInfo(
+        "azure", "azure", "AZURE_OPENAI_API_KEY", batch=True, base_url_env="AZURE_OPENAI_ENDPOINT", facts="azure"
+    ),
     # Amazon Bedrock's Converse API: credentials and region from AWS's usual sources, not one key variable.
     "bedrock": ProviderInfo(
         "bedrock",
@@ -86,8 +90,8 @@ REGISTRY: dict[str, ProviderInfo] = {
         schema="anthropic",  # Bedrock's structured outputs take Claude's subset
         facts="bedrock",
     ),
-    "mock": ProviderInfo("mock", "mock", None, structured="generated locally", facts="mock", schema=None),
-    "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False),
+    MOCK: ProviderInfo(MOCK, "mock", None, structured="generated locally", facts="mock", schema=None),
+    "openai-compatible": ProviderInfo("openai-compatible", _COMPAT, None, first_party=False, bare=True),
     "openrouter": ProviderInfo(
         "openrouter", _COMPAT, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", False, prices="openrouter"
     ),

@@ -1,5 +1,6 @@
 """What planning knows of each provider, as data: attachment limits, image token rules, embedding
-models, context windows of its model families, prompt-cache write rates.
+models, context windows of its model families, prompt-cache write rates and rules, whether it has
+flex processing, whether it answers offline, whether its model names are deployments.
 
 Each provider's facts live in its own folder (`providers/<folder>/facts.py`, a `FACTS` object),
 named by its registry entry (`ProviderInfo.facts`); a provider without a folder of facts (an
@@ -11,9 +12,10 @@ its own, so adding a provider is one folder and one registry entry.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 PDF = "application/pdf"
@@ -55,6 +57,9 @@ class GroupLimits:
 
 
 ImageTokens = Callable[[int, int, int], int]  # (width, height, pages) -> input tokens
+TtlCheck = Callable[[str, str], None]  # (model, where): raises when the model lacks the cache lifetime
+# A model block's options -> None, or (why `mode: batch` is refused, what `auto` notes as it runs realtime).
+OptionsRule = Callable[[Mapping[str, Any]], tuple[str, str] | None]
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,11 @@ class ProviderFacts:
     explicit_cache: bool = False  # has explicit context caches (`cache.explicit`)
     exact_tokens: bool = False  # its models count tokens as tiktoken does: plan counts are exact
     schema_billed: bool = False  # bills the structured-output schema as input tokens
+    flex: bool = False  # has flex processing (`mode: flex`) for the models the price table gives a flex price
+    offline: bool = False  # answers inside batchor (the mock): no endpoint, no key, no bill, any model name
+    deployments: bool = False  # a model block's name is a deployment's, serving the model `options.model` names
+    check_cache_ttl: TtlCheck | None = None  # refuses a `cache.ttl` the model does not offer (None: any model)
+    embed_batch_missing: OptionsRule | None = None  # why its embedding jobs cannot run with these options
 
 
 EMPTY = ProviderFacts()

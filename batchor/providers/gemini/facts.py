@@ -1,11 +1,14 @@
 """Gemini's facts for planning (providers/facts.py): attachments, image tokens, embeddings,
-context windows, and its `models/` name prefix."""
+context windows, its `models/` name prefix, and no embedding jobs on Vertex AI."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from batchor.providers.facts import MB, PDF, EmbedModel, GroupLimits, MediaLimits, ProviderFacts
+from batchor.providers.keys import gemini_on_vertex
 
 TILE_TOKENS = 258
 
@@ -23,6 +26,16 @@ def image_tokens(width: int, height: int, pages: int) -> int:
     return TILE_TOKENS * math.ceil(width / tile) * math.ceil(height / tile)
 
 
+def embed_batch_missing(options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Embedding jobs (asyncBatchEmbedContent) are the Developer API's: Vertex AI has none."""
+    if not gemini_on_vertex(options):
+        return None
+    return (
+        "Gemini embedding jobs exist on the Developer API only, not on Vertex AI",
+        "Gemini embeddings on Vertex AI run realtime",
+    )
+
+
 FACTS = ProviderFacts(
     # Inline data up to 20 MB per request, PNG/JPEG/WebP (no GIF), 3,000 images, PDFs up to 1,000
     # pages; no plain https:// URLs.
@@ -34,4 +47,5 @@ FACTS = ProviderFacts(
     model_prefix="models/",
     prompt_cache=True,
     explicit_cache=True,
+    embed_batch_missing=embed_batch_missing,
 )

@@ -1,10 +1,13 @@
 """OpenAI's facts for planning (providers/facts.py): attachments, image tokens, embeddings,
-context windows. OpenAI-compatible servers without facts of their own are held to these."""
+context windows, flex processing, which models keep a prompt cache 24 hours. OpenAI-compatible
+servers without facts of their own are held to the attachment rules."""
 
 from __future__ import annotations
 
 import math
 
+from batchor.errors import CacheRetentionUnsupportedError
+from batchor.providers.caching import extended_retention
 from batchor.providers.facts import IMAGE_TYPES, MB, PDF, EmbedModel, GroupLimits, MediaLimits, ProviderFacts
 
 PDF_PAGE_TOKENS = 1_000  # PDFs: extracted text plus one page image per page, estimated a page
@@ -23,6 +26,16 @@ def image_tokens(width: int, height: int, pages: int) -> int:
     if min(w, h) > 768:
         w, h = scaled(w, h, 768 / min(w, h))
     return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def check_retention(model: str, where: str) -> None:
+    """`cache.ttl` (`prompt_cache_retention: 24h`) only on the models that offer extended retention."""
+    if not extended_retention(model):
+        raise CacheRetentionUnsupportedError(
+            f"{where}: openai:{model} has no extended prompt-cache retention (`prompt_cache_retention: 24h`)",
+            hint="leave `cache.ttl` out (the cache still works, kept minutes rather than hours), "
+            "or use a model that offers it: gpt-4.1, gpt-5, gpt-5.1 to gpt-5.4, gpt-5.5 and later",
+        )
 
 
 def scaled(w: float, h: float, factor: float) -> tuple[float, float]:
@@ -58,4 +71,6 @@ FACTS = ProviderFacts(
     prompt_cache=True,
     exact_tokens=True,
     schema_billed=True,
+    flex=True,
+    check_cache_ttl=check_retention,
 )
