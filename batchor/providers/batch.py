@@ -164,6 +164,15 @@ async def mapped_call(
     return await calls(endpoint, attempt, creates=creates)
 
 
+async def forget_file(provider: BatchProvider, name: str) -> None:
+    """Delete an uploaded input file that no batch refers to, after a refused create: best effort,
+    since an orphaned input file only takes storage and the create's own error is what matters."""
+    try:
+        await provider.delete_file(name)
+    except ProviderError:
+        pass
+
+
 @runtime_checkable
 class BatchProvider(Protocol):
     name: str

@@ -154,3 +154,15 @@ def test_failed_batch_and_quota_on_create(fake):
             await client.submit(tag("batchor-q", 1), [client.encode(r) for r in requests(MODEL, 1)])
 
     run("openai", refused)
+
+
+def test_a_refused_create_deletes_its_input_file(fake):
+    fake.configure(quota_exhausted=True)
+
+    async def refused(client):
+        with pytest.raises(QuotaExhaustedError):
+            await client.submit(tag("batchor-r", 1), [client.encode(r) for r in requests(MODEL, 1)])
+
+    run("openai", refused)
+    calls = fake.stats()["endpoint_calls"]
+    assert calls["openai.files.create"] == 1 and calls["openai.files.delete"] == 1  # nothing left behind

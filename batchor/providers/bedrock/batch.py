@@ -36,6 +36,7 @@ from batchor.providers.batch import (
     RemoteBatch,
     RowResult,
     call_once,
+    forget_file,
     mapped_call,
     result_line,
 )
@@ -199,7 +200,7 @@ class BedrockBatchProvider:
         except BatchCreateUnknownError:
             raise
         except ProviderError:  # refused: nothing refers to the uploaded file any more
-            await self._forget(source)
+            await forget_file(self, source)
             raise
         described = {**job, "jobArn": created["jobArn"], "status": "Submitted", "totalRecordCount": len(lines)}
         return remote_from({**described, "submitTime": datetime.now(UTC)})
@@ -215,12 +216,6 @@ class BedrockBatchProvider:
         if len(models) != 1:
             raise InvalidRequestError(f"a Bedrock batch job runs one model, not {sorted(models) or 'none'}")
         return models.pop()
-
-    async def _forget(self, uri: str) -> None:
-        try:
-            await self.delete_file(uri)
-        except ProviderError:
-            pass  # best effort: an orphaned input file only takes storage
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
         name = job_name(tag.batch_id)

@@ -36,6 +36,7 @@ from batchor.providers.batch import (
     RemoteBatch,
     RowResult,
     call_once,
+    forget_file,
     mapped_call,
     result_line,
 )
@@ -246,15 +247,9 @@ class OpenAIBatchProvider:
         except BatchCreateUnknownError:
             raise
         except ProviderError:  # refused: nothing refers to the uploaded file any more
-            await self._forget(upload.id)
+            await forget_file(self, upload.id)
             raise
         return remote_from(batch)
-
-    async def _forget(self, file_id: str) -> None:
-        try:
-            await self.delete_file(file_id)
-        except ProviderError:
-            pass  # best effort: an orphaned input file only takes storage
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
         return await self._call(f"{self.name}.batches.list", lambda: self._find(tag))
