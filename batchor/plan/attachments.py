@@ -83,7 +83,7 @@ def keyed_view(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _reference(value: Any, where: str, ctx: AttachmentContext) -> dict[str, Any]:
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return _from_bytes(bytes(value), {"data": base64.b64encode(bytes(value)).decode("ascii")}, where, ctx)
+        return _from_bytes(bytes(value), where, ctx)
     if not isinstance(value, str):
         return _error("attachment_invalid", f"{where}: expected a path, URL or data, got {type(value).__name__}")
     text = value.strip()
@@ -165,19 +165,25 @@ def _from_inline(text: str, where: str, ctx: AttachmentContext) -> dict[str, Any
         data = base64.b64decode("".join(text.split()), validate=True)
     except (binascii.Error, ValueError):
         return _error("attachment_invalid", f"{where}: not valid base64 data")
-    return _from_bytes(data, {"data": base64.b64encode(data).decode("ascii")}, where, ctx)
+    return _from_bytes(data, where, ctx)
 
 
-def _from_bytes(data: bytes, where_bytes: dict[str, Any], where: str, ctx: AttachmentContext) -> dict[str, Any]:
+def _from_bytes(data: bytes, where: str, ctx: AttachmentContext) -> dict[str, Any]:
+    """The reference of data given in memory (bytes, or inline base64 decoded). A PDF to be sent
+    as text over the size limit is refused from its size and first bytes, as a file is
+    (`_too_big_to_send`), before it is parsed, hashed or encoded: pypdf looking for the end of
+    100 MB took 10 CPU-seconds."""
+    if ctx.pdf_text and sniff(data[:HEAD_BYTES]) == PDF:
+        too_big = too_big_for_text(len(data))
+        if too_big:
+            return _error("attachment_too_large", f"{where}: {too_big}")
     try:
         info = describe(data)
     except MediaError as exc:
         return _error("attachment_unsupported", f"{where}: {exc}")
     digest = hashlib.sha256(data).hexdigest()
+    where_bytes = {"data": base64.b64encode(data).decode("ascii")}
     if ctx.pdf_text and info.media_type == PDF:
-        too_big = too_big_for_text(len(data))
-        if too_big:
-            return _error("attachment_too_large", f"{where}: {too_big}")
         return _as_text(io.BytesIO(data), digest, len(data), where_bytes, where)
     return _checked(_described(info, digest, len(data), where_bytes), where, ctx)
 
