@@ -248,7 +248,7 @@ class CacheRetentionUnsupportedError(SpecError):
 
 class ExplicitCacheUnsupportedError(SpecError):
     """`cache: {explicit: true}` where batchor cannot use an explicit context cache: a provider
-    other than Gemini, or a batch-mode step (batch lines get Gemini's implicit cache)."""
+    other than Gemini (the others cache the shared prefix without one)."""
 
     code = "explicit_cache_unsupported"
 

@@ -35,7 +35,7 @@ FIXES = {
     "flex_unsupported": "Use `mode: batch` (half price on any provider) or `mode: realtime`; flex is OpenAI's tier for o3, o4-mini and the gpt-5 family (`batchor prices MODEL`).",
     "cache_ttl": "Use a lifetime the provider offers: Anthropic `5m` or `1h`, OpenAI `24h`; or drop `cache.ttl`.",
     "cache_retention_unsupported": "Drop `cache.ttl` (the prompt cache still works, for minutes), or use an OpenAI model with extended retention: gpt-4.1, gpt-5, gpt-5.1 to gpt-5.4, gpt-5.5 and later.",
-    "explicit_cache_unsupported": "Drop `cache.explicit`: only Gemini realtime steps use an explicit context cache; batch lines and other providers get the provider's own prompt caching.",
+    "explicit_cache_unsupported": "Drop `cache.explicit`: only Gemini steps use an explicit context cache; other providers get their own prompt caching.",
     "base_url_missing": "Add `base_url:` to the model block of an `openai-compatible` endpoint.",
     "no_price": "Add `price: {input_per_mtok: ..., output_per_mtok: ...}` to the model block, or run without `--max-cost`.",
     "cost_limit": "Raise `--max-cost` (or `limits.max_cost_usd`), lower `max_tokens`, or run fewer rows (`--limit`, `--sample`).",

@@ -28,7 +28,7 @@ from batchor.engine.limits import RunLimits
 from batchor.engine.sink import ResultSink
 from batchor.engine.types import StepRuntime, StopSignal
 from batchor.engine.work import StepWork
-from batchor.providers.base import ProviderConfig
+from batchor.providers.base import CacheFeeSink, HoldsCaches, ProviderConfig
 from batchor.providers.batch import (
     BatchProvider,
     capped,
@@ -75,6 +75,7 @@ class BatchOptions:
     wait: bool = True
     sleep: Sleep | None = None  # injected by tests: polling then takes no real time
     clock: Callable[[], float] = time.time
+    fees: CacheFeeSink | None = None  # where adapters that hold caches report them (engine/cache_fees.py)
 
 
 class BatchExecutor:
@@ -163,6 +164,8 @@ class BatchExecutor:
         timeout = self.limits.request_timeout_s
         provider = self.ready(work.step.name) or batch_provider_for(runtime.plan.provider, connection, timeout)
         provider.calls = RetryingCalls(self._sleep, self.emit)
+        if self.options.fees is not None and isinstance(provider, HoldsCaches):  # Gemini's context caches
+            provider.report_cache_fees(self.options.fees)
         provider.limits = capped(provider.limits, self.limits.batch_max_requests, self.limits.batch_max_bytes)
         lane = Lane(self.context, runtime, provider, connection)
         lane.open(work)

@@ -30,7 +30,7 @@ from batchor.errors import (
     ProviderError,
     QuotaExhaustedError,
 )
-from batchor.providers.batch import BatchProvider, RemoteBatch, RowResult, crash_point
+from batchor.providers.batch import BatchProvider, ReleasesCaches, RemoteBatch, RowResult, crash_point
 from batchor.state.batches import BatchRecord
 
 KEEP_FILES_OPTION = "keep_provider_files"  # model.options: keep batch input/result files at the provider
@@ -194,6 +194,8 @@ class Collecting:
             await self._delete_files(batch, remote)
         if batch.batch_id not in self.found_late.late:  # a late create's rows were given back already
             self.queue.extend(k for k, o in outcomes.items() if o in REQUEUE and k in self.items)
+        if not self.live and not self.queue:
+            await self._release_caches(batch)
         counts = {o: sum(1 for v in outcomes.values() if v == o) for o in set(outcomes.values())}
         self.ctx.emit(
             Event(
@@ -281,6 +283,19 @@ class Collecting:
         except (ProviderError, NoApiKeyError) as exc:
             return exc.message
         return None
+
+    async def _release_caches(self, batch: BatchRecord) -> None:
+        """The step's explicit context cache (Gemini, `cache.explicit`) goes once no batch of the
+        step is left to collect and no row waits to be sent in another; one that fails to go
+        expires at the end of its lifetime (its fee was recorded to then when it was made)."""
+        cache = self.runtime.plan.prompt_cache
+        if cache is None or not cache.explicit or not isinstance(self.provider, ReleasesCaches):
+            return
+        try:
+            await self.provider.release_caches(self.ctx.job_id, cache.key)
+        except (ProviderError, NoApiKeyError) as exc:
+            self.ctx.emit(Event("batch_file_kept", {"step": batch.step, "batch_id": batch.batch_id,
+                                                    "file": "context cache", "error": exc.message}))  # fmt: skip
 
     def _settle(self, keys: list[str], rows: list[RowResult], remote: RemoteBatch) -> tuple[dict[str, str], float]:
         assert self.judge is not None

@@ -25,7 +25,6 @@ class CacheFeeLedger:
     def __init__(self, store: Any, run_id: str, steps: Iterable[StepPlan], spent: Callable[[float, str], None]) -> None:
         self._store, self._run_id, self._spent = store, run_id, spent
         self._steps = {s.prompt_cache.key: s for s in _with_other_models(steps) if s.prompt_cache is not None}
-        self._recorded: dict[str, float] = {}  # cache name -> USD recorded so far
 
     def __call__(self, fee: CacheFee) -> None:
         step = self._steps.get(fee.key)
@@ -36,10 +35,8 @@ class CacheFeeLedger:
         name = step.name if step is not None else ""
         entry = CacheFeeEntry(self._run_id, fee.name, name, step.provider if step else "", fee.model, fee.tokens,
                               fee.created_at, fee.held_until, fee.deleted, creation, storage)  # fmt: skip
-        self._store.record_cache_fee(entry)
-        added = creation + storage - self._recorded.get(fee.name, 0.0)
-        self._recorded[fee.name] = creation + storage
-        self._spent(added, name)
+        before = self._store.record_cache_fee(entry)  # an earlier apply's, for a batch step's cache
+        self._spent(creation + storage - before, name)
 
 
 def _with_other_models(steps: Iterable[StepPlan]) -> list[StepPlan]:

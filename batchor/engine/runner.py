@@ -421,7 +421,10 @@ class WaveRunner:
             stop=self.stop,
             ready=self.clients.take_batch if runtimes is None else lambda step: None,  # another model's: its own
             options=BatchOptions(
-                wait=self.options.wait, sleep=self.options.sleep, clock=self.options.clock or time.time
+                wait=self.options.wait,
+                sleep=self.options.sleep,
+                clock=self.options.clock or time.time,
+                fees=self.clients.fees,
             ),
         )
         self.in_flight += await executor.run(works)

@@ -1,18 +1,19 @@
 """Plan stage: Gemini explicit context caches (`cache: {explicit: true | auto}`).
 
-A realtime Gemini step whose system prompt is literal text and long enough to cache can put it in
-an explicit context cache: the provider adapter creates it at the step's first request, every
-request reads it (`cached_content`), and the run deletes it at its end (providers/gemini). The
-plan prices what that changes: every request reads the system prompt at the cached rate, and the
-cache costs its tokens once at the input rate to create plus its storage per token-hour while the
-run holds it: the run's expected duration (its requests at `ASSUMED_LATENCY_S` each, `concurrency`
-at a time), and in the upper bound one more lifetime (a killed run leaves it to expire).
+A Gemini step whose system prompt is literal text and long enough to cache can put it in an
+explicit context cache: the provider adapter creates it at the step's first request (a batch
+step's: before its first job), every request reads it (`cached_content`), and the run deletes it
+at its end (a batch step's: once its jobs are collected; providers/gemini). The plan prices what
+that changes: every request reads the system prompt at the cached rate, and the cache costs its
+tokens once at the input rate to create plus its storage per token-hour while the run holds it:
+the run's expected duration (its requests at `ASSUMED_LATENCY_S` each, `concurrency` at a time;
+a batch step's jobs `ASSUMED_BATCH_S`), and in the upper bound one more lifetime (a killed run
+leaves it to expire; a batch step's cache lives a batch window).
 
 With `auto` the plan decides per step: the cache pays where the reads it adds over the implicit
 cache (every request instead of those after the run's first misses, or the measured hit rate) save
 more than it costs to make and store; the step's `explicit_note` says what it weighed.
-`explicit: true` on another provider or a batch-mode step is refused at `validate`; `auto` there
-simply uses none.
+`explicit: true` on another provider is refused at `validate`; `auto` there simply uses none.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from batchor.errors import ExplicitCacheUnsupportedError
 from batchor.humanize import money
 from batchor.plan.model import StepPlan
 from batchor.plan.prompt_cache import cache_tokens, explicit_key
-from batchor.providers.caching import EXPLICIT_TTL_S, storage_usd_per_token_hour
+from batchor.providers.caching import BATCH_CACHE_TTL_S, EXPLICIT_TTL_S, storage_usd_per_token_hour
 from batchor.providers.facts import provider_facts
 
 ASSUMED_LATENCY_S = 2.0  # one realtime request's time, for the time a run holds its cache
+ASSUMED_BATCH_S = 2 * 3600.0  # a batch step's jobs, from the first create to the last collect
 
 
 def check_explicit(provider: str, mode: str, explicit: bool | str, where: str) -> None:
-    """`cache.explicit: true` needs Gemini and a realtime step (`auto` chooses none elsewhere)."""
+    """`cache.explicit: true` needs Gemini (`auto` chooses none elsewhere)."""
     if explicit is not True:
         return
     if not provider_facts(provider).explicit_cache:
@@ -38,17 +40,13 @@ def check_explicit(provider: str, mode: str, explicit: bool | str, where: str) -
             f"{where}: explicit context caches are Gemini's; {provider} caches the shared prefix without one",
             hint="drop `cache.explicit`: batchor already sends the provider's own cache controls",
         )
-    if mode == "batch":
-        raise ExplicitCacheUnsupportedError(
-            f"{where}: explicit context caches are used in realtime only, and this step runs in batch mode "
-            "(batchor does not yet keep a context cache alive, renewed and recorded, for a batch's lifetime)",
-            hint="drop `cache.explicit` (batch lines get Gemini's implicit cache), or run the step "
-            "in realtime (`mode: realtime`)",
-        )
 
 
 def held_hours(step: StepPlan, requests: float) -> float:
-    """How long a run of `requests` is expected to hold the step's cache, in hours."""
+    """How long a run of `requests` is expected to hold the step's cache, in hours (a batch step:
+    until its jobs are collected, `ASSUMED_BATCH_S`)."""
+    if step.mode == "batch":
+        return ASSUMED_BATCH_S / 3600
     cache = step.prompt_cache
     concurrency = max(1, cache.concurrency if cache is not None else 1)
     return requests * ASSUMED_LATENCY_S / concurrency / 3600
@@ -60,7 +58,9 @@ def explicit_usd(step: StepPlan, price: Any, requests: float, *, upper: bool = F
     cache = step.prompt_cache
     if price is None or cache is None or not cache.sent or not cache.explicit:
         return 0.0
-    hours = held_hours(step, requests) + (EXPLICIT_TTL_S / 3600 if upper else 0.0)
+    hours = held_hours(step, requests)
+    if upper:  # a killed run leaves it to expire: a batch step's lives a whole window
+        hours = BATCH_CACHE_TTL_S / 3600 if step.mode == "batch" else hours + EXPLICIT_TTL_S / 3600
     storage = cache.system_tokens * hours * storage_usd_per_token_hour(step.model)
     return float(price.cost(cache.system_tokens, 0)) + storage
 
@@ -102,8 +102,8 @@ def _ineligible(step: StepPlan, price: Any, requests: float) -> str:
     cache = step.prompt_cache
     if not provider_facts(step.provider).explicit_cache:
         return f"not used: explicit context caches are Gemini's, not {step.provider}'s"
-    if step.mode == "batch":
-        return "not used: batch-mode steps get Gemini's implicit cache"
+    if step.mode == "batch" and step.provider_options.get("vertexai"):
+        return "not used: Vertex AI's batch prediction refuses context caches"
     if cache is None or not cache.system_tokens:
         return "not used: the system prompt is not literal text long enough to cache"
     if price is None or requests <= 0:

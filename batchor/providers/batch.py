@@ -204,6 +204,14 @@ class BatchProvider(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class ReleasesCaches(Protocol):
+    """A batch adapter holding a cache for a step's jobs (Gemini's context caches): the engine
+    releases it once the step has no batch left to collect."""
+
+    async def release_caches(self, job_id: str, key: str) -> None: ...
+
+
 def create_batch_provider(config: ProviderConfig) -> BatchProvider:
     """The batch adapter of a provider (`batchor.providers.<adapter>.batch`), SDK imported now."""
     info = provider_info(config.provider)

@@ -23,16 +23,14 @@ providers bill it far cheaper when they read it from their prompt cache. What ea
   breakpoint (`mode: explicit`); writes are reported (`prompt_tokens_details.cache_write_tokens`)
   and billed (1.25x input in the price table), and `prompt_cache_retention` is deprecated.
 - Gemini 2.5 and later cache implicitly by prefix (`usageMetadata.cachedContentTokenCount`): the
-  shared part first is all it takes. With `cache: {explicit: true}` a realtime step's system
-  prompt goes into an explicit context cache instead (`client.caches.create`, then
-  `cached_content` on each request, which must then carry no system instruction): every request
-  reads it at the cached rate; creating it bills its tokens once at the input rate, and storing it
-  bills per token-hour (`GEMINI_STORAGE`) until it is deleted or expires. Batch lines do not use
-  it yet: Vertex AI's batch prediction refuses `cachedContent`; the Developer API's takes it on an
-  inlined request (google-genai 3.6's batch converter maps `config.cached_content` to the line's
-  `cachedContent`, where it raises for fields that API lacks), but the cache would have to be
-  kept alive, renewed and recorded for the batch's whole window (up to 24 hours) and across a
-  resumed apply, which batchor does not do.
+  shared part first is all it takes. With `cache: {explicit: true}` a step's system prompt goes
+  into an explicit context cache instead (`client.caches.create`, then `cached_content` on each
+  request, which must then carry no system instruction): every request reads it at the cached
+  rate; creating it bills its tokens once at the input rate, and storing it bills per token-hour
+  (`GEMINI_STORAGE`) until it is deleted or expires. Batch lines name it too on the Developer API
+  (google-genai 3.6's batch converter maps an inlined request's `config.cached_content` to the
+  line's `cachedContent`; a file line is REST already), the cache then living a batch window
+  (`BATCH_CACHE_TTL_S`); Vertex AI's batch prediction refuses `cachedContent`.
 
 Minimums from the providers' documentation (Anthropic prompt caching, OpenAI prompt caching,
 Gemini context caching pages, checked 2026-12; Gemini 2.5 Flash's 1,024 is what its API enforces).
@@ -90,6 +88,7 @@ _GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
 # model name prefix, the first match wins; the cache's lifetime, renewed while a run uses it.
 GEMINI_STORAGE: tuple[tuple[str, float], ...] = (("gemini-2.5-pro", 4.5), ("gemini-3-pro", 4.5), ("gemini", 1.0))
 EXPLICIT_TTL_S = 3600
+BATCH_CACHE_TTL_S = 25 * 3600  # a batch step's context cache: a batch's 24-hour window and an hour to collect it
 WRITES_BILLED = frozenset({"anthropic", "bedrock"})  # a miss writes the prefix at its own price
 # OpenAI's flex tier answers 429 "Resource Unavailable" when it has no capacity: a wait, not a
 # rate limit of the account, and never a reason to send at the standard tier unless allowed.

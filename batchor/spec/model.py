@@ -193,9 +193,10 @@ class CacheSpec(_Strict):
     """Anthropic: `5m` (default; writes billed 1.25x input) or `1h` (2x, for batches and slow jobs);
     OpenAI: `24h` asks for extended retention on models that offer it."""
     explicit: bool | Literal["auto"] = False
-    """Gemini, realtime: put each step's system prompt in an explicit context cache
-    (`caches.create`), created at the run's first request, used by every request of the step and
-    deleted at the end of the run. Every request then reads the prompt at the cached rate; the
+    """Gemini: put each step's system prompt in an explicit context cache (`caches.create`),
+    created at the run's first request (a batch step's: before its first job), used by every
+    request of the step and deleted at the end of the run (a batch step's: once its jobs are
+    collected). Every request then reads the prompt at the cached rate; the
     cache's creation and storage (per token-hour) are priced in the plan and recorded. `auto`: the
     plan uses one for a step only where it is expected to cost less than Gemini's implicit cache,
     and says why it did or did not."""

@@ -306,11 +306,11 @@ class StateStore(LedgerReads, Protocol):
 
         link_answers(self, links)
 
-    def record_cache_fee(self, entry: Any) -> None:
-        """Store a cache's fees for a run (state/cache_fees.py), replacing its earlier entry."""
+    def record_cache_fee(self, entry: Any) -> float:
+        """Store a cache's fees (state/cache_fees.py), replacing its earlier entry (returns its USD)."""
         from batchor.state.cache_fees import record_cache_fee
 
-        record_cache_fee(self, entry)
+        return record_cache_fee(self, entry)
 
     def cached_answers(self, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
         """Per step of a job: rows answered before `run_id` (the cache) and what they cost then."""

@@ -1,5 +1,6 @@
 """The ledger's cache fees: what a provider bills for a cache a run holds apart from its requests
-(Gemini explicit context caches, providers/gemini/context.py), one row per cache and run, attributed
+(Gemini explicit context caches, providers/gemini/context.py and batch_cache.py), one row per
+cache, with the run that made it, attributed
 to the step it serves. Written when the cache is made (creation, and storage until its expiry:
 what the provider bills if the run is killed now), and again when it is renewed or deleted
 (storage until then). Spend (state/spend.py) adds them to the run's. Portable SQL over
@@ -36,19 +37,28 @@ class CacheFeeEntry:
     storage_usd: float
 
 
-def record_cache_fee(store: Any, entry: CacheFeeEntry) -> None:
-    """Store `entry`, replacing what was recorded for the same cache in the same run."""
-    values = [entry.run_id, entry.name, entry.step, entry.provider, entry.model, entry.tokens, entry.created_s]
-    values += [entry.held_until_s, entry.deleted, entry.creation_usd, entry.storage_usd]
+def record_cache_fee(store: Any, entry: CacheFeeEntry) -> float:
+    """Store `entry`, replacing what was recorded for the same cache; returns what that was (USD).
+
+    A cache outlives a run when a batch step's jobs do (a later apply collects them and deletes
+    it): its entry stays with the run that made it, so its fee is counted once."""
     with store.connection() as db:
         db.execute("BEGIN TRANSACTION")
         try:
-            db.execute("DELETE FROM cache_fees WHERE run_id = ? AND name = ?", [entry.run_id, entry.name])
+            found = db.execute(
+                "SELECT run_id, creation_usd + storage_usd FROM cache_fees WHERE name = ? ORDER BY created_s LIMIT 1",
+                [entry.name],
+            ).fetchone()
+            run_id, before = (str(found[0]), float(found[1])) if found else (entry.run_id, 0.0)
+            values = [run_id, entry.name, entry.step, entry.provider, entry.model, entry.tokens, entry.created_s]
+            values += [entry.held_until_s, entry.deleted, entry.creation_usd, entry.storage_usd]
+            db.execute("DELETE FROM cache_fees WHERE name = ?", [entry.name])
             db.execute(f"INSERT INTO cache_fees VALUES ({', '.join('?' * len(values))})", values)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+    return before
 
 
 def run_cache_fees(store: Any, run_ids: list[str]) -> dict[str, tuple[float, int]]:

@@ -188,6 +188,9 @@ def answer_row(
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return 400, provider.error_body(400, f"Invalid request: {exc}", None, 0.0)
     fake.record_media(call)
+    call, refused = fake.caches.resolve(fake.stats, call)  # a Gemini line naming a context cache
+    if refused is not None:
+        return refused[0], provider.error_body(refused[0], refused[1], call, 0.0)
     action = fake._forced_action(call)
     if action == "quota" or (action is None and fake.config["quota_exhausted"]):
         return provider.quota_error(fake.config["quota_exhausted"] or True)

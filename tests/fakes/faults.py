@@ -32,7 +32,7 @@ ENDPOINTS = (
     "gemini.batches.create", "gemini.batches.list", "gemini.batches.get", "gemini.batches.cancel",
     "gemini.batches.delete", "gemini.files.upload", "gemini.files.get", "gemini.files.download",
     "gemini.files.delete", "openai.embeddings", "gemini.batch_embed_contents",
-    "gemini.caches.create", "gemini.caches.delete",
+    "gemini.caches.create", "gemini.caches.list", "gemini.caches.delete",
     "azure.files.create", "azure.files.content", "azure.files.delete", "azure.batches.create",
     "azure.batches.list", "azure.batches.retrieve", "azure.batches.cancel",
     "s3.objects.put", "s3.objects.get", "s3.objects.delete", "bedrock.batches.create",

@@ -1,5 +1,5 @@
-"""Gemini explicit context caches (Developer API): ``cachedContents`` create, get, patch (ttl),
-delete, and ``generateContent`` naming one in ``cachedContent``.
+"""Gemini explicit context caches (Developer API): ``cachedContents`` create, list, get, patch
+(ttl), delete, and ``generateContent`` (or a batch job's request) naming one in ``cachedContent``.
 
 A cache holds a system instruction (and contents) of at least the model's minimum (1,024 tokens
 for 2.5 Flash, 2,048 for 2.5 Pro and Flash-Lite, 4,096 otherwise: else 400 "too small"), lives
@@ -74,7 +74,18 @@ def register(app: Any) -> None:
         fake.stats.context_caches["deleted"] += 1
         return json_response(200, {})
 
+    async def listing(request: Request, params: dict[str, str]) -> Response:
+        live = [c for c in list(fake.caches.contexts) if fake.caches.live(fake.stats, c) is not None]
+        start, size = int(request.query.get("pageToken") or 0), int(request.query.get("pageSize") or 50)
+        body: dict[str, Any] = {
+            "cachedContents": [_resource(fake.caches.contexts[c]) for c in live[start : start + size]]
+        }
+        if start + size < len(live):
+            body["nextPageToken"] = str(start + size)
+        return json_response(200, body)
+
     app.add("POST", _VERSION + r"/cachedContents", create, "gemini.caches.create")
+    app.add("GET", _VERSION + r"/cachedContents", listing, "gemini.caches.list")
     app.add("GET", _VERSION + r"/cachedContents/(?P<id>[^/:]+)", get)
     app.add("PATCH", _VERSION + r"/cachedContents/(?P<id>[^/:]+)", update)
     app.add("DELETE", _VERSION + r"/cachedContents/(?P<id>[^/:]+)", delete, "gemini.caches.delete")

@@ -4,6 +4,7 @@ inline and through an uploaded JSONL file (`batch_inline_max_bytes` set low)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -14,7 +15,7 @@ from batchor.errors import (
     RateLimitedError,
     TransientProviderError,
 )
-from batchor.providers.base import LLMRequest
+from batchor.providers.base import CacheControl, LLMRequest
 from batchor.providers.gemini.batch import encode_request, file_line, parse_row
 from tests.providers.batch_cases import SCHEMA, collect, requests, round_trip, run, tag, until_ended
 
@@ -224,3 +225,38 @@ def test_quota_on_create(fake):
             await client.submit(tag("batchor-gq", 1), [client.encode(r) for r in requests(MODEL, 1)])
 
     run("gemini", scenario)
+
+
+@pytest.mark.parametrize("options", [{}, FILE_MODE], ids=["inline", "file"])
+def test_a_step_cache_made_before_a_lost_create_is_found_by_its_name_then_released(fake, options):
+    """The explicit cache of a batch step (batch_cache.py): a create whose answer is lost leaves the
+    cache made; the next process's submit finds it by its display name instead of paying again,
+    every line reads it, and releasing it deletes it."""
+    system = "You label reviews. " + " ".join(f"Rule {i}: read closely." for i in range(300))
+    reqs = [
+        replace(
+            r,
+            messages=({"role": "system", "content": system}, r.messages[1]),
+            cache=CacheControl("k" * 32, 1, 0, explicit=True),
+        )
+        for r in requests(MODEL, 2)
+    ]
+    fake.configure(fault_plan={"gemini.batches.create": ["503"]})
+
+    async def lost(client):
+        with pytest.raises(BatchCreateUnknownError):
+            await client.submit(tag("batchor-gem-cache", 2), [client.encode(r) for r in reqs])
+
+    async def again(client):
+        remote = await until_ended(
+            client, await client.submit(tag("batchor-gem-cache2", 2), [client.encode(r) for r in reqs])
+        )
+        rows = await collect(client, remote)
+        await client.release_caches("job1", "k" * 32)
+        return rows
+
+    run("gemini", lost, **options)
+    rows = run("gemini", again, **options)  # another client: what a restarted apply builds
+    caches = fake.stats()["context_caches"]
+    assert caches["created"] == 1 and caches["deleted"] == 1
+    assert all(r.completion is not None and r.completion.cached_input_tokens > 1024 for r in rows.values())

@@ -116,13 +116,16 @@ def test_spend_is_the_sum_of_attempts(store):
 
 def test_a_cache_fee_is_part_of_its_runs_spend_and_replaced_when_it_changes(store):
     """A context cache's fees (state/cache_fees.py): recorded when made (held to its expiry), then
-    brought down when deleted; the run's spend counts them once, net of what caching saved."""
+    brought down when deleted (by a later run too: a batch step's cache outlives its apply); the
+    run that made it counts them once, net of what caching saved."""
     store.record_results(_results(), _attempts("a", run_id="r2", cost=1.0, cache=(6, 2, 1.25)))
     made = CacheFeeEntry("r2", "cachedContents/1", "s", "gemini", "m", 2000, 10.0, 3610.0, False, 0.5, 0.25)
     store.record_cache_fee(made)
     assert run_spend(store, ["r2"])["r2"]["total_usd"] == 1.75
-    store.record_cache_fee(replace(made, held_until_s=370.0, deleted=True, storage_usd=0.025))
-    spend = run_spend(store, ["r2", "r1"])
+    later = replace(made, run_id="r3", held_until_s=370.0, deleted=True, storage_usd=0.025)
+    assert store.record_cache_fee(later) == 0.75  # a later apply deleted it: replaces what r2 recorded
+    spend = run_spend(store, ["r2", "r1", "r3"])
+    assert spend["r3"]["caches_held"] == 0  # counted once, with the run that made it
     assert (spend["r2"]["total_usd"], spend["r2"]["cache_fees_usd"], spend["r2"]["caches_held"]) == (1.525, 0.525, 1)
     assert spend["r2"]["cache_saved_usd"] == pytest.approx(0.25 - 0.525) and spend["r1"]["caches_held"] == 0
 

@@ -24,7 +24,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from batchor.errors import ProviderError, TransientProviderError
-from batchor.providers.base import LLMRequest, ProviderConfig
+from batchor.providers.base import CacheFeeSink, LLMRequest, ProviderConfig
 from batchor.providers.batch import (
     CANCELLED,
     COMPLETED,
@@ -42,6 +42,7 @@ from batchor.providers.batch import (
     result_line,
 )
 from batchor.providers.embeddings import gemini_completion
+from batchor.providers.gemini.batch_cache import BatchCaches, marked
 from batchor.providers.gemini.realtime import _base_url, _mapped_errors, error_for, parse_result, to_body
 from batchor.providers.gemini.realtime import create as create_realtime
 
@@ -71,8 +72,9 @@ _SDK_ONLY = frozenset({"httpOptions", "shouldReturnHttpResponse", "automaticFunc
 
 
 def encode_request(request: LLMRequest) -> bytes:
-    """One inline request: the realtime arguments (model, contents, config) plus metadata.key."""
-    return _dumps({**to_body(request), "metadata": {"key": request.key}})
+    """One inline request: the realtime arguments (model, contents, config) plus metadata.key (and
+    the step's explicit cache key, replaced at submit by the cache's name: batch_cache.py)."""
+    return _dumps({**to_body(request), "metadata": {"key": request.key, **marked(request)}})
 
 
 def rest_request(body: dict[str, Any]) -> dict[str, Any]:
@@ -216,6 +218,14 @@ class GeminiBatchProvider:
         self.inline_max_bytes = inline_max_bytes
         self.calls: CallRunner = call_once
         self._url = _base_url(client)  # names where a connection failed
+        self._caches = BatchCaches(client, self._call)
+
+    def report_cache_fees(self, sink: CacheFeeSink) -> None:
+        self._caches.sink = sink
+
+    async def release_caches(self, job_id: str, key: str) -> None:
+        """The step's batches are all collected: its context cache goes (batch_cache.py)."""
+        await self._caches.release(job_id, key)
 
     def encode(self, request: LLMRequest) -> bytes:
         return embed_line(request) if self.embeddings else encode_request(request)
@@ -227,6 +237,7 @@ class GeminiBatchProvider:
         if self.embeddings:
             return await self._submit_embeddings(tag, lines)
         model = json.loads(lines[0])["model"]
+        lines = await self._caches.apply(tag.job_id, lines)
         if sum(map(len, lines)) <= self.inline_max_bytes:
             src: Any = [json.loads(line) for line in lines]
         else:
