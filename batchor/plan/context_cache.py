@@ -10,7 +10,9 @@ the run's expected duration (its requests at `ASSUMED_LATENCY_S` each, `concurre
 a batch step's jobs `ASSUMED_BATCH_S`), and in the upper bound one more lifetime (a killed run
 leaves it to expire; a batch step's cache lives a batch window).
 
-With `auto` the plan decides per step: the cache pays where the reads it adds over the implicit
+With `auto` (the default on batch-mode steps, where the implicit cache misses many lines; in
+realtime it misses only the first requests in flight, so there the default is none) the plan
+decides per step: the cache pays where the reads it adds over the implicit
 cache (every request instead of those after the run's first misses, or the measured hit rate) save
 more than it costs to make and store; the step's `explicit_note` says what it weighed.
 `explicit: true` on another provider is refused at `validate`; `auto` there simply uses none.
@@ -31,7 +33,7 @@ ASSUMED_LATENCY_S = 2.0  # one realtime request's time, for the time a run holds
 ASSUMED_BATCH_S = 2 * 3600.0  # a batch step's jobs, from the first create to the last collect
 
 
-def check_explicit(provider: str, mode: str, explicit: bool | str, where: str) -> None:
+def check_explicit(provider: str, mode: str, explicit: bool | str | None, where: str) -> None:
     """`cache.explicit: true` needs Gemini (`auto` chooses none elsewhere)."""
     if explicit is not True:
         return
@@ -72,6 +74,8 @@ def choose_explicit(step: StepPlan, price: Any, requests: float) -> StepPlan:
     if cache is None or not cache.explicit_auto or cache.explicit or not cache.sent:
         return step
     why = _ineligible(step, price, requests)
+    if cache.explicit_default and (why or step.mode != "batch"):
+        return step  # unset: weighed on Gemini batch steps only, and said only there
     if why:
         return step.model_copy(update={"prompt_cache": cache.model_copy(update={"explicit_note": why})})
     learned = dict.fromkeys(("misses_per_run", "batch_hit_share", "read_per_hit", "write_per_miss"))
@@ -90,6 +94,8 @@ def choose_explicit(step: StepPlan, price: Any, requests: float) -> StepPlan:
         f"reads {money(saved)} cheaper than the implicit cache ({cache.source}); costs {money(fees)} to make "
         f"and store for ~{held_hours(step, requests) * 60:,.0f} min"
     )
+    if cache.explicit_default:
+        weighed += "; the default on batch steps, `cache: {explicit: false}` turns it off"
     if saved <= fees:
         return step.model_copy(
             update={"prompt_cache": cache.model_copy(update={"explicit_note": f"not used: {weighed}"})}

@@ -98,6 +98,7 @@ class PromptCache(_Frozen):
     explicit: bool = False  # Gemini: the system prompt in an explicit context cache, read by every request
     system_tokens: int = 0  # the explicit cache's tokens (the system prompt's; with `auto`, what it would hold)
     explicit_auto: bool = False  # `cache.explicit: auto`: the plan chooses (plan/context_cache.py)
+    explicit_default: bool = False  # `cache.explicit` unset: `auto` on Gemini batch steps, none elsewhere
     explicit_note: str = ""  # why `auto` chose an explicit cache or not
     concurrency: int = 32  # `limits.concurrency`: the misses assumed for a realtime run until measured
     # Learned from earlier runs of the same prefix (pilot included): realtime runs miss about the

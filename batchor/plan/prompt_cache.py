@@ -49,7 +49,10 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, spe
     elif tokens < minimum:
         note = f"shorter than the {minimum:,} tokens {step.provider}:{step.model} caches"
     system = get_counter(step.provider, step.model).count(templates.static_head("system")[0]) if messages else 0
-    eligible = bool(spec.explicit) and not note and system >= minimum  # a literal system prompt long enough
+    offered = spec.explicit is not None or provider_facts(step.provider).explicit_cache  # unset: Gemini's default
+    eligible = (
+        spec.explicit is not False and offered and not note and system >= minimum
+    )  # a literal system prompt long enough
     explicit = eligible and spec.explicit is True
     key = sha256_hex(f"{step.key_prefix}\x1f{text}")[:32]
     cache = PromptCache(
@@ -63,7 +66,8 @@ def with_prompt_cache(step: StepPlan, templates: StepTemplates, limits: Any, spe
         key=explicit_key(key) if explicit else key,
         explicit=explicit,
         system_tokens=system if eligible else 0,
-        explicit_auto=spec.explicit == "auto",
+        explicit_auto=spec.explicit in ("auto", None),
+        explicit_default=spec.explicit is None,
         writes=writes_billed(step.provider, step.model),
         concurrency=int(limits.concurrency),
     )

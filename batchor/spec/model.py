@@ -192,14 +192,16 @@ class CacheSpec(_Strict):
     ttl: Literal["5m", "1h", "24h"] | None = None
     """Anthropic: `5m` (default; writes billed 1.25x input) or `1h` (2x, for batches and slow jobs);
     OpenAI: `24h` asks for extended retention on models that offer it."""
-    explicit: bool | Literal["auto"] = False
+    explicit: bool | Literal["auto"] | None = None
     """Gemini: put each step's system prompt in an explicit context cache (`caches.create`),
     created at the run's first request (a batch step's: before its first job), used by every
     request of the step and deleted at the end of the run (a batch step's: once its jobs are
     collected). Every request then reads the prompt at the cached rate; the
     cache's creation and storage (per token-hour) are priced in the plan and recorded. `auto`: the
     plan uses one for a step only where it is expected to cost less than Gemini's implicit cache,
-    and says why it did or did not."""
+    and says why it did or did not. Unset: `auto` on batch-mode steps (the implicit cache misses
+    many of a batch's lines), none in realtime (it misses only the first requests in flight);
+    `false`: never."""
 
 
 class JobSpec(_Strict):

@@ -139,3 +139,19 @@ def test_auto_on_a_batch_step_weighs_the_reads_against_hours_of_storage(workdir,
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     cache = api.plan(spec, save=False).header.steps[0].prompt_cache
     assert cache is not None and cache.explicit is used and "for ~120 min" in cache.explicit_note
+
+
+def test_unset_a_gemini_batch_step_gets_a_context_cache_where_it_pays_and_says_how_to_turn_it_off(workdir):
+    """The default (`cache.explicit` unset) is `auto` on batch steps: 60 lines pay for the cache's
+    two hours; `explicit: false` keeps the implicit cache and says nothing."""
+    spec = explicit_spec(workdir, rows=60, **{**FAST, "mode": "batch"})
+    data = yaml.safe_load(spec.read_text())
+    del data["cache"]
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    cache = api.plan(spec, save=False).header.steps[0].prompt_cache
+    assert cache is not None and cache.explicit and cache.explicit_note.startswith("used: ")
+    assert "`cache: {explicit: false}` turns it off" in cache.explicit_note
+    data["cache"] = {"explicit": False}
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    cache = api.plan(spec, save=False).header.steps[0].prompt_cache
+    assert cache is not None and not cache.explicit and not cache.explicit_note and not cache.system_tokens
