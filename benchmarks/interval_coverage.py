@@ -7,7 +7,7 @@ lengths, uniform 50-150; and, to show what the skewness rule does off its target
 two-mode mix of 5- and 300-token answers, and short structured answers, normal 42 +- 3), n answers
 measured (15, 30, 50) and R requests to come (100, 400): `trials` times, n answers drawn, their
 OutputStats (sums of tokens, squares, cubes and of their logs, as the ledger query reads them),
-the interval `plan/calibrate.py output_spread` gives around R x their mean, and R more answers
+the interval `plan/output_spread.py output_spread` gives around R x their mean, and R more answers
 drawn as the actual. Prints a markdown row per case: the share of actuals above and below the
 interval, inside, and the interval's mean half-width as a share of the estimate.
 
@@ -28,7 +28,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from batchor.plan.calibrate import Z90, output_spread  # noqa: E402
+from batchor.plan.output_spread import Z90, output_spread  # noqa: E402
 from batchor.state.length_stats import OutputStats  # noqa: E402
 
 Draw = Callable[[random.Random], float]

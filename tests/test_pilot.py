@@ -337,7 +337,7 @@ def test_apply_pilot_runs_the_pilot_then_the_rest(fake, workdir):
 
 
 def test_the_mean_of_few_answers_is_taken_at_students_t():
-    from batchor.plan.calibrate import Z90, t90
+    from batchor.plan.output_spread import Z90, t90
 
     assert t90(5) == pytest.approx(2.015, rel=0.005) and t90(13) == pytest.approx(1.771, rel=0.005)
     assert t90(49) == pytest.approx(1.677, rel=0.005) and t90(0) == Z90

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchor.fingerprint import canonical_json, sha256_hex
+from batchor.plan import output_spread
 from batchor.plan.length_fit import length_fit, source_text
 from batchor.plan.model import PlanHeader, StepPlan
 from batchor.plan.prompt_cache import history_key, with_cache_history
@@ -179,20 +180,16 @@ def least_answers(stats: KeyStats) -> int:
 
 
 def mean_ends(stats: OutputStats) -> tuple[float, float] | None:
-    """The measured mean's 90 % error below and above it (skew-aware; plan/calibrate.py)."""
-    from batchor.plan import calibrate
-
-    return calibrate.mean_ends(stats)
+    """The measured mean's 90 % error below and above it (skew-aware; plan/output_spread.py)."""
+    return output_spread.mean_ends(stats)
 
 
 def mean_error(stats: OutputStats) -> float | None:
     """How far the measured mean output may be off (90 %, relative): Student's t over the answers,
-    widened for skewed ones (plan/calibrate.py mean_quantile)."""
-    from batchor.plan.calibrate import mean_quantile
-
+    widened for skewed ones (plan/output_spread.py mean_quantile)."""
     if stats.answers < 2 or stats.mean <= 0:
         return None
-    return mean_quantile(stats) * stats.stdev / stats.mean / math.sqrt(stats.answers)
+    return output_spread.mean_quantile(stats) * stats.stdev / stats.mean / math.sqrt(stats.answers)
 
 
 def _source(stats: KeyStats | None) -> str:

@@ -126,7 +126,7 @@ def _residual_sd(fit: LengthFit, rest_input_mean: float) -> float:
 
 
 def fitted_sd(step: StepPlan, measured: OutputStats, requests: float, small: float) -> float:
-    """The answers' spread to pass to calibrate.output_spread, whose variance of the rest's sum is
+    """The answers' spread to pass to output_spread.output_spread, whose variance of the rest's sum is
     (small R^2 / n + R) sd^2 from n answers: the plain sd, or where the fit is used the sd that
     gives the regression's (small R^2 s_e^2 (1/n + d^2 / Sxx) + R s_e^2). `small`: the mean's
     error at Student's t, as a share of the normal's (calibrate.py). `measured` may stand for more

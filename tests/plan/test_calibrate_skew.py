@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from batchor.plan.calibrate import SECOND_ORDER, Z90, capped_skewness, output_spread, t90
+from batchor.plan.output_spread import SECOND_ORDER, Z90, capped_skewness, output_spread, t90
 from batchor.state.length_stats import OutputStats
 
 

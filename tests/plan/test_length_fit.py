@@ -10,9 +10,9 @@ import statistics
 
 import pytest
 
-from batchor.plan.calibrate import Z90, mean_quantile, output_spread
 from batchor.plan.length_fit import MIN_FIT_ANSWERS, adjusted_for_input, fitted_sd, length_fit, t975
 from batchor.plan.model import StepPlan
+from batchor.plan.output_spread import Z90, mean_quantile, output_spread
 from batchor.state.length_stats import OutputStats, length_fit_sums
 
 
