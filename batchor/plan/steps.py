@@ -6,7 +6,6 @@ This is the part of planning that needs no input rows, so `validate` runs it too
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -31,6 +30,8 @@ from batchor.plan.gather import check_gather, gather_names, gathered_steps
 from batchor.plan.known_models import check_model
 from batchor.plan.mode import initial_mode
 from batchor.plan.model import StepPlan
+from batchor.plan.model_block import Overrides as Overrides
+from batchor.plan.model_block import Switch, at, check_model_block, effective_model
 from batchor.plan.prices import lookup_price
 from batchor.plan.prompt_cache import check_ttl, with_prompt_cache
 from batchor.plan.split import split_step_plan
@@ -42,8 +43,6 @@ from batchor.providers import MOCK, provider_info
 from batchor.providers.clouds import batch_missing, priced_as
 from batchor.providers.facts import provider_facts
 from batchor.providers.keys import default_key_env
-from batchor.providers.options import check_options
-from batchor.providers.params import check_params
 from batchor.providers.schema_adapt import adapt_schema
 from batchor.schema.answer_length import expected_answer_tokens
 from batchor.schema.core import check_schema
@@ -60,15 +59,6 @@ from batchor.spec.model import (
     SqlStep,
 )
 from batchor.spec.templates import StepTemplates, compile_step, make_environment, templates_folder
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """Command-line changes to a spec: `--model provider:name`, `--mock`, `--mode`."""
-
-    model: str | None = None
-    mock: bool = False
-    mode: str | None = None
 
 
 def resolve_steps(
@@ -109,9 +99,9 @@ def resolve_steps(
             compiled.step_refs.difference_update({"group", "gather", "pair"} - names)  # groups, neighbours: not steps
             read = set(step.depends_on) | compiled.step_refs | reduce_deps(name, step, names) | set(step.gather)
             deps = sorted(read | _resolve_deps(loaded, env, name, step, names))
-            model = _effective_model(spec.model, step.model, overrides)
+            model = effective_model(spec.model, step.model, overrides)
             with found.check():
-                _check_model_block(loaded, name, model, overrides, checked)
+                check_model_block(loaded, name, model, overrides, checked)
             mode = overrides.mode or step.mode or spec.limits.mode
             plan = _step_plan(loaded, name, model, deps, overrides, mode)
             if model.fallback:
@@ -120,9 +110,9 @@ def resolve_steps(
                 plan = with_escalation(
                     plan, step.escalate.when, _other(loaded, plan, model, step.escalate.to, overrides)
                 )
-            check_ttl(plan.provider, plan.model, spec.cache.ttl, _at(loaded, ("cache", "ttl")))
+            check_ttl(plan.provider, plan.model, spec.cache.ttl, at(loaded, ("cache", "ttl")))
             plan = plan.model_copy(update={"gather": gathered_steps(name, step, names)})
-            check_explicit(plan.provider, plan.mode, spec.cache.explicit, _at(loaded, ("cache", "explicit")))
+            check_explicit(plan.provider, plan.mode, spec.cache.explicit, at(loaded, ("cache", "explicit")))
             plan = with_prompt_cache(as_reduce(plan, step), compiled, spec.limits, spec.cache)
             plans.append(as_resolve(plan, step))
     if not collect:
@@ -185,88 +175,21 @@ def _embed_plan(
     loaded: LoadedSpec, name: str, step: EmbedStep, compiled: StepTemplates, overrides: Overrides
 ) -> StepPlan:
     """An embedding step: `--model` names an LLM, so it leaves the step's embedding model alone."""
-    model = _effective_model(loaded.spec.model, step.model, Overrides(mock=overrides.mock))
+    model = effective_model(loaded.spec.model, step.model, Overrides(mock=overrides.mock))
     block = ("steps", name, "model") if step.model is not None else ("model",)
-    check_connection(model, lambda key: _at(loaded, (*block, key)))
+    check_connection(model, lambda key: at(loaded, (*block, key)))
     mode = overrides.mode or step.mode or loaded.spec.limits.mode
     deps = sorted(set(step.depends_on) | compiled.step_refs)
     return embed_step_plan(loaded, name, step, model, deps, overrides.mock, mode)
 
 
-_PROVIDER_BOUND = (
-    "base_url",
-    "api_key_env",
-    "allow_key_env",
-    "api",
-    "price",
-    "custom",
-    "options",
-)  # dropped on a provider change
-
-
-def _check_model_block(
-    loaded: LoadedSpec, step: str, model: ModelSpec, overrides: Overrides, checked: set[tuple[str, ...]]
-) -> None:
-    """The model exists (or the spec says it is custom or priced); its options and params are the
-    provider's. All three are checked, so one pass reports each.
-
-    The spec's provider is checked, also under --mock: the rehearsal is of the real run. Each
-    block is checked once, so a job-level mistake is one problem, not one per step."""
-    own = getattr(loaded.spec.steps[step], "model", None)  # an LLM step's model override
-    at_step = own is not None and (own.name is not None or own.provider is not None)
-    where = (
-        "--model"
-        if overrides.model
-        else _at(loaded, ("steps", step, "model", "name") if at_step else ("model", "name"))
-    )
-    found = Problems()
-    if _first_time(checked, ("model", where, model.provider, model.name)):
-        with found.check():
-            check_model(
-                *priced_as(model.provider, model.name, model.options),
-                custom=model.custom,
-                priced=model.price is not None,
-                where=where,
-                serves=provider_facts(model.provider).deployments and "model" not in model.options,
-            )
-    options_at = (
-        ("steps", step, "model", "options") if own is not None and own.options is not None else ("model", "options")
-    )
-    if model.options and _first_time(checked, ("options", *options_at, model.provider)):
-        with found.check():
-            check_options(model.provider, model.options, _at(loaded, options_at))
-    params_at = (
-        ("steps", step, "model", "params") if own is not None and own.params is not None else ("model", "params")
-    )
-    if _first_time(checked, ("params", *params_at, model.provider)):
-        official = provider_info(model.provider).first_party and model.base_url is None
-        with found.check():
-            check_params(model.provider, model.params, lambda key: _at(loaded, (*params_at, key)), exact=official)
-    block = ("steps", step, "model") if own is not None else ("model",)
-    with found.check():
-        check_connection(model, lambda key: _at(loaded, (*block, key)))
-    found.raise_all()
-
-
-def _first_time(checked: set[tuple[str, ...]], what: tuple[str, ...]) -> bool:
-    """Whether `what` is checked for the first time (and remember it)."""
-    if what in checked:
-        return False
-    checked.add(what)
-    return True
-
-
-def _at(loaded: LoadedSpec, path: tuple[Any, ...]) -> str:
-    return f"{loaded.where(*path)}: {'.'.join(path)}"
-
-
 def _other(loaded: LoadedSpec, plan: StepPlan, model: ModelSpec, ref: str, overrides: Overrides) -> StepPlan:
     """The step's plan for another model (`escalate.to`), checked like a fallback model."""
-    where = _at(loaded, ("steps", plan.name, "escalate", "to"))
+    where = at(loaded, ("steps", plan.name, "escalate", "to"))
     provider, _, name = ref.partition(":")
     check_model(provider, name, custom=False, priced=False, where=where)
     base = model.model_copy(update={"fallback": [], "fallback_on": []})
-    other = _effective_model(base, _Switch(provider, name), Overrides(mock=overrides.mock))
+    other = effective_model(base, Switch(provider, name), Overrides(mock=overrides.mock))
     check_connection(other, partial(_beside, where))
     return _step_plan(loaded, plan.name, other, plan.depends_on, overrides, plan.mode)
 
@@ -279,11 +202,11 @@ def _with_fallbacks(
     found, plans = Problems(), []
     base = model.model_copy(update={"fallback": [], "fallback_on": []})
     for index, ref in enumerate(model.fallback):
-        where = f"{_at(loaded, ('steps', plan.name, 'model', 'fallback'))}[{index}]"
+        where = f"{at(loaded, ('steps', plan.name, 'model', 'fallback'))}[{index}]"
         provider, _, name = ref.partition(":")
         with found.check():
             check_model(provider, name, custom=False, priced=False, where=where)
-            other = _effective_model(base, _Switch(provider, name), Overrides(mock=overrides.mock))
+            other = effective_model(base, Switch(provider, name), Overrides(mock=overrides.mock))
             check_connection(other, partial(_beside, where))
             plans.append(_step_plan(loaded, plan.name, other, deps, overrides, mode))
     found.raise_all()
@@ -292,36 +215,6 @@ def _with_fallbacks(
 
 def _beside(where: str, key: str) -> str:
     return f"{where}: {key}"
-
-
-@dataclass(frozen=True)
-class _Switch:
-    """A model override naming another provider and model (what `_effective_model` applies)."""
-
-    provider: str
-    name: str
-
-    def model_dump(self, exclude_none: bool = True) -> dict[str, Any]:
-        return {"provider": self.provider, "name": self.name}
-
-
-def _effective_model(base: ModelSpec, override: Any, overrides: Overrides) -> ModelSpec:
-    data = base.model_dump(exclude_none=True)
-    if override is not None:
-        changes = override.model_dump(exclude_none=True)
-        if "provider" in changes and changes["provider"] != base.provider:
-            for key in _PROVIDER_BOUND:
-                data.pop(key, None)
-        data.update(changes)
-    if overrides.model:
-        provider, _, name = overrides.model.partition(":")
-        if not name:
-            raise SpecError(f"--model '{overrides.model}' must be provider:model, e.g. openai:gpt-4.1-mini")
-        if provider != data["provider"]:
-            for key in _PROVIDER_BOUND:
-                data.pop(key, None)
-        data.update(provider=provider, name=name)
-    return ModelSpec.model_validate(data)
 
 
 def _step_plan(
@@ -371,7 +264,7 @@ def _step_plan(
         batch_missing(model.provider, model.options),  # the real run's, also under --mock
     )
     if mode == "flex":
-        check_flex(provider, model.name, has_flex, f"{_at(loaded, ('steps', name, 'mode'))}")
+        check_flex(provider, model.name, has_flex, f"{at(loaded, ('steps', name, 'mode'))}")
     return StepPlan(
         name=name,
         provider=provider,
