@@ -7,12 +7,8 @@ CSV/TSV cells are read as text, exactly as written ("012" stays "012").
 
 from __future__ import annotations
 
-import glob as globlib
-import hashlib
-import json
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -20,15 +16,15 @@ import pyarrow as pa
 
 from batchor.duck import SMALL_BYTES, confined_db, duckdb
 from batchor.errors import (
-    BatchorError,
     DuplicateKeyError,
     InputEmptyError,
-    InputEncodingError,
     InputError,
-    InputMissingError,
 )
-from batchor.spec.remote import fetch, is_remote
-from batchor.spec.sql_guard import project_root, refused_access
+from batchor.spec.input_errors import check_readable, input_error
+from batchor.spec.input_source import InputSource as InputSource
+from batchor.spec.input_source import input_source as input_source
+from batchor.spec.input_source import resolve_input as resolve_input
+from batchor.spec.sql_guard import project_root
 
 ROW_KEY = "_row_key"
 RESERVED_COLUMNS = (ROW_KEY, "_status", "_error")  # the bookkeeping columns every output file ends with
@@ -48,89 +44,6 @@ _READERS = {
 # the reader to `_WIDE_LINES` and the query is run again (`InputReader._widen`).
 _NARROW_LINES = "max_line_size=2097152, buffer_size=8388608"
 _WIDE_LINES = "max_line_size=268435456"
-_EXTENSIONS = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "jsonl",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".xlsx": "xlsx",
-}
-
-
-@dataclass(frozen=True)
-class InputSource:
-    """A resolved input: concrete files, format, query and key columns."""
-
-    files: tuple[Path, ...]
-    format: str
-    sql: str | None
-    limit: int | None
-    key_columns: tuple[str, ...]
-    sample: int | None = None
-    seed: int = 0
-    remote: tuple[str, ...] = ()  # url#version of a remote input (spec/remote.py)
-
-    def fingerprint(self) -> str:
-        """Content hash of the files plus the query: a changed input makes a saved plan stale."""
-        digest = hashlib.sha256()
-        for path in self.files:
-            digest.update(path.name.encode() + b"\0")
-            with open(path, "rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
-        digest.update(f"\0{self.format}\0{self.sql}\0{self.limit}\0{self.key_columns}".encode())
-        if self.sample:
-            digest.update(f"\0sample={self.sample}:{self.seed}".encode())
-        for pinned in self.remote:
-            digest.update(f"\0remote={pinned}".encode())
-        return digest.hexdigest()
-
-
-def input_source(loaded: Any) -> InputSource:
-    """The InputSource a loaded spec describes."""
-    spec = loaded.spec.input
-    source = resolve_input(spec.path, loaded.base_dir, spec.format, spec.sql, spec.limit, spec.key_columns())
-    return InputSource(
-        source.files, source.format, source.sql, source.limit, source.key_columns, spec.sample, spec.seed, source.remote
-    )
-
-
-def resolve_input(
-    pattern: str, base_dir: Path, fmt: str | None, sql: str | None, limit: int | None, key_columns: list[str]
-) -> InputSource:
-    remote: tuple[str, ...] = ()
-    files: tuple[Path, ...]
-    path = Path(pattern).expanduser()
-    full = path if path.is_absolute() else base_dir / path
-    if is_remote(pattern):
-        found = fetch(pattern, base_dir)
-        files, remote = (found.local,), (found.pinned,)
-    elif any(ch in pattern for ch in "*?["):
-        files = tuple(sorted(Path(p) for p in globlib.glob(str(full), recursive=True) if Path(p).is_file()))
-        if not files:
-            raise InputMissingError(
-                f"input: no files match '{pattern}' (looked in {base_dir})",
-                hint="check the glob; paths are relative to the spec file",
-            )
-    else:
-        if not full.exists():
-            raise InputMissingError(
-                f"input: file not found: {full}", hint="check input.path; it is relative to the spec file"
-            )
-        if full.is_dir():
-            raise InputError(f"input: {full} is a directory", hint="point input.path at a file or a glob")
-        files = (full,)
-    fmt = fmt or _EXTENSIONS.get(files[0].suffix.lower())
-    if fmt is None:
-        raise InputError(
-            f"input: cannot tell the format of {files[0].name}",
-            hint="set input.format: csv | tsv | jsonl | parquet | xlsx",
-        )
-    return InputSource(files, fmt, sql, limit, tuple(key_columns), remote=remote)
 
 
 class InputReader:
@@ -175,7 +88,7 @@ class InputReader:
             except duckdb.Error as exc:
                 if self.lines == _NARROW_LINES and "Maximum line size" in str(exc):
                     raise _LongLine() from None
-                raise _input_error(exc, self.source) from None
+                raise input_error(exc, self.source) from None
 
         return self._widening(run)
 
@@ -183,7 +96,7 @@ class InputReader:
         src = self.source
         self._setup = []
         for path in src.files:
-            _check_readable(path)
+            check_readable(path)
         if src.format == "xlsx":
             if self._table is None:
                 self._table = _read_xlsx(src.files)
@@ -263,7 +176,7 @@ class InputReader:
         except duckdb.Error as exc:
             if self.lines == _NARROW_LINES and "Maximum line size" in str(exc):
                 raise _LongLine() from None
-            raise _input_error(exc, self.source) from None
+            raise input_error(exc, self.source) from None
 
     def _describe(self) -> list[str]:
         columns = [row[0] for row in self._run("DESCRIBE source").fetchall()]
@@ -286,7 +199,7 @@ class InputReader:
         try:
             return self.db.sql("SELECT * FROM source LIMIT 0").to_arrow_table().schema
         except duckdb.Error as exc:
-            raise _input_error(exc, self.source) from None
+            raise input_error(exc, self.source) from None
 
     def count(self) -> int:
         (n,) = self.query("SELECT count(*) FROM source").fetchall()[0]
@@ -335,7 +248,7 @@ class InputReader:
                 batch_size
             )
         except duckdb.Error as exc:
-            raise _input_error(exc, self.source) from None
+            raise input_error(exc, self.source) from None
         total = 0
         for batch in _rebatched(reader, batch_size):
             total += batch.num_rows
@@ -423,16 +336,6 @@ def _total_bytes(files: tuple[Path, ...]) -> int:
         return SMALL_BYTES + 1
 
 
-def _check_readable(path: Path) -> None:
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(1)
-    except PermissionError:
-        raise InputError(f"input: cannot read {path} (permission denied)", hint="check file permissions") from None
-    if not head:
-        raise InputEmptyError(f"input: {path} is empty", hint="the file has no header and no rows")
-
-
 def _read_xlsx(files: tuple[Path, ...]) -> pa.Table:
     try:
         import openpyxl
@@ -446,41 +349,6 @@ def _read_xlsx(files: tuple[Path, ...]) -> pa.Table:
         data = [dict(zip(header, row)) for row in rows if any(v is not None for v in row)]
         tables.append(pa.Table.from_pylist(data) if data else pa.table({h: pa.array([], pa.string()) for h in header}))
     return pa.concat_tables(tables, promote_options="permissive")
-
-
-def _input_error(exc: duckdb.Error, source: InputSource) -> BatchorError:
-    full = str(exc).lower()
-    text = str(exc).splitlines()[0][:400]
-    names = ", ".join(p.name for p in source.files)
-    # DuckDB's CSV reader names the encoding problem on a later line than its first one.
-    if any(marker in full for marker in ("unicode", "not utf-8", "invalid utf-8", "utf8")):
-        return InputEncodingError(
-            f"input: {names} is not valid UTF-8 ({text})",
-            hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
-        )
-    bad_line = _first_bad_json_line(source.files) if source.format == "jsonl" and "malformed json" in full else None
-    if bad_line is not None:  # DuckDB names the line where its parser gave up, often a later one
-        return InputError(
-            f"input: {bad_line[0].name} line {bad_line[1]:,} is not valid JSON: {bad_line[2]}",
-            hint="fix or remove that line: each line of a JSONL file is one JSON object",
-        )
-    refused = refused_access(exc, "input.sql" if source.sql else "input", source.files[0].parent)
-    if refused:
-        return refused
-    if source.sql and ("Binder Error" in text or "Parser Error" in text or "Catalog Error" in text):
-        return InputError(f"input.sql: {text}", hint="the input is available as the table `input`")
-    return InputError(f"input: cannot read {names}: {text}", hint="check the file format and contents")
-
-
-def _first_bad_json_line(files: tuple[Path, ...]) -> tuple[Path, int, str] | None:
-    for path in files:
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, 1):
-                try:
-                    line.strip() and json.loads(line)
-                except ValueError as exc:
-                    return path, number, str(exc)
-    return None
 
 
 def sql_str(text: str) -> str:
