@@ -47,6 +47,7 @@ _CLOUD_NAMES: dict[str, tuple[str, str]] = {
     "aoai": ("Azure OpenAI is the azure provider", "write `provider: azure`"),
 }
 S3_OPTION, ROLE_OPTION = "batch_s3", "role_arn"  # Bedrock batch: where its files go, the role it assumes
+GCS_OPTION = "batch_gcs"  # Vertex AI batch: where its files go
 _MISSING = frozenset({"anthropic-vertex", "vertex-anthropic", "anthropic_vertex"})  # clouds batchor cannot reach yet
 # Bedrock model ids: `anthropic.claude-3-haiku-...`, with a cross-region prefix (`us.`, `eu.`, ...).
 _BEDROCK_ID = re.compile(
@@ -94,9 +95,19 @@ def batch_missing(provider: str, options: Mapping[str, Any]) -> str | None:
     if provider == "bedrock":
         return bedrock_batch_missing(options)
     if provider == "gemini" and gemini_on_vertex(options):
+        return vertex_batch_missing(options)
+    return None
+
+
+def vertex_batch_missing(options: Mapping[str, Any]) -> str | None:
+    """What a Vertex AI model block lacks to run batch prediction: a Cloud Storage location for the
+    job's files (batchor writes and deletes objects there; it creates no bucket)."""
+    location = options.get(GCS_OPTION)
+    if not isinstance(location, str) or not re.fullmatch(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?", location):
         return (
-            "Gemini batch prediction on Vertex AI is not supported yet: it needs a Cloud Storage (gs://) "
-            "or BigQuery location for the request and result files, which batchor does not write"
+            f"Gemini batch prediction on Vertex AI needs a Cloud Storage location for its files: add "
+            f"`options: {{{GCS_OPTION}: gs://<bucket>/<prefix>}}` (a bucket the project's Vertex AI service "
+            f"agent can read and write){_written(location)}"
         )
     return None
 

@@ -83,6 +83,9 @@ _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
         ProviderOption("project", str, "Vertex AI: the Google Cloud project"),
         ProviderOption("location", str, "Vertex AI: the region, e.g. us-central1"),
         ProviderOption(
+            "batch_gcs", str, "Vertex AI batch mode: the gs://bucket/prefix where job files are written and read"
+        ),
+        ProviderOption(
             "api_version",
             str,
             "API version to call, e.g. v1beta or v1 (gateways that route by "

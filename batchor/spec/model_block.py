@@ -54,8 +54,8 @@ class ModelSpec(_Strict):
     """Context window in tokens (known models have a default); longer rows fail alone."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific settings, checked per provider (docs: guides/providers.md): anthropic
-    `structured`; gemini `vertexai`, `project`, `location`, `api_version`,
-    `batch_inline_max_bytes`; azure `model`, `api_version`, `auth`; bedrock `region`, `structured`,
+    `structured`; gemini `vertexai`, `project`, `location`, `batch_gcs`,
+    `api_version`, `batch_inline_max_bytes`; azure `model`, `api_version`, `auth`; bedrock `region`, `structured`,
     `batch_s3`, `role_arn`; openai, gemini, azure and bedrock `keep_provider_files`."""
     fallback: list[str] = Field(default_factory=list)
     """Models asked in turn, as `provider:name`, for a row this model could not answer (see

@@ -158,7 +158,16 @@ def test_unknown_or_wrong_options_are_errors_listing_the_known_ones(workdir, cli
 
 def test_known_options_pass_and_match_what_the_adapters_read(workdir):
     gemini = {o.name for o in provider_options("gemini")}
-    assert {INLINE_OPTION, KEEP_FILES_OPTION, "api_version", "vertexai", "project", "location", "transport"} == gemini
+    assert {
+        INLINE_OPTION,
+        KEEP_FILES_OPTION,
+        "api_version",
+        "vertexai",
+        "project",
+        "location",
+        "batch_gcs",
+        "transport",
+    } == gemini
     assert KEEP_FILES_OPTION in {o.name for o in provider_options("openai")}
     spec = edit_model(
         make_spec(workdir, rows=2),

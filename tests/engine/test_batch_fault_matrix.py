@@ -78,6 +78,15 @@ CALLS: dict[str, dict[str, str | None]] = {
         "cancel": "bedrock.batches.cancel",
         "delete": "s3.objects.delete",
     },
+    "vertex": {
+        "upload": "gcs.objects.insert",
+        "create": "vertex.batches.create",
+        "get": "vertex.batches.get",
+        "list": "vertex.batches.list",
+        "download": "gcs.objects.get",
+        "cancel": "vertex.batches.cancel",
+        "delete": "gcs.objects.delete",
+    },
 }
 # Each provider's real quota shape: OpenAI's insufficient_quota 429, Anthropic's "credit balance is
 # too low" 400, Gemini's "You exceeded your current quota" RESOURCE_EXHAUSTED without details.
@@ -87,6 +96,7 @@ QUOTA = {
     "gemini": "quota:no_details",
     "azure": "quota",
     "bedrock": "quota",
+    "vertex": "quota:no_details",
 }
 FAULTS = ("429", "500", "503", "timeout", "disconnect", "cut", "quota")
 GONE = ("404", "410")  # meaningful on a results download: the results expired
@@ -225,7 +235,7 @@ def _check(outcome: dict[str, Any]) -> None:
 def _check_spend(fake: Any, folder: Path, provider: str) -> None:
     """Recorded spend covers what the fake billed (every answered row, at the batch price)."""
     stats = fake.stats()
-    price = lookup_price(provider, MODELS[provider])
+    price = lookup_price("gemini" if provider == "vertex" else provider, MODELS[provider])
     assert price is not None
     billed = price.cost(stats["input_tokens"], stats["output_tokens"], batch=True)
     recorded = state_rows(folder, "SELECT coalesce(sum(cost_usd), 0) FROM results")[0][0]

@@ -14,7 +14,7 @@ from batchor import api
 from batchor.cli.main import app
 from batchor.engine.batch import BatchExecutor
 from tests.engine.batch_helpers import FAST, batches, cli, results, submitted
-from tests.providers.helpers import BEDROCK_BATCH, point_aws_at, provider_spec
+from tests.providers.helpers import BEDROCK_BATCH, VERTEX_BATCH, point_aws_at, point_vertex_at, provider_spec
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,18 +24,22 @@ MODELS = {
     "gemini": "gemini-2.5-flash",
     "azure": "gpt-4.1-mini",  # a deployment named after its model
     "bedrock": "amazon.nova-micro-v1:0",
+    "vertex": "gemini-2.5-flash",  # Gemini on Vertex AI: batch prediction with Cloud Storage files
 }
+CLOUD_OPTIONS = {"bedrock": BEDROCK_BATCH, "vertex": VERTEX_BATCH}  # where each cloud's job files go
 
 
 @pytest.fixture(autouse=True)
-def aws_at_the_fake(fake, monkeypatch):
-    """boto3's Bedrock and S3 endpoints are the fake (a killed CLI inherits this environment)."""
+def aws_at_the_fake(fake, monkeypatch, tmp_path):
+    """boto3's Bedrock and S3 endpoints, and Vertex AI, Cloud Storage and Google's sign-in, are the
+    fake (a killed CLI inherits this environment)."""
     point_aws_at(fake.url, monkeypatch)
+    point_vertex_at(fake.url, monkeypatch, tmp_path)
 
 
 def spec_for(folder: Path, provider: str, rows: int, **limits) -> Path:
-    options = {"options": dict(BEDROCK_BATCH)} if provider == "bedrock" else {}  # an S3 location, a role
-    path = provider_spec(folder, provider, MODELS[provider], rows=rows, **options)
+    options = {"options": dict(CLOUD_OPTIONS[provider])} if provider in CLOUD_OPTIONS else {}
+    path = provider_spec(folder, "gemini" if provider == "vertex" else provider, MODELS[provider], rows=rows, **options)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["limits"].update(FAST, **limits)
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
@@ -78,7 +82,7 @@ def test_expired_batch_resubmits_only_rows_without_a_result(fake, workdir, provi
     assert sorted(submitted(fake).values()) == [1, 1, 1, 2, 2, 2]
 
 
-@pytest.mark.parametrize("provider", [p for p in MODELS if p != "bedrock"])  # bedrock: needs its S3 options
+@pytest.mark.parametrize("provider", [p for p in MODELS if p not in CLOUD_OPTIONS])  # clouds: need their options
 def test_example_spec_runs_in_batch_mode(fake, workdir, provider, monkeypatch):
     async def no_wait(self, delay):
         return None

@@ -12,8 +12,8 @@ from tests.engine.test_batch_providers import MODELS, aws_at_the_fake, spec_for 
 
 
 # Not Bedrock yet: its fake (tests/fakes/bedrock_batch_routes.py) models neither a missing batch
-# API nor a job that fails as a whole.
-@pytest.mark.parametrize("provider", [p for p in MODELS if p != "bedrock"])
+# API nor a job that fails as a whole. Not Vertex AI: every project has batch prediction.
+@pytest.mark.parametrize("provider", [p for p in MODELS if p not in ("bedrock", "vertex")])
 def test_batch_mode_without_a_batch_api_says_to_run_realtime(fake, workdir, provider):
     fake.configure(batch_api=False)
     spec = spec_for(workdir, provider, rows=6)

@@ -37,6 +37,8 @@ ENDPOINTS = (
     "azure.batches.list", "azure.batches.retrieve", "azure.batches.cancel",
     "s3.objects.put", "s3.objects.get", "s3.objects.delete", "bedrock.batches.create",
     "bedrock.batches.list", "bedrock.batches.retrieve", "bedrock.batches.cancel",
+    "vertex.batches.create", "vertex.batches.list", "vertex.batches.get", "vertex.batches.cancel",
+    "gcs.objects.insert", "gcs.objects.get", "gcs.objects.list", "gcs.objects.delete",
 )  # fmt: skip
 KINDS = ("ok", "slow", "timeout", "disconnect", "cut", "quota")
 Handler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]

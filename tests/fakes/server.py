@@ -39,6 +39,7 @@ from . import (
     gemini_routes,
     openai_batch_routes,
     openai_routes,
+    vertex_batch_routes,
 )
 from .core import CALLER_KEY, Fake, Provider, Route
 from .faults import ENDPOINTS as FAULT_ENDPOINTS
@@ -59,6 +60,7 @@ BATCH_ROUTES = (
     gemini_cache_routes,
     bedrock_routes,
     bedrock_batch_routes,
+    vertex_batch_routes,
 )
 RouteHandler = Callable[[Request, dict[str, str]], Awaitable[Response | None]]
 

@@ -64,3 +64,30 @@ def point_aws_at(url: str, monkeypatch: Any) -> None:
         "AWS_ENDPOINT_URL_S3": f"{url}/s3",
     }.items():
         monkeypatch.setenv(name, value)
+
+
+VERTEX_BATCH = {
+    "vertexai": True,
+    "project": "batchor-test",
+    "location": "us-central1",
+    "batch_gcs": "gs://batchor-jobs/runs",
+}
+
+
+def point_vertex_at(url: str, monkeypatch: Any, folder: Path) -> None:
+    """google-genai's Vertex path, Cloud Storage and the sign-in go to the fake at `url`: Google's
+    credentials are a Compute Engine workload's (the fake is its metadata server; nothing is read
+    from this machine's Google setup), Vertex's base URL and the storage emulator are the fake."""
+    host = url.removeprefix("http://")
+    monkeypatch.setenv("GCE_METADATA_HOST", host)
+    monkeypatch.setenv("GCE_METADATA_IP", host)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(folder / "no-gcloud"))
+    monkeypatch.setenv("GOOGLE_VERTEX_BASE_URL", url)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+    for name in (
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_CLOUD_PROJECT",
+        "GOOGLE_CLOUD_LOCATION",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+    ):
+        monkeypatch.delenv(name, raising=False)

@@ -409,6 +409,10 @@ def _dumps(value: Any) -> bytes:
 def create(config: ProviderConfig, info: Any) -> GeminiBatchProvider:
     # same key, base URL and single-attempt transport, on the SDK: batches and files are its calls
     realtime = create_realtime(replace(config, options={**config.options, "transport": "sdk"}), info)
+    if realtime.client.vertexai:
+        from batchor.providers.gemini import vertex_batch
+
+        return vertex_batch.create(config, info, realtime)
     inline = min(int(config.options.get(INLINE_OPTION) or INLINE_MAX_BYTES), INLINE_MAX_BYTES)
     return GeminiBatchProvider(
         realtime.client,
