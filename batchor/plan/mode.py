@@ -11,6 +11,7 @@ import re
 from batchor.errors import CloudPathMissingError, SpecError
 from batchor.plan.model import StepPlan
 from batchor.providers import ProviderInfo
+from batchor.providers.clouds import batch_min_requests
 from batchor.providers.facts import provider_facts
 
 BATCH_WINDOW_S = 24 * 3600  # every supported Batch API promises results within 24 h
@@ -63,11 +64,20 @@ def initial_mode(
 
 
 def settle_mode(step: StepPlan, to_run: int, threshold: int) -> StepPlan:
-    """Resolve `auto` from the count of requests to run (projected for dependent steps)."""
+    """Resolve `auto` from the count of requests to run (projected for dependent steps). A step
+    with fewer requests than its provider's batch jobs take (Bedrock: 100 records) runs realtime,
+    `batch` as well as `auto`: the provider would refuse the job, and the rows still get answers."""
+    minimum = batch_min_requests(step.provider, step.provider_options)
+    too_few = f"fewer than the {minimum:,} records a {step.provider} batch job takes"
+    if step.mode == "batch" and 0 < to_run < minimum:
+        note = f"batch: {to_run:,} requests, {too_few}: realtime"
+        return step.model_copy(update={"mode": "realtime", "mode_note": note})
     if step.mode != "auto":
         return step
-    if to_run >= threshold:
+    if to_run >= max(threshold, minimum):
         mode, note = "batch", f"auto: {to_run:,} requests >= batch_threshold {threshold:,}"
+    elif to_run >= threshold:
+        mode, note = "realtime", f"auto: {to_run:,} requests, {too_few}"
     else:
         mode, note = "realtime", f"auto: {to_run:,} requests < batch_threshold {threshold:,}"
     return step.model_copy(update={"mode": mode, "mode_note": note})

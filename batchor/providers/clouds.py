@@ -48,6 +48,8 @@ _CLOUD_NAMES: dict[str, tuple[str, str]] = {
 }
 S3_OPTION, ROLE_OPTION = "batch_s3", "role_arn"  # Bedrock batch: where its files go, the role it assumes
 GCS_OPTION = "batch_gcs"  # Vertex AI batch: where its files go
+MIN_RECORDS_OPTION = "batch_min_records"  # Bedrock batch: the fewest records a job takes, if not its default
+BEDROCK_MIN_RECORDS = 100  # Bedrock refuses a batch inference job with fewer records (a service quota)
 _MISSING = frozenset({"anthropic-vertex", "vertex-anthropic", "anthropic_vertex"})  # clouds batchor cannot reach yet
 # Bedrock model ids: `anthropic.claude-3-haiku-...`, with a cross-region prefix (`us.`, `eu.`, ...).
 _BEDROCK_ID = re.compile(
@@ -110,6 +112,15 @@ def vertex_batch_missing(options: Mapping[str, Any]) -> str | None:
             f"agent can read and write){_written(location)}"
         )
     return None
+
+
+def batch_min_requests(provider: str, options: Mapping[str, Any]) -> int:
+    """The fewest requests one batch job of this provider takes (1: any number). Bedrock's is a
+    quota of the account and model, 100 unless AWS set it otherwise (`batch_min_records`)."""
+    if provider != "bedrock":
+        return 1
+    value = options.get(MIN_RECORDS_OPTION)
+    return value if isinstance(value, int) and value >= 1 else BEDROCK_MIN_RECORDS
 
 
 def bedrock_batch_missing(options: Mapping[str, Any]) -> str | None:

@@ -68,6 +68,11 @@ _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
         ProviderOption("batch_s3", str, "batch mode: the s3://bucket/prefix where job files are written and read"),
         ProviderOption("role_arn", str, "batch mode: the IAM service role Bedrock assumes to read and write batch_s3"),
         ProviderOption(
+            "batch_min_records",
+            int,
+            "batch mode: the fewest records Bedrock takes in one job (default 100, its quota); fewer run realtime",
+        ),
+        ProviderOption(
             "structured",
             str,
             "how a schema is sent: `output_config` (Bedrock structured outputs: default for current Claude "

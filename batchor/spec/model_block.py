@@ -56,7 +56,7 @@ class ModelSpec(_Strict):
     """Provider-specific settings, checked per provider (docs: guides/providers.md): anthropic
     `structured`; gemini `vertexai`, `project`, `location`, `batch_gcs`,
     `api_version`, `batch_inline_max_bytes`; azure `model`, `api_version`, `auth`; bedrock `region`, `structured`,
-    `batch_s3`, `role_arn`; openai, gemini, azure and bedrock `keep_provider_files`."""
+    `batch_s3`, `role_arn`, `batch_min_records`; openai, gemini, azure and bedrock `keep_provider_files`."""
     fallback: list[str] = Field(default_factory=list)
     """Models asked in turn, as `provider:name`, for a row this model could not answer (see
     `fallback_on`); each keeps this block's params. The output's `_model` column names the one that answered."""

@@ -54,6 +54,28 @@ def test_bedrock_batch_without_its_s3_location_is_refused_at_validate_naming_it(
     assert "gemini" not in str(caught.value)  # one problem, not one per check that met the name
 
 
+BEDROCK_BATCH = {"batch_s3": "s3://jobs/runs", "role_arn": "arn:aws:iam::123456789012:role/bedrock-batch"}
+
+
+def bedrock_spec(folder, rows, **limits):
+    spec = make_spec(folder, rows=rows, provider="bedrock", model="amazon.nova-micro-v1:0", limits=limits)
+    data = yaml.safe_load(spec.read_text())
+    data["model"]["options"] = BEDROCK_BATCH
+    spec.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return spec
+
+
+@pytest.mark.parametrize("mode", ["batch", "auto"])
+def test_a_bedrock_step_under_its_100_record_minimum_runs_realtime_and_says_why(workdir, mode):
+    spec = bedrock_spec(workdir, 40, mode=mode, batch_threshold=10)
+    step = api.plan(spec, save=False).header.steps[0]
+    assert step.mode == "realtime" and "fewer than the 100 records a bedrock batch job takes" in (step.mode_note or "")
+
+
+def test_a_bedrock_step_of_100_records_runs_batch(workdir):
+    assert api.plan(bedrock_spec(workdir, 100, mode="batch"), save=False).header.steps[0].mode == "batch"
+
+
 @pytest.mark.parametrize(
     ("name", "hint"),
     [("vertex", "provider: gemini"), ("aws", "provider: bedrock"), ("opneai", "did you mean 'openai'")],

@@ -44,7 +44,12 @@ def provider_spec(
 
 
 AWS_KEY_ID, AWS_SECRET = "AKIABEDROCKTEST0001", "bedrock-test-secret-556677"
-BEDROCK_BATCH = {"batch_s3": "s3://batchor-jobs/runs", "role_arn": "arn:aws:iam::123456789012:role/bedrock-batch"}
+# A job of any size (Bedrock's default minimum is 100 records: the tests' few rows would run realtime).
+BEDROCK_BATCH = {
+    "batch_s3": "s3://batchor-jobs/runs",
+    "role_arn": "arn:aws:iam::123456789012:role/bedrock-batch",
+    "batch_min_records": 1,
+}
 
 
 def point_aws_at(url: str, monkeypatch: Any) -> None:
