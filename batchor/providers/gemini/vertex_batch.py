@@ -25,6 +25,7 @@ from batchor.providers.batch import (
     RemoteBatch,
     RowResult,
     crash_point,
+    forget_file,
     mapped_call,
     result_line,
 )
@@ -103,7 +104,7 @@ class VertexBatchProvider(GeminiBatchProvider):
         except BatchCreateUnknownError:
             raise
         except ProviderError:  # refused: nothing refers to the uploaded file any more
-            await self._forget(source)
+            await forget_file(self, source)
             raise
         return remote_from(job)
 
@@ -111,12 +112,6 @@ class VertexBatchProvider(GeminiBatchProvider):
         from batchor.providers.gemini.realtime import _mapped_errors
 
         return _mapped_errors(self._secret, self._url)
-
-    async def _forget(self, uri: str) -> None:
-        try:
-            await self.delete_file(uri)
-        except ProviderError:
-            pass  # best effort: an orphaned input file only takes storage
 
     async def find(self, tag: BatchTag, claimed: set[str]) -> RemoteBatch | None:
         async def listed() -> RemoteBatch | None:
