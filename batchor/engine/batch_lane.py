@@ -139,7 +139,9 @@ class Lane(Collecting):
                 break
             batch = self._record(chunk)
             crash_point("after_intent")
-            if not await self._create(batch, chunk.lines):
+            created = await self._create(batch, chunk.lines)
+            chunk.lines.clear()  # else held while the next chunk's lines are built: two batch files in memory
+            if not created:
                 break
             changed = True
         return changed

@@ -11,6 +11,8 @@ rate-limited rows do not use attempts.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from batchor.engine.events import Progress
 from batchor.engine.fallback import moves_on
 from batchor.engine.recorder import ReaskPolicy, Recorder
@@ -54,13 +56,24 @@ class RowJudge:
         for key, found in interrupted.items():
             if key in items:
                 try:
-                    self.reasks[key] = resumed_request(self.runtime.request(items[key]), found)
+                    self._keep(key, resumed_request(self.runtime.request(items[key]), found))
                 except AttachmentError:  # its file changed since: the planned request fails alone
                     continue
 
     def request(self, item: WorkItem) -> LLMRequest:
-        """The request a row's next attempt sends (a re-ask's own, else the planned one)."""
-        return self.reasks.get(item.key) or self.runtime.request(item)
+        """The request a row's next attempt sends (a re-ask's own, else the planned one), its
+        attachments read now: a re-ask waiting for the next batch is kept without them."""
+        reask = self.reasks.get(item.key)
+        if reask is None:
+            return self.runtime.request(item)
+        if not self.runtime.plan.attachments:
+            return reask
+        return replace(reask, attachments=self.runtime.request(item).attachments)
+
+    def _keep(self, key: str, reask: LLMRequest) -> None:
+        """Hold a row's re-ask until its next batch: without its files' bytes, so rows waiting to
+        be asked again never hold their attachments (the next `request` reads them again)."""
+        self.reasks[key] = replace(reask, attachments=()) if reask.attachments else reask
 
     def settle(self, item: WorkItem, row: RowResult, counted: bool, paid_here: bool | None = None) -> tuple[str, float]:
         """(outcome, cost) of one row; `counted` rows move the progress counters. `paid_here`
@@ -119,7 +132,7 @@ class RowJudge:
         if retry is None or used >= self.max_attempts:
             return self._fail(item, used, error, counted)
         if retry is not current:
-            self.reasks[item.key] = retry
+            self._keep(item.key, retry)
         if counted:
             self.progress.retries += 1
         return "retry"

@@ -15,10 +15,11 @@ import json
 import os
 import re
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, BinaryIO, Protocol, TypeVar, runtime_checkable
 
 from batchor.errors import (
     BatchCreateUnknownError,
@@ -34,6 +35,18 @@ from batchor.providers.base import Completion, LLMRequest, ProviderConfig
 RUNNING, COMPLETED, FAILED, EXPIRED, CANCELLED = "submitted", "completed", "failed", "expired", "cancelled"
 ENDED = (COMPLETED, FAILED, EXPIRED, CANCELLED)
 CRASH_ENV = "BATCHOR_TEST_CRASH_AT"  # tests: die (SIGKILL) at a named point, e.g. after_create
+
+
+@contextmanager
+def spooled(lines: list[bytes]) -> Iterator[BinaryIO]:
+    """A chunk's lines as one file on disk, for an upload: the SDKs stream a file object from disk
+    (and rewind it for a retry), where joined bytes would hold a second copy of the whole batch
+    (up to hundreds of MB of base64 attachments) in memory while it is sent."""
+    with tempfile.TemporaryFile(prefix="batchor-batch-") as spool:
+        spool.writelines(lines)
+        spool.flush()
+        spool.seek(0)
+        yield spool
 
 
 def crash_point(name: str) -> None:

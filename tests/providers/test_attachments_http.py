@@ -195,3 +195,19 @@ def test_projected_rows_of_a_later_step_count_their_attachments(workdir):
     price = api.plan(spec, state=str(workdir / "state.duckdb"), save=False).header.step("look").price
     extra = (with_files.cost_upper - without.cost_upper) * 1e6 / price["input_per_mtok"]
     assert round(extra) == 3 * 765 * 1.0  # the sample row's 1024x1024 PNG, for each projected row
+
+
+def test_a_batch_reask_sends_its_files_again(fake, workdir):
+    """A re-ask waits for the next batch without its files' bytes (memory bounded by what is in
+    flight) and reads them again when its line is built: the fake receives each file twice."""
+    fake.configure(malformed_until_feedback=True)
+    spec, files = media_job(workdir, "openai-chat", limits=FAST)
+    document = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    schema = {"type": "object", "properties": {"sentiment": {"type": "string"}}, "required": ["sentiment"]}
+    document["steps"]["look"]["output"] = {"schema": {**schema, "additionalProperties": False}}
+    spec.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    outcome = apply(workdir, spec)
+    assert (outcome.status, outcome.succeeded) == ("succeeded", 3), outcome.stop_reason
+    assert fake.stats()["batches_created"] == 2 and len(fake.stats()["reasks"]) == 3
+    sent = sorted((m["media_type"], m["bytes"], m["sha256"]) for m in fake.stats()["media"])
+    assert sent == sorted([media for each in expected(files).values() for media in each] * 2)

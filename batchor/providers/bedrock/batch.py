@@ -39,6 +39,7 @@ from batchor.providers.batch import (
     forget_file,
     mapped_call,
     result_line,
+    spooled,
 )
 from batchor.providers.bedrock.realtime import (
     _mapped_errors,
@@ -177,7 +178,8 @@ class BedrockBatchProvider:
         model = self._chunk_model(lines)
         source = f"{self.location}/{tag.batch_id}/input.jsonl"
         bucket, key = split_s3(source)
-        await self._call("bedrock.s3.put_object", self.s3.put_object, Bucket=bucket, Key=key, Body=b"".join(lines))
+        with spooled(lines) as body:
+            await self._call("bedrock.s3.put_object", self.s3.put_object, Bucket=bucket, Key=key, Body=body)
         job = {
             "jobName": job_name(tag.batch_id),
             "clientRequestToken": job_name(tag.batch_id),  # Bedrock's own guard against a repeated create

@@ -39,6 +39,7 @@ from batchor.providers.batch import (
     forget_file,
     mapped_call,
     result_line,
+    spooled,
 )
 from batchor.providers.embeddings import embed_request, openai_body, openai_completion
 from batchor.providers.errors_map import classify
@@ -222,11 +223,11 @@ class OpenAIBatchProvider:
         return mapped_call(self.calls, lambda: _mapped_errors(self._secret), endpoint, fn, creates=creates)
 
     async def submit(self, tag: BatchTag, lines: list[bytes]) -> RemoteBatch:
-        data = b"".join(lines)
-        upload = await self._call(
-            f"{self.name}.files.create",
-            lambda: self.client.files.create(file=(f"{tag.batch_id}.jsonl", data), purpose="batch"),
-        )
+        with spooled(lines) as data:
+            upload = await self._call(
+                f"{self.name}.files.create",
+                lambda: self.client.files.create(file=(f"{tag.batch_id}.jsonl", data), purpose="batch"),
+            )
         metadata = {
             TAG: tag.batch_id,
             "batchor_job": tag.job_id,
