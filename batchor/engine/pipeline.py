@@ -23,19 +23,19 @@ import pyarrow as pa
 
 from batchor.engine.events import Progress
 from batchor.engine.realtime import RealtimeExecutor
-from batchor.engine.rows import JobRows, input_values
-from batchor.engine.sink import ResultSink
+from batchor.engine.rows import JobRows, input_values, needed_values
+from batchor.engine.sink import ResultSink, state_write_error
 from batchor.engine.types import StopSignal, WorkItem
 from batchor.engine.work import StepWork
+from batchor.errors import DiskFullError, StateWriteError
 from batchor.plan.fanout_rows import Row, order_steps
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.plan.request import RenderedRequest, StepRequests, pinned_requests
 from batchor.plan.step_kind import PER_GROUP
-from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
 from batchor.state.cache import deterministic_codes
-from batchor.state.step_maps import per_step
+from batchor.state.step_maps import map_table, per_step
 
 NO_ANSWER = object()  # skipped or failed upstream: rows that need it are skipped, as in wave mode
 
@@ -107,7 +107,7 @@ class Pipeline:
         self.sink: ResultSink | None = None
         self._load_stage([w for w in works if w.step.mode != "batch"])
         # The followers' row maps are recorded again row by row (see StepWork.scan): one query for all.
-        store.record_step_requests(plan.job_id, _map_table([]), forget=list(self.followers))
+        self._write_maps(map_table([]), forget=list(self.followers))
         ready = [w for step in steps for w in self._register(step)]
         for waiting in ready:
             self._release(waiting)
@@ -148,7 +148,7 @@ class Pipeline:
         before = step.model_copy(update={"depends_on": [d for d in step.depends_on if d not in in_stage]})
         rows_of, ready = JobRows(self.plan, self.store), []
         for inputs, rows in rows_of.batches(step.grain):
-            values = _needed(input_values(inputs), tpl)
+            values = needed_values(input_values(inputs), tpl)
             for row in rows:
                 waiting = _Waiting(step.name, row, {"row": values[row.index], **rows_of.upstream(before, row)}, 0)
                 for dep in in_stage:
@@ -280,7 +280,12 @@ class Pipeline:
             self.wake.set()
 
     def fail(self, exc: BaseException) -> None:
-        """Stop sending (a template failed on a row, the state failed); `finish` raises it."""
+        """Stop sending (a template failed on a row, the state failed); `finish` raises it. A failed
+        row map write ends the run as a failed result write does (engine/sink.py): the answers in
+        memory are kept until stored, and the next apply maps the rows again."""
+        if isinstance(exc, (DiskFullError, StateWriteError)) and self.sink is not None:
+            self.sink.fail(exc)
+            return
         self.error = self.error or exc
         self.stop.stop("error", str(exc))
 
@@ -288,7 +293,15 @@ class Pipeline:
         """The rows -> requests of every step released meanwhile, in one write."""
         triples = [(step, row, key) for step, pairs in records.items() for row, key in pairs]
         if triples:
-            self.store.record_step_requests(self.plan.job_id, _map_table(triples))
+            self._write_maps(map_table(triples))
+
+    def _write_maps(self, table: pa.Table, forget: list[str] | None = None) -> None:
+        """Record row -> request maps; a failed write raised by its code, never the database's error."""
+        try:
+            self.store.record_step_requests(self.plan.job_id, table, forget=forget or ())
+        except Exception as exc:  # every failed write is told by its code
+            steps = ", ".join(sorted(set(table.column("step").to_pylist()) | set(forget or ())))
+            raise state_write_error(exc, f"{self.store.location} (the row -> request map of {steps})") from exc
 
     # --- the executor's side ---------------------------------------------------------------
 
@@ -330,19 +343,15 @@ class Pipeline:
         """Store the remaining row -> request records; raise what stopped the pipeline, if anything."""
         if self._checks is not None:
             await self._checks
-        await asyncio.to_thread(self._record, self._take()[1])
+        try:
+            await asyncio.to_thread(self._record, self._take()[1])
+        except (DiskFullError, StateWriteError) as exc:  # the run ends with it, after what is bought is stored
+            self.fail(exc)
         if self.error is not None:
             raise self.error
 
     def _parse(self, step: str, output: str | None) -> Any:
         return json.loads(output) if output is not None and self.plans[step].json_answers else output
-
-
-def _needed(values: list[dict[str, Any]], tpl: StepTemplates) -> list[dict[str, Any]]:
-    """Only the input columns the template reads: follower rows wait in memory."""
-    if tpl.dynamic_row_access:
-        return values
-    return [{k: v for k, v in row.items() if k in tpl.row_columns} for row in values]
 
 
 class PipelineSink(ResultSink):
@@ -388,11 +397,3 @@ class PipelinedExecutor(RealtimeExecutor):
             await super()._produce(self.pipeline.items(own), queue)
             if not await self.pipeline.more():
                 return
-
-
-def _map_table(triples: list[tuple[str, str, str | None]]) -> pa.Table:
-    """(step, row_key, request_key) rows as the table `record_step_requests` takes."""
-    columns = list(zip(*triples)) if triples else [(), (), ()]
-    return pa.table(
-        {name: pa.array(list(c), pa.string()) for name, c in zip(("step", "row_key", "request_key"), columns)}
-    )

@@ -17,6 +17,7 @@ from batchor.plan.fanout_rows import Row, children, fanout_parents, fanouts_abov
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.spec.inputs import ROW_KEY
+from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
 
 
@@ -90,3 +91,10 @@ class JobRows:
 def input_values(inputs: pa.Table) -> list[dict[str, Any]]:
     """The template's `row`: each input row's columns without the row key."""
     return [{k: v for k, v in r.items() if k != ROW_KEY} for r in inputs.to_pylist()]
+
+
+def needed_values(values: list[dict[str, Any]], tpl: StepTemplates) -> list[dict[str, Any]]:
+    """Only the input columns the template reads: follower rows wait in memory."""
+    if tpl.dynamic_row_access:
+        return values
+    return [{k: v for k, v in row.items() if k in tpl.row_columns} for row in values]

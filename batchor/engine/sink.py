@@ -248,15 +248,26 @@ class ResultSink:
             self._put_back(taken)
         if self.on_failed is None:
             raise exc
-        if self.failed is None:  # kept: the run ends with it even if a later write succeeds
-            self.failed = full or _write_failed(exc, self.store.location)
-            self.on_failed(self.failed)
+        self.fail(full or _write_failed(exc, self.store.location))
         return full is not None and full.stored
+
+    def fail(self, error: StateError) -> None:
+        """A write of this run failed (this sink's, or another the run depends on: a pipeline's row
+        maps): told once, the run stops sending and ends with it even if a later write succeeds."""
+        if self.failed is None:
+            self.failed = error
+            if self.on_failed is not None:
+                self.on_failed(error)
 
     def _put_back(self, taken: tuple[dict[str, list[Any]], dict[str, list[Any]]]) -> None:
         for kept, buffer in zip(taken, (self._results, self._attempts)):
             for name, values in kept.items():
                 buffer[name][:0] = values
+
+
+def state_write_error(exc: Exception, where: str) -> StateError:
+    """A failed state write as its coded error: `disk_full` for lack of space, else `state_write_failed`."""
+    return as_disk_full(exc, where) or _write_failed(exc, where)
 
 
 def _write_failed(exc: Exception, where: str) -> StateError:

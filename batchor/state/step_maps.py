@@ -19,6 +19,14 @@ RESULT_COLUMNS = ("step", "row_key", "request_key", "status", "output", "error_c
 _CHUNK = 50_000  # values per PostgreSQL array parameter
 
 
+def map_table(triples: Sequence[tuple[str, str, str | None]]) -> pa.Table:
+    """(step, row_key, request_key) rows as the table `record_step_requests` takes."""
+    columns = list(zip(*triples)) if triples else [(), (), ()]
+    return pa.table(
+        {name: pa.array(list(c), pa.string()) for name, c in zip(("step", "row_key", "request_key"), columns)}
+    )
+
+
 def per_step(table: pa.Table, steps: Sequence[str]) -> list[pa.Table]:
     """`table` (with a `step` column) split into one table per step of `steps`, in that order,
     each without the `step` column."""
