@@ -113,7 +113,7 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
     if step["options"]:
         lines.append(f"  options     {json.dumps(step['options'], ensure_ascii=False)}")
     if step.get("prompt_cache"):
-        lines.append(f"  cache       {cache_text(step['prompt_cache'], step['provider'])}")
+        lines.append(f"  cache       {cache_text(step['prompt_cache'], step['provider'], step.get('mode'))}")
     if step["depends_on"]:
         when = f" when {step['when']}" if step["when"] else ""
         lines.append(f"  after       {', '.join(step['depends_on'])}{when}")
@@ -126,7 +126,7 @@ def _llm_lines(step: dict[str, Any]) -> list[str]:
     return lines
 
 
-def cache_text(cache: dict[str, Any], provider: str) -> str:
+def cache_text(cache: dict[str, Any], provider: str, mode: str | None = None) -> str:
     """The step's shared prefix and what is sent for it, in one line."""
     where = "the system prompt" if cache["messages"] else "the prompt's literal head"
     if cache["messages"] and cache["chars"]:
@@ -139,7 +139,8 @@ def cache_text(cache: dict[str, Any], provider: str) -> str:
         "openai": "prompt_cache_key" + (", retention 24h" if cache["ttl"] == "24h" else ""),
     }.get(provider, "implicit caching (shared part first)")
     if cache.get("explicit"):
-        sent = f"explicit context cache of the system prompt ({cache['system_tokens']:,} tokens, deleted after the run)"
+        until = "once its batches are collected" if mode == "batch" else "after the run"
+        sent = f"explicit context cache of the system prompt ({cache['system_tokens']:,} tokens, deleted {until})"
     if cache.get("explicit_note"):  # `cache.explicit: auto`: what the plan weighed
         sent += f" (explicit cache, auto: {cache['explicit_note']})"
     return f"{prefix}; {sent}; hits {cache['source']}"

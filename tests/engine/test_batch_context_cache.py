@@ -24,8 +24,10 @@ def _reads(workdir) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def test_a_batch_step_reads_its_system_prompt_from_a_context_cache_deleted_after_collection(workdir, fake):
+def test_a_batch_step_reads_its_system_prompt_from_a_context_cache_deleted_after_collection(workdir, fake, batchor_cli):
     spec = explicit_spec(workdir, rows=6, **FAST)
+    shown = batchor_cli(workdir, "show", str(spec)).stdout
+    assert "explicit context cache of the system prompt" in shown and "deleted once its batches are collected" in shown
     step = api.plan(spec, save=False).header.steps[0]
     assert step.mode == "batch" and step.prompt_cache is not None and step.prompt_cache.explicit
     price = ModelPrice.from_dict(step.price or {})
