@@ -117,6 +117,8 @@ class BatchCaches:
 
     async def release(self, job_id: str, key: str) -> None:
         """Delete the step's cache (made here or by an earlier apply): its jobs are all collected."""
+        if self._client.vertexai:  # its batch lines never name one (made none)
+            return
         shown = display_name(job_id, key)
         held = self._held.pop(shown, None)
         if held is None:
