@@ -25,9 +25,9 @@ from batchor.state.duckdb_file import _PROCESS_LOCK, AttachedFile, corrupt_state
 from batchor.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from batchor.state.new_state import made_from_template
 from batchor.state.open_check import checked_before, remember_checked
+from batchor.state.step_maps import LISTED_KEYS
 
 _MODEL = "r.model"  # which model answered, read with each result
-_LISTED_KEYS = 2_000  # see DuckDBStore._stored_keys
 
 
 class DuckDBStore(StateStore):
@@ -158,11 +158,11 @@ class DuckDBStore(StateStore):
         )
 
     def _stored_keys(self, keys: pa.Array, where: str, params: dict[str, Any]) -> pa.Array:
-        """The keys among `keys` whose stored result meets `where`. Up to `_LISTED_KEYS` keys go as
+        """The keys among `keys` whose stored result meets `where`. Up to `LISTED_KEYS` keys go as
         one list parameter: registering an Arrow table as the probe costs DuckDB 3-4 ms of CPU more
         per query, and every plan and apply asks two such queries. More are joined as Arrow."""
         with self.connection() as db:
-            if len(keys) <= _LISTED_KEYS:
+            if len(keys) <= LISTED_KEYS:
                 rows = db.execute(
                     "SELECT r.request_key FROM results r WHERE r.request_key IN "
                     f"(SELECT unnest($keys::VARCHAR[])) AND ({where})",
