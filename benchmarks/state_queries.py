@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -160,6 +161,7 @@ def main() -> None:
         plan_once(folder)
         timed["re-plan"] += time.process_time() - started
         _add(counted["re-plan"], QUERIES.take())
+    shutil.rmtree(scratch, ignore_errors=True)
     n = args.rounds
     for name, (sites, cpu) in counted.items():
         state, other = split(sites)
