@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchor.errors import ModelOptionError
+from batchor.providers import REGISTRY
 from batchor.providers.clouds import option_missing
 
 
@@ -36,12 +37,10 @@ _TRANSPORT = ProviderOption(
     "the provider's official `sdk`; batches and files always go through the SDK",
     ("http", "sdk"),
 )
-# Providers whose realtime requests can go over plain HTTP: OpenAI and the OpenAI-compatible
-# presets, Anthropic, Gemini's Developer API (Vertex AI and Azure keep their SDKs' sign-in).
-_PLAIN_HTTP = frozenset({
-    "openai", "anthropic", "gemini", "openai-compatible", "openrouter", "xai", "together", "groq", "vllm",
-    "ollama", "llamacpp",
-})  # fmt: skip
+# Adapters whose realtime requests can go over plain HTTP: OpenAI's (OpenAI and every
+# OpenAI-compatible preset), Anthropic's, Gemini's Developer API (Vertex AI and Azure keep their
+# SDKs' sign-in). By adapter, so a new OpenAI-compatible registry entry gets it with no edit here.
+_PLAIN_HTTP_ADAPTERS = frozenset({"openai", "anthropic", "gemini"})
 _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
     "openai": (_KEEP_FILES,),
     "anthropic": (
@@ -108,7 +107,7 @@ _OPTIONS: dict[str, tuple[ProviderOption, ...]] = {
 
 def provider_options(provider: str) -> tuple[ProviderOption, ...]:
     """The options `provider` reads (only `transport` for OpenAI-compatible endpoints, none for the mock)."""
-    return _OPTIONS.get(provider, ()) + ((_TRANSPORT,) if provider in _PLAIN_HTTP else ())
+    return _OPTIONS.get(provider, ()) + ((_TRANSPORT,) if _plain_http(provider) else ())
 
 
 def check_options(provider: str, options: dict[str, Any], where: str) -> None:
@@ -142,3 +141,8 @@ def _known_hint(provider: str, known: dict[str, ProviderOption]) -> str:
     if not known:
         return f"remove model.options: provider '{provider}' takes none"
     return f"use one of {provider}'s options: " + "; ".join(f"`{o.name}`: {o.help}" for o in known.values())
+
+
+def _plain_http(provider: str) -> bool:
+    info = REGISTRY.get(provider)
+    return info is not None and info.adapter in _PLAIN_HTTP_ADAPTERS
