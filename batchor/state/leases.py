@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from batchor.state.base import RunRecord, RunStatus
-from batchor.state.postgres_store import PostgresStore, insert_run, update_run
+from batchor.state.pg_sql import insert_run, update_run
+from batchor.state.postgres_store import PostgresStore
 from batchor.state.runs import ANSWERED_SQL, DIED_REASON
 from batchor.state.shared_limits import SharedLimits
 

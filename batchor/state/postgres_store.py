@@ -20,47 +20,26 @@ import pyarrow as pa
 
 from batchor.errors import StateError, StateVersionError
 from batchor.state import step_maps
-from batchor.state.base import RUN_COLUMNS, RunRecord, StateStore, follow_fallbacks_sql, run_from_row, run_values
+from batchor.state.base import RUN_COLUMNS, RunRecord, StateStore, follow_fallbacks_sql, run_from_row
 from batchor.state.pg_migrations import MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_VERSION
 from batchor.state.pg_session import PgSession
+from batchor.state.pg_sql import (
+    ATTEMPT_TYPES,
+    CLOSE_WORK_ITEMS,
+    CONNECT_ARGS,
+    INSERT_ATTEMPTS,
+    RESULT_TYPES,
+    UPSERT_JOB_REQUESTS,
+    UPSERT_RESULTS,
+    closing_args,
+    column_values,
+    insert_run,
+    session_settings,
+    string_table,
+    update_run,
+)
 
 PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
-_RESULT_TYPES = {
-    "request_key": "text",
-    "step": "text",
-    "status": "text",
-    "output": "text",
-    "error_code": "text",
-    "error": "text",
-    "attempts": "int2",
-    "input_tokens": "int4",
-    "output_tokens": "int4",
-    "cost_usd": "float8",
-    "run_id": "text",
-    "model": "text",
-    "answered_by": "text",
-}
-_ATTEMPT_TYPES = {
-    "request_key": "text",
-    "run_id": "text",
-    "attempt": "int2",
-    "outcome": "text",
-    "status_code": "int2",
-    "error": "text",
-    "duration_ms": "int4",
-    "raw": "bytea",
-    "input_tokens": "int4",
-    "output_tokens": "int4",
-    "cost_usd": "float8",
-    "estimated": "bool",
-    "step": "text",
-    "counted_input_tokens": "int4",
-    "feedback": "text",
-    "cache_read_tokens": "int4",
-    "cache_write_tokens": "int4",
-    "uncached_usd": "float8",
-    "model": "text",
-}
 _CHUNK = 50_000  # keys per array parameter
 _RETRIES = 5  # deadlocks between concurrent flushes are retried, never surfaced
 T = TypeVar("T")
@@ -108,9 +87,9 @@ class PostgresStore(StateStore):
             pool_pre_ping=True,
             pool_size=pool_size,
             max_overflow=8,
-            connect_args=_CONNECT_ARGS,
+            connect_args=CONNECT_ARGS,
         )
-        event.listen(self._engine, "connect", _session_settings)
+        event.listen(self._engine, "connect", session_settings)
         self._local = threading.local()
         if migrate:  # without: read what is there (a migration's source), creating nothing
             self._migrate()
@@ -258,17 +237,19 @@ class PostgresStore(StateStore):
 
     def record_results(self, results: pa.Table, attempts: pa.Table | None = None) -> None:
         """Store a flush of finished requests and their attempts, and close their work items, in one transaction."""
-        result_cols = [_column(results, name) for name in _RESULT_TYPES]
+        result_cols = [column_values(results, name) for name in RESULT_TYPES]
         attempt_cols = (
-            [_column(attempts, name) for name in _ATTEMPT_TYPES] if attempts is not None and attempts.num_rows else None
+            [column_values(attempts, name) for name in ATTEMPT_TYPES]
+            if attempts is not None and attempts.num_rows
+            else None
         )
 
         def work(conn: Any) -> None:
             if results.num_rows:
-                conn.execute(_UPSERT_RESULTS, result_cols)
-                conn.execute(_CLOSE_WORK_ITEMS, _closing(result_cols[0], result_cols[2], result_cols[10]))
+                conn.execute(UPSERT_RESULTS, result_cols)
+                conn.execute(CLOSE_WORK_ITEMS, closing_args(result_cols[0], result_cols[2], result_cols[10]))
             if attempt_cols is not None:
-                conn.execute(_INSERT_ATTEMPTS, attempt_cols)
+                conn.execute(INSERT_ATTEMPTS, attempt_cols)
 
         self._retry(work)
 
@@ -277,7 +258,7 @@ class PostgresStore(StateStore):
         rows, keys = table.column("row_key").to_pylist(), table.column("request_key").to_pylist()
         for start in range(0, len(rows), _CHUNK):
             args = [job_id, step, rows[start : start + _CHUNK], keys[start : start + _CHUNK]]
-            self._retry(partial(_execute, _UPSERT_JOB_REQUESTS, args))
+            self._retry(partial(_execute, UPSERT_JOB_REQUESTS, args))
 
     def forget_run_requests(self, job_id: str, step: str) -> None:
         """Drop a job step's row map before it is recorded again in full (rows may have gone)."""
@@ -350,7 +331,7 @@ class PostgresStore(StateStore):
                 "WHERE j.job_id = %s AND j.step = %s",
                 [job_id, step],
             ).fetchall()
-        return _string_table(("row_key", "request_key", "status", "output", "error_code", "error", "model"), rows)
+        return string_table(("row_key", "request_key", "status", "output", "error_code", "error", "model"), rows)
 
     def job_results_for_rows(self, job_id: str, step: str, row_keys: pa.Array) -> pa.Table:
         values = [k for k in row_keys.to_pylist() if k is not None]
@@ -363,7 +344,7 @@ class PostgresStore(StateStore):
                     "WHERE j.job_id = %s AND j.step = %s AND j.row_key = ANY(%s::text[])",
                     [job_id, step, values[start : start + _CHUNK]],
                 ).fetchall()
-        return _string_table(("row_key", "request_key", "status", "output", "error_code", "error", "model"), rows)
+        return string_table(("row_key", "request_key", "status", "output", "error_code", "error", "model"), rows)
 
     def results_for_keys(self, keys: pa.Array) -> pa.Table:
         values = [k for k in keys.to_pylist() if k is not None]
@@ -376,7 +357,7 @@ class PostgresStore(StateStore):
                     "WHERE r.request_key = ANY(%s::text[])",
                     [values[start : start + _CHUNK]],
                 ).fetchall()
-        return _string_table(("request_key", "status", "output"), rows)
+        return string_table(("request_key", "status", "output"), rows)
 
     def list_batches(self, job_id: str) -> list[dict[str, Any]]:
         """A job's provider batches for `status` (see state/batches.py)."""
@@ -402,99 +383,6 @@ class PostgresStore(StateStore):
         """Operator queries in the portable subset (`?` placeholders)."""
         with self.connection() as db:
             return db.execute(sql, args or []).fetchall()
-
-
-# A dead machine's connections are noticed by keepalives; a stuck client cannot hold locks for
-# long, and no statement waits on a lock forever (the wait fails, is retried, then surfaces).
-_CONNECT_ARGS = {
-    "connect_timeout": 10,
-    "application_name": "batchor",
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-}
-_SESSION_SETTINGS = ("SET lock_timeout = '60s'", "SET idle_in_transaction_session_timeout = '120s'")
-
-
-def _session_settings(dbapi_connection: Any, _record: Any) -> None:
-    for sql in _SESSION_SETTINGS:
-        dbapi_connection.execute(sql)
-    if not dbapi_connection.autocommit:
-        dbapi_connection.commit()
-
-
-def insert_run(conn: Any, run: RunRecord) -> None:
-    names = RUN_COLUMNS[:-2]
-    conn.execute(
-        f"INSERT INTO runs ({', '.join(names)}, started_at) VALUES ({', '.join(['%s'] * len(names))}, LOCALTIMESTAMP)",
-        run_values(run, names),
-    )
-
-
-def update_run(conn: Any, run: RunRecord, *, final: bool) -> None:
-    names = RUN_COLUMNS[4:-2]
-    sets = ", ".join(f"{c} = %s" for c in names)
-    finished = ", finished_at = LOCALTIMESTAMP" if final else ""
-    conn.execute(f"UPDATE runs SET {sets}{finished} WHERE run_id = %s", run_values(run, names) + [run.run_id])
-
-
-def _string_table(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
-    columns = list(zip(*rows)) if rows else [()] * len(names)
-    return pa.table({name: pa.array(list(col), pa.string()) for name, col in zip(names, columns)})
-
-
-def _unnest(types: dict[str, str]) -> str:
-    arrays = ", ".join(f"%s::{t}[]" for t in types.values())
-    return f"unnest({arrays}) WITH ORDINALITY AS n({', '.join(types)}, ord)"
-
-
-_COLS = ", ".join(_RESULT_TYPES)
-# The last answer for a key wins (like DuckDB's INSERT OR REPLACE); rows go in key order so two
-# flushes that overlap lock in the same order.
-_UPSERT_RESULTS = (
-    f"INSERT INTO results ({_COLS}, finished_at) "
-    f"SELECT DISTINCT ON (request_key) {_COLS}, LOCALTIMESTAMP FROM {_unnest(_RESULT_TYPES)} "
-    "ORDER BY request_key, ord DESC "
-    "ON CONFLICT (request_key) DO UPDATE SET "
-    + ", ".join(f"{c} = EXCLUDED.{c}" for c in list(_RESULT_TYPES)[1:] + ["finished_at"])
-)
-# A succeeded answer closes the key's work items in every run; a failure only in its own run.
-# The keys come as one array, found through the open-items index: joined to a set instead, a
-# table without statistics yet was scanned whole at every flush.
-_CLOSE_WORK_ITEMS = (
-    "UPDATE work_items w SET done = true WHERE w.request_key = ANY(%s::text[]) AND NOT w.done "
-    "AND (w.request_key = ANY(%s::text[]) OR (w.request_key, w.run_id) IN "
-    "(SELECT * FROM unnest(%s::text[], %s::text[])))"
-)
-
-
-def _column(table: pa.Table, name: str) -> list[Any]:
-    """A column's values, or nulls for one a caller's table leaves out (the model columns)."""
-    return table.column(name).to_pylist() if name in table.schema.names else [None] * table.num_rows
-
-
-def _closing(keys: list[str], statuses: list[str], run_ids: list[str]) -> list[list[str]]:
-    """`_CLOSE_WORK_ITEMS`'s arguments: all keys, the succeeded ones, the failed ones with their runs."""
-    failed = [(k, r) for k, s, r in zip(keys, statuses, run_ids) if s != "succeeded"]
-    return [
-        keys,
-        [k for k, s in zip(keys, statuses) if s == "succeeded"],
-        [k for k, _ in failed],
-        [r for _, r in failed],
-    ]
-
-
-_INSERT_ATTEMPTS = (
-    f"INSERT INTO attempts ({', '.join(_ATTEMPT_TYPES)}, created_at) "
-    f"SELECT {', '.join(_ATTEMPT_TYPES)}, LOCALTIMESTAMP FROM {_unnest(_ATTEMPT_TYPES)} ORDER BY ord"
-)
-_UPSERT_JOB_REQUESTS = (
-    "INSERT INTO job_requests (job_id, step, row_key, request_key) "
-    "SELECT %s, %s, r, k FROM unnest(%s::text[], %s::text[]) AS n(r, k) ORDER BY r "
-    "ON CONFLICT (job_id, step, row_key) DO UPDATE SET request_key = EXCLUDED.request_key "
-    "WHERE job_requests.request_key IS DISTINCT FROM EXCLUDED.request_key"
-)
 
 
 def _execute(sql: str, args: list[Any], conn: Any) -> Any:
