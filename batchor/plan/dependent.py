@@ -12,6 +12,7 @@ bound; unbounded without one), and for the elements seen per row so far in the e
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchor.plan.dependent_tally import FAILED, PROJECTED, SKIPPED, DependentTally
-from batchor.plan.fanout_rows import Row, children, element_key, input_rows, order_steps, rows_table, upstream
+from batchor.plan.fanout_rows import (
+    Row,
+    children,
+    element_key,
+    input_rows,
+    order_steps,
+    rows_table,
+    step_levels,
+    upstream,
+)
 from batchor.plan.model import StepPlan, req_column
 from batchor.plan.projection import SAMPLES, earlier_answers, first_row, projected_tokens
 from batchor.plan.request import RenderedRequest, StepRequests
 from batchor.plan.sql_step import evaluate
 from batchor.plan.step_kind import PER_GROUP
+from batchor.plan.stored_answers import downstream, stored_answers
 from batchor.spec.inputs import ROW_KEY
 from batchor.spec.templates import StepTemplates
 from batchor.state.base import StateStore
-from batchor.state.cache import deterministic_codes
 
 __all__ = [
     "FAILED",
@@ -64,67 +74,35 @@ def dependent_tallies(
         table = pa.Table.from_batches([batch])
         keys = table.column(ROW_KEY).to_pylist()
         request_keys = {s.name: table.column(req_column(s.name, "key")).to_pylist() for s in roots}
-        answers = {
-            name: dict(zip(keys, _downstream(_cached_answers(state, by_name[name], found, refresh, retry_failed))))
-            for name, found in request_keys.items()
-        }
+        stored = stored_answers(
+            state, [(by_name[n], found) for n, found in request_keys.items()], refresh, retry_failed
+        )
+        answers = {name: dict(zip(keys, downstream(found))) for name, found in zip(request_keys, stored)}
         identities: dict[str, dict[str, Any]] = {name: dict(zip(keys, found)) for name, found in request_keys.items()}
         inputs = table.select([c for c in table.column_names if not c.startswith("__req.")])
         row_values = [{k: v for k, v in r.items() if k != ROW_KEY} for r in inputs.to_pylist()]
         frames: dict[str | None, list[Row]] = {None: input_rows(keys)}
-        for step in dependents:
-            rows, tally = frames[step.grain], tallies.get(step.name, DependentTally())
-            if step.kind in PER_GROUP and reduce_rows is not None:  # counted by plan/reduce_plan.py, resolve_plan.py
-                found = reduce_rows.setdefault(step.name, [])
-                found += [(row, row_values[row.index], upstream(step, row, answers, by_name)) for row in rows]
-                answers[step.name] = {row.key: None for row in rows}
-                continue
-            if not step.local:
-                answers[step.name] = _plan_rows(
-                    step,
-                    templates[step.name],
-                    rows,
-                    row_values,
-                    (answers, identities),
-                    by_name,
-                    state,
-                    (refresh, retry_failed),
-                    tally,
-                )
-                continue
-            answers[step.name] = _plan_sql(step, inputs, rows, answers, by_name, base_dir, tally)
-            if step.fan_out:
-                frames[step.name] = _fan_out(step, rows, answers[step.name], tally)
+        for level in step_levels(dependents):
+            rendered: list[tuple[StepPlan, list[Row], DependentTally, _Rendered]] = []
+            for step in level:
+                rows, tally = frames[step.grain], tallies.get(step.name, DependentTally())
+                if step.kind in PER_GROUP and reduce_rows is not None:  # counted by reduce_plan.py, resolve_plan.py
+                    found = reduce_rows.setdefault(step.name, [])
+                    found += [(row, row_values[row.index], upstream(step, row, answers, by_name)) for row in rows]
+                    answers[step.name] = {row.key: None for row in rows}
+                elif not step.local:
+                    known = (answers, identities)
+                    made = _render_rows(step, templates[step.name], rows, row_values, known, by_name, tally)
+                    rendered.append((step, rows, tally, made))
+                else:
+                    answers[step.name] = _plan_sql(step, inputs, rows, answers, by_name, base_dir, tally)
+                    if step.fan_out:
+                        frames[step.name] = _fan_out(step, rows, answers[step.name], tally)
+            # one lookup for the level's steps (none reads another's answers), not two queries a step
+            asked = [(step, [k if isinstance(k, str) else None for k in made.keys]) for step, _, _, made in rendered]
+            for (step, rows, tally, made), cached in zip(rendered, stored_answers(state, asked, refresh, retry_failed)):
+                answers[step.name] = _count_rows(rows, made, cached, tally)
     return tallies
-
-
-def _cached_answers(
-    state: StateStore | None, step: StepPlan, keys: list[str | None], refresh: frozenset[str], retry_failed: bool
-) -> list[Any]:
-    """Per row: the parsed cached answer, FAILED when it failed for good earlier, or None when
-    there is none (yet)."""
-    if state is None or step.name in refresh or "*" in refresh:
-        return [None if k is not None else SKIPPED for k in keys]
-    present = [k for k in keys if k is not None]
-    found = state.results_for_keys(pa.array(present, pa.string())) if present else None
-    outputs: dict[str, Any] = {}
-    if present and not retry_failed:
-        settled = state.failed_key_array(pa.array(present, pa.string()), deterministic_codes())
-        outputs.update(dict.fromkeys(settled.to_pylist(), FAILED))
-    if found is not None:
-        for key, status, output in zip(
-            found.column("request_key").to_pylist(),
-            found.column("status").to_pylist(),
-            found.column("output").to_pylist(),
-        ):
-            if status == "succeeded":
-                outputs[key] = json.loads(output) if step.json_answers else output
-    return [outputs.get(k) if k is not None else SKIPPED for k in keys]
-
-
-def _downstream(answers: list[Any]) -> list[Any]:
-    """What later steps see: a request that failed for good never answers, so rows using it skip."""
-    return [SKIPPED if a is FAILED else a for a in answers]
 
 
 def _plan_sql(
@@ -197,19 +175,27 @@ def _row_state(upstream_values: list[Any]) -> str:
     return "projected" if any(v is None for v in upstream_values) else "known"
 
 
-def _plan_rows(
+@dataclass
+class _Rendered:
+    """A step's rows rendered now: each row's key (None: skipped, PROJECTED: not renderable yet)."""
+
+    requests: StepRequests
+    keys: list[Any]
+    requests_now: list[RenderedRequest]
+
+
+def _render_rows(
     step: StepPlan,
     tpl: StepTemplates,
     rows: list[Row],
     row_values: list[dict],
     known: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]],
     by_name: dict[str, StepPlan],
-    state: StateStore | None,
-    cache: tuple[frozenset[str], bool],
     tally: DependentTally,
-) -> dict[str, Any]:
-    """Render the rows whose upstream answers are known; count them against the cache. `known`:
-    per step, each row's answer and what identifies its request (identities gains this step's)."""
+) -> _Rendered:
+    """Render the rows whose upstream answers are known (their answers are looked up with the
+    other steps of the level). `known`: per step, each row's answer and what identifies its
+    request (identities gains this step's)."""
     answers, identities = known
     requests = StepRequests(step, tpl)
     keys: list[Any] = []
@@ -240,12 +226,17 @@ def _plan_rows(
         keys.append(request.key)
         ident[row.key] = request.key
         rendered.append(request)
+    return _Rendered(requests, keys, rendered)
+
+
+def _count_rows(rows: list[Row], rendered: _Rendered, cached: list[Any], tally: DependentTally) -> dict[str, Any]:
+    """Count a step's rendered rows against their stored answers; each row's answer for later steps."""
+    keys = rendered.keys
     real = [k if isinstance(k, str) else None for k in keys]
-    cached = _cached_answers(state, step, real, *cache)
     cached = [None if k is PROJECTED else c for k, c in zip(keys, cached)]
-    _count(tally, real, cached, requests.tokens(rendered))
+    _count(tally, real, cached, rendered.requests.tokens(rendered.requests_now))
     _remember_unanswered(tally, rows, keys, cached)
-    return {row.key: answer for row, answer in zip(rows, _downstream(cached))}
+    return {row.key: answer for row, answer in zip(rows, downstream(cached))}
 
 
 def _settle_gathered(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

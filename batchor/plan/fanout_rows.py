@@ -39,6 +39,18 @@ def order_steps(steps: list[StepPlan]) -> list[StepPlan]:
     return ordered
 
 
+def step_levels(steps: list[StepPlan]) -> list[list[StepPlan]]:
+    """`steps` (in dependency order) by level: each after every step it reads of `steps`; the
+    steps of a level read none of each other's answers, so their lookups go together."""
+    depth: dict[str, int] = {}
+    levels: list[list[StepPlan]] = []
+    for step in steps:
+        depth[step.name] = 1 + max((depth[d] for d in step.depends_on if d in depth), default=-1)
+        levels += [[] for _ in range(depth[step.name] + 1 - len(levels))]
+        levels[depth[step.name]].append(step)
+    return levels
+
+
 def assign_grains(steps: list[StepPlan]) -> list[StepPlan]:
     """Set each step's `grain`: the deepest fan-out among the steps it uses (None: input rows)."""
     parents: dict[str, str | None] = {}  # fan-out step -> grain of the rows it reads

@@ -73,3 +73,11 @@ def test_planning_asks_the_state_about_many_small_steps_at_once(workdir):
     each, not two per step (2,000 steps of 2 rows spent most of `plan` on them)."""
     few, many = _plan_units(_spec(workdir / "few", 2, then=False)), _plan_units(_spec(workdir / "many", 40, then=False))
     assert many - few <= 20, (few, many)
+
+
+def test_planning_a_pipeline_of_many_steps_asks_the_same_queries_as_of_few(workdir):
+    """Steps that read earlier answers look up their requests level by level, all steps of a level
+    at once (plan/stored_answers.py): 12 pairs of steps ask what 2 pairs ask, where each dependent
+    step (and each root, for its answers) asked two queries of its own."""
+    few, many = _plan_units(_spec(workdir / "few", 2)), _plan_units(_spec(workdir / "many", 12))
+    assert many == few, (few, many)
