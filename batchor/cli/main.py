@@ -5,9 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -19,10 +17,21 @@ except ImportError:  # pragma: no cover - Typer with an external Click
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from batchor import arrow_pool
-from batchor.cli import ask, basics, compare_cmd, costdiff_cmd, housekeeping, pandas_probe, pilot_cmd, review_cmd
+from batchor.cli import (
+    ask,
+    basics,
+    compare_cmd,
+    costdiff_cmd,
+    housekeeping,
+    pandas_probe,
+    pilot_cmd,
+    review_cmd,
+    runs_cmd,
+)
 from batchor.cli import quality as quality_cli
 from batchor.cli.basics import print_json
 from batchor.cli.colour import coloured, terminal_safe
+from batchor.cli.ctrl_c import CtrlC, cancelled
 from batchor.cli.draft_cmd import draft as draft_command
 from batchor.cli.options import (
     ApplyMaxCostOpt,
@@ -69,14 +78,6 @@ app = typer.Typer(
     help="Run LLM prompts over every row of a dataset, declaratively.",
 )
 app.callback()(basics.common_options)  # --version, -v/--verbose, -q/--quiet, logging; completion: typer's
-
-
-def _cancelled() -> type[BaseException]:
-    """asyncio's CancelledError, imported only when an exception is being matched (asyncio is slow
-    to import and `--help` never needs it)."""
-    import asyncio
-
-    return asyncio.CancelledError
 
 
 @app.command()
@@ -295,75 +296,7 @@ def _report(outcome: Any, compiled: Any, ctx: typer.Context, as_json: bool) -> N
         raise typer.Exit(exit_code_for_status(outcome.status))
 
 
-@app.command()
-def status(
-    run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
-    state: Optional[str] = StateOpt,
-    as_json: bool = JsonOpt,
-) -> None:
-    """Show a run: progress, spend, failures by reason."""
-    from batchor import operations
-
-    data = operations.status(run, state=state)
-    if as_json:
-        print_json(data)
-        return
-    tables.show(tables.status_view(data))
-
-
-@app.command()
-def cancel(
-    run: Optional[str] = typer.Argument(None, help="Run id (default: the latest)"),
-    state: Optional[str] = StateOpt,
-    as_json: bool = JsonOpt,
-) -> None:
-    """Cancel the run's provider batches still in flight; a later apply collects what they finished."""
-    from batchor import operations
-
-    data = operations.cancel(run, state=state)
-    if as_json:
-        print_json(data)
-        return
-    tables.show(tables.batches_table(data["batches"])) if data["batches"] else typer.echo("no batches in flight")
-
-
-@app.command()
-def runs(
-    state: Optional[str] = StateOpt, as_json: bool = JsonOpt, limit: int = typer.Option(20, "--limit", min=1)
-) -> None:
-    """Run history with cost."""
-    from batchor import operations
-
-    rows = operations.runs(state=state, limit=limit)
-    if as_json:
-        print_json(rows)
-        return
-    tables.show(tables.runs_table(rows)) if rows else typer.echo(tables.no_runs_yet(state))
-
-
-@app.command()
-def export(
-    run: Optional[str] = typer.Argument(
-        None, help="Run id (default: the latest): its plan's rows, with the answers stored now"
-    ),
-    output: Path = typer.Option(..., "--output", "-o", help="File to write (.csv .parquet .jsonl .duckdb)"),
-    state: Optional[str] = StateOpt,
-    as_json: bool = JsonOpt,
-    attempts: bool = typer.Option(False, "--attempts", help="Export every attempt with raw payloads (JSONL)"),
-) -> None:
-    """Write a run's results (also while it runs: unanswered rows are `pending`)."""
-    from batchor import operations
-
-    data = (
-        operations.export_attempts(output, run, state=state)
-        if attempts
-        else operations.export(output, run, state=state)
-    )
-    print_json(data) if as_json else typer.echo(f"wrote {data['output']}")
-    if data.get("note") and not as_json:
-        typer.echo(f"note: {data['note']}", err=True)
-
-
+runs_cmd.register(app)  # status, cancel, runs, export
 compare_cmd.register(app, lambda yes, max_cost: _approve(yes, max_cost))
 app.command("results")(results_command)
 app.command("report")(report_command)
@@ -384,7 +317,7 @@ def run(argv: list[str] | None = None) -> None:
         arrow_pool.prefer_before_import()
         _load_dotenv()
         pandas_probe.install()
-        with _CtrlC() as ctrl_c:
+        with CtrlC() as ctrl_c:
             result = _click_command().main(args=argv, standalone_mode=False)
         code = result if isinstance(result, int) else EXIT_OK
         if code == EXIT_INTERRUPTED and ctrl_c.seen:  # Typer turned it into a bare exit 130
@@ -397,7 +330,7 @@ def run(argv: list[str] | None = None) -> None:
     except BatchorError as exc:
         _print_error(exc, "--json" in (argv or sys.argv))
         code = exc.exit_code
-    except (KeyboardInterrupt, typer.Abort, _cancelled()):  # click turns a Ctrl+C in its own code into Abort
+    except (KeyboardInterrupt, typer.Abort, cancelled()):  # click turns a Ctrl+C in its own code into Abort
         typer.echo("interrupted", err=True)
         code = EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line, the traceback only on request (BATCHOR_DEBUG)
@@ -407,32 +340,6 @@ def run(argv: list[str] | None = None) -> None:
         typer.echo("  fix: this is a batchor bug; set BATCHOR_DEBUG=1 to see the traceback and report it", err=True)
         code = EXIT_ERROR
     sys.exit(code)
-
-
-class _CtrlC:
-    """Notes a Ctrl+C that reached a command as KeyboardInterrupt. Typer turns one into a bare exit
-    130 and says nothing, so a Ctrl+C while a command plans or reads went unexplained. A run owns
-    SIGINT itself (engine/interrupts.py) and says what it stopped; this handler is not called then."""
-
-    def __init__(self) -> None:
-        self.seen = False
-        self._previous: Any = None
-
-    def __enter__(self) -> "_CtrlC":
-        if (
-            threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        ):
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        self.seen = True
-        signal.default_int_handler(signum, frame)
 
 
 @functools.cache
