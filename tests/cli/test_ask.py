@@ -51,7 +51,9 @@ def test_a_ctrl_c_taken_by_another_thread_interrupts_the_question() -> None:
     try:
         _wait_for_question(process)
         process.send_signal(signal.SIGINT)
-        out, _ = process.communicate(timeout=10)
+        process.wait(timeout=10)  # stdin stays open: its end would be an answer (an abort) of its own
+        assert process.stdout is not None
+        out = process.stdout.read()
     finally:
         process.kill()
     assert process.returncode == 130
