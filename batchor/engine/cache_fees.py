@@ -10,7 +10,7 @@ until its expiry. What each report adds to the recorded fee goes to the budget a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from batchor.plan.model import StepPlan
 from batchor.plan.prices import ModelPrice
@@ -18,11 +18,16 @@ from batchor.providers.base import CacheFee
 from batchor.providers.caching import storage_usd_per_token_hour
 from batchor.state.cache_fees import CacheFeeEntry
 
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
+
 
 class CacheFeeLedger:
     """Records the caches a run holds, each attributed to the step whose cache key it carries."""
 
-    def __init__(self, store: Any, run_id: str, steps: Iterable[StepPlan], spent: Callable[[float, str], None]) -> None:
+    def __init__(
+        self, store: StateStore, run_id: str, steps: Iterable[StepPlan], spent: Callable[[float, str], None]
+    ) -> None:
         self._store, self._run_id, self._spent = store, run_id, spent
         self._steps = {s.prompt_cache.key: s for s in _with_other_models(steps) if s.prompt_cache is not None}
 

@@ -9,18 +9,22 @@ stored answers themselves: the model's answer stays in the state, for the metric
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchor.plan.plan_file import CompiledPlan
 
+if TYPE_CHECKING:
+    from batchor.state.base import StoredResults
+
 Patches = dict[str, dict[str, Any]]  # row key -> {field: reviewed value}; field "text" on a text step
 
 
-def review_patches(plan: CompiledPlan, store: Any) -> dict[str, Patches]:
-    """Per step: the reviewed values of its rows (empty when nothing was reviewed)."""
+def review_patches(plan: CompiledPlan, store: StoredResults) -> dict[str, Patches]:
+    """Per step: the reviewed values of its rows (empty when nothing was reviewed, or when `store`
+    keeps no reviews: a results-only store)."""
     reader = getattr(store, "reviewed_labels", None)
     found: dict[str, Patches] = {}
     for label in reader(plan.header.name) if reader is not None else []:

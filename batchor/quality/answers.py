@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -21,6 +21,9 @@ from batchor.outputs.export import is_small, register_rows, result_column, row_s
 from batchor.plan.model import StepPlan
 from batchor.plan.plan_file import CompiledPlan
 from batchor.state.base import StateStore
+
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ def review_column(step: str, field: str) -> str:
     return f"_review.{step}.{field}"
 
 
-def add_reviewed_labels(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: Any, table: str) -> None:
+def add_reviewed_labels(db: duckdb.DuckDBPyConnection, plan: CompiledPlan, store: StateStore, table: str) -> None:
     """One `_review.<step>.<field>` column per reviewed field: the label as text (a JSON string
     unquoted, other values as JSON), null where the row was not reviewed. The answers stay the
     model's: metrics compare them with these labels (quality/metrics.py)."""

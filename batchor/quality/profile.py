@@ -10,7 +10,7 @@ drawn by hashing each row key with the seed, so the same seed shows the same row
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchor.duck import duckdb
 from batchor.plan.model import StepPlan
@@ -26,6 +26,9 @@ from batchor.quality.answers import (
     q,
 )
 
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
+
 SAMPLES = 5  # random answered rows per step
 FAILED_SAMPLES = 3  # random failed rows per step, with their error
 FLAGGED = 5  # flagged examples per step
@@ -34,7 +37,7 @@ PROMPT_CHARS = 4000  # rendered prompt kept per example
 SUSPICIOUS = ("i'm sorry", "i am sorry", "i cannot", "i can't", "as an ai", "sorry,", "unfortunately")
 
 
-def answer_profile(plan: CompiledPlan, store: Any, seed: int = 0) -> dict[str, Any]:
+def answer_profile(plan: CompiledPlan, store: StateStore, seed: int = 0) -> dict[str, Any]:
     """Distributions, samples and flagged answers of every LLM step of `plan`'s job."""
     db = connect(plan)
     try:

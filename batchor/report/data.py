@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +19,9 @@ import pyarrow.compute as pc
 from batchor.errors import BatchorError
 from batchor.state.base import StateStore
 from batchor.state.raw import unpack
+
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
 
 EXAMPLES = 3  # failing rows shown per (step, reason)
 SAMPLES = 5  # answered rows shown per step
@@ -54,7 +57,7 @@ def _in_pipeline_order(steps: list[dict[str, Any]], plan: Any) -> list[dict[str,
     return sorted(steps, key=lambda s: order.get(s["step"], len(order)))
 
 
-def _profile(plan: Any, store: Any, seed: int) -> dict[str, Any] | None:
+def _profile(plan: Any, store: StateStore, seed: int) -> dict[str, Any] | None:
     """Answer values, seeded samples and flagged answers (quality/profile.py); None without the plan."""
     from batchor.quality.profile import answer_profile
 

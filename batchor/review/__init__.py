@@ -20,7 +20,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchor.errors import ReviewFileError, ReviewFilterError, RunNotFoundError
 from batchor.outputs.export import write_output
@@ -30,6 +30,9 @@ from batchor.quality.answers import answer_fields, load_answers, q
 from batchor.quality.sources import resolve_source
 from batchor.review.files import META, REVIEW_PREFIX, is_blank, read_rows, write_rows
 from batchor.state.reviews import ReviewedLabel, ReviewSource
+
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def _step(plan: CompiledPlan, name: str | None) -> StepPlan:
 
 
 def _picked(
-    plan: CompiledPlan, store: Any, step: StepPlan, where: str | None, sample: int | None, seed: int
+    plan: CompiledPlan, store: StateStore, step: StepPlan, where: str | None, sample: int | None, seed: int
 ) -> tuple[list[dict[str, Any]], int]:
     """The answered rows of `step` the filter picks (input columns, answer fields), in a DuckDB
     of their own holding only the answers table, with external access off and settings locked."""
@@ -173,7 +176,7 @@ def _one(rows: list[dict[str, Any]], column: str, file: Path) -> str:
     return values.pop()
 
 
-def _plan_of_job(store: Any, job: str) -> CompiledPlan:
+def _plan_of_job(store: StateStore, job: str) -> CompiledPlan:
     for run in store.list_runs(500):
         if run.name == job and run.plan_path and Path(run.plan_path).is_file():
             return load_plan(Path(run.plan_path))

@@ -10,7 +10,10 @@ what the provider bills if the run is killed now), and again when it is renewed 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
 
 _TABLE = """CREATE TABLE IF NOT EXISTS cache_fees (
     run_id VARCHAR, name VARCHAR, step VARCHAR, provider VARCHAR, model VARCHAR, tokens BIGINT,
@@ -37,7 +40,7 @@ class CacheFeeEntry:
     storage_usd: float
 
 
-def record_cache_fee(store: Any, entry: CacheFeeEntry) -> float:
+def record_cache_fee(store: StateStore, entry: CacheFeeEntry) -> float:
     """Store `entry`, replacing what was recorded for the same cache; returns what that was (USD).
 
     A cache outlives a run when a batch step's jobs do (a later apply collects them and deletes
@@ -61,7 +64,7 @@ def record_cache_fee(store: Any, entry: CacheFeeEntry) -> float:
     return before
 
 
-def run_cache_fees(store: Any, run_ids: list[str]) -> dict[str, tuple[float, int]]:
+def run_cache_fees(store: StateStore, run_ids: list[str]) -> dict[str, tuple[float, int]]:
     """Per run id that held caches: their fees (creation and storage, USD) and how many caches."""
     if not run_ids:
         return {}

@@ -7,7 +7,10 @@ attempts read it from the cache and how many tokens they read and wrote. Portabl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
 
 # An attempt that counts: billed, with usage reported by the provider.
 _BILLED = "coalesce(a.output_tokens, 0) > 0 AND NOT coalesce(a.estimated, false)"
@@ -24,7 +27,7 @@ class CacheRun:
     writes: int = 0  # attempts that wrote it
 
 
-def prompt_cache_runs(store: Any, cache_keys: list[str]) -> dict[str, list[CacheRun]]:
+def prompt_cache_runs(store: StateStore, cache_keys: list[str]) -> dict[str, list[CacheRun]]:
     """Per cache key, the runs that sent it and what their attempts read and wrote."""
     if not cache_keys:
         return {}

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
 
 _KEYS_PER_QUERY = 500  # keys per IN list: a big set is asked in parts
 
@@ -23,7 +26,7 @@ class StoredResult:
     answered_by: str | None
 
 
-def stored_results(store: Any, keys: Sequence[str]) -> dict[str, StoredResult]:
+def stored_results(store: StateStore, keys: Sequence[str]) -> dict[str, StoredResult]:
     """The stored result of each of these keys that has one."""
     found: dict[str, StoredResult] = {}
     unique = list(dict.fromkeys(keys))
@@ -38,7 +41,7 @@ def stored_results(store: Any, keys: Sequence[str]) -> dict[str, StoredResult]:
     return found
 
 
-def link_answers(store: Any, links: Sequence[tuple[str, str]]) -> None:
+def link_answers(store: StateStore, links: Sequence[tuple[str, str]]) -> None:
     """Record, for each (request, answer) pair, that `answer` (another model's request) answered
     `request`: rows mapped to `request` then read that answer (`StateStore.follow_fallbacks`)."""
     if not links:

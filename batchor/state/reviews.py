@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from batchor.state.base import StateStore
 
 REVIEWS_TABLE = """CREATE TABLE IF NOT EXISTS reviews (
     job_name VARCHAR, step VARCHAR, row_key VARCHAR, field VARCHAR, value VARCHAR,
@@ -37,7 +40,7 @@ class ReviewSource:
     sha256: str
 
 
-def save_reviews(store: Any, job_name: str, labels: Sequence[ReviewedLabel], source: ReviewSource) -> int:
+def save_reviews(store: StateStore, job_name: str, labels: Sequence[ReviewedLabel], source: ReviewSource) -> int:
     """Store `labels` (a later review of the same field replaces the earlier one) in one
     transaction: all of them or, on any error, none."""
     with store.connection() as db:
@@ -60,7 +63,7 @@ def save_reviews(store: Any, job_name: str, labels: Sequence[ReviewedLabel], sou
     return len(labels)
 
 
-def reviewed_labels(store: Any, job_name: str) -> list[dict[str, Any]]:
+def reviewed_labels(store: StateStore, job_name: str) -> list[dict[str, Any]]:
     """Every reviewed label of a job: step, row_key, field, value (JSON), reviewer, when, file."""
     rows = store.execute(
         "SELECT step, row_key, field, value, reviewer, reviewed_at, source_file, source_sha256 FROM reviews "

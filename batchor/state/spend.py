@@ -84,7 +84,7 @@ def failure_costs(store: StateStore, job_id: str) -> dict[str, dict[str, Any]]:
     return {code or "unknown": {"rows": int(n), "cost_usd": float(cost)} for code, n, cost in rows}
 
 
-def unfinished_job_spend(store: Any, job_id: str, *, skip_live: bool = False) -> tuple[float, int]:
+def unfinished_job_spend(store: StateStore, job_id: str, *, skip_live: bool = False) -> tuple[float, int]:
     """What this job's runs since its last finished one spent, and how many runs that is.
 
     A budget covers a job across its resumes: a run stopped by its budget, interrupted, paused,
@@ -105,7 +105,7 @@ def unfinished_job_spend(store: Any, job_id: str, *, skip_live: bool = False) ->
     return sum(s["total_usd"] for s in spent.values()), len(since)
 
 
-def cached_answers(store: Any, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
+def cached_answers(store: StateStore, job_id: str, run_id: str) -> dict[str, tuple[int, float]]:
     """Per step of a job: (rows answered before `run_id`, what those answers cost when they were
     paid): what the cache gave this run for free. Answers paid by the run itself are left out."""
     rows = store.execute(
