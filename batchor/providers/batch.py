@@ -49,6 +49,13 @@ def spooled(lines: list[bytes]) -> Iterator[BinaryIO]:
         yield spool
 
 
+def from_start(spool: BinaryIO) -> BinaryIO:
+    """`spool` rewound: our own retry of an upload hands the SDK the same file object, which the
+    failed attempt read to its end, and would send an empty file (a batch of no requests)."""
+    spool.seek(0)
+    return spool
+
+
 def crash_point(name: str) -> None:
     """Crash tests kill the process here when CRASH_ENV names this point (engine and adapters)."""
     if os.environ.get(CRASH_ENV) == name:

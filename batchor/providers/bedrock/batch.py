@@ -37,6 +37,7 @@ from batchor.providers.batch import (
     RowResult,
     call_once,
     forget_file,
+    from_start,
     mapped_call,
     result_line,
     spooled,
@@ -179,7 +180,9 @@ class BedrockBatchProvider:
         source = f"{self.location}/{tag.batch_id}/input.jsonl"
         bucket, key = split_s3(source)
         with spooled(lines) as body:
-            await self._call("bedrock.s3.put_object", self.s3.put_object, Bucket=bucket, Key=key, Body=body)
+            await self._call(
+                "bedrock.s3.put_object", lambda: self.s3.put_object(Bucket=bucket, Key=key, Body=from_start(body))
+            )
         job = {
             "jobName": job_name(tag.batch_id),
             "clientRequestToken": job_name(tag.batch_id),  # Bedrock's own guard against a repeated create

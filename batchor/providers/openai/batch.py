@@ -37,6 +37,7 @@ from batchor.providers.batch import (
     RowResult,
     call_once,
     forget_file,
+    from_start,
     mapped_call,
     result_line,
     spooled,
@@ -226,7 +227,7 @@ class OpenAIBatchProvider:
         with spooled(lines) as data:
             upload = await self._call(
                 f"{self.name}.files.create",
-                lambda: self.client.files.create(file=(f"{tag.batch_id}.jsonl", data), purpose="batch"),
+                lambda: self.client.files.create(file=(f"{tag.batch_id}.jsonl", from_start(data)), purpose="batch"),
             )
         metadata = {
             TAG: tag.batch_id,
